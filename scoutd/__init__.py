@@ -1,0 +1,52 @@
+"""scoutd: context-window management for LLM agents.
+
+Prompt strategies that keep a long agent conversation inside the model's
+context window while keeping the prompt prefix stable for provider caches,
+operator notices delivered through an inbox beside the chat, and a daemon
+that serves all of it to local agents over a Unix socket.
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .config import Config, DaemonConfig, PromptConfig, load_config
+from .errors import Aborted, ConfigError, ScoutdError, UnknownStrategy
+from .prepare import (
+    Prepared,
+    available_strategies,
+    prepare,
+    prepare_prompt,
+    register_strategy,
+    unregister_strategy,
+)
+from .strategies.inbox import inbox_dir, inbox_removed_dir
+from .strategies.report import StrategyReport, ToolAction
+from .strategies.text import shorten_string, truncate_string
+
+__all__ = [
+    # library entry points
+    "prepare",
+    "prepare_prompt",
+    "Prepared",
+    "StrategyReport",
+    "ToolAction",
+    # strategies
+    "available_strategies",
+    "register_strategy",
+    "unregister_strategy",
+    "inbox_dir",
+    "inbox_removed_dir",
+    "shorten_string",
+    "truncate_string",
+    # configuration
+    "Config",
+    "DaemonConfig",
+    "PromptConfig",
+    "load_config",
+    # errors
+    "Aborted",
+    "ConfigError",
+    "ScoutdError",
+    "UnknownStrategy",
+    "__version__",
+]

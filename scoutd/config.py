@@ -1,0 +1,270 @@
+"""Configuration: one typed definition, four sources, no memoization.
+
+Sources, highest first: per-call overrides, the TOML file (``[prompt]``,
+``[daemon]`` and ``[plugins]`` tables), environment variables (the upper-case
+names of the ``[prompt]`` keys, plus ``PROMPT_STRATEGY``), built-in defaults.
+Every layer is validated against the same msgspec Structs, so a typo, a wrong
+type or a negative count is reported with the key and the source that set it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from .errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_NOTICE",
+    "DEFAULT_STRATEGIES",
+    "Config",
+    "DaemonConfig",
+    "PromptConfig",
+    "load_config",
+    "resolve_config",
+    "strategy_names",
+    "with_overrides",
+]
+
+DEFAULT_CONFIG_PATH = "/etc/scoutd/scoutd.toml"
+DEFAULT_STRATEGIES = ("shorten_tools_epoch_increment", "inbox")
+
+DEFAULT_NOTICE = (
+    "[Context compaction]\n"
+    "This conversation was compacted to fit the model's context window: {compacted} older"
+    ' tool messages are shown shortened (marked "Truncated (<original length>): ...") and'
+    " {removed} were removed.\n"
+    "A tool call that is no longer visible may still have run: do not repeat a call only"
+    " because its earlier result is missing. The latest of any repeated identical calls is"
+    " always kept."
+)
+
+MIB = 1024 * 1024
+SECONDS = 1.0
+
+Count = Annotated[int, msgspec.Meta(ge=0)]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+Duration = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Keys of the ``[prompt]`` table: what the strategies read."""
+
+    prompt_strategies: str | tuple[str, ...] | None = None
+    compaction_notice: str = DEFAULT_NOTICE
+    # shorten_tools (SPEC section 4)
+    full_tool_calls: Count = 0
+    full_tool_outputs: Count = 10
+    max_tool_calls: Count = 40
+    max_tool_outputs: Count | None = None  # None: the value of max_tool_calls
+    max_tool_chars: Count = 100_000
+    # shorten_tools_epoch (section 5)
+    epoch_tool_call_threshold: Count = 50
+    epoch_full_tool_calls: Count = 20
+    epoch_compacted_tool_calls: Count = 80
+    epoch_size: Count = 20
+    # shorten_tools_epoch_increment (section 6)
+    epoch_increment_epochs_per_increase: Count = 3
+    epoch_increment_size_increase: Count = 10
+    epoch_increment_repeat_increase: Count = 10
+    epoch_increment_max_size: Count = 60
+    epoch_increment_compacted_growth_ratio: Annotated[float, msgspec.Meta(ge=0)] = 2.0
+    epoch_increment_max_compacted_tool_calls: Count = 160
+    # inbox (section 7)
+    inbox_max_bytes: Positive = 1 * MIB
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.epoch_increment_compacted_growth_ratio):
+            raise ValueError("epoch_increment_compacted_growth_ratio must be finite")
+
+    @property
+    def effective_max_tool_outputs(self) -> int:
+        """``max_tool_outputs`` falls back to ``max_tool_calls`` when unset."""
+        if self.max_tool_outputs is None:
+            return self.max_tool_calls
+        return self.max_tool_outputs
+
+
+class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Keys of the ``[daemon]`` table: what ``scoutd serve`` reads."""
+
+    socket_path: str = "/run/scoutd/scoutd.sock"
+    socket_mode: Annotated[int, msgspec.Meta(ge=0, le=0o777)] = 0o660
+    socket_group: str | None = None
+    # None: only the daemon's own uid. Members of allowed_gids are also let in.
+    allowed_uids: tuple[int, ...] | None = None
+    allowed_gids: tuple[int, ...] = ()
+    allowed_roots: tuple[str, ...] = ("/",)
+    max_request_bytes: Positive = 64 * MIB
+    max_connections: Positive = 256
+    idle_timeout: Duration = 300 * SECONDS
+    read_timeout: Duration = 30 * SECONDS
+    shutdown_timeout: Duration = 10 * SECONDS
+    rescan_interval: Duration = 5 * SECONDS
+    watch_mode: Literal["native", "poll"] = "native"
+    abort_signal: str | None = None
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    max_session_messages: Positive = 1_000_000
+    max_session_bytes: Positive = 1024 * MIB
+    session_idle_timeout: Duration = 3600 * SECONDS
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """An immutable snapshot of the effective configuration.
+
+    ``origins`` maps every key (``prompt.epoch_size``, ``daemon.socket_path``,
+    ``plugins.NAME``) to where its value came from: ``default``, ``env:NAME``,
+    ``file`` or ``override``.
+    """
+
+    prompt: PromptConfig = msgspec.field(default_factory=PromptConfig)
+    daemon: DaemonConfig = msgspec.field(default_factory=DaemonConfig)
+    plugins: dict[str, str] = msgspec.field(default_factory=dict)
+    path: str | None = None
+    origins: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class _FileLayout(msgspec.Struct, forbid_unknown_fields=True):
+    prompt: dict[str, Any] = msgspec.field(default_factory=dict)
+    daemon: dict[str, Any] = msgspec.field(default_factory=dict)
+    plugins: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+def strategy_names(value: str | Sequence[str] | None) -> list[str] | None:
+    """Normalise a strategy list: a comma-separated string or a list of names."""
+    if value is None:
+        return None
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    return [name.strip() for name in parts if name.strip()]
+
+
+def _where(error: msgspec.ValidationError, table: str) -> str:
+    return str(error).replace("`$.", f"`{table}.").replace("`$`", f"`{table}`")
+
+
+def _validated_layer(
+    layer: Mapping[str, Any], struct: type[msgspec.Struct], table: str, source: str
+) -> dict[str, Any]:
+    """Validate a partial table and return the keys it sets, converted."""
+    if not layer:
+        return {}
+    try:
+        converted = msgspec.convert(dict(layer), struct)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(
+            f"invalid configuration in {source}, table [{table}]: {_where(exc, table)}"
+        ) from exc
+    return {key: getattr(converted, key) for key in layer}
+
+
+def _env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    layer: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for key in PromptConfig.__struct_fields__:
+        name = "PROMPT_STRATEGY" if key == "prompt_strategies" else key.upper()
+        if name not in environ:
+            continue
+        raw = environ[name]
+        value = raw if key == "compaction_notice" else raw.strip()
+        try:
+            converted = msgspec.convert({key: value}, PromptConfig, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"invalid environment variable {name}={raw!r}: {exc}") from exc
+        layer[key] = getattr(converted, key)
+        origins[key] = f"env:{name}"
+    return layer, origins
+
+
+def _config_path(path: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str | None:
+    if path is not None:
+        return os.fspath(path)
+    if environ.get("SCOUTD_CONFIG"):
+        return environ["SCOUTD_CONFIG"]
+    if os.path.isfile(DEFAULT_CONFIG_PATH):
+        return DEFAULT_CONFIG_PATH
+    return None
+
+
+def _read_file(path: str) -> _FileLayout:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    try:
+        return msgspec.toml.decode(raw, type=_FileLayout)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid config file {path}: {_where(exc, '')}") from exc
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"invalid config file {path}: {exc}") from exc
+
+
+def resolve_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Build a snapshot from defaults, environment and file, reading them now.
+
+    ``path`` wins over ``$SCOUTD_CONFIG``, which wins over
+    ``/etc/scoutd/scoutd.toml`` (used only if it exists). A named file that is
+    missing is an error.
+    """
+    environ = os.environ if environ is None else environ
+    prompt_layer, env_origins = _env_layer(environ)
+    origins = {f"prompt.{key}": "default" for key in PromptConfig.__struct_fields__}
+    origins.update({f"daemon.{key}": "default" for key in DaemonConfig.__struct_fields__})
+    origins.update({f"prompt.{key}": where for key, where in env_origins.items()})
+
+    file_path = _config_path(path, environ)
+    daemon_layer: dict[str, Any] = {}
+    plugins: dict[str, str] = {}
+    if file_path is not None:
+        layout = _read_file(file_path)
+        source = f"config file {file_path}"
+        file_prompt = _validated_layer(layout.prompt, PromptConfig, "prompt", source)
+        daemon_layer = _validated_layer(layout.daemon, DaemonConfig, "daemon", source)
+        plugins = dict(layout.plugins)
+        prompt_layer.update(file_prompt)
+        origins.update({f"prompt.{key}": "file" for key in file_prompt})
+        origins.update({f"daemon.{key}": "file" for key in daemon_layer})
+        origins.update({f"plugins.{key}": "file" for key in plugins})
+    return Config(
+        prompt=msgspec.convert(prompt_layer, PromptConfig),
+        daemon=msgspec.convert(daemon_layer, DaemonConfig),
+        plugins=plugins,
+        path=file_path,
+        origins=origins,
+    )
+
+
+def with_overrides(config: Config, overrides: Mapping[str, Any] | None) -> Config:
+    """Return ``config`` with per-call overrides of ``[prompt]`` keys applied.
+
+    Only ``[prompt]`` keys may be overridden per call; plugins and daemon keys
+    come from the operator alone.
+    """
+    if not overrides:
+        return config
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"config overrides must be a mapping, got {type(overrides).__name__}")
+    layer = _validated_layer(overrides, PromptConfig, "prompt", "per-call overrides")
+    origins = dict(config.origins)
+    origins.update({f"prompt.{key}": "override" for key in layer})
+    return msgspec.structs.replace(
+        config, prompt=msgspec.structs.replace(config.prompt, **layer), origins=origins
+    )
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Read the configuration now (file, environment, defaults) plus overrides."""
+    return with_overrides(resolve_config(path), overrides)

@@ -1,0 +1,39 @@
+"""The exceptions that scoutd raises to its callers."""
+
+from __future__ import annotations
+
+__all__ = ["Aborted", "ConfigError", "ScoutdError", "UnknownStrategy"]
+
+
+class ScoutdError(Exception):
+    """Base class of every scoutd error."""
+
+
+class Aborted(ScoutdError):
+    """An operator asked the agent to stop (an ``abort`` file in its inbox).
+
+    ``reason`` is the stripped content of the abort file, or a sentence naming the
+    consumed file when the content was blank.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ConfigError(ScoutdError, ValueError):
+    """The configuration (file, environment or overrides) is invalid.
+
+    The message names the offending key and where it came from.
+    """
+
+
+class UnknownStrategy(ScoutdError, ValueError):
+    """A strategy name that is neither built in, registered nor installed as a plugin."""
+
+    def __init__(self, name: str, available: list[str]) -> None:
+        super().__init__(
+            f"unknown prompt strategy {name!r}; available: {', '.join(sorted(available))}"
+        )
+        self.name = name
+        self.available = sorted(available)

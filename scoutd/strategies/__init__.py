@@ -1,0 +1,39 @@
+"""The built-in prompt strategies: pure functions over plain message lists.
+
+Each built-in takes ``(messages, prompt_config, save_file, detail)`` and
+returns ``(new_messages, report)``. Only ``inbox`` touches the filesystem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..config import PromptConfig
+from .epoch import shorten_tools_epoch, shorten_tools_epoch_increment
+from .inbox import inbox
+from .report import StrategyReport, plain_report
+from .shorten_tools import shorten_tools
+
+__all__ = ["BUILTINS", "Builtin"]
+
+Builtin = Callable[
+    [Sequence[Any], PromptConfig, str | None, bool], tuple[list[Any], StrategyReport]
+]
+
+
+def _none(
+    messages: Sequence[Any], config: PromptConfig, save_file: str | None, detail: bool
+) -> tuple[list[Any], StrategyReport]:
+    return list(messages), plain_report("none", messages, messages)
+
+
+BUILTINS: dict[str, Builtin] = {
+    "shorten_tools": lambda m, c, s, d: shorten_tools(m, c, detail=d),
+    "shorten_tools_epoch": lambda m, c, s, d: shorten_tools_epoch(m, c, detail=d),
+    "shorten_tools_epoch_increment": lambda m, c, s, d: shorten_tools_epoch_increment(
+        m, c, detail=d
+    ),
+    "inbox": lambda m, c, s, d: inbox(m, c, save_file=s),
+    "none": _none,
+}
