@@ -85,7 +85,11 @@ def _load_plugin(name: str, target: str) -> Callable[..., Any]:
 
 
 def _run_external(
-    name: str, fn: Callable[..., Any], messages: list[Any], save_file: str | None, config: Config,
+    name: str,
+    fn: Callable[..., Any],
+    messages: list[Any],
+    save_file: str | None,
+    config: Config,
     plugin: bool,
 ) -> list[Any]:
     kwargs: dict[str, Any] = {}
@@ -117,7 +121,9 @@ def _names(strategies: str | Sequence[str] | None, config: Config) -> list[str]:
     if not isinstance(strategies, str) and not (
         isinstance(strategies, Sequence) and all(isinstance(s, str) for s in strategies)
     ):
-        raise TypeError("strategies must be a callable, a comma-separated string or a list of names")
+        raise TypeError(
+            "strategies must be a callable, a comma-separated string or a list of names"
+        )
     return strategy_names(strategies) or []
 
 

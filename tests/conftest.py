@@ -1,10 +1,26 @@
-"""Shared pytest configuration: async tests run on anyio's asyncio backend."""
+"""Shared pytest configuration.
+
+Async tests run on anyio's asyncio backend. Every test runs with a hermetic
+configuration: no system config file, no ``SCOUTD_CONFIG`` and none of the
+``[prompt]`` environment variables of the machine running the suite.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+import scoutd.config
+
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def hermetic_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scoutd.config, "DEFAULT_CONFIG_PATH", "/nonexistent/scoutd/scoutd.toml")
+    monkeypatch.delenv("SCOUTD_CONFIG", raising=False)
+    for key in scoutd.config.PromptConfig.__struct_fields__:
+        monkeypatch.delenv(key.upper(), raising=False)
+    monkeypatch.delenv("PROMPT_STRATEGY", raising=False)

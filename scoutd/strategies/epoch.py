@@ -79,7 +79,9 @@ def _round_half_up(value: float) -> int:
     return math.floor(value + 0.5)
 
 
-def increment_window(outputs: int, repeat_numbers: Sequence[int], config: PromptConfig) -> Window | None:
+def increment_window(
+    outputs: int, repeat_numbers: Sequence[int], config: PromptConfig
+) -> Window | None:
     """The section-6 window, or None when the conversation stays unchanged.
 
     ``repeat_numbers`` are the sorted oldest-first output numbers of repeats.
@@ -89,7 +91,10 @@ def increment_window(outputs: int, repeat_numbers: Sequence[int], config: Prompt
     if outputs <= threshold or (full == 0 and base_compacted == 0) or base_size <= 0:
         return None
     per_increase = config.epoch_increment_epochs_per_increase
-    growth, repeat_growth = config.epoch_increment_size_increase, config.epoch_increment_repeat_increase
+    growth, repeat_growth = (
+        config.epoch_increment_size_increase,
+        config.epoch_increment_repeat_increase,
+    )
     max_size = max(config.epoch_increment_max_size, base_size)
     max_compacted = max(config.epoch_increment_max_compacted_tool_calls, base_compacted)
     pinned, completed, repeat_epochs = threshold, 0, 0
@@ -151,8 +156,14 @@ def shorten_tools_epoch(
     index = index_tools(messages)
     window = fixed_window(index.outputs, config)
     if window is None:
-        return apply_fates("shorten_tools_epoch", messages, index, [Fate.KEPT] * len(index.tools),
-                           [None] * len(index.tools), detail=detail)
+        return apply_fates(
+            "shorten_tools_epoch",
+            messages,
+            index,
+            [Fate.KEPT] * len(index.tools),
+            [None] * len(index.tools),
+            detail=detail,
+        )
     by_key, _ = repeats(index)
     protected = _protected_positions(index, by_key)
     return _compact("shorten_tools_epoch", messages, index, window, protected, config, detail)
@@ -167,7 +178,13 @@ def shorten_tools_epoch_increment(
     by_key, repeat_numbers = repeats(index)
     window = increment_window(index.outputs, repeat_numbers, config)
     if window is None:
-        return apply_fates(name, messages, index, [Fate.KEPT] * len(index.tools),
-                           [None] * len(index.tools), detail=detail)
+        return apply_fates(
+            name,
+            messages,
+            index,
+            [Fate.KEPT] * len(index.tools),
+            [None] * len(index.tools),
+            detail=detail,
+        )
     protected = _protected_positions(index, by_key)
     return _compact(name, messages, index, window, protected, config, detail)

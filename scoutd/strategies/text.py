@@ -7,7 +7,7 @@ import hashlib
 __all__ = ["shorten_string", "truncate_string"]
 
 
-def truncate_string(s: str, max: int = 150) -> str:  # noqa: A002 - the public name is `max`
+def truncate_string(s: str, max: int = 150) -> str:
     """Cut the middle of ``s`` out and put a marker with its length and MD5 there.
 
     ``"head<...LEN - md5[:5]...>tail"``; ``s`` itself when it already fits. Lengths
