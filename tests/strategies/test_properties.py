@@ -1,0 +1,174 @@
+"""Invariants of the compacting strategies over generated conversations."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scoutd import prepare
+from scoutd.config import PromptConfig
+from scoutd.strategies.epoch import fixed_window, increment_window, repeats
+from scoutd.strategies.report import content_chars
+from scoutd.strategies.tool_messages import CALL, OUTPUT, call_key, index_tools, role_of
+
+from .conversations import conversations
+
+COMPACTING = ["shorten_tools", "shorten_tools_epoch", "shorten_tools_epoch_increment"]
+
+# Small windows so that every band (kept, truncated, dropped, protected) is reached.
+SMALL = PromptConfig(
+    full_tool_calls=1,
+    full_tool_outputs=2,
+    max_tool_calls=6,
+    max_tool_outputs=5,
+    max_tool_chars=300,
+    epoch_tool_call_threshold=3,
+    epoch_full_tool_calls=2,
+    epoch_compacted_tool_calls=3,
+    epoch_size=2,
+    epoch_increment_epochs_per_increase=1,
+    epoch_increment_size_increase=1,
+    epoch_increment_repeat_increase=2,
+    epoch_increment_max_size=6,
+    epoch_increment_max_compacted_tool_calls=8,
+)
+
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _ids(messages: list[Any], role: str) -> list[Any]:
+    found = []
+    for message in messages:
+        if role_of(message) == role:
+            try:
+                body = msgspec.json.decode(message["content"])
+            except (msgspec.DecodeError, TypeError):
+                continue
+            if isinstance(body, dict):
+                found.append(body.get("id"))
+    return found
+
+
+@PROPERTY
+@given(messages=conversations(), strategy=st.sampled_from(COMPACTING))
+def test_never_mutates_its_input_and_never_raises(messages: list[Any], strategy: str) -> None:
+    snapshot = copy.deepcopy(messages)
+    originals = list(messages)
+    prepared = prepare(messages, strategy, config=SMALL)
+    assert messages == snapshot
+    assert all(a is b for a, b in zip(messages, originals, strict=True))
+    # Kept messages are the input objects themselves; only rewrites and the notice are new.
+    identities = {id(m) for m in messages}
+    fresh = sum(id(m) not in identities for m in prepared.messages)
+    report = prepared.report[0]
+    assert fresh == report.calls_truncated + report.outputs_truncated + int(report.notice)
+
+
+@PROPERTY
+@given(messages=conversations(), strategy=st.sampled_from(COMPACTING))
+def test_pair_integrity(messages: list[Any], strategy: str) -> None:
+    """No output survives whose call was dropped, and no call whose output was dropped."""
+    index = index_tools(messages)
+    pairs = [
+        (tool.data.get("id"), index.tools[tool.partner].index)
+        for tool in index.tools
+        if tool.is_call and tool.partner >= 0
+    ]
+    result = prepare(messages, strategy, config=SMALL).messages
+    calls, outputs = set(map(str, _ids(result, CALL))), set(map(str, _ids(result, OUTPUT)))
+    for ident, _ in pairs:
+        assert (str(ident) in calls) == (str(ident) in outputs), ident
+
+
+@PROPERTY
+@given(messages=conversations(), strategy=st.sampled_from(COMPACTING))
+def test_report_counts_match_the_output(messages: list[Any], strategy: str) -> None:
+    prepared = prepare(messages, strategy, config=SMALL)
+    report = prepared.report[0]
+    before, after = index_tools(messages), index_tools(prepared.messages)
+    calls_in = sum(t.is_call for t in before.tools)
+    outputs_in = len(before.tools) - calls_in
+    calls_out = sum(t.is_call for t in after.tools)
+    outputs_out = len(after.tools) - calls_out
+    assert report.calls_kept + report.calls_protected + report.calls_truncated == calls_out
+    assert report.outputs_kept + report.outputs_protected + report.outputs_truncated == outputs_out
+    assert report.calls_dropped == calls_in - calls_out
+    assert report.outputs_dropped == outputs_in - outputs_out
+    assert report.chars_before == content_chars(messages)
+    assert report.chars_after == content_chars(prepared.messages)
+    notices = len(prepared.messages) - (
+        len(messages) - report.calls_dropped - report.outputs_dropped
+    )
+    assert notices == int(report.notice)
+
+
+def _pinned(messages: list[Any], strategy: str) -> int | None:
+    index = index_tools(messages)
+    if strategy == "shorten_tools_epoch":
+        window = fixed_window(index.outputs, SMALL)
+    else:
+        window = increment_window(index.outputs, repeats(index)[1], SMALL)
+    return None if window is None else window.pinned
+
+
+def _repeats_an_earlier_call(prefix: list[Any], added: list[Any]) -> bool:
+    index = index_tools(prefix + added)
+    seen: set[tuple[str, str]] = set()
+    for tool in index.tools:
+        if tool.is_call:
+            key = call_key(tool.data)
+            if tool.index >= len(prefix) and key in seen:
+                return True
+            seen.add(key)
+    return False
+
+
+@PROPERTY
+@given(
+    messages=conversations(max_pairs=60),
+    strategy=st.sampled_from(["shorten_tools_epoch", "shorten_tools_epoch_increment"]),
+    data=st.data(),
+)
+def test_prefix_stable_inside_an_epoch(messages: list[Any], strategy: str, data: Any) -> None:
+    """Inside one epoch, P(n) is a prefix of P(n+k) unless a new call repeats an old one."""
+    cut = data.draw(st.integers(min_value=0, max_value=len(messages)))
+    grown = data.draw(st.integers(min_value=cut, max_value=len(messages)))
+    shorter, longer = messages[:cut], messages[:grown]
+    if _pinned(shorter, strategy) != _pinned(longer, strategy):
+        return
+    if _repeats_an_earlier_call(shorter, messages[cut:grown]):
+        return
+    small = prepare(shorter, strategy, config=SMALL).messages
+    large = prepare(longer, strategy, config=SMALL).messages
+    assert large[: len(small)] == small
+
+
+@pytest.mark.parametrize("strategy", ["shorten_tools_epoch", "shorten_tools_epoch_increment"])
+def test_prefix_stability_holds_over_a_whole_growing_run(strategy: str) -> None:
+    """Step by step over one run: every same-epoch step extends the previous prompt."""
+    from .conversations import agent_run
+
+    run = agent_run(160, repeat_every=0)
+    previous: list[Any] | None = None
+    previous_pinned: int | None = None
+    same_epoch_steps = 0
+    for end in range(4, len(run) + 1, 2):
+        prefix = run[:end]
+        prompt = prepare(prefix, strategy).messages
+        index = index_tools(prefix)
+        window = (
+            fixed_window(index.outputs, PromptConfig())
+            if strategy == "shorten_tools_epoch"
+            else increment_window(index.outputs, [], PromptConfig())
+        )
+        pinned = None if window is None else window.pinned
+        if previous is not None and pinned is not None and pinned == previous_pinned:
+            assert prompt[: len(previous)] == previous
+            same_epoch_steps += 1
+        previous, previous_pinned = prompt, pinned
+    assert same_epoch_steps > 90

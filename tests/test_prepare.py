@@ -1,0 +1,168 @@
+"""The strategy dispatcher: forms of ``strategies``, registration and plugins."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from scoutd import (
+    ConfigError,
+    UnknownStrategy,
+    available_strategies,
+    prepare,
+    prepare_prompt,
+    register_strategy,
+    unregister_strategy,
+)
+
+from .strategies.conversations import agent_run
+
+MESSAGES = agent_run(70)
+
+
+@pytest.fixture
+def registered() -> Iterator[list[list[Any]]]:
+    seen: list[list[Any]] = []
+
+    def tag(messages: list[Any]) -> list[Any]:
+        seen.append(messages)
+        return [*messages, {"role": "user", "content": "tagged"}]
+
+    register_strategy("tag", tag)
+    yield seen
+    unregister_strategy("tag")
+
+
+def test_default_strategies_are_epoch_increment_then_inbox() -> None:
+    prepared = prepare(MESSAGES)
+    assert [r.strategy for r in prepared.report] == ["shorten_tools_epoch_increment", "inbox"]
+    assert prepared.messages == prepare_prompt(MESSAGES, "shorten_tools_epoch_increment")
+
+
+@pytest.mark.parametrize(
+    "strategies", [" shorten_tools ,none", ["shorten_tools", "none"], ("shorten_tools", "none")]
+)
+def test_string_and_list_forms(strategies: Any) -> None:
+    prepared = prepare(MESSAGES, strategies)
+    assert [r.strategy for r in prepared.report] == ["shorten_tools", "none"]
+
+
+def test_strategies_run_in_order_each_on_the_previous_output() -> None:
+    chained = prepare_prompt(MESSAGES, "shorten_tools_epoch,shorten_tools")
+    by_hand = prepare_prompt(prepare_prompt(MESSAGES, "shorten_tools_epoch"), "shorten_tools")
+    assert chained == by_hand
+
+
+def test_a_callable_gets_the_messages_alone() -> None:
+    result = prepare_prompt(MESSAGES, lambda messages: messages[:2])
+    assert result == MESSAGES[:2]
+
+
+def test_none_returns_an_equal_new_list() -> None:
+    result = prepare_prompt(MESSAGES, "none")
+    assert result == MESSAGES
+    assert result is not MESSAGES
+
+
+def test_unknown_name_lists_the_available_ones() -> None:
+    with pytest.raises(UnknownStrategy) as caught:
+        prepare_prompt(MESSAGES, "shorten_tools,shorten_tool")
+    assert caught.value.name == "shorten_tool"
+    assert "shorten_tools_epoch_increment" in str(caught.value)
+    assert "inbox" in caught.value.available
+
+
+def test_registered_strategy_receives_the_messages_only(registered: list[list[Any]]) -> None:
+    result = prepare_prompt(MESSAGES, ["none", "tag"], save_file="/tmp/ignored.chat")
+    assert result[-1] == {"role": "user", "content": "tagged"}
+    assert registered[0] == MESSAGES
+    assert "tag" in available_strategies()
+
+
+def test_register_rejects_bad_names_and_builtins() -> None:
+    with pytest.raises(ValueError):
+        register_strategy("inbox", lambda m: m)
+    with pytest.raises(ValueError):
+        register_strategy("a,b", lambda m: m)
+    with pytest.raises(TypeError):
+        register_strategy("x", "not callable")  # type: ignore[arg-type]
+
+
+def test_a_strategy_that_returns_no_list_is_a_clear_error() -> None:
+    register_strategy("broken", lambda m: None)
+    try:
+        with pytest.raises(TypeError, match="'broken' returned NoneType"):
+            prepare_prompt(MESSAGES, "broken")
+    finally:
+        unregister_strategy("broken")
+
+
+@pytest.mark.parametrize("bad", ["a string", None, 42, {"role": "user"}])
+def test_messages_must_be_a_list(bad: Any) -> None:
+    with pytest.raises(TypeError, match="list of messages"):
+        prepare_prompt(bad)
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[pathlib.Path]:
+    """A module and an installed distribution declaring a `scoutd.strategies` entry point."""
+    (tmp_path / "scoutd_test_plugins.py").write_text(
+        textwrap.dedent(
+            """
+            def plain(messages):
+                return messages + [{"role": "user", "content": "plain"}]
+
+            def contextual(messages, *, save_file=None, config=None):
+                note = f"save_file={save_file} epoch_size={config.prompt.epoch_size}"
+                return messages + [{"role": "user", "content": note}]
+            """
+        )
+    )
+    dist = tmp_path / "scoutd_test_plugins-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: scoutd-test-plugins\nVersion: 1.0\n"
+    )
+    (dist / "entry_points.txt").write_text(
+        "[scoutd.strategies]\ncontextual = scoutd_test_plugins:contextual\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("scoutd_test_plugins", None)
+
+
+def test_entry_point_plugin_gets_the_keywords_it_declares(plugin_dir: pathlib.Path) -> None:
+    assert "contextual" in available_strategies()
+    result = prepare_prompt(MESSAGES, "contextual", save_file="/x/a.chat", config={"epoch_size": 4})
+    assert result[-1]["content"] == "save_file=/x/a.chat epoch_size=4"
+
+
+def test_config_file_plugin(plugin_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = plugin_dir / "scoutd.toml"
+    config.write_text('[plugins]\nplain = "scoutd_test_plugins:plain"\n')
+    monkeypatch.setenv("SCOUTD_CONFIG", str(config))
+    assert prepare_prompt(MESSAGES, "plain")[-1]["content"] == "plain"
+
+
+def test_config_file_plugin_that_cannot_load(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "scoutd.toml"
+    config.write_text('[plugins]\nghost = "no_such_module_here:fn"\n')
+    monkeypatch.setenv("SCOUTD_CONFIG", str(config))
+    with pytest.raises(ConfigError, match="ghost"):
+        prepare_prompt(MESSAGES, "ghost")
+
+
+def test_detail_reports_every_tool_message() -> None:
+    prepared = prepare(MESSAGES, "shorten_tools_epoch", detail=True)
+    actions = prepared.report[0].actions
+    assert actions is not None
+    assert len(actions) == 140
+    assert {a.action for a in actions} == {"kept", "truncated"}
+    assert [a.index for a in actions] == list(range(2, 142))
