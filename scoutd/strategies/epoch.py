@@ -17,13 +17,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import PromptConfig
-from .report import Fate, StrategyReport, apply_fates
-from .tool_messages import ToolIndex, call_key, index_tools, shortened_call, shortened_output
+from .report import Changes, StrategyReport, apply_changes
+from .tool_messages import (
+    ToolIndex,
+    index_tools,
+    repeated_pairs,
+    shortened_call,
+    shortened_output,
+)
 
 __all__ = [
     "Window",
     "increment_window",
-    "repeats",
+    "fixed_window",
+    "repeat_numbers",
     "shorten_tools_epoch",
     "shorten_tools_epoch_increment",
 ]
@@ -44,24 +51,14 @@ class Window:
     truncate_to: int
 
 
-def repeats(index: ToolIndex) -> tuple[dict[tuple[str, str], list[int]], list[int]]:
-    """Pairs grouped by call key, and the sorted output numbers of repeats.
-
-    Returns ``(numbers_by_key, repeat_numbers)``: for each key the oldest-first
-    output numbers of its pairs, and every number but the first of each key.
-    """
-    by_key: dict[tuple[str, str], list[int]] = {}
-    for tool in index.tools:
-        if tool.is_call and tool.partner >= 0:
-            number = index.tools[tool.partner].number
-            by_key.setdefault(call_key(tool.data), []).append(number)
-    repeated = sorted(n for numbers in by_key.values() for n in numbers[1:])
-    return by_key, repeated
+def repeat_numbers(repeated: dict[bytes, list[int]]) -> list[int]:
+    """Sorted output numbers of every repeat: each occurrence of a key after its first."""
+    return sorted(n for numbers in repeated.values() for n in numbers[1:])
 
 
-def _protected_positions(index: ToolIndex, by_key: dict[tuple[str, str], list[int]]) -> set[int]:
+def _protected_positions(index: ToolIndex, repeated: dict[bytes, list[int]]) -> set[int]:
     """Positions of the latest pair of every call key that occurs more than once."""
-    return {index.outputs - max(numbers) + 1 for numbers in by_key.values() if len(numbers) > 1}
+    return {index.outputs - max(numbers) + 1 for numbers in repeated.values()}
 
 
 def fixed_window(outputs: int, config: PromptConfig) -> Window | None:
@@ -123,29 +120,36 @@ def _compact(
     name: str,
     messages: Sequence[Any],
     index: ToolIndex,
-    window: Window,
+    window: Window | None,
     protected: set[int],
     config: PromptConfig,
     detail: bool,
 ) -> tuple[list[Any], StrategyReport]:
-    fates: list[Fate] = []
-    rewrites: list[str | None] = []
-    for tool in index.tools:
-        position = tool.position
-        rewrite = None
-        if position <= window.keep_full:
-            fate = Fate.KEPT
-        elif position in protected:
-            fate = Fate.PROTECTED
-        elif position <= window.truncate_to:
-            rewrite = shortened_call(tool.data) if tool.is_call else shortened_output(tool.data)
-            fate = Fate.KEPT if rewrite is None else Fate.TRUNCATED
-        else:
-            fate = Fate.DROPPED
-        fates.append(fate)
-        rewrites.append(rewrite)
-    return apply_fates(
-        name, messages, index, fates, rewrites, notice=config.compaction_notice, detail=detail
+    changes = Changes()
+    if window is not None:
+        keep_full, truncate_to = window.keep_full, window.truncate_to
+        positions = index.positions
+        changes.dropped = [s for s, position in enumerate(positions) if position > truncate_to]
+        if protected:
+            changes.protected = [s for s in changes.dropped if positions[s] in protected]
+            changes.dropped = [s for s in changes.dropped if positions[s] not in protected]
+        for slot, position in enumerate(positions):
+            if position <= keep_full or position > truncate_to:
+                continue
+            if position in protected:
+                changes.protected.append(slot)
+                continue
+            body = index.bodies[slot]
+            content = index.content(messages, slot)
+            new = (
+                shortened_call(body, content)
+                if index.is_call[slot]
+                else shortened_output(body, content)
+            )
+            if new is not None:
+                changes.rewrites[slot] = new
+    return apply_changes(
+        name, messages, index, changes, notice=config.compaction_notice, detail=detail
     )
 
 
@@ -155,17 +159,7 @@ def shorten_tools_epoch(
     """Apply ``shorten_tools_epoch`` (fixed epochs) to ``messages``."""
     index = index_tools(messages)
     window = fixed_window(index.outputs, config)
-    if window is None:
-        return apply_fates(
-            "shorten_tools_epoch",
-            messages,
-            index,
-            [Fate.KEPT] * len(index.tools),
-            [None] * len(index.tools),
-            detail=detail,
-        )
-    by_key, _ = repeats(index)
-    protected = _protected_positions(index, by_key)
+    protected = set() if window is None else _protected_positions(index, repeated_pairs(index))
     return _compact("shorten_tools_epoch", messages, index, window, protected, config, detail)
 
 
@@ -173,18 +167,10 @@ def shorten_tools_epoch_increment(
     messages: Sequence[Any], config: PromptConfig, *, detail: bool = False
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools_epoch_increment`` (growing epochs) to ``messages``."""
-    name = "shorten_tools_epoch_increment"
     index = index_tools(messages)
-    by_key, repeat_numbers = repeats(index)
-    window = increment_window(index.outputs, repeat_numbers, config)
-    if window is None:
-        return apply_fates(
-            name,
-            messages,
-            index,
-            [Fate.KEPT] * len(index.tools),
-            [None] * len(index.tools),
-            detail=detail,
-        )
-    protected = _protected_positions(index, by_key)
-    return _compact(name, messages, index, window, protected, config, detail)
+    repeated = repeated_pairs(index)
+    window = increment_window(index.outputs, repeat_numbers(repeated), config)
+    protected = set() if window is None else _protected_positions(index, repeated)
+    return _compact(
+        "shorten_tools_epoch_increment", messages, index, window, protected, config, detail
+    )

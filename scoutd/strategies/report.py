@@ -1,21 +1,33 @@
 """What a strategy did: per-strategy counts, and the shared output builder.
 
-A compacting strategy decides, per usable tool message, one :class:`Fate`;
-:func:`apply_fates` turns those decisions into the new message list (kept
-messages are the input objects themselves) and the :class:`StrategyReport`.
+A compacting strategy lists the usable tool messages it changes (every other
+one is kept) in :class:`Changes`; :func:`apply_changes` turns them into the new
+message list, in which kept messages are the input objects themselves, and
+into the :class:`StrategyReport`.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 import msgspec
 
-from .tool_messages import TOOL_ROLES, ToolIndex, role_of, with_content
+from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
-__all__ = ["Fate", "StrategyReport", "ToolAction", "apply_fates", "content_chars", "plain_report"]
+__all__ = [
+    "Changes",
+    "Fate",
+    "StrategyReport",
+    "ToolAction",
+    "apply_changes",
+    "content_chars",
+    "plain_report",
+]
 
 
 class Fate(enum.IntEnum):
@@ -63,8 +75,15 @@ class StrategyReport(msgspec.Struct, kw_only=True):
     actions: list[ToolAction] | None = None
 
 
+_get_content = itemgetter("content")
+
+
 def content_chars(messages: Sequence[Any]) -> int:
     """Characters of all string contents of a message list."""
+    try:
+        return sum(map(len, map(_get_content, messages)))
+    except (KeyError, TypeError, IndexError):
+        pass  # a message without a string content: count the others one by one
     total = 0
     for message in messages:
         if type(message) is dict or isinstance(message, Mapping):
@@ -81,86 +100,96 @@ def plain_report(name: str, before: Sequence[Any], after: Sequence[Any]) -> Stra
     )
 
 
-_COUNTERS = {
-    (True, Fate.KEPT): "calls_kept",
-    (True, Fate.PROTECTED): "calls_protected",
-    (True, Fate.TRUNCATED): "calls_truncated",
-    (True, Fate.DROPPED): "calls_dropped",
-    (False, Fate.KEPT): "outputs_kept",
-    (False, Fate.PROTECTED): "outputs_protected",
-    (False, Fate.TRUNCATED): "outputs_truncated",
-    (False, Fate.DROPPED): "outputs_dropped",
-}
+def _actions(messages: Sequence[Any], index: ToolIndex, changes: Changes) -> list[ToolAction]:
+    fates = dict.fromkeys(changes.protected, Fate.PROTECTED)
+    fates.update(dict.fromkeys(changes.rewrites, Fate.TRUNCATED))
+    fates.update(dict.fromkeys(changes.dropped, Fate.DROPPED))
+    actions = []
+    for slot, position in enumerate(index.indices):
+        fate = fates.get(slot, Fate.KEPT)
+        before = messages[position]["content"]
+        after = "" if fate is Fate.DROPPED else changes.rewrites.get(slot, before)
+        body = index.bodies[slot]
+        actions.append(
+            ToolAction(
+                index=position,
+                role=index.roles[position],
+                id=body.id,
+                name=body.name,
+                position=index.positions[slot],
+                action=fate.name.lower(),
+                chars_before=len(before),
+                chars_after=len(after),
+            )
+        )
+    return actions
 
 
-def apply_fates(
+@dataclass(slots=True)
+class Changes:
+    """What a compacting strategy changes, by tool slot; every other tool is kept.
+
+    ``rewrites`` maps truncated slots to their new content; ``protected`` lists
+    slots kept whole only because they are the newest of a repeated call.
+    """
+
+    dropped: list[int] = field(default_factory=list)
+    rewrites: dict[int, str] = field(default_factory=dict)
+    protected: list[int] = field(default_factory=list)
+
+
+def apply_changes(
     name: str,
     messages: Sequence[Any],
     index: ToolIndex,
-    fates: Sequence[Fate],
-    rewrites: Sequence[str | None],
+    changes: Changes,
     *,
     notice: str | None = None,
     detail: bool = False,
 ) -> tuple[list[Any], StrategyReport]:
-    """Build the new message list from per-tool fates.
+    """Build the new message list and the report from a strategy's changes.
 
-    ``rewrites[i]`` is the new content of ``index.tools[i]`` when its fate is
-    ``TRUNCATED``. ``notice``, a template with ``{compacted}`` and ``{removed}``,
-    is inserted before the first remaining tool-role message when anything was
-    truncated or dropped (appended when no tool message remains).
+    ``notice``, a template with ``{compacted}`` and ``{removed}``, is inserted
+    before the first remaining tool-role message when anything was truncated or
+    dropped (appended when no tool message remains).
     """
-    report = StrategyReport(strategy=name)
-    counts = dict.fromkeys(_COUNTERS.values(), 0)
-    actions: list[ToolAction] | None = [] if detail else None
-    fate_at: dict[int, int] = {tool.index: i for i, tool in enumerate(index.tools)}
-    out: list[Any] = []
-    first_tool_slot = -1
-    for position, message in enumerate(messages):
-        slot = fate_at.get(position)
-        if slot is None:
-            if first_tool_slot < 0 and role_of(message) in TOOL_ROLES:
-                first_tool_slot = len(out)
-            out.append(message)
-            continue
-        tool = index.tools[slot]
-        fate = fates[slot]
-        counts[_COUNTERS[tool.is_call, fate]] += 1
-        if fate is Fate.DROPPED:
-            kept = None
-        elif fate is Fate.TRUNCATED:
-            rewritten = rewrites[slot]
-            assert rewritten is not None
-            kept = with_content(message, rewritten)
-        else:
-            kept = message
-        if kept is not None:
-            if first_tool_slot < 0:
-                first_tool_slot = len(out)
-            out.append(kept)
-        if actions is not None:
-            actions.append(
-                ToolAction(
-                    index=position,
-                    role=message["role"],
-                    id=tool.data.get("id"),
-                    name=tool.data.get("name"),
-                    position=tool.position,
-                    action=fate.name.lower(),
-                    chars_before=len(message["content"]),
-                    chars_after=0 if kept is None else len(kept["content"]),
-                )
-            )
-    for key, value in counts.items():
-        setattr(report, key, value)
-    compacted = report.calls_truncated + report.outputs_truncated
-    removed = report.calls_dropped + report.outputs_dropped
+    is_call = index.is_call.__getitem__
+    calls = sum(index.is_call)
+    outputs = len(index.indices) - calls
+    report = StrategyReport(strategy=name, chars_before=content_chars(messages))
+    report.calls_dropped = sum(map(is_call, changes.dropped))
+    report.outputs_dropped = len(changes.dropped) - report.calls_dropped
+    report.calls_truncated = sum(map(is_call, changes.rewrites))
+    report.outputs_truncated = len(changes.rewrites) - report.calls_truncated
+    report.calls_protected = sum(map(is_call, changes.protected))
+    report.outputs_protected = len(changes.protected) - report.calls_protected
+    report.calls_kept = (
+        calls - report.calls_dropped - report.calls_truncated - report.calls_protected
+    )
+    report.outputs_kept = (
+        outputs - report.outputs_dropped - report.outputs_truncated - report.outputs_protected
+    )
+
+    out = list(messages)
+    for slot, content in changes.rewrites.items():
+        position = index.indices[slot]
+        out[position] = with_content(messages[position], content)
+    keep = bytearray(b"\x01") * len(out)
+    for position in map(index.indices.__getitem__, changes.dropped):
+        keep[position] = 0
+    compacted = len(changes.rewrites)
+    removed = len(changes.dropped)
     if notice is not None and (compacted or removed):
+        first = next(
+            (i for i, role in enumerate(index.roles) if role in TOOL_ROLES and keep[i]), len(out)
+        )
         text = notice.replace("{compacted}", str(compacted)).replace("{removed}", str(removed))
-        note = {"role": "user", "content": text}
-        out.insert(first_tool_slot if first_tool_slot >= 0 else len(out), note)
+        out.insert(first, {"role": "user", "content": text})
+        keep.insert(first, 1)
         report.notice = True
-    report.actions = actions
-    report.chars_before = content_chars(messages)
+    if removed:
+        out = list(compress(out, keep))
+    if detail:
+        report.actions = _actions(messages, index, changes)
     report.chars_after = content_chars(out)
     return out, report

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import PromptConfig
-from .report import Fate, StrategyReport, apply_fates
-from .tool_messages import index_tools, role_of, shortened_call, shortened_output
+from .report import Changes, StrategyReport, apply_changes
+from .tool_messages import index_tools, shortened_call, shortened_output
 
 __all__ = ["shorten_tools"]
 
@@ -22,35 +22,42 @@ def shorten_tools(
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools`` to ``messages``; return the new list and a report."""
     index = index_tools(messages)
-    tools = index.tools
-    fates = [Fate.KEPT] * len(tools)
-    rewrites: list[str | None] = [None] * len(tools)
+    dropped: set[int] = set()
+    rewrites: dict[int, str] = {}
     limits = {
         True: (config.full_tool_calls, config.max_tool_calls),
         False: (config.full_tool_outputs, config.effective_max_tool_outputs),
     }
     budget = config.max_tool_chars
     tool_chars = 0
+    slot_at = dict(zip(index.indices, range(len(index.indices)), strict=True))
+    # Walk newest-first over what matters: user messages and usable tool messages.
+    walk = sorted(
+        [*slot_at, *(i for i, role in enumerate(index.roles) if role == "user")], reverse=True
+    )
     user_turns = 0
-    slot = len(tools) - 1
-    for position in range(len(messages) - 1, -1, -1):
-        if slot >= 0 and tools[slot].index == position:
-            tool = tools[slot]
-            full, most = limits[tool.is_call]
-            if tool.position < full or user_turns == 0 or tool_chars < budget:
-                tool_chars += len(messages[position]["content"])
-            elif tool.position > most:
-                fates[slot] = Fate.DROPPED
-            else:
-                new = shortened_call(tool.data) if tool.is_call else shortened_output(tool.data)
-                if new is not None:
-                    fates[slot] = Fate.TRUNCATED
-                    rewrites[slot] = new
-                    tool_chars += len(new)
-            slot -= 1
-        elif role_of(messages[position]) == "user":
+    for position in walk:
+        slot = slot_at.get(position)
+        if slot is None:
             user_turns += 1
-    for slot, tool in enumerate(tools):
-        if tool.partner >= 0 and fates[tool.partner] is Fate.DROPPED:
-            fates[slot] = Fate.DROPPED
-    return apply_fates("shorten_tools", messages, index, fates, rewrites, detail=detail)
+            continue
+        is_call = index.is_call[slot]
+        full, most = limits[is_call]
+        rank = index.positions[slot]
+        content = messages[position]["content"]
+        if rank < full or user_turns == 0 or tool_chars < budget:
+            tool_chars += len(content)
+        elif rank > most:
+            dropped.add(slot)
+        else:
+            body = index.bodies[slot]
+            new = shortened_call(body, content) if is_call else shortened_output(body, content)
+            if new is not None:
+                rewrites[slot] = new
+                tool_chars += len(new)
+    partners = {index.partners[slot] for slot in dropped} - {-1}
+    dropped |= partners
+    for slot in dropped:
+        rewrites.pop(slot, None)
+    changes = Changes(dropped=sorted(dropped), rewrites=rewrites)
+    return apply_changes("shorten_tools", messages, index, changes, detail=detail)

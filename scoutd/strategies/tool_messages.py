@@ -1,14 +1,21 @@
 """Tool traffic inside a conversation: decoding, pairing, positions, rewriting.
 
-Every strategy starts with :func:`index_tools`, which decodes each tool
+Every strategy starts with :func:`index_tools`, which parses each tool
 message's JSON exactly once and works out the pairs and the newest-first
 positions (SPEC sections 1 and 5). A tool message whose content is not a JSON
 object is *unusable*: it is not indexed, so it counts nowhere and is passed
 through unchanged.
+
+The index is kept in parallel lists rather than one object per message: a
+prepare call on a long agent run touches thousands of tool messages, and the
+strategies must cost little more than decoding them (see docs/PERFORMANCE.md).
+Parsing reads only ``name``, ``id`` and ``arguments``; an output's ``content``
+is validated but left undecoded (``msgspec.Raw``) until a strategy rewrites it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +28,14 @@ __all__ = [
     "CALL",
     "OUTPUT",
     "TOOL_ROLES",
+    "ToolBody",
     "ToolIndex",
-    "ToolMessage",
-    "call_key",
+    "call_keys",
     "encode_json",
     "index_tools",
+    "repeated_pairs",
     "role_of",
+    "roles_of",
     "shortened_call",
     "shortened_output",
     "with_content",
@@ -38,11 +47,24 @@ TOOL_ROLES = frozenset((CALL, OUTPUT))
 ARGUMENT_SIZE = 200
 OUTPUT_SIZE = 400
 
+
+class ToolBody(msgspec.Struct, gc=False):
+    """The parts of a tool message's JSON object that the strategies read."""
+
+    name: Any = None
+    id: Any = None
+    arguments: Any = None
+    content: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_parse_body = msgspec.json.Decoder(ToolBody).decode
 _decode = msgspec.json.Decoder().decode
 # msgspec writes compact JSON in the key order of the dict, raw UTF-8, `/`
 # unescaped and lowercase \u00xx escapes: byte-identical to the original's output.
 _encode = msgspec.json.Encoder().encode
 _encode_sorted = msgspec.json.Encoder(order="sorted").encode
+_PARSE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError)
+_NO_ARGUMENTS: dict[str, Any] = {}
 
 
 def encode_json(value: Any) -> str:
@@ -57,6 +79,17 @@ def role_of(message: Any) -> Any:
     return None
 
 
+def roles_of(messages: Sequence[Any]) -> list[Any]:
+    """The role of every message (None for a message without one)."""
+    try:
+        roles = [message["role"] for message in messages]
+        TOOL_ROLES.intersection(roles)  # raises TypeError on an unhashable role
+    except (KeyError, TypeError, IndexError):
+        roles = [role_of(message) for message in messages]
+        roles = [role if isinstance(role, str) else None for role in roles]
+    return roles
+
+
 def with_content(message: Mapping[str, Any], content: str) -> dict[str, Any]:
     """A new message with the same keys as ``message`` and a new ``content``."""
     changed = dict(message)
@@ -65,35 +98,46 @@ def with_content(message: Mapping[str, Any], content: str) -> dict[str, Any]:
 
 
 @dataclass(slots=True)
-class ToolMessage:
-    """One usable tool message (its content decoded to a JSON object)."""
-
-    index: int  # where it stands in the message list
-    is_call: bool
-    data: dict[str, Any]
-    # newest-first number of its output (SPEC 5); an unpaired call takes the
-    # number of the nearest newer output, or 0 when there is none
-    position: int = 0
-    partner: int = -1  # index into ToolIndex.tools of the other half of its pair
-    number: int = 0  # outputs only: 1-based number counted oldest-first
-
-
-@dataclass(slots=True)
 class ToolIndex:
-    """The usable tool messages of a conversation, oldest first."""
+    """The usable tool messages of a conversation, in parallel lists, oldest first.
 
-    tools: list[ToolMessage] = field(default_factory=list)
+    ``positions[t]`` is the newest-first number of tool ``t``'s output (an
+    unpaired call takes the number of the nearest newer output, 0 if none);
+    ``partners[t]`` the slot of the other half of its pair, or -1.
+    """
+
+    roles: list[Any] = field(default_factory=list)  # of every message
+    indices: list[int] = field(default_factory=list)  # message index of each tool
+    is_call: list[bool] = field(default_factory=list)
+    bodies: list[ToolBody] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    partners: list[int] = field(default_factory=list)
     outputs: int = 0
 
+    def content(self, messages: Sequence[Any], slot: int) -> str:
+        """The stored JSON text of tool ``slot``."""
+        text: str = messages[self.indices[slot]]["content"]
+        return text
 
-def _decode_object(content: Any) -> dict[str, Any] | None:
-    if type(content) is not str:
-        return None
-    try:
-        data = _decode(content)
-    except (msgspec.DecodeError, UnicodeError):
-        return None
-    return data if type(data) is dict else None
+
+def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
+    """Parse the tool messages at ``candidates``; drop the unusable ones."""
+    contents = [messages[i]["content"] for i in candidates]
+    if set(map(type, contents)) <= {str}:
+        try:
+            return candidates, list(map(_parse_body, contents))
+        except (*_PARSE_ERRORS, msgspec.ValidationError):
+            pass  # at least one is unusable: sort them out one by one
+    indices: list[int] = []
+    bodies: list[ToolBody] = []
+    for i, content in zip(candidates, contents, strict=True):
+        if type(content) is str:
+            try:
+                bodies.append(_parse_body(content))
+            except (*_PARSE_ERRORS, msgspec.ValidationError):
+                continue
+            indices.append(i)
+    return indices, bodies
 
 
 def _pair_key(ident: Any) -> Any:
@@ -104,99 +148,110 @@ def _pair_key(ident: Any) -> Any:
 
 
 def index_tools(messages: Sequence[Any]) -> ToolIndex:
-    """Decode, pair and number the usable tool messages of ``messages``.
+    """Parse, pair and number the usable tool messages of ``messages``.
 
     Pairing goes forward: a call waits under its ``id`` until an output with the
     same ``id`` arrives (a later call with the same ``id`` replaces a waiting one).
     """
-    tools: list[ToolMessage] = []
+    roles = roles_of(messages)
+    candidates = [i for i, role in enumerate(roles) if role in TOOL_ROLES]
+    indices, bodies = _parse_all(messages, candidates)
+    is_call = [roles[i] == CALL for i in indices]
+    # numbers[t]: oldest-first number of the output that gives tool t its position
+    numbers = [0] * len(indices)
+    partners = [-1] * len(indices)
     waiting: dict[Any, int] = {}
-    outputs_before: list[int] = []  # per tool: outputs seen before it
     outputs = 0
-    for index, message in enumerate(messages):
-        role = role_of(message)
-        if role != CALL and role != OUTPUT:
-            continue
-        data = _decode_object(message.get("content"))
-        if data is None:
-            continue
-        key = _pair_key(data.get("id"))
-        tool = ToolMessage(index, role == CALL, data)
-        if tool.is_call:
+    for slot, (body, call) in enumerate(zip(bodies, is_call, strict=True)):
+        ident = body.id
+        key = ident if type(ident) is str else _pair_key(ident)
+        if call:
+            numbers[slot] = outputs + 1  # the nearest newer output, until paired
             if key is not None:
-                waiting[key] = len(tools)
+                waiting[key] = slot
         else:
             outputs += 1
-            tool.number = outputs
-            if key is not None and key in waiting:
-                partner = waiting.pop(key)
-                tool.partner = partner
-                tools[partner].partner = len(tools)
-        outputs_before.append(outputs if tool.is_call else outputs - 1)
-        tools.append(tool)
-    for tool, before in zip(tools, outputs_before, strict=True):
-        if tool.is_call and tool.partner >= 0:
-            tool.position = outputs - tools[tool.partner].number + 1
-        elif tool.is_call:
-            tool.position = outputs - before
-        else:
-            tool.position = outputs - tool.number + 1
-    return ToolIndex(tools, outputs)
+            numbers[slot] = outputs
+            if key is not None and waiting:
+                partner = waiting.pop(key, -1)
+                if partner >= 0:
+                    partners[slot] = partner
+                    partners[partner] = slot
+                    numbers[partner] = outputs
+    top = outputs + 1
+    positions = [top - number for number in numbers]
+    return ToolIndex(roles, indices, is_call, bodies, positions, partners, outputs)
 
 
-def call_key(data: Mapping[str, Any]) -> tuple[str, str]:
-    """The repeat-detection key of a call: its name and canonical arguments.
+def call_keys(bodies: Sequence[ToolBody]) -> list[bytes]:
+    """The repeat-detection key of each call: its name and canonical arguments.
 
     Object keys are sorted at every depth; values keep their JSON type, so
     ``1``, ``1.0`` and ``true`` give three different keys. Missing or null
     arguments count as ``{}``.
     """
-    name = data.get("name")
-    arguments = data.get("arguments")
-    if arguments is None:
-        arguments = {}
-    name_text = name if type(name) is str else _encode_sorted(name).decode("utf-8")
-    return name_text, _encode_sorted(arguments).decode("utf-8")
+    return [
+        _encode_sorted((body.name, _NO_ARGUMENTS if body.arguments is None else body.arguments))
+        for body in bodies
+    ]
 
 
-def shortened_call(data: Mapping[str, Any]) -> str | None:
+def repeated_pairs(index: ToolIndex) -> dict[bytes, list[int]]:
+    """Output numbers (oldest-first) of the pairs of every call key seen twice or more.
+
+    Each list is in the order of the calls.
+    """
+    slots = [s for s, partner in enumerate(index.partners) if partner >= 0 and index.is_call[s]]
+    keys = call_keys([index.bodies[s] for s in slots])
+    counts = Counter(keys)
+    if len(counts) == len(keys):
+        return {}
+    top = index.outputs + 1
+    repeated: dict[bytes, list[int]] = {}
+    for slot, key in zip(slots, keys, strict=True):
+        if counts[key] > 1:
+            repeated.setdefault(key, []).append(top - index.positions[slot])
+    return repeated
+
+
+def _full_body(content: str) -> dict[str, Any]:
+    body: dict[str, Any] = _decode(content)
+    return body
+
+
+def shortened_call(body: ToolBody, content: str) -> str | None:
     """New content for a call with its long top-level string arguments shortened.
 
     None when nothing changes (arguments missing, not an object, or short).
     """
-    arguments = data.get("arguments")
+    arguments = body.arguments
     if type(arguments) is not dict:
         return None
-    changed: dict[str, Any] | None = None
-    for name, value in arguments.items():
-        if type(value) is str and len(value) > ARGUMENT_SIZE:
-            short = shorten_string(value, ARGUMENT_SIZE)
-            if short != value:
-                if changed is None:
-                    changed = dict(arguments)
-                changed[name] = short
-    if changed is None:
+    if not any(type(v) is str and len(v) > ARGUMENT_SIZE for v in arguments.values()):
         return None
-    rewritten = dict(data)
-    rewritten["arguments"] = changed
-    return encode_json(rewritten)
+    data = _full_body(content)
+    data["arguments"] = {
+        name: shorten_string(value, ARGUMENT_SIZE) if type(value) is str else value
+        for name, value in data["arguments"].items()
+    }
+    return encode_json(data)
 
 
-def shortened_output(data: Mapping[str, Any]) -> str | None:
+def shortened_output(body: ToolBody, content: str) -> str | None:
     """New content for an output with its ``content`` shortened.
 
     A non-string content is shortened as its compact JSON text. None when
     nothing changes (content missing, null, or short).
     """
-    content = data.get("content")
-    if content is None:
+    raw = body.content
+    if isinstance(raw, msgspec.UnsetType) or len(raw) <= OUTPUT_SIZE:  # JSON is never shorter
         return None
-    text = content if type(content) is str else encode_json(content)
+    data = _full_body(content)
+    value = data["content"]
+    if value is None:
+        return None
+    text = value if type(value) is str else encode_json(value)
     if len(text) <= OUTPUT_SIZE:
         return None
-    short = shorten_string(text, OUTPUT_SIZE)
-    if short == text:
-        return None
-    rewritten = dict(data)
-    rewritten["content"] = short
-    return encode_json(rewritten)
+    data["content"] = shorten_string(text, OUTPUT_SIZE)
+    return encode_json(data)

@@ -12,9 +12,16 @@ from hypothesis import strategies as st
 
 from scoutd import prepare
 from scoutd.config import PromptConfig
-from scoutd.strategies.epoch import fixed_window, increment_window, repeats
+from scoutd.strategies.epoch import fixed_window, increment_window, repeat_numbers
 from scoutd.strategies.report import content_chars
-from scoutd.strategies.tool_messages import CALL, OUTPUT, call_key, index_tools, role_of
+from scoutd.strategies.tool_messages import (
+    CALL,
+    OUTPUT,
+    call_keys,
+    index_tools,
+    repeated_pairs,
+    role_of,
+)
 
 from .conversations import conversations
 
@@ -75,9 +82,9 @@ def test_pair_integrity(messages: list[Any], strategy: str) -> None:
     """No output survives whose call was dropped, and no call whose output was dropped."""
     index = index_tools(messages)
     pairs = [
-        (tool.data.get("id"), index.tools[tool.partner].index)
-        for tool in index.tools
-        if tool.is_call and tool.partner >= 0
+        (index.bodies[slot].id, index.indices[index.partners[slot]])
+        for slot in range(len(index.indices))
+        if index.is_call[slot] and index.partners[slot] >= 0
     ]
     result = prepare(messages, strategy, config=SMALL).messages
     calls, outputs = set(map(str, _ids(result, CALL))), set(map(str, _ids(result, OUTPUT)))
@@ -91,10 +98,10 @@ def test_report_counts_match_the_output(messages: list[Any], strategy: str) -> N
     prepared = prepare(messages, strategy, config=SMALL)
     report = prepared.report[0]
     before, after = index_tools(messages), index_tools(prepared.messages)
-    calls_in = sum(t.is_call for t in before.tools)
-    outputs_in = len(before.tools) - calls_in
-    calls_out = sum(t.is_call for t in after.tools)
-    outputs_out = len(after.tools) - calls_out
+    calls_in = sum(before.is_call)
+    outputs_in = len(before.indices) - calls_in
+    calls_out = sum(after.is_call)
+    outputs_out = len(after.indices) - calls_out
     assert report.calls_kept + report.calls_protected + report.calls_truncated == calls_out
     assert report.outputs_kept + report.outputs_protected + report.outputs_truncated == outputs_out
     assert report.calls_dropped == calls_in - calls_out
@@ -112,17 +119,18 @@ def _pinned(messages: list[Any], strategy: str) -> int | None:
     if strategy == "shorten_tools_epoch":
         window = fixed_window(index.outputs, SMALL)
     else:
-        window = increment_window(index.outputs, repeats(index)[1], SMALL)
+        window = increment_window(index.outputs, repeat_numbers(repeated_pairs(index)), SMALL)
     return None if window is None else window.pinned
 
 
 def _repeats_an_earlier_call(prefix: list[Any], added: list[Any]) -> bool:
     index = index_tools(prefix + added)
-    seen: set[tuple[str, str]] = set()
-    for tool in index.tools:
-        if tool.is_call:
-            key = call_key(tool.data)
-            if tool.index >= len(prefix) and key in seen:
+    seen: set[bytes] = set()
+    keys = call_keys(index.bodies)
+    for slot, position in enumerate(index.indices):
+        if index.is_call[slot]:
+            key = keys[slot]
+            if position >= len(prefix) and key in seen:
                 return True
             seen.add(key)
     return False
