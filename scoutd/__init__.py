@@ -9,8 +9,17 @@ that serves all of it to local agents over a Unix socket.
 from __future__ import annotations
 
 from ._version import __version__
+from .client import AsyncClient, AsyncSession, Client, Session
 from .config import Config, DaemonConfig, PromptConfig, load_config
-from .errors import Aborted, ConfigError, ScoutdError, UnknownStrategy
+from .errors import (
+    Aborted,
+    ConfigError,
+    DaemonTimeout,
+    DaemonUnavailable,
+    RemoteError,
+    ScoutdError,
+    UnknownStrategy,
+)
 from .prepare import (
     Prepared,
     available_strategies,
@@ -38,6 +47,11 @@ __all__ = [
     "inbox_removed_dir",
     "shorten_string",
     "truncate_string",
+    # daemon client
+    "AsyncClient",
+    "AsyncSession",
+    "Client",
+    "Session",
     # configuration
     "Config",
     "DaemonConfig",
@@ -46,6 +60,9 @@ __all__ = [
     # errors
     "Aborted",
     "ConfigError",
+    "DaemonTimeout",
+    "DaemonUnavailable",
+    "RemoteError",
     "ScoutdError",
     "UnknownStrategy",
     "__version__",

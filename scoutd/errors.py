@@ -37,3 +37,32 @@ class UnknownStrategy(ScoutdError, ValueError):
         )
         self.name = name
         self.available = sorted(available)
+
+
+class RemoteError(ScoutdError):
+    """The daemon answered a request with an error that has no more specific class.
+
+    ``code`` is the JSON-RPC error code (see docs/PROTOCOL.md), ``data`` its
+    optional structured detail, as sent.
+    """
+
+    def __init__(self, code: int, message: str, data: object = None) -> None:
+        super().__init__(f"{message} (code {code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class DaemonUnavailable(ScoutdError, ConnectionError):
+    """The daemon cannot be reached, or the connection to it was lost.
+
+    The message names the socket path. A request in flight when the connection
+    was lost may or may not have run.
+    """
+
+
+class DaemonTimeout(ScoutdError, TimeoutError):
+    """The daemon did not answer within the client's timeout."""
+
+
+__all__ += ["DaemonTimeout", "DaemonUnavailable", "RemoteError"]

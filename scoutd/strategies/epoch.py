@@ -28,6 +28,7 @@ from .tool_messages import (
 
 __all__ = [
     "Window",
+    "compact",
     "increment_window",
     "fixed_window",
     "repeat_numbers",
@@ -116,15 +117,16 @@ def increment_window(
     return Window(pinned, size, keep_full, keep_full + compacted)
 
 
-def _compact(
+def compact(
     name: str,
     messages: Sequence[Any],
     index: ToolIndex,
     window: Window | None,
     protected: set[int],
     config: PromptConfig,
-    detail: bool,
+    detail: bool = False,
 ) -> tuple[list[Any], StrategyReport]:
+    """Walk the tool messages against ``window``; ``protected`` are positions kept whole."""
     changes = Changes()
     if window is not None:
         keep_full, truncate_to = window.keep_full, window.truncate_to
@@ -160,7 +162,7 @@ def shorten_tools_epoch(
     index = index_tools(messages)
     window = fixed_window(index.outputs, config)
     protected = set() if window is None else _protected_positions(index, repeated_pairs(index))
-    return _compact("shorten_tools_epoch", messages, index, window, protected, config, detail)
+    return compact("shorten_tools_epoch", messages, index, window, protected, config, detail)
 
 
 def shorten_tools_epoch_increment(
@@ -171,6 +173,6 @@ def shorten_tools_epoch_increment(
     repeated = repeated_pairs(index)
     window = increment_window(index.outputs, repeat_numbers(repeated), config)
     protected = set() if window is None else _protected_positions(index, repeated)
-    return _compact(
+    return compact(
         "shorten_tools_epoch_increment", messages, index, window, protected, config, detail
     )

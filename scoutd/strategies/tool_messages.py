@@ -101,23 +101,82 @@ def with_content(message: Mapping[str, Any], content: str) -> dict[str, Any]:
 class ToolIndex:
     """The usable tool messages of a conversation, in parallel lists, oldest first.
 
-    ``positions[t]`` is the newest-first number of tool ``t``'s output (an
-    unpaired call takes the number of the nearest newer output, 0 if none);
-    ``partners[t]`` the slot of the other half of its pair, or -1.
+    ``numbers[t]`` is the oldest-first number of the output that gives tool
+    ``t`` its place: its own number for an output, its output's for a paired
+    call, the next output's for a call still waiting (one past the newest if
+    none came yet). ``positions`` turns them into newest-first numbers.
+    ``partners[t]`` is the slot of the other half of a pair, or -1.
+
+    The index can grow with the conversation (:meth:`extend`), so that a
+    session pays only for what is new.
     """
 
     roles: list[Any] = field(default_factory=list)  # of every message
     indices: list[int] = field(default_factory=list)  # message index of each tool
     is_call: list[bool] = field(default_factory=list)
     bodies: list[ToolBody] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)
     partners: list[int] = field(default_factory=list)
     outputs: int = 0
+    waiting: dict[Any, int] = field(default_factory=dict)  # call slots by id, not yet paired
+    paired: list[int] = field(default_factory=list)  # call slots paired by the last extend
+    _positions: list[int] | None = None
+
+    @property
+    def positions(self) -> list[int]:
+        """Newest-first numbers: 1 for the newest output, 0 for a call after it."""
+        if self._positions is None:
+            top = self.outputs + 1
+            self._positions = [top - number for number in self.numbers]
+        return self._positions
 
     def content(self, messages: Sequence[Any], slot: int) -> str:
         """The stored JSON text of tool ``slot``."""
         text: str = messages[self.indices[slot]]["content"]
         return text
+
+    def extend(self, messages: Sequence[Any], start: int) -> None:
+        """Index ``messages[start:]``, the messages appended since the last call.
+
+        Pairing goes forward: a call waits under its ``id`` until an output with
+        the same ``id`` arrives (a later call with the same ``id`` replaces a
+        waiting one).
+        """
+        new = messages[start:] if start else messages
+        roles = roles_of(new)
+        candidates = [start + i for i, role in enumerate(roles) if role in TOOL_ROLES]
+        indices, bodies = _parse_all(messages, candidates)
+        self.roles += roles
+        first = len(self.indices)
+        self.indices += indices
+        self.bodies += bodies
+        self.is_call += [self.roles[i] == CALL for i in indices]
+        self.numbers += [0] * len(indices)
+        self.partners += [-1] * len(indices)
+        self._positions = None
+        numbers, partners, waiting = self.numbers, self.partners, self.waiting
+        is_call = self.is_call
+        paired = []
+        outputs = self.outputs
+        for slot in range(first, len(self.indices)):
+            ident = self.bodies[slot].id
+            key = ident if type(ident) is str else _pair_key(ident)
+            if is_call[slot]:
+                numbers[slot] = outputs + 1  # the nearest newer output, until paired
+                if key is not None:
+                    waiting[key] = slot
+            else:
+                outputs += 1
+                numbers[slot] = outputs
+                if key is not None and waiting:
+                    partner = waiting.pop(key, -1)
+                    if partner >= 0:
+                        partners[slot] = partner
+                        partners[partner] = slot
+                        numbers[partner] = outputs
+                        paired.append(partner)
+        self.outputs = outputs
+        self.paired = paired
 
 
 def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
@@ -148,39 +207,10 @@ def _pair_key(ident: Any) -> Any:
 
 
 def index_tools(messages: Sequence[Any]) -> ToolIndex:
-    """Parse, pair and number the usable tool messages of ``messages``.
-
-    Pairing goes forward: a call waits under its ``id`` until an output with the
-    same ``id`` arrives (a later call with the same ``id`` replaces a waiting one).
-    """
-    roles = roles_of(messages)
-    candidates = [i for i, role in enumerate(roles) if role in TOOL_ROLES]
-    indices, bodies = _parse_all(messages, candidates)
-    is_call = [roles[i] == CALL for i in indices]
-    # numbers[t]: oldest-first number of the output that gives tool t its position
-    numbers = [0] * len(indices)
-    partners = [-1] * len(indices)
-    waiting: dict[Any, int] = {}
-    outputs = 0
-    for slot, (body, call) in enumerate(zip(bodies, is_call, strict=True)):
-        ident = body.id
-        key = ident if type(ident) is str else _pair_key(ident)
-        if call:
-            numbers[slot] = outputs + 1  # the nearest newer output, until paired
-            if key is not None:
-                waiting[key] = slot
-        else:
-            outputs += 1
-            numbers[slot] = outputs
-            if key is not None and waiting:
-                partner = waiting.pop(key, -1)
-                if partner >= 0:
-                    partners[slot] = partner
-                    partners[partner] = slot
-                    numbers[partner] = outputs
-    top = outputs + 1
-    positions = [top - number for number in numbers]
-    return ToolIndex(roles, indices, is_call, bodies, positions, partners, outputs)
+    """Parse, pair and number the usable tool messages of ``messages``."""
+    index = ToolIndex()
+    index.extend(messages, 0)
+    return index
 
 
 def call_keys(bodies: Sequence[ToolBody]) -> list[bytes]:

@@ -1,0 +1,296 @@
+"""Incremental sessions: a round costs in proportion to what is new.
+
+An agent prepares its prompt before every inference with a conversation that
+only grows. :class:`SessionPrompt` keeps that conversation with its tool index
+(each tool message parsed once, pairs and repeats tracked as they arrive), so a
+round decodes and schedules only the new messages. Inside an epoch the epoch
+strategies only append to the prompt (SPEC sections 5 and 6), so the prepared
+prompt of the last round is reused and extended; the full walk runs again only
+when the epoch moves, a repeat moves the protection, or a late output changes
+an older call's place.
+
+:class:`DeltaEncoder` and :class:`DeltaDecoder` carry the prepared prompt as
+"the first ``keep`` messages of the previous prompt, then ``append``", with a
+CRC-32 of the kept prefix (over each message's compact JSON) so the receiver
+can check that both sides agree on it.
+
+Everything here is pure: no I/O except through the ``inbox`` strategy.
+"""
+
+from __future__ import annotations
+
+import bisect
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from .config import DEFAULT_STRATEGIES, Config, strategy_names
+from .errors import ScoutdError
+from .prepare import Prepared, prepare
+from .strategies.epoch import Window, compact, fixed_window, increment_window
+from .strategies.report import StrategyReport, content_chars
+from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
+
+__all__ = ["DeltaDecoder", "DeltaEncoder", "DeltaMismatch", "PromptDelta", "SessionPrompt"]
+
+EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
+_encode = msgspec.json.Encoder().encode
+
+
+class DeltaMismatch(ScoutdError):
+    """A prompt delta does not apply to the prompt the receiver holds."""
+
+
+class _Repeats:
+    """Pairs grouped by call key, kept up to date as pairs complete."""
+
+    def __init__(self) -> None:
+        self.occurrences: dict[bytes, list[tuple[int, int]]] = {}  # key -> [(call slot, number)]
+        self.numbers: list[int] = []  # sorted output numbers of every repeat
+        self.latest: dict[bytes, int] = {}  # newest output number of each repeated key
+
+    def add(self, index: ToolIndex, call_slots: Sequence[int]) -> None:
+        for slot, key in zip(
+            call_slots, call_keys([index.bodies[s] for s in call_slots]), strict=True
+        ):
+            number = index.numbers[slot]
+            seen = self.occurrences.setdefault(key, [])
+            before = [n for _, n in seen[1:]]
+            bisect.insort(seen, (slot, number))
+            after = [n for _, n in seen[1:]]
+            for gone in before:
+                self.numbers.pop(bisect.bisect_left(self.numbers, gone))
+            for n in after:
+                bisect.insort(self.numbers, n)
+            if len(seen) > 1:
+                self.latest[key] = max(n for _, n in seen)
+
+
+@dataclass(slots=True)
+class _Round:
+    """What the last round computed, for the next one to extend."""
+
+    names: tuple[str, ...]
+    config: Config
+    window: Window | None
+    protected: frozenset[int]  # output numbers
+    messages: int  # conversation length then
+    tools: int  # indexed tool messages then
+    core: list[Any]  # the epoch strategy's output
+    report: StrategyReport
+    tool_present: bool  # core holds a tool-role message (the notice stands before it)
+
+
+@dataclass(slots=True)
+class SessionPrompt:
+    """A growing conversation whose prepared prompt is computed incrementally.
+
+    :meth:`prepare` returns exactly what :func:`scoutd.prepare` returns for the
+    whole conversation (messages and report), plus how many leading messages
+    are unchanged since the previous round.
+    """
+
+    messages: list[Any] = field(default_factory=list)
+    chars: int = 0
+    index: ToolIndex = field(default_factory=ToolIndex)
+    _repeats: _Repeats = field(default_factory=_Repeats)
+    _last: _Round | None = None
+    _late_pairing: bool = False
+
+    def extend(self, messages: Sequence[Any]) -> None:
+        """Append messages to the conversation (O(len(messages)))."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise TypeError("messages must be a list of messages")
+        start = len(self.messages)
+        tools = len(self.index.indices)
+        self.messages += messages
+        self.chars += content_chars(messages)
+        self.index.extend(self.messages, start)
+        if any(slot < tools for slot in self.index.paired):
+            self._late_pairing = True  # an older call took its own output's place
+        if self.index.paired:
+            self._repeats.add(self.index, self.index.paired)
+
+    def reset(self, messages: Sequence[Any]) -> None:
+        """Replace the conversation (the next round recomputes everything)."""
+        self.messages, self.chars, self._last = [], 0, None
+        self.index, self._repeats, self._late_pairing = ToolIndex(), _Repeats(), False
+        self.extend(messages)
+
+    def prepare(
+        self,
+        strategies: str | Sequence[str] | None,
+        config: Config,
+        *,
+        save_file: str | None = None,
+    ) -> tuple[Prepared, int]:
+        """The prepared prompt and the number of leading messages unchanged since last round."""
+        names = strategy_names(strategies) if strategies is not None else None
+        if names is None:
+            names = strategy_names(config.prompt.prompt_strategies) or list(DEFAULT_STRATEGIES)
+        if not names or names[0] not in EPOCH_STRATEGIES:
+            self._last = None
+            return prepare(self.messages, names, save_file=save_file, config=config), 0
+        core, report, stable = self._epoch_round(tuple(names), config)
+        rest = prepare(core, names[1:], save_file=save_file, config=config) if names[1:] else None
+        if rest is None:
+            return Prepared(messages=core, report=[report]), stable
+        return Prepared(messages=rest.messages, report=[report, *rest.report]), stable
+
+    def _epoch_round(
+        self, names: tuple[str, ...], config: Config
+    ) -> tuple[list[Any], StrategyReport, int]:
+        index, prompt = self.index, config.prompt
+        name = names[0]
+        if name == "shorten_tools_epoch":
+            window = fixed_window(index.outputs, prompt)
+        else:
+            window = increment_window(index.outputs, self._repeats.numbers, prompt)
+        protected = frozenset(self._repeats.latest.values()) if window is not None else frozenset()
+        last = self._last
+        if (
+            last is not None
+            and last.names == names
+            and last.config is config
+            and _same_bands(last.window, window)
+            and last.protected == protected
+            and not self._late_pairing
+            and (last.tool_present or not last.report.notice)
+        ):
+            new = self.messages[last.messages :]
+            core = last.core + new
+            report = _extended_report(last.report, index, last.tools, new)
+            stable = len(last.core)
+        else:
+            positions = {index.outputs - number + 1 for number in protected}
+            core, report = compact(name, self.messages, index, window, positions, prompt)
+            stable = 0
+        self._last = _Round(
+            names=names,
+            config=config,
+            window=window,
+            protected=protected,
+            messages=len(self.messages),
+            tools=len(index.indices),
+            core=core,
+            report=report,
+            tool_present=any(role in TOOL_ROLES for role in index.roles),
+        )
+        self._late_pairing = False
+        return core, report, stable
+
+
+def _same_bands(before: Window | None, after: Window | None) -> bool:
+    """True when every older tool message keeps its band.
+
+    Counted oldest-first, the bands stay where they are while the epoch start
+    and the compacted window stay (the full window comes from the config,
+    which is the same snapshot).
+    """
+    if before is None or after is None:
+        return before is after
+    return (
+        before.pinned == after.pinned
+        and before.truncate_to - before.keep_full == after.truncate_to - after.keep_full
+    )
+
+
+def _extended_report(
+    report: StrategyReport, index: ToolIndex, tools_before: int, new: Sequence[Any]
+) -> StrategyReport:
+    calls = sum(index.is_call[tools_before:])
+    outputs = len(index.indices) - tools_before - calls
+    added = content_chars(new)
+    return msgspec.structs.replace(
+        report,
+        calls_kept=report.calls_kept + calls,
+        outputs_kept=report.outputs_kept + outputs,
+        chars_before=report.chars_before + added,
+        chars_after=report.chars_after + added,
+    )
+
+
+class PromptDelta(msgspec.Struct, kw_only=True):
+    """The prepared prompt as a change of the previous one.
+
+    The new prompt is the first ``keep`` messages of the previous prepared
+    prompt followed by ``append``; ``checksum`` is the CRC-32 of the compact
+    JSON of those ``keep`` messages, one after the other.
+    """
+
+    keep: int
+    append: list[Any]
+    checksum: int
+
+
+def _running_crcs(messages: Sequence[Any], start: int) -> list[int]:
+    crcs = []
+    crc = start
+    for message in messages:
+        crc = zlib.crc32(_encode(message), crc)
+        crcs.append(crc)
+    return crcs
+
+
+class _Checksummed:
+    """A prepared prompt with the running CRC after each of its messages."""
+
+    def __init__(self) -> None:
+        self.prompt: list[Any] = []
+        self.crcs: list[int] = []
+
+    def prefix_crc(self, keep: int) -> int:
+        return self.crcs[keep - 1] if keep else 0
+
+    def replace(self, keep: int, append: list[Any]) -> None:
+        del self.prompt[keep:], self.crcs[keep:]
+        self.crcs += _running_crcs(append, self.prefix_crc(keep))
+        self.prompt += append
+
+
+class DeltaEncoder(_Checksummed):
+    """Sender side: turns each new prepared prompt into a :class:`PromptDelta`."""
+
+    def delta(self, prompt: list[Any], stable: int = 0) -> PromptDelta:
+        """The delta from the previous prompt to ``prompt``.
+
+        ``stable`` leading messages are known to be unchanged (they are not
+        compared again).
+        """
+        previous = self.prompt
+        keep = min(stable, len(previous), len(prompt))
+        limit = min(len(previous), len(prompt))
+        while keep < limit and (previous[keep] is prompt[keep] or previous[keep] == prompt[keep]):
+            keep += 1
+        checksum = self.prefix_crc(keep)
+        append = prompt[keep:]
+        self.replace(keep, append)
+        return PromptDelta(keep=keep, append=append, checksum=checksum)
+
+    def forget(self) -> None:
+        """Forget the previous prompt: the next delta carries everything."""
+        self.prompt, self.crcs = [], []
+
+
+class DeltaDecoder(_Checksummed):
+    """Receiver side: applies deltas to the prompt it holds, checking the prefix."""
+
+    def apply(self, delta: PromptDelta | Mapping[str, Any]) -> list[Any]:
+        """The new prepared prompt. Raises :class:`DeltaMismatch` if the prefix differs."""
+        if isinstance(delta, Mapping):
+            delta = msgspec.convert(delta, PromptDelta)
+        if delta.keep > len(self.prompt) or self.prefix_crc(delta.keep) != delta.checksum:
+            raise DeltaMismatch(
+                f"prompt delta does not apply: keep={delta.keep} of {len(self.prompt)} messages"
+            )
+        self.replace(delta.keep, list(delta.append))
+        return list(self.prompt)
+
+    def full(self, prompt: list[Any]) -> list[Any]:
+        """Take a full prompt (the sender forgot the previous one)."""
+        self.prompt, self.crcs = [], []
+        self.replace(0, list(prompt))
+        return list(self.prompt)

@@ -1,0 +1,413 @@
+"""The wire protocol of ``scoutd serve``: JSON-RPC 2.0, one object per line.
+
+This module is sans-io: it turns received lines into typed requests and typed
+results into response lines. Every request's params, every result, every error
+and the notification are msgspec Structs, so validation errors (with the field
+path) come from one definition and docs/PROTOCOL.md can list them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final, Literal, TypeVar
+
+import msgspec
+
+from .strategies.report import StrategyReport
+
+__all__ = [
+    "ABORTED",
+    "CONFIG_INVALID",
+    "FORBIDDEN",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "METHOD_PARAMS",
+    "PARSE_ERROR",
+    "SHUTTING_DOWN",
+    "TOO_LARGE",
+    "UNKNOWN_SESSION",
+    "UNKNOWN_STRATEGY",
+    "AbortedData",
+    "ConfigInvalidData",
+    "ConfigReloadParams",
+    "ConfigReloadResult",
+    "ConfigStatus",
+    "Counts",
+    "ErrorObject",
+    "ForbiddenData",
+    "Latency",
+    "Notification",
+    "PreparePromptParams",
+    "PreparePromptResult",
+    "ProtocolError",
+    "Request",
+    "RequestId",
+    "SessionAbortedParams",
+    "SessionCloseParams",
+    "SessionCloseResult",
+    "SessionOpenParams",
+    "SessionOpenResult",
+    "StatusParams",
+    "StatusResult",
+    "TooLargeData",
+    "UnknownStrategyData",
+    "decode_params",
+    "decode_request",
+    "encode_error",
+    "encode_notification",
+    "encode_result",
+]
+
+# Standard JSON-RPC 2.0 codes.
+PARSE_ERROR: Final = -32700  # the line is not valid JSON (or not UTF-8)
+INVALID_REQUEST: Final = -32600  # valid JSON, but not a request object (batches included)
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602  # data: {"path": "$.params...", "error": "..."}
+INTERNAL_ERROR: Final = -32603
+# Application codes (JSON-RPC reserves -32000..-32099 for the server).
+ABORTED: Final = -32001  # data: AbortedData
+UNKNOWN_STRATEGY: Final = -32002  # data: UnknownStrategyData
+FORBIDDEN: Final = -32003  # data: ForbiddenData
+TOO_LARGE: Final = -32004  # data: TooLargeData
+CONFIG_INVALID: Final = -32005  # data: ConfigInvalidData
+UNKNOWN_SESSION: Final = -32006
+SHUTTING_DOWN: Final = -32007
+
+# ``id`` may be a string, an integer or null; fractional numbers and booleans are refused.
+RequestId = int | str | None
+
+
+# --- params -----------------------------------------------------------------------------
+
+
+class PreparePromptParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``prepare_prompt``: the library's ``prepare`` over the wire."""
+
+    messages: list[dict[str, Any]]
+    strategies: str | list[str] | None = None
+    save_file: str | None = None
+    session: str | None = None
+    config: dict[str, Any] | None = None  # per-call overrides of [prompt] keys
+
+
+class SessionOpenParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    save_file: str
+    pid: int | None = msgspec.field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.pid is not None and self.pid < 1:
+            raise ValueError("pid must be a positive process id")
+
+
+class SessionCloseParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    session: str
+
+
+class StatusParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class ConfigReloadParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+METHOD_PARAMS: Final[dict[str, type[msgspec.Struct]]] = {
+    "prepare_prompt": PreparePromptParams,
+    "session.open": SessionOpenParams,
+    "session.close": SessionCloseParams,
+    "status": StatusParams,
+    "config.reload": ConfigReloadParams,
+}
+
+# --- results ----------------------------------------------------------------------------
+
+
+class PreparePromptResult(msgspec.Struct, kw_only=True):
+    messages: list[Any]
+    report: list[StrategyReport]
+
+
+class SessionOpenResult(msgspec.Struct, kw_only=True):
+    session: str
+
+
+class SessionCloseResult(msgspec.Struct, kw_only=True):
+    pass
+
+
+class ConfigStatus(msgspec.Struct, kw_only=True):
+    path: str | None
+    generation: int
+    last_reload_error: str | None
+
+
+class Counts(msgspec.Struct, kw_only=True):
+    connections: int = 0  # open now
+    sessions: int = 0  # open now
+    watches: int = 0  # inbox directories watched now
+    requests: int = 0  # since start
+    errors: int = 0  # error responses since start
+    notices_delivered: int = 0  # inbox notices injected into prompts since start
+    aborts: int = 0  # abort files consumed since start (watcher or inbox strategy)
+
+
+class Latency(msgspec.Struct, kw_only=True):
+    count: int  # requests measured since start
+    p50_ms: float  # percentiles over the most recent requests
+    p99_ms: float
+    max_ms: float  # maximum since start
+
+
+class StatusResult(msgspec.Struct, kw_only=True):
+    version: str
+    uptime: float  # seconds
+    config: ConfigStatus
+    counts: Counts
+    latency: Latency
+
+
+class ConfigReloadResult(msgspec.Struct, kw_only=True):
+    generation: int
+
+
+# --- errors and notifications -----------------------------------------------------------
+
+
+class AbortedData(msgspec.Struct, kw_only=True):
+    reason: str
+    save_file: str | None
+    session: str | None
+
+
+class UnknownStrategyData(msgspec.Struct, kw_only=True):
+    name: str
+    available: list[str]
+
+
+class ForbiddenData(msgspec.Struct, kw_only=True):
+    reason: str
+
+
+class TooLargeData(msgspec.Struct, kw_only=True):
+    limit: int
+
+
+class ConfigInvalidData(msgspec.Struct, kw_only=True):
+    error: str
+
+
+class ErrorObject(msgspec.Struct, kw_only=True, omit_defaults=True):
+    code: int
+    message: str
+    data: Any = None
+
+
+class SessionAbortedParams(msgspec.Struct, kw_only=True):
+    session: str
+    save_file: str
+    reason: str
+
+
+class Notification(msgspec.Struct, kw_only=True):
+    jsonrpc: Literal["2.0"]
+    method: str
+    params: Any
+
+
+class _ResultResponse(msgspec.Struct, kw_only=True):
+    jsonrpc: Literal["2.0"]
+    id: RequestId
+    result: Any
+
+
+class _ErrorResponse(msgspec.Struct, kw_only=True):
+    jsonrpc: Literal["2.0"]
+    id: RequestId
+    error: ErrorObject
+
+
+class _Envelope(msgspec.Struct, kw_only=True):
+    jsonrpc: Literal["2.0"]
+    method: str
+    id: RequestId | msgspec.UnsetType = msgspec.UNSET
+    params: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _IdOnly(msgspec.Struct):
+    id: RequestId = None
+
+
+class Request(msgspec.Struct, kw_only=True):
+    """A decoded request; ``params`` stays raw until the method is known."""
+
+    method: str
+    id: RequestId
+    notification: bool  # no ``id`` member: execute, never answer
+    params: msgspec.Raw | None
+
+
+class ProtocolError(Exception):
+    """A request that cannot be served, with the JSON-RPC error to answer."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, id: RequestId = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.id = id
+
+
+_S = TypeVar("_S", bound=msgspec.Struct)
+_encoder = msgspec.json.Encoder()
+_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+
+
+def _request_id(line: bytes) -> RequestId:
+    """The id of a structurally invalid request, when one can be read (else null)."""
+    try:
+        return msgspec.json.decode(line, type=_IdOnly).id
+    except msgspec.DecodeError:
+        return None
+
+
+def decode_request(line: bytes) -> Request:
+    """Decode one received line (without its newline) into a :class:`Request`.
+
+    Raises:
+        ProtocolError: PARSE_ERROR for invalid JSON or UTF-8, INVALID_REQUEST for a
+            batch, a non-object or a request with missing or mistyped members.
+    """
+    try:
+        envelope = msgspec.json.decode(line, type=_Envelope)
+    except msgspec.ValidationError as exc:
+        try:
+            value = msgspec.json.decode(line)
+        except msgspec.DecodeError as parse_exc:
+            raise ProtocolError(PARSE_ERROR, f"parse error: {parse_exc}") from None
+        if isinstance(value, list):
+            raise ProtocolError(
+                INVALID_REQUEST, "invalid request: batch requests are not supported"
+            ) from None
+        raise ProtocolError(
+            INVALID_REQUEST, f"invalid request: {exc}", id=_request_id(line)
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(PARSE_ERROR, f"parse error: {exc}") from None
+    notification = envelope.id is msgspec.UNSET
+    return Request(
+        method=envelope.method,
+        id=None if isinstance(envelope.id, msgspec.UnsetType) else envelope.id,
+        notification=notification,
+        params=None if isinstance(envelope.params, msgspec.UnsetType) else envelope.params,
+    )
+
+
+def decode_params(request: Request, kind: type[_S]) -> _S:
+    """Validate ``request.params`` against the method's Struct.
+
+    Absent or null params count as ``{}``. Raises ProtocolError(INVALID_PARAMS) whose
+    message and ``data.path`` name the offending field (``$.params.messages[3]``).
+    """
+    raw = b"{}" if request.params is None else request.params
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        match = _PATH.search(text)
+        path = "$.params" + (match.group("path") if match else "")
+        if match:
+            text = text[: match.start()]
+        raise ProtocolError(
+            INVALID_PARAMS,
+            f"invalid params: {text} - at `{path}`",
+            {"path": path, "error": text},
+            id=request.id,
+        ) from None
+    except msgspec.DecodeError as exc:  # pragma: no cover - the envelope already parsed it
+        raise ProtocolError(INVALID_PARAMS, f"invalid params: {exc}", id=request.id) from None
+
+
+def encode_result(id: RequestId, result: Any) -> bytes:
+    """A success response line (with its trailing newline)."""
+    return _encoder.encode(_ResultResponse(jsonrpc="2.0", id=id, result=result)) + b"\n"
+
+
+def encode_error(id: RequestId, code: int, message: str, data: Any = None) -> bytes:
+    """An error response line (with its trailing newline)."""
+    error = ErrorObject(code=code, message=message, data=data)
+    return _encoder.encode(_ErrorResponse(jsonrpc="2.0", id=id, error=error)) + b"\n"
+
+
+def encode_notification(method: str, params: Any) -> bytes:
+    """A server-to-client notification line (no ``id``)."""
+    return _encoder.encode(Notification(jsonrpc="2.0", method=method, params=params)) + b"\n"
+
+
+# --- framing ----------------------------------------------------------------------------
+
+OVERSIZED: Final = None  # LineReader.feed yields this for a line over the limit
+
+
+class LineReader:
+    """Split received bytes into lines of at most ``limit`` bytes (sans-io).
+
+    :meth:`feed` returns complete lines (without ``\\n`` or a trailing ``\\r``;
+    blank lines are skipped) and :data:`OVERSIZED` once for every line longer
+    than ``limit``, as soon as the limit is passed; the rest of such a line is
+    discarded up to its newline. ``started`` is the time the first byte of the
+    current unfinished line arrived (None between lines), for the read timeout.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.started: float | None = None
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of _buffer known to hold no newline
+        self._discarding = False
+
+    @property
+    def partial(self) -> bool:
+        return self.started is not None
+
+    def feed(self, data: bytes, now: float) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        pos = 0
+        if self._discarding:
+            end = data.find(b"\n")
+            if end < 0:
+                return out
+            self._discarding = False
+            self.started = None
+            pos = end + 1
+        if pos >= len(data):
+            return out
+        if self.started is None:
+            self.started = now
+        buffer = self._buffer
+        buffer += memoryview(data)[pos:]
+        while True:
+            end = buffer.find(b"\n", self._scanned)
+            if end < 0:
+                self._scanned = len(buffer)
+                # (+1: a trailing "\r" before the coming newline does not count)
+                if len(buffer) > self.limit + 1:
+                    out.append(OVERSIZED)  # at once: the client learns before sending it all
+                    buffer.clear()
+                    self._scanned = 0
+                    self._discarding = True
+                elif not buffer:
+                    self.started = None
+                break
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            self._scanned = 0
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if len(line) > self.limit:
+                out.append(OVERSIZED)
+            elif line.strip():
+                out.append(line)
+            self.started = now if buffer else None
+        return out

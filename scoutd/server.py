@@ -1,0 +1,853 @@
+"""``scoutd serve``: the daemon (SPEC sections 8-10).
+
+Layout: :func:`run` resolves the configuration, binds (or receives from
+systemd) the listening socket and runs :meth:`Server.serve` on anyio's asyncio
+backend. The server owns the accept loop, one task per connection, one task
+per request, the inbox watcher and session registry, hot reload and the
+systemd notifications. The wire format lives in :mod:`scoutd.protocol`, the
+checks in :mod:`scoutd.security`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import grp
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+
+from . import protocol
+from ._version import __version__
+from .config import Config, resolve_config, with_overrides
+from .daemon_log import configure_logging, set_level
+from .errors import Aborted, ConfigError, UnknownStrategy
+from .prepare import prepare
+from .security import (
+    Forbidden,
+    PeerCred,
+    check_peer,
+    check_save_file,
+    peer_credentials,
+    resolve_roots,
+)
+from .sessions import SessionRegistry, parse_signal
+from .strategies.inbox import inbox_dir
+from .systemd import ActivationError, Notifier, listen_socket, under_journald, watchdog_interval
+from .watcher import FsWatcher
+
+__all__ = ["Listener", "Server", "StartupError", "main", "open_listener", "run"]
+
+log = logging.getLogger("scoutd.server")
+
+# accept() errors that mean "overloaded right now", not "broken": log, pause, retry.
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# accept() errors about one failed incoming connection: skip it.
+ACCEPT_SKIP_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR})
+ACCEPT_RETRY_DELAY = 0.1  # seconds; long enough for a finishing request to free an fd
+MAX_IN_FLIGHT = 64  # requests per connection; reading pauses beyond (back-pressure)
+RECEIVE_SIZE = 256 * 1024
+# Lines above this are decoded in a worker thread: msgspec is fast, but 64 MiB of JSON
+# still takes tens of milliseconds that other clients must not wait for.
+THREAD_DECODE_BYTES = 256 * 1024
+LATENCY_WINDOW = 4096  # recent requests behind p50/p99 in `status`
+RELOAD_DEBOUNCE = 0.1  # seconds of quiet after a config file event before reloading
+SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+RESTART_KEYS = ("socket_path", "socket_mode", "socket_group", "watch_mode")
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the message is the one line shown to the operator."""
+
+
+@dataclass(slots=True)
+class Listener:
+    """The listening socket, and its file identity if this process created it."""
+
+    sock: socket.socket
+    path: str | None
+    created: tuple[int, int] | None  # (st_dev, st_ino) of the file we bound; None: not ours
+
+    def remove_file(self) -> None:
+        """Unlink the socket file, only if it is still the one this process created."""
+        if self.path is None or self.created is None:
+            return
+        try:
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self.created:
+                os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def _probe_existing(path: str) -> None:
+    """Remove a stale socket file, refuse a live one or anything that is not a socket."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise StartupError(f"{path} exists and is not a socket; refusing to replace it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        log.info("replacing stale socket %s", path)
+        os.unlink(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StartupError(f"cannot check the existing socket {path}: {exc}") from None
+    finally:
+        probe.close()
+    raise StartupError(f"another scoutd is already serving on {path}; not starting")
+
+
+def open_listener(path: str, mode: int, group: str | None, backlog: int = 128) -> Listener:
+    """Bind and listen on ``path`` with file mode ``mode`` and group ``group``.
+
+    Raises:
+        StartupError: the directory is missing, the path is too long, a live
+            daemon owns the socket, or binding/chmod/chown failed.
+    """
+    if len(os.fsencode(path)) > SUN_PATH_MAX:
+        raise StartupError(f"socket path is longer than {SUN_PATH_MAX} bytes: {path}")
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise StartupError(f"socket directory {directory} does not exist")
+    gid = -1
+    if group:
+        try:
+            gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+        except KeyError:
+            raise StartupError(f"socket_group {group!r} does not exist") from None
+    _probe_existing(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # Bind under a restrictive umask so the file is never wider than wanted, even
+        # for the instant before chmod; then set the exact mode.
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(path)
+        finally:
+            os.umask(old_umask)
+        st = os.lstat(path)
+        listener = Listener(sock=sock, path=path, created=(st.st_dev, st.st_ino))
+        try:
+            os.chmod(path, mode)
+            if gid >= 0:
+                os.chown(path, -1, gid)
+            sock.listen(backlog)
+        except OSError:
+            listener.remove_file()
+            raise
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {path}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return listener
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One configuration generation and what is derived from it."""
+
+    config: Config
+    generation: int
+    roots: tuple[str, ...]
+    abort_signal: signal.Signals | None
+
+
+class Stats:
+    """Counters and the latency window behind ``status``."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.connections = 0
+        self.requests = 0
+        self.errors = 0
+        self.notices_delivered = 0
+        self.latency_count = 0
+        self.latency_max = 0.0
+        self.recent: deque[float] = deque(maxlen=LATENCY_WINDOW)
+
+    def record(self, seconds: float) -> None:
+        ms = seconds * 1000
+        self.latency_count += 1
+        self.latency_max = max(self.latency_max, ms)
+        self.recent.append(ms)
+
+    def latency(self) -> protocol.Latency:
+        ordered = sorted(self.recent)
+
+        def pick(q: float) -> float:
+            if not ordered:
+                return 0.0
+            return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+        return protocol.Latency(
+            count=self.latency_count,
+            p50_ms=pick(0.50),
+            p99_ms=pick(0.99),
+            max_ms=round(self.latency_max, 3),
+        )
+
+
+class Connection:
+    """One client connection: a reader loop, a task per request, a write lock.
+
+    Resource handling: :meth:`serve` owns the stream and closes it on return,
+    together with the sessions the connection opened. Error handling: a
+    broken peer ends the connection quietly; a send blocked for longer than
+    ``idle_timeout`` (a client that stopped reading) closes it.
+    """
+
+    def __init__(self, server: Server, stream: anyio.abc.SocketStream, peer: PeerCred) -> None:
+        self.server = server
+        self.stream = stream
+        self.peer = peer
+        self.closed = False
+        self.last_activity = time.monotonic()
+        self.in_flight = 0
+        self._send_lock = anyio.Lock()
+        self._slots = anyio.Semaphore(MAX_IN_FLIGHT)
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def push(self, line: bytes) -> None:
+        """Queue a notification for this connection (never waits)."""
+        if self._tg is not None and not self.closed:
+            self._tg.start_soon(self.send, line)
+
+    async def send(self, line: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            async with self._send_lock:
+                with anyio.fail_after(self.server.snapshot.config.daemon.idle_timeout):
+                    await self.stream.send(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, TimeoutError):
+            self.close()
+
+    def close(self) -> None:
+        """Stop this connection: cancels its reader and request tasks."""
+        self.closed = True
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    async def serve(self) -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await self._read_loop(tg)
+                # EOF: requests already received still get their answers.
+        finally:
+            self._tg = None
+            self.closed = True
+            with anyio.CancelScope(shield=True):
+                await self.server.registry.close_owner(self)
+                await self.stream.aclose()
+
+    def _busy(self) -> bool:
+        return self.in_flight > 0 or self.server.registry.count_owned(self) > 0
+
+    async def _read_loop(self, tg: anyio.abc.TaskGroup) -> None:
+        reader = protocol.LineReader(self.server.snapshot.config.daemon.max_request_bytes)
+        while True:
+            daemon = self.server.snapshot.config.daemon
+            reader.limit = daemon.max_request_bytes
+            now = time.monotonic()
+            if reader.started is not None:
+                timeout = reader.started + daemon.read_timeout - now
+                if timeout <= 0:
+                    await self._read_timeout(daemon.read_timeout)
+                    return
+            else:
+                timeout = self.last_activity + daemon.idle_timeout - now
+                if timeout <= 0:
+                    if self._busy():
+                        self.last_activity = now
+                        continue
+                    log.debug("closing idle connection of pid %d", self.peer.pid)
+                    return
+            data = b""
+            with anyio.move_on_after(timeout):
+                try:
+                    data = await self.stream.receive(RECEIVE_SIZE)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    return
+            if not data:
+                continue  # a timeout: the checks at the top of the loop decide
+            self.last_activity = time.monotonic()
+            for line in reader.feed(data, self.last_activity):
+                if line is None:
+                    self.server.stats.errors += 1
+                    limit = reader.limit
+                    tg.start_soon(
+                        self.send,
+                        protocol.encode_error(
+                            None,
+                            protocol.TOO_LARGE,
+                            f"request line longer than max_request_bytes ({limit})",
+                            protocol.TooLargeData(limit=limit),
+                        ),
+                    )
+                    continue
+                await self._slots.acquire()
+                self.in_flight += 1
+                tg.start_soon(self._handle, line)
+
+    async def _read_timeout(self, seconds: float) -> None:
+        self.server.stats.errors += 1
+        await self.send(
+            protocol.encode_error(
+                None,
+                protocol.INVALID_REQUEST,
+                f"read timeout: request line not completed within {seconds:g} s; closing",
+            )
+        )
+
+    async def _handle(self, line: bytes) -> None:
+        server = self.server
+        server.in_flight += 1
+        try:
+            response = await server.dispatch(self, line)
+            if response is not None:
+                await self.send(response)
+        finally:
+            server.in_flight -= 1
+            if server.shutting_down and not server.in_flight:
+                server.drained.set()
+            self.in_flight -= 1
+            self.last_activity = time.monotonic()
+            self._slots.release()
+
+
+class Server:
+    """The daemon's state and its tasks; :meth:`serve` runs until :meth:`stop`.
+
+    Construct it inside the running event loop (it creates anyio primitives).
+    """
+
+    def __init__(
+        self, config: Config, listener: Listener, *, config_arg: str | None = None
+    ) -> None:
+        self.listener = listener
+        self.config_arg = config_arg if config_arg is not None else config.path
+        self.config_file = os.path.abspath(self.config_arg) if self.config_arg else None
+        self.snapshot = Snapshot(
+            config=config,
+            generation=1,
+            roots=resolve_roots(config.daemon.allowed_roots),
+            abort_signal=parse_signal(config.daemon.abort_signal),
+        )
+        self.last_reload_error: str | None = None
+        self.stats = Stats()
+        self.own_uid = os.getuid()
+        self.notifier = Notifier()
+        self.limiter = anyio.CapacityLimiter(max(4, os.cpu_count() or 1))
+        self.watcher = FsWatcher(config.daemon.watch_mode)
+        self.registry = SessionRegistry(
+            self.watcher,
+            inbox_max_bytes=lambda: self.snapshot.config.prompt.inbox_max_bytes,
+            abort_signal=lambda: self.snapshot.abort_signal,
+            limiter=self.limiter,
+        )
+        self.shutting_down = False
+        self.abandoned = False
+        self.in_flight = 0  # requests being handled or answered, on all connections
+        self._stop = anyio.Event()
+        self.drained = anyio.Event()
+        self._config_event = anyio.Event()
+        self._reload_lock = anyio.Lock()
+        self._drain_scope = anyio.CancelScope()
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown (what SIGTERM does)."""
+        self._stop.set()
+
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve until :meth:`stop` (or SIGTERM/SIGINT), then shut down gracefully.
+
+        Resource handling: the listening socket is closed here; the socket file
+        is removed by :func:`run` (only if this process created it).
+        Error handling: the accept loop survives fd exhaustion (EMFILE, ENFILE,
+        ENOBUFS, ENOMEM) by pausing :data:`ACCEPT_RETRY_DELAY` and retrying.
+        """
+        async with self.watcher, anyio.create_task_group() as tg:
+            await tg.start(self.registry.run, lambda: self.snapshot.config.daemon.rescan_interval)
+            tg.start_soon(self._watch_loop)
+            tg.start_soon(self._config_reload_loop)
+            tg.start_soon(self._signal_loop)
+            if self.config_file is not None:
+                await self.watcher.add(os.path.dirname(self.config_file))
+            interval = watchdog_interval()
+            if interval is not None:
+                tg.start_soon(self._watchdog_loop, interval)
+            async with anyio.create_task_group() as connections:
+                accept_scope = anyio.CancelScope()
+                connections.start_soon(self._accept_loop, connections, accept_scope)
+                where = self.listener.path or "the socket passed by systemd"
+                log.info("scoutd %s serving on %s", __version__, where)
+                self.notifier.ready(f"serving on {where}")
+                task_status.started()
+                await self._stop.wait()
+                log.info("shutting down (%d request(s) in flight)", self.in_flight)
+                self.notifier.stopping()
+                accept_scope.cancel()
+                self.shutting_down = True
+                if self.in_flight:
+                    timeout = self.snapshot.config.daemon.shutdown_timeout
+                    with self._drain_scope:
+                        self._drain_scope.deadline = anyio.current_time() + timeout
+                        await self.drained.wait()
+                    if self.in_flight:
+                        self.abandoned = True
+                        log.warning(
+                            "%d request(s) still running after %gs: abandoned",
+                            self.in_flight,
+                            timeout,
+                        )
+                connections.cancel_scope.cancel()
+            self.listener.sock.close()
+            tg.cancel_scope.cancel()
+
+    async def _signal_loop(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    log.info("SIGHUP: reloading the configuration")
+                    with contextlib.suppress(ConfigError):
+                        await self.reload()
+                elif self._stop.is_set():
+                    log.warning(
+                        "second %s: not waiting for requests in flight", signal.Signals(signum).name
+                    )
+                    self._drain_scope.cancel()
+                else:
+                    log.info("%s: graceful shutdown", signal.Signals(signum).name)
+                    self.stop()
+
+    async def _watchdog_loop(self, interval: float) -> None:
+        while True:
+            self.notifier.watchdog()
+            await anyio.sleep(interval)
+
+    async def _accept_loop(self, tg: anyio.abc.TaskGroup, scope: anyio.CancelScope) -> None:
+        sock = self.listener.sock
+        last_logged = 0.0
+        with scope:
+            while True:
+                await anyio.wait_readable(sock)
+                try:
+                    client, _ = sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as exc:
+                    if exc.errno in ACCEPT_SKIP_ERRNOS:
+                        continue
+                    if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    now = time.monotonic()
+                    if now - last_logged > 5:  # at most one line per 5 s under pressure
+                        log.error("accept failed (%s); retrying", exc.strerror)
+                        last_logged = now
+                    await anyio.sleep(ACCEPT_RETRY_DELAY)
+                    continue
+                tg.start_soon(self._serve_client, client)
+
+    async def _serve_client(self, client: socket.socket) -> None:
+        daemon = self.snapshot.config.daemon
+        try:
+            client.setblocking(False)
+            peer = peer_credentials(client)
+        except OSError:
+            client.close()
+            return
+        refusal: bytes | None = None
+        if self.stats.connections >= daemon.max_connections:
+            refusal = protocol.encode_error(
+                None,
+                protocol.TOO_LARGE,
+                f"too many connections (max_connections = {daemon.max_connections})",
+                protocol.TooLargeData(limit=daemon.max_connections),
+            )
+        else:
+            try:
+                check_peer(peer, daemon, self.own_uid)
+            except Forbidden as exc:
+                log.warning("refused connection: %s", exc)
+                refusal = protocol.encode_error(
+                    None,
+                    protocol.FORBIDDEN,
+                    f"forbidden: {exc}",
+                    protocol.ForbiddenData(reason=str(exc)),
+                )
+        if refusal is not None:
+            self.stats.errors += 1
+            try:
+                client.send(refusal)
+                client.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            client.close()
+            return
+        stream = await anyio.abc.UNIXSocketStream.from_socket(client)
+        self.stats.connections += 1
+        try:
+            await Connection(self, stream, peer).serve()
+        finally:
+            self.stats.connections -= 1
+
+    # --- file events and reload ------------------------------------------------------
+
+    async def _watch_loop(self) -> None:
+        config_file = self.config_file
+        while True:
+            batch = await self.watcher.next_batch()
+            if config_file is not None and (batch.overflow or config_file in batch.paths):
+                self._config_event.set()
+            try:
+                await self.registry.handle_batch(batch)
+            except Exception:
+                log.exception("handling file events failed")
+
+    async def _config_reload_loop(self) -> None:
+        while True:
+            await self._config_event.wait()
+            while True:  # debounce: reload once the writes have settled
+                self._config_event = anyio.Event()
+                await anyio.sleep(RELOAD_DEBOUNCE)
+                if not self._config_event.is_set():
+                    break
+            log.info("configuration file changed: reloading")
+            with contextlib.suppress(ConfigError):
+                await self.reload()
+
+    async def reload(self) -> int:
+        """Re-read the configuration; swap it in if valid, else keep the old one.
+
+        Raises:
+            ConfigError: the new configuration is invalid (also remembered in
+                ``last_reload_error`` and logged).
+        """
+        async with self._reload_lock:
+            self.notifier.reloading()
+            try:
+                config, roots, signum = await anyio.to_thread.run_sync(
+                    _load_snapshot_parts, self.config_arg
+                )
+            except ConfigError as exc:
+                self.last_reload_error = str(exc)
+                log.error("reload failed, keeping generation %d: %s", self.snapshot.generation, exc)
+                raise
+            finally:
+                self.notifier.ready()
+            old = self.snapshot
+            for key in RESTART_KEYS:
+                if getattr(old.config.daemon, key) != getattr(config.daemon, key):
+                    log.warning("[daemon] %s changed: takes effect after a restart", key)
+            self.snapshot = Snapshot(
+                config=config, generation=old.generation + 1, roots=roots, abort_signal=signum
+            )
+            self.last_reload_error = None
+            set_level(config.daemon.log_level)
+            log.info("configuration reloaded (generation %d)", self.snapshot.generation)
+            return self.snapshot.generation
+
+    # --- requests --------------------------------------------------------------------
+
+    async def dispatch(self, conn: Connection, line: bytes) -> bytes | None:
+        """Answer one request line (None for a client notification)."""
+        started = time.perf_counter()
+        self.stats.requests += 1
+        request: protocol.Request | None = None
+        try:
+            if len(line) > THREAD_DECODE_BYTES:
+                request = await anyio.to_thread.run_sync(
+                    protocol.decode_request, line, limiter=self.limiter
+                )
+            else:
+                request = protocol.decode_request(line)
+            if self.shutting_down:
+                raise protocol.ProtocolError(
+                    protocol.SHUTTING_DOWN, "the daemon is shutting down", id=request.id
+                )
+            response = await self._call(conn, request, self.snapshot)
+        except protocol.ProtocolError as exc:
+            self.stats.errors += 1
+            response = protocol.encode_error(exc.id, exc.code, exc.message, exc.data)
+        except Exception:
+            log.exception("internal error")
+            self.stats.errors += 1
+            rid = request.id if request is not None else None
+            response = protocol.encode_error(rid, protocol.INTERNAL_ERROR, "internal error")
+        self.stats.record(time.perf_counter() - started)
+        if request is not None and request.notification:
+            return None
+        return response
+
+    async def _call(self, conn: Connection, request: protocol.Request, snap: Snapshot) -> bytes:
+        kind = protocol.METHOD_PARAMS.get(request.method)
+        if kind is None:
+            raise protocol.ProtocolError(
+                protocol.METHOD_NOT_FOUND, f"method not found: {request.method!r}", id=request.id
+            )
+        if request.params is not None and len(request.params) > THREAD_DECODE_BYTES:
+            params = await anyio.to_thread.run_sync(
+                protocol.decode_params, request, kind, limiter=self.limiter
+            )
+        else:
+            params = protocol.decode_params(request, kind)
+        if isinstance(params, protocol.PreparePromptParams):
+            return await self._prepare_prompt(conn, request.id, params, snap)
+        if isinstance(params, protocol.SessionOpenParams):
+            resolved = await self._check_path(params.save_file, snap, request.id)
+            session = await self.registry.open(
+                params.save_file, resolved, params.pid, conn.peer.uid, conn
+            )
+            return protocol.encode_result(
+                request.id, protocol.SessionOpenResult(session=session.id)
+            )
+        if isinstance(params, protocol.SessionCloseParams):
+            if self.registry.get(params.session, conn.peer.uid, self.own_uid) is None:
+                raise self._unknown_session(params.session, request.id)
+            await self.registry.close(params.session)
+            return protocol.encode_result(request.id, protocol.SessionCloseResult())
+        if isinstance(params, protocol.StatusParams):
+            return protocol.encode_result(request.id, self.status())
+        try:
+            generation = await self.reload()
+        except ConfigError as exc:
+            raise protocol.ProtocolError(
+                protocol.CONFIG_INVALID,
+                f"invalid configuration: {exc}",
+                protocol.ConfigInvalidData(error=str(exc)),
+                id=request.id,
+            ) from None
+        return protocol.encode_result(
+            request.id, protocol.ConfigReloadResult(generation=generation)
+        )
+
+    @staticmethod
+    def _unknown_session(session: str, rid: protocol.RequestId) -> protocol.ProtocolError:
+        return protocol.ProtocolError(
+            protocol.UNKNOWN_SESSION, f"unknown session {session!r}", id=rid
+        )
+
+    async def _check_path(self, save_file: str, snap: Snapshot, rid: protocol.RequestId) -> str:
+        try:
+            return await anyio.to_thread.run_sync(check_save_file, save_file, snap.roots)
+        except Forbidden as exc:
+            raise protocol.ProtocolError(
+                protocol.FORBIDDEN,
+                f"forbidden: {exc}",
+                protocol.ForbiddenData(reason=str(exc)),
+                id=rid,
+            ) from None
+
+    async def _prepare_prompt(
+        self,
+        conn: Connection,
+        rid: protocol.RequestId,
+        params: protocol.PreparePromptParams,
+        snap: Snapshot,
+    ) -> bytes:
+        config = snap.config
+        if params.config:
+            try:
+                config = with_overrides(config, params.config)
+            except ConfigError as exc:
+                raise protocol.ProtocolError(
+                    protocol.INVALID_PARAMS,
+                    f"invalid params: {exc}",
+                    {"path": "$.params.config", "error": str(exc)},
+                    id=rid,
+                ) from None
+        session = None
+        if params.session is not None:
+            session = self.registry.get(params.session, conn.peer.uid, self.own_uid)
+            if session is None:
+                raise self._unknown_session(params.session, rid)
+        save_file = params.save_file
+        if save_file is None and session is not None:
+            save_file = session.save_file
+        resolved = inbox = None
+        if save_file is not None:
+            resolved = await self._check_path(save_file, snap, rid)
+            if session is not None and resolved != session.resolved:
+                raise protocol.ProtocolError(
+                    protocol.INVALID_PARAMS,
+                    "invalid params: save_file differs from the session's save file",
+                    {"path": "$.params.save_file", "error": "differs from the session's"},
+                    id=rid,
+                )
+            inbox = inbox_dir(resolved)
+        reason = self.registry.pending_abort(session, inbox)
+        if reason is None:
+            try:
+                line, delivered = await anyio.to_thread.run_sync(
+                    _run_prepare, rid, params, resolved, config, limiter=self.limiter
+                )
+            except Aborted as exc:
+                reason = exc.reason
+                if inbox is not None:
+                    self.registry.abort(inbox, reason, claimed_by_watcher=False)
+                if session is not None:
+                    session.aborted = reason
+            except UnknownStrategy as exc:
+                raise protocol.ProtocolError(
+                    protocol.UNKNOWN_STRATEGY,
+                    str(exc),
+                    protocol.UnknownStrategyData(name=exc.name, available=exc.available),
+                    id=rid,
+                ) from None
+            except ConfigError as exc:
+                raise protocol.ProtocolError(
+                    protocol.CONFIG_INVALID,
+                    str(exc),
+                    protocol.ConfigInvalidData(error=str(exc)),
+                    id=rid,
+                ) from None
+            else:
+                self.stats.notices_delivered += delivered
+                return line
+        raise protocol.ProtocolError(
+            protocol.ABORTED,
+            f"aborted: {reason}",
+            protocol.AbortedData(
+                reason=reason, save_file=save_file, session=None if session is None else session.id
+            ),
+            id=rid,
+        )
+
+    def status(self) -> protocol.StatusResult:
+        snap = self.snapshot
+        return protocol.StatusResult(
+            version=__version__,
+            uptime=round(time.monotonic() - self.stats.started, 3),
+            config=protocol.ConfigStatus(
+                path=snap.config.path,
+                generation=snap.generation,
+                last_reload_error=self.last_reload_error,
+            ),
+            counts=protocol.Counts(
+                connections=self.stats.connections,
+                sessions=len(self.registry.sessions),
+                watches=len(self.registry.by_inbox),
+                requests=self.stats.requests,
+                errors=self.stats.errors,
+                notices_delivered=self.stats.notices_delivered,
+                aborts=self.registry.aborts,
+            ),
+            latency=self.stats.latency(),
+        )
+
+
+def _run_prepare(
+    rid: protocol.RequestId,
+    params: protocol.PreparePromptParams,
+    save_file: str | None,
+    config: Config,
+) -> tuple[bytes, int]:
+    """Worker thread: run the strategies and encode the response line."""
+    prepared = prepare(params.messages, params.strategies, save_file=save_file, config=config)
+    delivered = sum(report.inbox_delivered for report in prepared.report)
+    result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
+    return protocol.encode_result(rid, result), delivered
+
+
+def _load_snapshot_parts(
+    path: str | None,
+) -> tuple[Config, tuple[str, ...], signal.Signals | None]:
+    config = resolve_config(path)
+    try:
+        signum = parse_signal(config.daemon.abort_signal)
+    except ValueError as exc:
+        raise ConfigError(f"invalid [daemon] abort_signal: {exc}") from None
+    return config, resolve_roots(config.daemon.allowed_roots), signum
+
+
+def run(config_path: str | None = None, socket_path: str | None = None) -> int:
+    """Run the daemon until SIGTERM/SIGINT; return the process exit code.
+
+    ``socket_path`` overrides ``[daemon] socket_path``; under systemd socket
+    activation the passed socket is used instead of either. A startup failure
+    (invalid configuration, a live daemon on the socket, a missing directory)
+    prints one line to stderr and returns 1.
+    """
+    try:
+        config, _, _ = _load_snapshot_parts(config_path)
+    except ConfigError as exc:
+        print(f"scoutd: {exc}", file=sys.stderr)
+        return 1
+    configure_logging(config.daemon.log_level, journal=under_journald())
+    daemon = config.daemon
+    try:
+        activated = listen_socket()
+        if activated is not None:
+            activated.setblocking(False)
+            listener = Listener(sock=activated, path=None, created=None)
+        else:
+            listener = open_listener(
+                socket_path or daemon.socket_path,
+                daemon.socket_mode,
+                daemon.socket_group,
+                backlog=min(daemon.max_connections, socket.SOMAXCONN),
+            )
+    except (StartupError, ActivationError) as exc:
+        print(f"scoutd: {exc}", file=sys.stderr)
+        return 1
+    servers: list[Server] = []
+
+    async def serve() -> None:
+        # anyio primitives need a running event loop: build the server inside it.
+        servers.append(Server(config, listener, config_arg=config_path))
+        await servers[0].serve()
+
+    try:
+        anyio.run(serve, backend="asyncio")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        listener.sock.close()
+        listener.remove_file()
+        for server in servers:
+            server.notifier.close()
+    log.info("stopped")
+    if any(server.abandoned for server in servers):
+        # Worker threads cannot be cancelled and would hold the interpreter open.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m scoutd.server [--config FILE] [--socket PATH]``."""
+    parser = argparse.ArgumentParser(prog="python -m scoutd.server", description=__doc__)
+    parser.add_argument("--config", help="configuration file (TOML)")
+    parser.add_argument("--socket", help="socket path (overrides [daemon] socket_path)")
+    args = parser.parse_args(argv)
+    return run(args.config, args.socket)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""Agent sessions and the abort push (SPEC section 9).
+
+A session ties a running agent (its save file, pid and connection) to the
+inbox beside its save file. The registry watches the inbox's *parent*
+directory (so the inbox's creation, deletion and re-creation are seen) and
+the inbox itself when it exists. When an ``abort`` file shows up, the
+registry claims it with :func:`scoutd.strategies.inbox.claim_abort` in a
+worker thread — the move is the claim, so exactly one party (this watcher or
+an inference's ``inbox`` strategy) consumes each abort file — then marks the
+sessions of that inbox aborted and pushes ``session.aborted`` to their
+connections at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Protocol
+
+import anyio
+
+from . import protocol
+from .security import process_owned_by
+from .strategies.inbox import claim_abort, inbox_dir
+from .watcher import Batch, FsWatcher
+
+__all__ = ["MAX_PENDING_ABORTS", "Session", "SessionOwner", "SessionRegistry", "parse_signal"]
+
+log = logging.getLogger("scoutd.sessions")
+
+# Aborts claimed for inboxes whose next session-less prepare_prompt has not come yet.
+# Bounded so that abandoned save files cannot grow the daemon's memory.
+MAX_PENDING_ABORTS = 4096
+
+
+class SessionOwner(Protocol):
+    """The connection a session belongs to."""
+
+    def push(self, line: bytes) -> None:
+        """Queue ``line`` for sending without waiting."""
+
+
+@dataclass(eq=False, slots=True)
+class Session:
+    id: str
+    save_file: str  # as given by the client
+    resolved: str  # directory resolved: what the daemon works on
+    inbox: str
+    pid: int | None
+    uid: int
+    owner: SessionOwner
+    aborted: str | None = None
+    watched: list[str] = field(default_factory=list)
+
+
+def parse_signal(name: str | None) -> signal.Signals | None:
+    """``"TERM"``, ``"SIGTERM"`` or ``"15"`` -> ``SIGTERM``; None stays None.
+
+    Raises ValueError for a name that is not a signal.
+    """
+    if name is None or not name.strip():
+        return None
+    text = name.strip().upper()
+    try:
+        return (
+            signal.Signals(int(text))
+            if text.isdigit()
+            else signal.Signals[text if text.startswith("SIG") else "SIG" + text]
+        )
+    except (KeyError, ValueError):
+        raise ValueError(f"abort_signal {name!r} is not a signal name") from None
+
+
+class SessionRegistry:
+    """Open sessions, their inbox watches and the aborts claimed for them.
+
+    All methods run on the event loop; filesystem work goes to worker threads.
+
+    Resource handling: :meth:`run` consumes the watcher's batches and runs the
+    periodic rescan until cancelled; watches are reference-counted per
+    directory and dropped with the last session that needs them.
+    Error handling: a failing claim is logged and retried at the next event or
+    rescan; it never ends :meth:`run`.
+    """
+
+    def __init__(
+        self,
+        watcher: FsWatcher,
+        *,
+        inbox_max_bytes: Callable[[], int],
+        abort_signal: Callable[[], signal.Signals | None],
+        limiter: anyio.CapacityLimiter | None = None,
+    ) -> None:
+        self.watcher = watcher
+        self.sessions: dict[str, Session] = {}
+        self.by_inbox: dict[str, set[str]] = {}
+        self.aborts = 0
+        self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
+        self._claiming: dict[str, bool] = {}  # inbox -> another claim was asked meanwhile
+        self._inbox_max_bytes = inbox_max_bytes
+        self._abort_signal = abort_signal
+        self._limiter = limiter
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # --- sessions --------------------------------------------------------------------
+
+    async def open(
+        self, save_file: str, resolved: str, pid: int | None, uid: int, owner: SessionOwner
+    ) -> Session:
+        """Register a session and watch its inbox (and the inbox's parent)."""
+        inbox = inbox_dir(resolved)
+        session = Session(
+            id=secrets.token_hex(16),
+            save_file=save_file,
+            resolved=resolved,
+            inbox=inbox,
+            pid=pid,
+            uid=uid,
+            owner=owner,
+        )
+        self.sessions[session.id] = session
+        first = inbox not in self.by_inbox
+        self.by_inbox.setdefault(inbox, set()).add(session.id)
+        if first:
+            for directory in (os.path.dirname(inbox), inbox):
+                await self.watcher.add(directory)
+            self._spawn_claim(inbox)  # an abort may already be waiting
+        log.info("session %s opened for %s (pid %s, uid %d)", session.id, resolved, pid, uid)
+        return session
+
+    async def close(self, session_id: str) -> bool:
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            return False
+        ids = self.by_inbox.get(session.inbox)
+        if ids is not None:
+            ids.discard(session_id)
+            if not ids:
+                del self.by_inbox[session.inbox]
+                for directory in (os.path.dirname(session.inbox), session.inbox):
+                    await self.watcher.remove(directory)
+        log.info("session %s closed", session_id)
+        return True
+
+    async def close_owner(self, owner: SessionOwner) -> None:
+        """Close every session of a connection that went away."""
+        for session in [s for s in self.sessions.values() if s.owner is owner]:
+            await self.close(session.id)
+
+    def get(self, session_id: str, uid: int, own_uid: int) -> Session | None:
+        """The session, if the peer's uid registered it (or is the daemon's own)."""
+        session = self.sessions.get(session_id)
+        if session is None or uid not in (session.uid, own_uid):
+            return None
+        return session
+
+    def count_owned(self, owner: SessionOwner) -> int:
+        return sum(1 for s in self.sessions.values() if s.owner is owner)
+
+    # --- aborts ----------------------------------------------------------------------
+
+    def pending_abort(self, session: Session | None, inbox: str | None) -> str | None:
+        """The abort a ``prepare_prompt`` must fail with, if any.
+
+        A session, once aborted, stays aborted. For a call without a session,
+        an abort claimed by the watcher is reported once, then forgotten.
+        """
+        if session is not None and session.aborted is not None:
+            return session.aborted
+        if session is None and inbox is not None:
+            return self._pending.pop(inbox, None)
+        return None
+
+    def abort(self, inbox: str, reason: str, *, claimed_by_watcher: bool) -> None:
+        """Record a consumed abort file: mark, notify and maybe signal its sessions."""
+        self.aborts += 1
+        if claimed_by_watcher:
+            self._pending[inbox] = reason
+            self._pending.move_to_end(inbox)
+            while len(self._pending) > MAX_PENDING_ABORTS:
+                self._pending.popitem(last=False)
+        signum = self._abort_signal()
+        ids = sorted(self.by_inbox.get(inbox, ()))
+        log.warning("abort consumed for %s (%d session(s)): %s", inbox, len(ids), reason)
+        for session_id in ids:
+            session = self.sessions[session_id]
+            session.aborted = reason
+            params = protocol.SessionAbortedParams(
+                session=session.id, save_file=session.save_file, reason=reason
+            )
+            session.owner.push(protocol.encode_notification("session.aborted", params))
+            if signum is not None and session.pid is not None:
+                self._signal(session, signum)
+
+    def _signal(self, session: Session, signum: signal.Signals) -> None:
+        assert session.pid is not None
+        if not process_owned_by(session.pid, session.uid):
+            log.warning(
+                "not signalling pid %d of session %s: not a process of uid %d",
+                session.pid,
+                session.id,
+                session.uid,
+            )
+            return
+        try:
+            os.kill(session.pid, signum)
+            log.info("sent %s to pid %d (session %s)", signum.name, session.pid, session.id)
+        except OSError as exc:
+            log.warning("cannot signal pid %d: %s", session.pid, exc)
+
+    def _spawn_claim(self, inbox: str) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(self.claim, inbox)
+
+    async def claim(self, inbox: str) -> None:
+        """Try to consume the inbox's abort file; serialised per inbox.
+
+        A request arriving while a claim runs is folded into one more attempt
+        after it, so a burst of events costs at most two claims.
+        """
+        if inbox in self._claiming:
+            self._claiming[inbox] = True
+            return
+        self._claiming[inbox] = False
+        try:
+            while inbox in self.by_inbox:
+                save_file = self.sessions[next(iter(self.by_inbox[inbox]))].resolved
+                try:
+                    reason = await anyio.to_thread.run_sync(
+                        partial(claim_abort, save_file, max_bytes=self._inbox_max_bytes()),
+                        limiter=self._limiter,
+                    )
+                except Exception:
+                    log.exception("claiming the abort file of %s failed", inbox)
+                    reason = None
+                if reason is not None:
+                    self.abort(inbox, reason, claimed_by_watcher=True)
+                if not self._claiming[inbox]:
+                    break
+                self._claiming[inbox] = False
+        finally:
+            del self._claiming[inbox]
+
+    # --- watching --------------------------------------------------------------------
+
+    async def handle_batch(self, batch: Batch) -> None:
+        """Route changed paths to the inboxes they concern."""
+        if batch.overflow:
+            log.warning("file events were lost; rechecking every watched inbox")
+            await self.rescan()
+            return
+        for path in batch.paths:
+            if path in self.by_inbox:  # the inbox itself was created, moved or deleted
+                await self.watcher.ensure(path, force=True)
+                self._spawn_claim(path)
+                continue
+            parent, name = os.path.split(path)
+            if name == "abort" and parent in self.by_inbox:
+                self._spawn_claim(parent)
+
+    async def rescan(self) -> None:
+        """Re-arm dead watches and try a claim in every watched inbox."""
+        for inbox in list(self.by_inbox):
+            for directory in (os.path.dirname(inbox), inbox):
+                await self.watcher.ensure(directory)
+            self._spawn_claim(inbox)
+
+    async def run(
+        self,
+        rescan_interval: Callable[[], float],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Host the claim tasks and run the periodic rescan until cancelled.
+
+        File events are fed in by the owner of the watcher (:meth:`handle_batch`).
+        """
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                while True:
+                    await anyio.sleep(rescan_interval())
+                    try:
+                        await self.rescan()
+                    except Exception:
+                        log.exception("rescan of watched inboxes failed")
+            finally:
+                self._tg = None

@@ -1,0 +1,198 @@
+"""Output of the simulator: a readable table, JSON, and a two-panel plot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
+
+import msgspec
+
+from .replay import Simulation, StrategyResult
+
+__all__ = [
+    "PlotUnavailable",
+    "encode_json",
+    "format_header",
+    "format_table",
+    "plot",
+    "require_matplotlib",
+]
+
+# The prompt panel is cut at this multiple of the context window, so that a
+# run without compaction (millions of tokens) does not flatten every other line.
+PLOT_CEILING = 1.6
+
+
+class PlotUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def _billed(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    return f"{value / 1e3:.1f}k"
+
+
+def format_header(simulation: Simulation, *, exclude: str | None = None) -> str:
+    """What was replayed, under which cache and price model, with which overrides.
+
+    ``exclude`` leaves one override out (the key a sweep varies).
+    """
+    w, m = simulation.workload, simulation.model
+    if w["source"] == "synthetic":
+        what = (
+            f"synthetic run: {w['calls']} calls (seed {w['seed']}, repeat rate "
+            f"{w['repeat_rate']:g}, {w['user_turns']} user turns)"
+        )
+    else:
+        what = f"chat {w['source']}"
+    prices = m["prices"]
+    granularity = m["cache_granularity"]
+    match = "prefix match" if granularity == 1 else f"steps of {granularity} tokens"
+    lines = [
+        f"{what}: {w['messages']:,} messages, {w['rounds']:,} rounds, {w['chars']:,} characters",
+        f"pricing {m['pricing']} (input {prices['input']:g}, write {prices['write']:g}, read "
+        f"{prices['read']:g}); cache {match}, min {m['cache_min_tokens']:,} tokens; tokens = "
+        f"{m['tokens']}; context window {m['context_window']:,} tokens",
+    ]
+    overrides = {k: v for k, v in m["config_overrides"].items() if k != exclude}
+    if overrides:
+        listed = ", ".join(f"{k}={v}" for k, v in overrides.items())
+        lines.append(f"config overrides: {listed}")
+    return "\n".join(lines)
+
+
+_COLUMNS = (
+    ("strategy", "<"),
+    ("billed", ">"),
+    ("vs none", ">"),
+    ("cache read", ">"),
+    ("breaks", ">"),
+    ("peak prompt", ">"),
+    ("overflow", ">"),
+    ("last-20 verbatim", ">"),
+    ("verbatim", ">"),
+    ("truncated", ">"),
+    ("dropped", ">"),
+)
+
+
+def _row(label: str, result: StrategyResult) -> list[str]:
+    retention = result.retention
+    overflow = f"{result.overflow_rounds} FAILED" if result.failed else "0"
+    return [
+        label,
+        _billed(result.billed),
+        "-" if result.ratio is None else f"{result.ratio:.3f}",
+        f"{result.cache_read_share:.1%}",
+        str(result.cache_breaks),
+        f"{result.peak_prompt_tokens:,}",
+        overflow,
+        f"{retention.recent_verbatim:.1%}",
+        str(retention.verbatim),
+        str(retention.truncated),
+        str(retention.dropped),
+    ]
+
+
+def format_table(rows: Sequence[tuple[str, StrategyResult]], *, markdown: bool = False) -> str:
+    """The comparison table: one row per ``(label, result)``."""
+    header = [name for name, _ in _COLUMNS]
+    cells = [_row(label, result) for label, result in rows]
+    if markdown:
+        align = ["---" if side == "<" else "---:" for _, side in _COLUMNS]
+        lines = [header, align, *cells]
+        return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+    widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
+    out = []
+    for line in [header, *cells]:
+        parts = [
+            f"{text:{side}{width}}"
+            for text, (_, side), width in zip(line, _COLUMNS, widths, strict=True)
+        ]
+        out.append("  ".join(parts).rstrip())
+    return "\n".join(out)
+
+
+def encode_json(value: Any, *, per_round: bool = False) -> str:
+    """Indented JSON of a simulation (or a sweep); per-round series only if asked."""
+    data = msgspec.to_builtins(value)
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if per_round or k != "series"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    encoded = msgspec.json.encode(strip(data))
+    return msgspec.json.format(encoded, indent=2).decode("utf-8")
+
+
+def require_matplotlib() -> None:
+    """Fail early, before a long replay, when ``--plot`` cannot be honoured.
+
+    Raises:
+        PlotUnavailable: matplotlib is missing (the ``scoutd[plot]`` extra).
+    """
+    try:
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    except ImportError as exc:
+        raise PlotUnavailable(
+            "--plot needs matplotlib: install the plot extra, pip install 'scoutd[plot]'"
+        ) from exc
+
+
+def plot(
+    rows: Sequence[tuple[str, StrategyResult]],
+    path: str,
+    *,
+    context_window: int,
+    title: str = "",
+) -> None:
+    """Write a PNG: prompt tokens per round (top) and cumulative cost (bottom).
+
+    Raises:
+        PlotUnavailable: matplotlib is missing (the ``scoutd[plot]`` extra).
+        ValueError: a result has no per-round series.
+    """
+    require_matplotlib()
+    from matplotlib.figure import Figure  # type: ignore[import-not-found,unused-ignore]
+
+    figure = Figure(figsize=(11, 8.5), layout="constrained")
+    top, bottom = figure.subplots(2, 1, sharex=True)
+    peak = 0
+    for label, result in rows:
+        series = result.series
+        if series is None:
+            raise ValueError(f"no per-round series for {label}")
+        rounds = range(1, len(series.prompt_tokens) + 1)
+        name = f"{label} (FAILED)" if result.failed else label
+        (line,) = top.plot(rounds, series.prompt_tokens, linewidth=1.1, label=name)
+        bottom.plot(
+            rounds,
+            [c / 1e6 for c in accumulate(series.cost)],
+            linewidth=1.4,
+            color=line.get_color(),
+            label=name,
+        )
+        peak = max(peak, max(series.prompt_tokens, default=0))
+    top.axhline(context_window, color="black", linestyle="--", linewidth=1, label="context window")
+    ceiling = PLOT_CEILING * context_window
+    if peak > ceiling:
+        top.set_ylim(0, ceiling)
+        top.set_title(f"Prompt tokens per round (axis cut at {ceiling:,.0f})", fontsize=10)
+    else:
+        top.set_title("Prompt tokens per round", fontsize=10)
+    top.set_ylabel("prompt tokens")
+    top.legend(fontsize=8, loc="upper left")
+    top.grid(alpha=0.3)
+    bottom.set_title("Cumulative billed input (uncached-token units)", fontsize=10)
+    bottom.set_ylabel("millions of units")
+    bottom.set_xlabel("round (one per tool output)")
+    bottom.legend(fontsize=8, loc="upper left")
+    bottom.grid(alpha=0.3)
+    if title:
+        figure.suptitle(title, fontsize=11)
+    figure.savefig(path, format="png", dpi=100)

@@ -1,0 +1,152 @@
+"""systemd integration without libsystemd: sd_notify, socket activation, watchdog.
+
+The protocols are tiny and stable: notifications are datagrams of
+``KEY=VALUE`` lines sent to ``$NOTIFY_SOCKET``; socket activation passes
+listening sockets from fd 3 (``SD_LISTEN_FDS_START``) and names the receiving
+process in ``$LISTEN_PID``. Every function is a no-op outside systemd.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import stat
+import time
+from collections.abc import Mapping, MutableMapping
+
+__all__ = [
+    "SD_LISTEN_FDS_START",
+    "ActivationError",
+    "Notifier",
+    "listen_socket",
+    "under_journald",
+    "watchdog_interval",
+]
+
+log = logging.getLogger("scoutd.systemd")
+
+SD_LISTEN_FDS_START = 3  # the first fd systemd passes (sd_listen_fds(3))
+
+
+class ActivationError(Exception):
+    """The passed file descriptor is not a listening AF_UNIX stream socket."""
+
+
+class Notifier:
+    """Sends sd_notify messages; silent when ``$NOTIFY_SOCKET`` is unset.
+
+    Resource handling: one unconnected datagram socket, opened lazily, closed
+    by :meth:`close`. Error handling: a send failure is logged once per message
+    and never raised: a notification is advisory, serving goes on.
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        address = env.get("NOTIFY_SOCKET", "")
+        if address.startswith("@"):  # abstract namespace
+            address = "\0" + address[1:]
+        self._address = address if address.startswith(("/", "\0")) else ""
+        self._sock: socket.socket | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._address)
+
+    def notify(self, *lines: str) -> bool:
+        """Send ``lines`` as one datagram; return whether it was sent."""
+        if not self._address:
+            return False
+        try:
+            if self._sock is None:
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock.setblocking(False)
+            self._sock.sendto("\n".join(lines).encode(), self._address)
+        except OSError as exc:
+            log.warning("sd_notify %s failed: %s", lines[0] if lines else "", exc)
+            return False
+        return True
+
+    def ready(self, status: str | None = None) -> bool:
+        return self.notify("READY=1", *([f"STATUS={status}"] if status else []))
+
+    def reloading(self) -> bool:
+        # MONOTONIC_USEC lets systemd match the RELOADING=1 to this reload (Type=notify-reload).
+        usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        return self.notify("RELOADING=1", f"MONOTONIC_USEC={usec}")
+
+    def stopping(self) -> bool:
+        return self.notify("STOPPING=1")
+
+    def watchdog(self) -> bool:
+        return self.notify("WATCHDOG=1")
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def watchdog_interval(environ: Mapping[str, str] | None = None) -> float | None:
+    """Seconds between WATCHDOG=1 pings (half of ``$WATCHDOG_USEC``), or None."""
+    env = os.environ if environ is None else environ
+    try:
+        usec = int(env.get("WATCHDOG_USEC", ""))
+    except ValueError:
+        return None
+    if usec <= 0:
+        return None
+    pid = env.get("WATCHDOG_PID")
+    if pid and pid != str(os.getpid()):
+        return None
+    return usec / 2_000_000
+
+
+def listen_socket(environ: MutableMapping[str, str] | None = None) -> socket.socket | None:
+    """The socket passed by systemd socket activation, or None.
+
+    Taken only when ``$LISTEN_PID`` is this process and ``$LISTEN_FDS`` >= 1;
+    the variables are then removed so that child processes do not inherit
+    them. Only the first passed socket is used.
+
+    Raises:
+        ActivationError: fd 3 is not a listening AF_UNIX SOCK_STREAM socket.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("LISTEN_PID") != str(os.getpid()):
+        return None
+    try:
+        count = int(env.get("LISTEN_FDS", "0"))
+    except ValueError:
+        count = 0
+    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        env.pop(name, None)
+    if count < 1:
+        return None
+    if count > 1:
+        log.warning("socket activation passed %d sockets; only fd 3 is used", count)
+    fd = SD_LISTEN_FDS_START
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise ActivationError(f"fd {fd} passed by socket activation is not a socket")
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise ActivationError(f"fd {fd} passed by socket activation is unusable: {exc}") from exc
+    try:
+        listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+    except OSError as exc:
+        listening = 0 if exc.errno == errno.ENOPROTOOPT else -1
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM or listening != 1:
+        sock.detach()
+        raise ActivationError(
+            f"fd {fd} passed by socket activation is not a listening AF_UNIX stream socket"
+        )
+    os.set_inheritable(fd, False)
+    return sock
+
+
+def under_journald(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether stderr goes to the journal (which timestamps lines itself)."""
+    env = os.environ if environ is None else environ
+    return bool(env.get("JOURNAL_STREAM"))

@@ -1,0 +1,343 @@
+"""Run the real daemon (``python -m scoutd.server``) as a subprocess for tests.
+
+Usage::
+
+    with Daemon(daemon={"read_timeout": 1.0}) as d:      # starts, waits until it answers
+        with d.connect() as c:                            # a raw JSON-lines client
+            assert c.call("status")["result"]["config"]["generation"] == 1
+    # leaving the block sends SIGTERM and waits (SIGKILL after the timeout)
+
+Every daemon lives in its own short temp dir under /tmp (``d.dir``; socket
+paths must stay under 108 bytes) holding the socket ``d.socket_path``, the
+config file ``d.config_path`` (``allowed_roots`` = the temp dir, fast rescans)
+and the daemon's stderr ``d.log_path``. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+__all__ = ["Daemon", "LineClient", "toml_text", "wait_for"]
+
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 15.0
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.01) -> Any:
+    """Poll ``predicate()`` until it returns a truthy value; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def toml_text(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    """A TOML document of flat tables (enough for scoutd's config file)."""
+    lines: list[str] = []
+    for table, keys in tables.items():
+        lines.append(f"[{table}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in keys.items())
+        lines.append("")
+    return "\n".join(lines)
+
+
+class LineClient:
+    """A blocking JSON-lines client on a raw socket, for tests.
+
+    Responses are matched by ``id``; notifications received meanwhile are kept
+    in ``notifications``.
+    """
+
+    def __init__(self, path: str, timeout: float = 10.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(path)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.timeout = timeout
+        self._buffer = b""
+        self._next_id = 0
+        self.notifications: list[dict[str, Any]] = []
+        self.responses: dict[Any, dict[str, Any]] = {}
+
+    def __enter__(self) -> LineClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        self.sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def request(self, method: str, params: Any = None, id: Any = None) -> Any:
+        """Send a request without waiting; return its id."""
+        if id is None:
+            self._next_id += 1
+            id = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return id
+
+    def read_line(self, timeout: float | None = None) -> bytes:
+        """The next raw line; b"" when the daemon closed the connection."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no complete line from the daemon")
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except TimeoutError:
+                raise TimeoutError("no complete line from the daemon") from None
+            if not chunk:
+                return b""
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def recv(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next message (response or notification)."""
+        line = self.read_line(timeout)
+        if not line:
+            raise EOFError("the daemon closed the connection")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def response(self, id: Any, timeout: float | None = None) -> dict[str, Any]:
+        """Wait for the response with ``id`` (other messages are kept aside)."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while id not in self.responses:
+            message = self.recv(max(0.0, deadline - time.monotonic()))
+            if "id" in message:
+                self.responses[message["id"]] = message
+            else:
+                self.notifications.append(message)
+        return self.responses.pop(id)
+
+    def call(self, method: str, params: Any = None, timeout: float | None = None) -> dict[str, Any]:
+        """Send a request and return its whole response object."""
+        return self.response(self.request(method, params), timeout)
+
+    def notification(self, method: str, timeout: float) -> dict[str, Any]:
+        """Wait for a notification named ``method``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, message in enumerate(self.notifications):
+                if message.get("method") == method:
+                    return self.notifications.pop(i)
+            message = self.recv(max(0.0, deadline - time.monotonic()))
+            if "id" in message:
+                self.responses[message["id"]] = message
+            else:
+                self.notifications.append(message)
+
+
+class Daemon:
+    """One ``python -m scoutd.server`` subprocess with its own temp dir and config.
+
+    ``prompt``/``daemon``/``plugins`` are written as the config file's tables;
+    defaults suited to tests are added to ``[daemon]`` (socket in the temp dir,
+    ``allowed_roots`` = the temp dir, ``rescan_interval`` 0.5 s, debug logs).
+    ``env`` adds environment variables; ``argv_prefix`` wraps the command
+    (e.g. ``["sh", "-c", '...exec "$0" "$@"']``); ``pass_fds`` is handed to
+    Popen. The temp dir is removed by :meth:`cleanup` (called on exit).
+    """
+
+    def __init__(
+        self,
+        *,
+        prompt: Mapping[str, Any] | None = None,
+        daemon: Mapping[str, Any] | None = None,
+        plugins: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        argv_prefix: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
+        directory: str | None = None,
+    ) -> None:
+        self.dir = directory or tempfile.mkdtemp(prefix="sd", dir="/tmp")
+        self._own_dir = directory is None
+        self.socket_path = os.path.join(self.dir, "s.sock")
+        self.config_path = os.path.join(self.dir, "scoutd.toml")
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self.prompt = dict(prompt or {})
+        self.daemon = {
+            "socket_path": self.socket_path,
+            "allowed_roots": [self.dir],
+            "rescan_interval": 0.5,
+            "log_level": "debug",
+            **(daemon or {}),
+        }
+        self.plugins = dict(plugins or {})
+        self.env = dict(env or {})
+        self.argv_prefix = list(argv_prefix)
+        self.pass_fds = tuple(pass_fds)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.write_config()
+
+    # --- configuration ---------------------------------------------------------------
+
+    def write_config(self, text: str | None = None) -> None:
+        """Replace the config file atomically (write a temp file, rename it over)."""
+        if text is None:
+            tables: dict[str, Mapping[str, Any]] = {"daemon": self.daemon}
+            if self.prompt:
+                tables["prompt"] = self.prompt
+            if self.plugins:
+                tables["plugins"] = self.plugins
+            text = toml_text(tables)
+        temp = self.config_path + ".new"
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temp, self.config_path)
+
+    # --- process ---------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        return [
+            *self.argv_prefix,
+            sys.executable,
+            "-m",
+            "scoutd.server",
+            "--config",
+            self.config_path,
+            "--socket",
+            self.socket_path,
+        ]
+
+    def start(self, *, wait: bool = True, timeout: float = START_TIMEOUT) -> Daemon:
+        env = {**os.environ, **self.env}
+        for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS"):
+            if name not in self.env:  # never inherit the test runner's own systemd context
+                env.pop(name, None)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (root, self.dir, env.get("PYTHONPATH", "")) if p
+        )
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed right after Popen dups it
+        try:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                pass_fds=self.pass_fds,
+                cwd=self.dir,
+            )
+        finally:
+            log.close()
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Wait until the daemon answers ``status`` (fail early if it exits)."""
+
+        def answers() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with LineClient(self.socket_path, timeout=2) as client:
+                    return "result" in client.call("status")
+            except OSError:
+                return False
+
+        wait_for(answers, timeout, "the daemon to answer")
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float = STOP_TIMEOUT) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+        return self.proc.returncode
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return ""
+
+    def connect(self, timeout: float = 10.0) -> LineClient:
+        return LineClient(self.socket_path, timeout)
+
+    @contextlib.contextmanager
+    def client(self, timeout: float = 10.0) -> Iterator[LineClient]:
+        with self.connect(timeout) as client:
+            yield client
+
+    def __enter__(self) -> Daemon:
+        try:
+            if self.proc is None:
+                self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()

@@ -1,0 +1,124 @@
+"""Incremental sessions give exactly what a full computation gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scoutd import prepare
+from scoutd.config import Config
+from scoutd.incremental import DeltaDecoder, DeltaEncoder, DeltaMismatch, SessionPrompt
+
+from .strategies.conversations import agent_run, call, conversations, output
+from .strategies.test_properties import SMALL
+
+CONFIGS = {"small": Config(prompt=SMALL), "default": Config()}
+STRATEGIES = [
+    None,
+    "shorten_tools_epoch",
+    "shorten_tools_epoch_increment,none",
+    "shorten_tools_epoch,shorten_tools",
+    "shorten_tools",
+]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=conversations(max_pairs=60),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+    strategies=st.sampled_from(STRATEGIES),
+    config=st.sampled_from(sorted(CONFIGS)),
+)
+def test_every_round_equals_the_full_computation(
+    messages: list[Any], cuts: list[int], strategies: str | None, config: str
+) -> None:
+    snapshot = CONFIGS[config]
+    session = SessionPrompt()
+    encoder, decoder = DeltaEncoder(), DeltaDecoder()
+    ends = sorted({min(cut, len(messages)) for cut in cuts} | {len(messages)})
+    start = 0
+    for end in ends:
+        session.extend(messages[start:end])
+        start = end
+        got, stable = session.prepare(strategies, snapshot)
+        expected = prepare(messages[:end], strategies, config=snapshot)
+        assert got.messages == expected.messages
+        assert got.report == expected.report
+        delta = encoder.delta(got.messages, stable)
+        assert delta.keep >= stable
+        assert decoder.apply(delta) == expected.messages
+
+
+def _grow(session: SessionPrompt, run: list[Any], step: int) -> list[int]:
+    """Feed ``run`` pair by pair; return the stable prefix length of each round."""
+    stables = []
+    for end in range(step, len(run) + 1, step):
+        session.extend(run[end - step : end])
+        prepared, stable = session.prepare(None, CONFIGS["default"])
+        assert prepared.messages == prepare(run[:end], config=CONFIGS["default"]).messages
+        stables.append(stable)
+    return stables
+
+
+def test_rounds_inside_an_epoch_reuse_the_previous_prompt() -> None:
+    run = agent_run(200)
+    stables = _grow(SessionPrompt(), run[2:], 2)
+    reused = sum(1 for stable in stables if stable > 0)
+    # Every round but the first of each epoch (and those up to the threshold) reuses it.
+    assert reused >= 190 - 12
+
+
+def test_a_repeat_moves_protection_and_recomputes() -> None:
+    run = agent_run(80)
+    session = SessionPrompt()
+    session.extend(run)
+    session.prepare(None, CONFIGS["default"])
+    repeat = [
+        call("read_file", {"path": "/src/3.py", "q": "x" * 250}, "r1"),
+        output("read_file", "3:again", "r1"),
+    ]
+    session.extend(repeat)
+    prepared, stable = session.prepare(None, CONFIGS["default"])
+    assert stable == 0
+    assert prepared.messages == prepare(run + repeat, config=CONFIGS["default"]).messages
+
+
+def test_a_late_output_for_an_old_pending_call_recomputes() -> None:
+    pending = [call("grep", {"q": "late"}, "late")]
+    run = agent_run(60)
+    session = SessionPrompt()
+    session.extend(run[:2] + pending + run[2:])
+    session.prepare(None, CONFIGS["default"])
+    late = [output("grep", "z" * 900, "late")]
+    session.extend(late)
+    prepared, stable = session.prepare(None, CONFIGS["default"])
+    assert stable == 0
+    whole = run[:2] + pending + run[2:] + late
+    assert prepared.messages == prepare(whole, config=CONFIGS["default"]).messages
+
+
+def test_reset_replaces_the_conversation() -> None:
+    session = SessionPrompt()
+    session.extend(agent_run(70))
+    session.prepare(None, CONFIGS["default"])
+    other = agent_run(55)
+    session.reset(other)
+    assert session.prepare(None, CONFIGS["default"])[0].messages == prepare(other).messages
+
+
+def test_decoder_rejects_a_delta_for_another_prefix() -> None:
+    encoder, decoder = DeltaEncoder(), DeltaDecoder()
+    first = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    decoder.apply(encoder.delta(first))
+    other = DeltaDecoder()
+    other.full([{"role": "user", "content": "a"}, {"role": "user", "content": "B"}])
+    delta = encoder.delta([*first, {"role": "user", "content": "c"}])
+    assert delta.keep == 2 and len(delta.append) == 1
+    assert decoder.apply(delta)[-1]["content"] == "c"
+    with pytest.raises(DeltaMismatch):
+        other.apply(delta)
+    with pytest.raises(DeltaMismatch):
+        DeltaDecoder().apply({"keep": 5, "append": [], "checksum": 0})

@@ -1,0 +1,187 @@
+"""The wire format without I/O: request decoding, params validation, framing."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scoutd import protocol
+from scoutd.protocol import LineReader, ProtocolError, decode_params, decode_request
+
+
+def error_of(line: bytes) -> ProtocolError:
+    with pytest.raises(ProtocolError) as caught:
+        decode_request(line)
+    return caught.value
+
+
+def test_codes_are_fixed() -> None:
+    assert (protocol.PARSE_ERROR, protocol.INVALID_REQUEST, protocol.METHOD_NOT_FOUND) == (
+        -32700,
+        -32600,
+        -32601,
+    )
+    assert (protocol.INVALID_PARAMS, protocol.INTERNAL_ERROR) == (-32602, -32603)
+    assert list(range(-32001, -32008, -1)) == [
+        protocol.ABORTED,
+        protocol.UNKNOWN_STRATEGY,
+        protocol.FORBIDDEN,
+        protocol.TOO_LARGE,
+        protocol.CONFIG_INVALID,
+        protocol.UNKNOWN_SESSION,
+        protocol.SHUTTING_DOWN,
+    ]
+
+
+def test_requests_and_notifications() -> None:
+    request = decode_request(b'{"jsonrpc":"2.0","id":"a","method":"status"}')
+    assert (request.id, request.method, request.notification, request.params) == (
+        "a",
+        "status",
+        False,
+        None,
+    )
+    request = decode_request(b'{"jsonrpc":"2.0","method":"status","params":{}}')
+    assert request.notification and request.id is None
+    request = decode_request(b'{"jsonrpc":"2.0","id":null,"method":"status","extra":1}')
+    assert not request.notification and request.id is None
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "id"),
+    [
+        (b"{", protocol.PARSE_ERROR, None),
+        (b'{"jsonrpc":"2.0","id":1,"method":"status"', protocol.PARSE_ERROR, None),
+        (b"\xff", protocol.PARSE_ERROR, None),
+        (b'"\xc3\x28"', protocol.PARSE_ERROR, None),
+        (b'[{"jsonrpc":"2.0","id":1,"method":"status"}]', protocol.INVALID_REQUEST, None),
+        (b"[1, 2", protocol.PARSE_ERROR, None),
+        (b"42", protocol.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"status"}', protocol.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":true,"method":"status"}', protocol.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":{},"method":"status"}', protocol.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"1.0","id":7,"method":"status"}', protocol.INVALID_REQUEST, 7),
+        (b'{"jsonrpc":"2.0","id":"x"}', protocol.INVALID_REQUEST, "x"),
+        (b'{"jsonrpc":"2.0","id":8,"method":3}', protocol.INVALID_REQUEST, 8),
+    ],
+)
+def test_bad_frames(line: bytes, code: int, id: object) -> None:
+    error = error_of(line)
+    assert (error.code, error.id) == (code, id)
+
+
+def test_batches_are_refused_by_name() -> None:
+    assert "batch" in error_of(b"[]").message
+
+
+def test_params_errors_carry_the_field_path() -> None:
+    request = decode_request(
+        b'{"jsonrpc":"2.0","id":3,"method":"prepare_prompt",'
+        b'"params":{"messages":[{"role":"user"},{"role":"x","content":[1]}, 5]}}'
+    )
+    with pytest.raises(ProtocolError) as caught:
+        decode_params(request, protocol.PreparePromptParams)
+    error = caught.value
+    assert error.code == protocol.INVALID_PARAMS and error.id == 3
+    assert error.data == {"path": "$.params.messages[2]", "error": "Expected `object`, got `int`"}
+    assert "$.params.messages[2]" in error.message
+    request = decode_request(b'{"jsonrpc":"2.0","id":3,"method":"session.open","params":{}}')
+    with pytest.raises(ProtocolError, match="save_file"):
+        decode_params(request, protocol.SessionOpenParams)
+    request = decode_request(b'{"jsonrpc":"2.0","id":3,"method":"status","params":[]}')
+    with pytest.raises(ProtocolError) as caught:
+        decode_params(request, protocol.StatusParams)
+    assert caught.value.data == {"path": "$.params", "error": "Expected `object`, got `array`"}
+
+
+def test_params_decode() -> None:
+    request = decode_request(
+        b'{"jsonrpc":"2.0","id":1,"method":"prepare_prompt","params":{"messages":[],'
+        b'"strategies":"a, b","save_file":"/x","session":"s","config":{"epoch_size":3}}}'
+    )
+    params = decode_params(request, protocol.PreparePromptParams)
+    assert params == protocol.PreparePromptParams(
+        messages=[], strategies="a, b", save_file="/x", session="s", config={"epoch_size": 3}
+    )
+    status = decode_request(b'{"jsonrpc":"2.0","id":1,"method":"status"}')
+    assert decode_params(status, protocol.StatusParams) == protocol.StatusParams()
+
+
+def test_encoders() -> None:
+    assert json.loads(protocol.encode_error(None, -32700, "bad")) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "bad"},
+    }
+    line = protocol.encode_error(1, protocol.TOO_LARGE, "big", protocol.TooLargeData(limit=9))
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line)["error"]["data"] == {"limit": 9}
+    note = protocol.encode_notification(
+        "session.aborted", protocol.SessionAbortedParams(session="s", save_file="/f", reason="r")
+    )
+    assert json.loads(note) == {
+        "jsonrpc": "2.0",
+        "method": "session.aborted",
+        "params": {"session": "s", "save_file": "/f", "reason": "r"},
+    }
+    # non-ASCII text and newlines inside strings never break the one-line framing
+    result = protocol.encode_result("i", {"content": "é\nü\u2028"})
+    assert result.count(b"\n") == 1 and json.loads(result)["result"]["content"] == "é\nü\u2028"
+
+
+def test_line_reader_splits_and_limits() -> None:
+    reader = LineReader(limit=8)
+    assert reader.feed(b"ab\r\n\n  \ncd", now=1.0) == [b"ab"]
+    assert reader.partial and reader.started == 1.0
+    assert reader.feed(b"e\n", now=2.0) == [b"cde"]
+    assert not reader.partial
+    assert reader.feed(b"1234567890", now=3.0) == [None]  # at once, before the newline
+    assert reader.partial  # the rest of the line is still being discarded
+    assert reader.feed(b"more junk", now=4.0) == []
+    assert reader.feed(b"junk\nok\n", now=5.0) == [b"ok"]
+    assert reader.feed(b"123456789\nfine\n", now=6.0) == [None, b"fine"]
+    assert reader.feed(b"12345678\n", now=7.0) == [b"12345678"]  # exactly the limit is fine
+
+
+@given(
+    st.lists(
+        st.binary(max_size=13).map(lambda b: b.replace(b"\n", b"")) | st.just(b"0123456789\r"),
+        max_size=8,
+    ),
+    st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=5),
+)
+def test_line_reader_is_chunking_independent(lines: list[bytes], cuts: list[int]) -> None:
+    """However the bytes are split into chunks, the same lines come out."""
+    data = b"".join(line + b"\n" for line in lines)
+    expected = []
+    for line in lines:
+        line = line[:-1] if line.endswith(b"\r") else line
+        if len(line) > 10:
+            expected.append(None)
+        elif line.strip():
+            expected.append(line)
+    reader = LineReader(limit=10)
+    out: list[bytes | None] = []
+    position, i = 0, 0
+    while position < len(data):
+        size = cuts[i % len(cuts)]
+        out += reader.feed(data[position : position + size], now=float(i))
+        position += size
+        i += 1
+    assert out == expected
+    assert not reader.partial
+
+
+def test_structs_round_trip() -> None:
+    status = protocol.StatusResult(
+        version="1",
+        uptime=1.0,
+        config=protocol.ConfigStatus(path=None, generation=1, last_reload_error=None),
+        counts=protocol.Counts(),
+        latency=protocol.Latency(count=0, p50_ms=0, p99_ms=0, max_ms=0),
+    )
+    assert msgspec.json.decode(msgspec.json.encode(status), type=protocol.StatusResult) == status

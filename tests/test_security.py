@@ -1,0 +1,174 @@
+"""Peer credentials and save-file confinement (SPEC section 10)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+from scoutd import protocol
+from scoutd.config import DaemonConfig
+from scoutd.security import (
+    Forbidden,
+    PeerCred,
+    check_peer,
+    check_save_file,
+    process_owned_by,
+    resolve_roots,
+)
+from tests.support.daemon import Daemon
+
+NOBODY = 65534
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture
+def tree() -> Iterator[str]:
+    """root/ (allowed) with chats/ and a symlink escaping to outside/."""
+    base = tempfile.mkdtemp(prefix="sd", dir="/tmp")
+    try:
+        os.makedirs(os.path.join(base, "root", "chats"))
+        os.makedirs(os.path.join(base, "outside"))
+        os.symlink(os.path.join(base, "outside"), os.path.join(base, "root", "escape"))
+        os.symlink(os.path.join(base, "root", "chats"), os.path.join(base, "root", "alias"))
+        yield base
+    finally:
+        shutil.rmtree(base)
+
+
+def test_save_file_must_stay_under_the_roots(tree: str) -> None:
+    root = os.path.join(tree, "root")
+    roots = resolve_roots([root])
+    inside = os.path.join(root, "chats", "a.chat")
+    assert check_save_file(inside, roots) == inside
+    # a symlinked directory that stays inside resolves to its target
+    assert check_save_file(os.path.join(root, "alias", "a.chat"), roots) == inside
+    # the file itself need not exist, nor its directory
+    assert check_save_file(os.path.join(root, "new", "b.chat"), roots).startswith(root)
+    for bad in (
+        os.path.join(tree, "outside", "a.chat"),
+        os.path.join(root, "..", "outside", "a.chat"),
+        os.path.join(root, "chats", "..", "..", "outside", "a.chat"),
+        os.path.join(root, "escape", "a.chat"),  # a symlinked directory pointing outside
+        os.path.join(root, "escape", "..", "outside", "a.chat"),  # ".." after the symlink
+        root + "x/a.chat",  # a sibling sharing the prefix is not under the root
+        "relative/a.chat",
+        os.path.join(root, "chats", ".."),
+        os.path.join(root, "a\0.chat"),
+        "",
+    ):
+        with pytest.raises(Forbidden):
+            check_save_file(bad, roots)
+    assert check_save_file("/etc/anything", resolve_roots(["/"])) == "/etc/anything"
+    assert resolve_roots(["relative", root]) == (root,)
+
+
+def test_peer_checks() -> None:
+    own = DaemonConfig()
+    check_peer(PeerCred(pid=1, uid=1000, gid=1000), own, own_uid=1000)
+    with pytest.raises(Forbidden, match="uid 0"):
+        check_peer(PeerCred(pid=1, uid=0, gid=0), own, own_uid=1000)  # root is not implicit
+    with pytest.raises(Forbidden):
+        check_peer(PeerCred(pid=1, uid=1001, gid=1001), own, own_uid=1000)
+    listed = DaemonConfig(allowed_uids=(1001,), allowed_gids=(50,))
+    check_peer(PeerCred(pid=1, uid=1001, gid=1), listed, own_uid=1000)
+    check_peer(PeerCred(pid=1, uid=1002, gid=50), listed, own_uid=1000)
+    with pytest.raises(Forbidden):
+        check_peer(PeerCred(pid=1, uid=1000, gid=1000), listed, own_uid=1000)
+
+
+def test_process_owned_by() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert process_owned_by(child.pid, os.getuid())
+        assert not process_owned_by(child.pid, os.getuid() + 12345)
+        assert not process_owned_by(os.getpid(), os.getuid())  # never ourselves
+        assert not process_owned_by(1, 0)
+    finally:
+        child.kill()
+        child.wait(10)
+    assert not process_owned_by(child.pid, os.getuid())  # gone (reaped)
+
+
+def test_forbidden_paths_over_the_wire(tree: str) -> None:
+    root = os.path.join(tree, "root")
+    with Daemon(daemon={"allowed_roots": [root]}) as d, d.connect() as c:
+        for save_file in (
+            os.path.join(tree, "outside", "a.chat"),
+            os.path.join(root, "..", "outside", "a.chat"),
+            os.path.join(root, "escape", "a.chat"),
+            "relative.chat",
+        ):
+            for method, params in (
+                ("session.open", {"save_file": save_file}),
+                ("prepare_prompt", {"messages": HELLO, "save_file": save_file}),
+            ):
+                reply = c.call(method, params)
+                assert reply["error"]["code"] == protocol.FORBIDDEN, (method, save_file)
+                assert reply["error"]["data"]["reason"]
+        ok = os.path.join(root, "chats", "a.chat")
+        assert "result" in c.call("session.open", {"save_file": ok})
+        assert not os.path.exists(os.path.join(root, "chats", "a.inbox"))  # never created
+        assert "result" in c.call("status")
+
+
+CLIENT = """
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"status"}\\n')
+data = b""
+while not data.endswith(b"\\n"):
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+print(data.decode().strip() or "EOF")
+"""
+
+
+def _as_nobody(socket_path: str) -> dict[str, object]:
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    elif shutil.which("runuser"):
+        prefix = ["runuser", "-u", "nobody", "--"]
+    else:
+        pytest.skip("neither setpriv nor runuser is available")
+    run = subprocess.run(
+        [*prefix, sys.executable, "-I", "-c", CLIENT, socket_path],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    reply: dict[str, object] = json.loads(run.stdout)
+    return reply
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching to uid 65534 needs root")
+def test_a_peer_with_another_uid_is_refused() -> None:
+    with Daemon(daemon={"socket_mode": 0o666}) as d:
+        os.chmod(d.dir, 0o755)
+        reply = _as_nobody(d.socket_path)
+        assert reply["id"] is None
+        error = reply["error"]
+        assert isinstance(error, dict) and error["code"] == protocol.FORBIDDEN
+        assert f"uid {NOBODY}" in error["data"]["reason"]
+        with d.connect() as c:  # the daemon goes on
+            assert c.call("status")["result"]["counts"]["errors"] >= 1
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching to uid 65534 needs root")
+def test_a_listed_uid_is_let_in() -> None:
+    with Daemon(daemon={"socket_mode": 0o666, "allowed_uids": [0, NOBODY]}) as d:
+        os.chmod(d.dir, 0o755)
+        reply = _as_nobody(d.socket_path)
+        assert reply["id"] == 1 and "result" in reply
