@@ -43,6 +43,7 @@ from .errors import (
     RemoteError,
     UnknownStrategy,
 )
+from .incremental import DeltaDecoder, DeltaMismatch, PromptDelta
 from .prepare import Prepared
 from .protocol import (
     ABORTED,
@@ -61,6 +62,7 @@ from .protocol import (
     SessionOpenResult,
     StatusParams,
 )
+from .strategies.report import StrategyReport
 
 __all__ = ["AsyncClient", "AsyncSession", "Client", "Session", "default_socket_path"]
 
@@ -117,6 +119,16 @@ class _Messages(msgspec.Struct):
     """The part of a ``prepare_prompt`` result that ``prepare_prompt`` returns."""
 
     messages: list[Any]
+
+
+class _SessionAnswer(msgspec.Struct):
+    """A session's ``prepare_prompt`` result: the whole prompt, or a delta."""
+
+    report: list[StrategyReport]
+    messages: list[Any] | None = None
+    keep: int | None = None
+    append: list[Any] | None = None
+    checksum: int | None = None
 
 
 def _enc_hook(value: Any) -> Any:
@@ -250,6 +262,12 @@ def _raise_remote(registry: _Registry, params: msgspec.Struct, error: ErrorObjec
     raise exception
 
 
+def _about_base(exc: RemoteError) -> bool:
+    """Whether an error says the session's conversation is not what we believed."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    return exc.code == INVALID_PARAMS and data.get("path") == "$.params.base"
+
+
 def _too_large_limit(error: ErrorObject) -> int | None:
     """The line limit of a TOO_LARGE error about one of our lines (else ``None``)."""
     if error.code != TOO_LARGE or not isinstance(error.data, dict):
@@ -262,7 +280,11 @@ def _too_large_limit(error: ErrorObject) -> int | None:
 
 
 class _SessionBase:
-    """What both session classes expose: ``id``, ``aborted``, ``reason``, ``lost``."""
+    """What both session classes expose: ``id``, ``aborted``, ``reason``, ``lost``.
+
+    It also holds the incremental state: how much of the caller's conversation
+    the daemon already has, and the prepared prompt the deltas apply to.
+    """
 
     def __init__(
         self, registry: _Registry, session_id: str, save_file: str, pid: int | None
@@ -274,6 +296,9 @@ class _SessionBase:
         self.reason: str | None = None
         self._registry = registry
         self._closed = False
+        self._sent = 0  # conversation messages the daemon holds
+        self._last: Any = None  # the last of them, to notice a conversation that changed
+        self._prompt = DeltaDecoder()
 
     @property
     def lost(self) -> bool:
@@ -292,6 +317,41 @@ class _SessionBase:
         return DaemonUnavailable(
             f"connection to scoutd at {socket_path} lost: {self._registry.lost}"
         )
+
+    def _params(
+        self,
+        messages: Sequence[Any],
+        strategies: str | Sequence[str] | None,
+        config: Overrides,
+        *,
+        whole: bool,
+    ) -> PreparePromptParams:
+        """Only what was appended since the last call, unless ``whole`` (or it changed)."""
+        params = _prepare_params(messages, strategies, None, self.id, config)
+        sent = self._sent
+        if not whole and 0 < sent <= len(messages) and messages[sent - 1] is self._last:
+            return msgspec.structs.replace(
+                params, messages=None, append=list(messages[sent:]), base=sent, delta=True
+            )
+        return msgspec.structs.replace(params, delta=not whole)
+
+    def _absorb(self, answer: _SessionAnswer, messages: Sequence[Any]) -> Prepared:
+        """Apply the answer to the held prompt; remember what the daemon now has."""
+        if answer.keep is not None:
+            prompt = self._prompt.apply(
+                PromptDelta(
+                    keep=answer.keep, append=answer.append or [], checksum=answer.checksum or 0
+                )
+            )
+        else:
+            prompt = self._prompt.full(answer.messages or [])
+        self._sent = len(messages)
+        self._last = messages[-1] if messages else None
+        return Prepared(messages=prompt, report=answer.report)
+
+    def _forget(self) -> None:
+        """The daemon's conversation is not the one we believed: start over."""
+        self._sent, self._last = 0, None
 
 
 class _Registry:
@@ -641,8 +701,15 @@ class Session(_SessionBase):
         *,
         config: Overrides = None,
     ) -> list[Any]:
-        """:meth:`Client.prepare_prompt` for this session (and its save file)."""
-        return self._client.prepare_prompt(messages, strategies, session=self.id, config=config)
+        """:meth:`Client.prepare_prompt` for this session (and its save file).
+
+        Incremental: the daemon keeps the conversation, so only the messages
+        appended since the previous call are sent, and the answer comes back as a
+        checked delta of the previous prepared prompt. Pass the whole, growing
+        conversation every time; if an earlier message was replaced, the whole
+        conversation is sent again.
+        """
+        return self.prepare(messages, strategies, config=config).messages
 
     def prepare(
         self,
@@ -651,8 +718,20 @@ class Session(_SessionBase):
         *,
         config: Overrides = None,
     ) -> Prepared:
-        """:meth:`Client.prepare` for this session (and its save file)."""
-        return self._client.prepare(messages, strategies, session=self.id, config=config)
+        """:meth:`prepare_prompt` plus what each strategy did (``.report``)."""
+        for whole in (False, True):
+            params = self._params(messages, strategies, config, whole=whole)
+            try:
+                answer = self._client._call("prepare_prompt", params, _SessionAnswer)
+                return self._absorb(answer, messages)
+            except RemoteError as exc:
+                if whole or not _about_base(exc):
+                    raise
+            except DeltaMismatch:
+                if whole:
+                    raise
+            self._forget()
+        raise AssertionError("unreachable")
 
     def wait_aborted(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds (``None``: no limit) for an abort; return ``aborted``.
@@ -1009,6 +1088,7 @@ class AsyncSession(_SessionBase):
         super().__init__(conn, session_id, save_file, pid)
         self._client = client
         self._changed = anyio.Event()
+        self._busy = anyio.Lock()  # one prepare at a time: the incremental state is shared
 
     def _wake(self) -> None:
         self._changed.set()
@@ -1020,10 +1100,9 @@ class AsyncSession(_SessionBase):
         *,
         config: Overrides = None,
     ) -> list[Any]:
-        """:meth:`AsyncClient.prepare_prompt` for this session (and its save file)."""
-        return await self._client.prepare_prompt(
-            messages, strategies, session=self.id, config=config
-        )
+        """:meth:`AsyncClient.prepare_prompt` for this session (incremental, as
+        :meth:`Session.prepare_prompt`)."""
+        return (await self.prepare(messages, strategies, config=config)).messages
 
     async def prepare(
         self,
@@ -1032,8 +1111,21 @@ class AsyncSession(_SessionBase):
         *,
         config: Overrides = None,
     ) -> Prepared:
-        """:meth:`AsyncClient.prepare` for this session (and its save file)."""
-        return await self._client.prepare(messages, strategies, session=self.id, config=config)
+        """:meth:`prepare_prompt` plus what each strategy did (``.report``)."""
+        async with self._busy:
+            for whole in (False, True):
+                params = self._params(messages, strategies, config, whole=whole)
+                try:
+                    answer = await self._client._call("prepare_prompt", params, _SessionAnswer)
+                    return self._absorb(answer, messages)
+                except RemoteError as exc:
+                    if whole or not _about_base(exc):
+                        raise
+                except DeltaMismatch:
+                    if whole:
+                        raise
+                self._forget()
+        raise AssertionError("unreachable")
 
     # The timeout parameter mirrors Session.wait_aborted: an expired wait is an
     # answer (False), not an error, which a caller's fail_after cannot express.

@@ -9,7 +9,7 @@ path) come from one definition and docs/PROTOCOL.md can list them.
 from __future__ import annotations
 
 import re
-from typing import Any, Final, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -82,19 +82,44 @@ RequestId = int | str | None
 # --- params -----------------------------------------------------------------------------
 
 
-class PreparePromptParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``prepare_prompt``: the library's ``prepare`` over the wire."""
+class PreparePromptParams(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """``prepare_prompt``: the library's ``prepare`` over the wire.
 
-    messages: list[dict[str, Any]]
+    Without ``session``, ``messages`` is the whole conversation. With a
+    ``session``, the daemon keeps the conversation: ``messages`` replaces it,
+    ``append`` extends it (``base``, if given, is the length the client believes
+    it has), and neither reuses it as is; ``delta`` asks for the answer as a
+    change of the previous prepared prompt (docs/PROTOCOL.md, incremental
+    sessions).
+    """
+
+    messages: list[dict[str, Any]] | None = None
+    append: list[dict[str, Any]] | None = None
+    base: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    delta: bool = False
     strategies: str | list[str] | None = None
     save_file: str | None = None
     session: str | None = None
     config: dict[str, Any] | None = None  # per-call overrides of [prompt] keys
 
+    def __post_init__(self) -> None:
+        if self.session is None:
+            if self.messages is None:
+                raise ValueError("`messages` is required without a `session`")
+            if self.append is not None or self.base is not None or self.delta:
+                raise ValueError("`append`, `base` and `delta` need a `session`")
+        elif self.messages is not None and (self.append is not None or self.base is not None):
+            raise ValueError("give either `messages` or `append`, not both")
 
-class SessionOpenParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+
+class SessionOpenParams(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
     save_file: str
     pid: int | None = msgspec.field(default=None)
+    messages: list[dict[str, Any]] | None = None  # the conversation so far, kept by the daemon
 
     def __post_init__(self) -> None:
         if self.pid is not None and self.pid < 1:
@@ -125,7 +150,15 @@ METHOD_PARAMS: Final[dict[str, type[msgspec.Struct]]] = {
 
 
 class PreparePromptResult(msgspec.Struct, kw_only=True):
-    messages: list[Any]
+    """Either ``messages`` (the whole prepared prompt) or a delta: the first
+    ``keep`` messages of the previous prepared prompt, then ``append``;
+    ``checksum`` is the CRC-32 of those ``keep`` messages' compact JSON.
+    """
+
+    messages: list[Any] | msgspec.UnsetType = msgspec.UNSET
+    keep: int | msgspec.UnsetType = msgspec.UNSET
+    append: list[Any] | msgspec.UnsetType = msgspec.UNSET
+    checksum: int | msgspec.UnsetType = msgspec.UNSET
     report: list[StrategyReport]
 
 

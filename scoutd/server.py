@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -42,8 +43,9 @@ from .security import (
     peer_credentials,
     resolve_roots,
 )
-from .sessions import SessionRegistry, parse_signal
+from .sessions import Session, SessionRegistry, parse_signal
 from .strategies.inbox import inbox_dir
+from .strategies.report import content_chars
 from .systemd import ActivationError, Notifier, listen_socket, under_journald, watchdog_interval
 from .watcher import FsWatcher
 
@@ -64,6 +66,7 @@ THREAD_DECODE_BYTES = 256 * 1024
 LATENCY_WINDOW = 4096  # recent requests behind p50/p99 in `status`
 RELOAD_DEBOUNCE = 0.1  # seconds of quiet after a config file event before reloading
 SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+IDLE_SWEEP_MAX = 60.0  # seconds between looks for idle sessions, at most
 RESTART_KEYS = ("socket_path", "socket_mode", "socket_group", "watch_mode")
 
 
@@ -395,6 +398,7 @@ class Server:
             tg.start_soon(self._watch_loop)
             tg.start_soon(self._config_reload_loop)
             tg.start_soon(self._signal_loop)
+            tg.start_soon(self._idle_session_loop)
             if self.config_file is not None:
                 await self.watcher.add(os.path.dirname(self.config_file))
             interval = watchdog_interval()
@@ -443,6 +447,12 @@ class Server:
                 else:
                     log.info("%s: graceful shutdown", signal.Signals(signum).name)
                     self.stop()
+
+    async def _idle_session_loop(self) -> None:
+        while True:
+            timeout = self.snapshot.config.daemon.session_idle_timeout
+            await anyio.sleep(min(timeout / 4, IDLE_SWEEP_MAX))
+            self.registry.forget_idle(timeout)
 
     async def _watchdog_loop(self, interval: float) -> None:
         while True:
@@ -622,6 +632,16 @@ class Server:
             session = await self.registry.open(
                 params.save_file, resolved, params.pid, conn.peer.uid, conn
             )
+            if params.messages:
+                try:
+                    _check_session_size(session, params.messages, snap.config, request.id)
+                except protocol.ProtocolError:
+                    await self.registry.close(session.id)
+                    raise
+                async with session.lock:
+                    await anyio.to_thread.run_sync(
+                        session.prompt.extend, params.messages, limiter=self.limiter
+                    )
             return protocol.encode_result(
                 request.id, protocol.SessionOpenResult(session=session.id)
             )
@@ -702,9 +722,22 @@ class Server:
         reason = self.registry.pending_abort(session, inbox)
         if reason is None:
             try:
-                line, delivered = await anyio.to_thread.run_sync(
-                    _run_prepare, rid, params, resolved, config, limiter=self.limiter
-                )
+                if session is None:
+                    line, delivered = await anyio.to_thread.run_sync(
+                        _run_prepare, rid, params, resolved, config, limiter=self.limiter
+                    )
+                else:
+                    session.last_used = time.monotonic()
+                    async with session.lock:
+                        line, delivered = await anyio.to_thread.run_sync(
+                            _run_session_prepare,
+                            rid,
+                            params,
+                            session,
+                            resolved,
+                            config,
+                            limiter=self.limiter,
+                        )
             except Aborted as exc:
                 reason = exc.reason
                 if inbox is not None:
@@ -767,9 +800,78 @@ def _run_prepare(
     config: Config,
 ) -> tuple[bytes, int]:
     """Worker thread: run the strategies and encode the response line."""
+    assert params.messages is not None  # required without a session
     prepared = prepare(params.messages, params.strategies, save_file=save_file, config=config)
     delivered = sum(report.inbox_delivered for report in prepared.report)
     result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
+    return protocol.encode_result(rid, result), delivered
+
+
+def _check_session_size(
+    session: Session, new: Sequence[Any], config: Config, rid: protocol.RequestId, *, kept: int = 0
+) -> None:
+    """Refuse a conversation that would grow past the session limits (TOO_LARGE)."""
+    daemon = config.daemon
+    count = kept + len(new)
+    if count > daemon.max_session_messages:
+        raise protocol.ProtocolError(
+            protocol.TOO_LARGE,
+            f"too large: the session would hold {count} messages, "
+            f"more than max_session_messages = {daemon.max_session_messages}",
+            protocol.TooLargeData(limit=daemon.max_session_messages),
+            id=rid,
+        )
+    chars = (session.prompt.chars if kept else 0) + content_chars(new)
+    if chars > daemon.max_session_bytes:
+        raise protocol.ProtocolError(
+            protocol.TOO_LARGE,
+            f"too large: the session's messages would hold {chars} characters, "
+            f"more than max_session_bytes = {daemon.max_session_bytes}",
+            protocol.TooLargeData(limit=daemon.max_session_bytes),
+            id=rid,
+        )
+
+
+def _run_session_prepare(
+    rid: protocol.RequestId,
+    params: protocol.PreparePromptParams,
+    session: Session,
+    save_file: str | None,
+    config: Config,
+) -> tuple[bytes, int]:
+    """Worker thread: update the session's conversation, prepare it, encode the answer.
+
+    Runs under the session's lock: one prepare per session at a time.
+    """
+    state = session.prompt
+    if params.messages is not None:
+        _check_session_size(session, params.messages, config, rid)
+        state.reset(params.messages)
+    else:
+        if params.base is not None and params.base != len(state.messages):
+            error = (
+                f"the session holds {len(state.messages)} messages, "
+                f"not {params.base}: send the whole conversation as `messages`"
+            )
+            raise protocol.ProtocolError(
+                protocol.INVALID_PARAMS,
+                f"invalid params: {error} - at `$.params.base`",
+                {"path": "$.params.base", "error": error, "messages": len(state.messages)},
+                id=rid,
+            )
+        append = params.append or []
+        _check_session_size(session, append, config, rid, kept=len(state.messages))
+        state.extend(append)
+    prepared, stable = state.prepare(params.strategies, config, save_file=save_file)
+    delivered = sum(report.inbox_delivered for report in prepared.report)
+    if params.delta:
+        delta = session.encoder.delta(prepared.messages, stable)
+        result = protocol.PreparePromptResult(
+            keep=delta.keep, append=delta.append, checksum=delta.checksum, report=prepared.report
+        )
+    else:
+        session.encoder.forget()
+        result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
     return protocol.encode_result(rid, result), delivered
 
 

@@ -17,6 +17,7 @@ import logging
 import os
 import secrets
 import signal
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Protocol
 import anyio
 
 from . import protocol
+from .incremental import DeltaEncoder, SessionPrompt
 from .security import process_owned_by
 from .strategies.inbox import claim_abort, inbox_dir
 from .watcher import Batch, FsWatcher
@@ -57,6 +59,15 @@ class Session:
     owner: SessionOwner
     aborted: str | None = None
     watched: list[str] = field(default_factory=list)
+    # incremental prompt state (docs/PROTOCOL.md, incremental sessions)
+    prompt: SessionPrompt = field(default_factory=SessionPrompt)
+    encoder: DeltaEncoder = field(default_factory=DeltaEncoder)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one prepare at a time
+    last_used: float = field(default_factory=time.monotonic)
+
+    def forget_conversation(self) -> None:
+        """Drop the stored conversation; the client sends it whole next time."""
+        self.prompt, self.encoder = SessionPrompt(), DeltaEncoder()
 
 
 def parse_signal(name: str | None) -> signal.Signals | None:
@@ -159,6 +170,22 @@ class SessionRegistry:
         if session is None or uid not in (session.uid, own_uid):
             return None
         return session
+
+    def forget_idle(self, idle_timeout: float) -> int:
+        """Drop the stored conversation of sessions unused for ``idle_timeout`` seconds.
+
+        The session itself (and its abort watch) lives as long as its
+        connection; only the memory of its conversation is given back.
+        """
+        limit = time.monotonic() - idle_timeout
+        forgotten = 0
+        for session in self.sessions.values():
+            if session.last_used < limit and session.prompt.messages and not session.lock.locked():
+                session.forget_conversation()
+                forgotten += 1
+        if forgotten:
+            log.info("dropped the stored conversation of %d idle session(s)", forgotten)
+        return forgotten
 
     def count_owned(self, owner: SessionOwner) -> int:
         return sum(1 for s in self.sessions.values() if s.owner is owner)
