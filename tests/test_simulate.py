@@ -514,7 +514,7 @@ def test_a_recorded_chat_replays_like_the_same_messages(
 
 
 def test_the_plot_is_a_png(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("matplotlib")
+    """matplotlib comes with the test extra: a missing one fails here, never skips."""
     path = tmp_path / "economy.png"
     code, _, _ = run_main(capsys, "--calls", "30", "--plot", str(path))
     assert code == 0
@@ -556,3 +556,31 @@ def test_python_dash_m_runs_the_simulator() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["strategies"]) == 6
+
+
+def test_a_tokenizer_callable_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``builtins:len`` counts one token per character: the last prompt is the whole chat."""
+    code, out, _ = run_main(
+        capsys, "--calls", "12", "--json", "--tokenizer", "builtins:len", "--strategies", "none"
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["model"]["tokens"] == "len"
+    assert data["strategies"][0]["peak_prompt_tokens"] == data["workload"]["chars"]
+    code, _, err = run_main(capsys, "--calls", "5", "--tokenizer", "no_such_module:count")
+    assert code == 2 and "no_such_module" in err
+
+
+def test_degenerate_workloads_do_not_crash(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    code, out, _ = run_main(capsys, "--chat", str(empty), "--json")
+    assert code == 0 and json.loads(out)["strategies"][0]["rounds"] == 0
+    code, out, _ = run_main(capsys, "--calls", "0", "--json")
+    assert code == 0 and json.loads(out)["strategies"][0]["rounds"] == 1  # system + task
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"role": "user"}')
+    code, _, err = run_main(capsys, "--chat", str(bad))
+    assert code == 1 and "list of message objects" in err
