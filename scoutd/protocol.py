@@ -54,6 +54,7 @@ __all__ = [
     "TooLargeData",
     "UnknownStrategyData",
     "decode_params",
+    "decode_prepare_request",
     "decode_request",
     "encode_error",
     "encode_notification",
@@ -335,6 +336,38 @@ def decode_request(line: bytes) -> Request:
         notification=notification,
         params=None if isinstance(envelope.params, msgspec.UnsetType) else envelope.params,
     )
+
+
+class _PrepareEnvelope(msgspec.Struct, kw_only=True):
+    jsonrpc: Literal["2.0"]
+    method: Literal["prepare_prompt"]
+    id: RequestId | msgspec.UnsetType = msgspec.UNSET
+    params: PreparePromptParams
+
+
+_decode_prepare = msgspec.json.Decoder(_PrepareEnvelope).decode
+
+
+def decode_prepare_request(line: bytes) -> tuple[Request, PreparePromptParams] | None:
+    """Decode a well-formed ``prepare_prompt`` request in one pass.
+
+    Large requests are nearly all ``prepare_prompt``: decoding envelope and
+    params at once saves a second pass over megabytes of messages. Returns
+    None for anything else (another method, or an invalid request), which the
+    caller then decodes the general way, for the precise error.
+    """
+    try:
+        envelope = _decode_prepare(line)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    notification = isinstance(envelope.id, msgspec.UnsetType)
+    request = Request(
+        method=envelope.method,
+        id=None if isinstance(envelope.id, msgspec.UnsetType) else envelope.id,
+        notification=notification,
+        params=None,
+    )
+    return request, envelope.params
 
 
 def decode_params(request: Request, kind: type[_S]) -> _S:

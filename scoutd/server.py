@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import msgspec
 
 from . import protocol
 from ._version import __version__
@@ -590,16 +591,17 @@ class Server:
         request: protocol.Request | None = None
         try:
             if len(line) > THREAD_DECODE_BYTES:
-                request = await anyio.to_thread.run_sync(
-                    protocol.decode_request, line, limiter=self.limiter
+                decoded, params = await anyio.to_thread.run_sync(
+                    _decode_large, line, limiter=self.limiter
                 )
             else:
-                request = protocol.decode_request(line)
+                decoded, params = protocol.decode_request(line), None
+            request = decoded
             if self.shutting_down:
                 raise protocol.ProtocolError(
-                    protocol.SHUTTING_DOWN, "the daemon is shutting down", id=request.id
+                    protocol.SHUTTING_DOWN, "the daemon is shutting down", id=decoded.id
                 )
-            response = await self._call(conn, request, self.snapshot)
+            response = await self._call(conn, decoded, self.snapshot, params)
         except protocol.ProtocolError as exc:
             self.stats.errors += 1
             response = protocol.encode_error(exc.id, exc.code, exc.message, exc.data)
@@ -613,18 +615,25 @@ class Server:
             return None
         return response
 
-    async def _call(self, conn: Connection, request: protocol.Request, snap: Snapshot) -> bytes:
+    async def _call(
+        self,
+        conn: Connection,
+        request: protocol.Request,
+        snap: Snapshot,
+        params: msgspec.Struct | None = None,
+    ) -> bytes:
         kind = protocol.METHOD_PARAMS.get(request.method)
         if kind is None:
             raise protocol.ProtocolError(
                 protocol.METHOD_NOT_FOUND, f"method not found: {request.method!r}", id=request.id
             )
-        if request.params is not None and len(request.params) > THREAD_DECODE_BYTES:
-            params = await anyio.to_thread.run_sync(
-                protocol.decode_params, request, kind, limiter=self.limiter
-            )
-        else:
-            params = protocol.decode_params(request, kind)
+        if params is None:  # else it came decoded with the envelope
+            if request.params is not None and len(request.params) > THREAD_DECODE_BYTES:
+                params = await anyio.to_thread.run_sync(
+                    protocol.decode_params, request, kind, limiter=self.limiter
+                )
+            else:
+                params = protocol.decode_params(request, kind)
         if isinstance(params, protocol.PreparePromptParams):
             return await self._prepare_prompt(conn, request.id, params, snap)
         if isinstance(params, protocol.SessionOpenParams):
@@ -805,6 +814,14 @@ def _run_prepare(
     delivered = sum(report.inbox_delivered for report in prepared.report)
     result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
     return protocol.encode_result(rid, result), delivered
+
+
+def _decode_large(line: bytes) -> tuple[protocol.Request, msgspec.Struct | None]:
+    """Worker thread: a large line, in one pass when it is a valid ``prepare_prompt``."""
+    fast = protocol.decode_prepare_request(line)
+    if fast is not None:
+        return fast
+    return protocol.decode_request(line), None
 
 
 def _check_session_size(

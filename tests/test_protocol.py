@@ -185,3 +185,26 @@ def test_structs_round_trip() -> None:
         latency=protocol.Latency(count=0, p50_ms=0, p99_ms=0, max_ms=0),
     )
     assert msgspec.json.decode(msgspec.json.encode(status), type=protocol.StatusResult) == status
+
+
+def test_one_pass_prepare_decoding_agrees_with_the_general_path() -> None:
+    """The fast path for large requests gives the same request, or steps aside."""
+    messages = [{"role": "user", "content": "x" * 1000}] * 300
+    line = json.dumps(
+        {"jsonrpc": "2.0", "id": 7, "method": "prepare_prompt", "params": {"messages": messages}}
+    ).encode()
+    fast = protocol.decode_prepare_request(line)
+    assert fast is not None
+    request, params = fast
+    general = decode_request(line)
+    assert (request.id, request.method, request.notification) == (7, "prepare_prompt", False)
+    assert params == decode_params(general, protocol.PreparePromptParams)
+    notification = line.replace(b'"id": 7, ', b"")
+    assert protocol.decode_prepare_request(notification)[0].notification  # type: ignore[index]
+    for other in (
+        line.replace(b'"prepare_prompt"', b'"status"'),
+        line.replace(b'"messages"', b'"messagez"'),
+        line.replace(b'"x', b'{"x', 1),
+        line[:-1],
+    ):
+        assert protocol.decode_prepare_request(other) is None

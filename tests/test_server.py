@@ -159,6 +159,10 @@ def test_wrong_param_types_name_the_field(daemon: Daemon) -> None:
         assert reply["error"]["code"] == protocol.INVALID_PARAMS
         reply = c.call("status", [1, 2])
         assert reply["error"]["code"] == protocol.INVALID_PARAMS
+        # A large request (decoded in one pass when valid) still names the bad field.
+        big = [{"role": "user", "content": "x" * 1000}] * 400
+        reply = c.call("prepare_prompt", {"messages": [*big, 7]})
+        assert reply["error"]["data"]["path"] == "$.params.messages[400]"
         reply = c.call("prepare_prompt", {"messages": [], "strategies": ["nope"]})
         assert reply["error"]["code"] == protocol.UNKNOWN_STRATEGY
         assert reply["error"]["data"]["name"] == "nope"
