@@ -429,8 +429,10 @@ class LineReader:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.started: float | None = None
-        self._buffer = bytearray()
-        self._scanned = 0  # bytes of _buffer known to hold no newline
+        # The unfinished line, as received: joined once when its newline comes,
+        # so a line of many megabytes is copied once, not at every chunk.
+        self._parts: list[bytes] = []
+        self._size = 0
         self._discarding = False
 
     @property
@@ -447,33 +449,33 @@ class LineReader:
             self._discarding = False
             self.started = None
             pos = end + 1
-        if pos >= len(data):
-            return out
-        if self.started is None:
-            self.started = now
-        buffer = self._buffer
-        buffer += memoryview(data)[pos:]
-        while True:
-            end = buffer.find(b"\n", self._scanned)
+        while pos < len(data):
+            end = data.find(b"\n", pos)
             if end < 0:
-                self._scanned = len(buffer)
+                if self.started is None:
+                    self.started = now
+                self._parts.append(data[pos:] if pos else data)
+                self._size += len(data) - pos
                 # (+1: a trailing "\r" before the coming newline does not count)
-                if len(buffer) > self.limit + 1:
+                if self._size > self.limit + 1:
                     out.append(OVERSIZED)  # at once: the client learns before sending it all
-                    buffer.clear()
-                    self._scanned = 0
+                    self._parts.clear()
+                    self._size = 0
                     self._discarding = True
-                elif not buffer:
-                    self.started = None
                 break
-            line = bytes(buffer[:end])
-            del buffer[: end + 1]
-            self._scanned = 0
+            if self._parts:
+                self._parts.append(data[pos:end])
+                line = b"".join(self._parts)
+                self._parts.clear()
+                self._size = 0
+            else:
+                line = data[pos:end]
+            pos = end + 1
+            self.started = None
             if line.endswith(b"\r"):
                 line = line[:-1]
             if len(line) > self.limit:
                 out.append(OVERSIZED)
             elif line.strip():
                 out.append(line)
-            self.started = now if buffer else None
         return out
