@@ -1,0 +1,882 @@
+#!/usr/bin/env python3
+"""scoutd's performance benchmark: ``scripts/bench [--json] [--quick]``.
+
+Measures, on deterministic synthetic agent runs (``scoutd.simulate``), what a
+prepare costs in-process and through the daemon, what an incremental session
+round costs as the conversation grows, how fast an abort file reaches its
+session, and how much memory the daemon spends per session. docs/PERFORMANCE.md
+explains every figure and holds the results of a real run.
+
+Method: each timing is a median over many runs after a few warm-up runs,
+taken with :func:`time.perf_counter`. The in-process figures run with the
+garbage collector disabled (after a full collection), so that a collection of
+the benchmark's own garbage does not land in a random sample; the daemon runs
+as usual, with its collector on. Progress goes to stderr; ``--json`` prints
+exactly one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import math
+import os
+import platform
+import random
+import selectors
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _ensure_importable() -> None:
+    """Import scoutd from this checkout; re-run under ``.venv/bin/python`` without its deps."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    try:
+        import msgspec  # noqa: F401
+
+        import scoutd  # noqa: F401
+    except ImportError:
+        venv = os.path.join(ROOT, ".venv")
+        venv_python = os.path.join(venv, "bin", "python")
+        # sys.prefix, not the executable: a venv's python links to its base interpreter
+        if os.path.exists(venv_python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
+            os.execv(venv_python, [venv_python, os.path.abspath(__file__), *sys.argv[1:]])
+        sys.exit("scripts/bench: cannot import scoutd; run scripts/install first")
+
+
+_ensure_importable()
+
+import msgspec  # noqa: E402
+
+import scoutd  # noqa: E402
+from scoutd.config import PromptConfig  # noqa: E402
+from scoutd.simulate.workload import round_ends, synthetic_run  # noqa: E402
+from scoutd.strategies.inbox import inbox_dir  # noqa: E402
+from scoutd.strategies.tool_messages import TOOL_ROLES  # noqa: E402
+
+SEED = 20240501  # any fixed seed: the same seed gives the same conversations
+
+# Waiting for a daemon to answer its first `status`: interpreter start and imports.
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 15.0
+# Environment variables that would change the daemon's or the library's behaviour.
+_DAEMON_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS")
+_PROMPT_ENV = tuple(
+    "PROMPT_STRATEGY" if key == "prompt_strategies" else key.upper()
+    for key in PromptConfig.__struct_fields__
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Sizes and repetitions. Keys of the output keep the nominal sizes' names."""
+
+    small: int = 400  # tool calls of the smaller conversation
+    large: int = 2000  # tool calls of the larger one
+    warmup: int = 3
+    inproc_runs_small: int = 61
+    inproc_runs_large: int = 31
+    rpc_runs: int = 31
+    small_rpc_calls: int = 2001
+    small_messages: int = 20
+    session_small: int = 100  # tool calls before the first timed session round
+    session_large: int = 2000
+    session_rounds: int = 200
+    abort_sessions: int = 1000
+    abort_dirs: int = 20
+    abort_connections: int = 4
+    aborts: int = 100
+    abort_budget: float = 90.0  # seconds for all aborts; fewer samples beyond (reported)
+    rss_sessions: int = 10_000
+    rss_dirs: int = 100
+    rss_connections: int = 8
+
+
+QUICK = Plan(
+    small=30,
+    large=60,
+    warmup=1,
+    inproc_runs_small=5,
+    inproc_runs_large=5,
+    rpc_runs=5,
+    small_rpc_calls=51,
+    session_small=10,
+    session_large=60,
+    session_rounds=5,
+    abort_sessions=12,
+    abort_dirs=3,
+    abort_connections=2,
+    aborts=5,
+    abort_budget=30.0,
+    rss_sessions=200,
+    rss_dirs=4,
+    rss_connections=2,
+)
+
+# (figure, reference, maximum ratio): the performance targets, as ratios within one run.
+RATIO_TARGETS = (
+    ("inproc_ms_400", "floor_ms_400", 2.0),
+    ("inproc_ms_2000", "floor_ms_2000", 2.0),
+    ("rpc_ms_2000", "inproc_ms_2000", 1.3),
+    ("session_round_ms_2000", "session_round_ms_100", 1.5),
+)
+ABORT_P99_TARGET_MS = 100.0
+
+
+def progress(text: str) -> None:
+    print(f"bench: {text}", file=sys.stderr, flush=True)
+
+
+# -- statistics and timing --------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sample."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+@contextlib.contextmanager
+def quiet_gc() -> Iterator[None]:
+    """Collect now, then keep the collector off for a timed loop."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
+
+
+def interleaved(
+    fns: dict[str, Callable[[], object]], runs: int, warmup: int
+) -> dict[str, list[float]]:
+    """Time each function once per round, ``warmup + runs`` rounds; keep the last ``runs``.
+
+    Interleaving puts the same machine noise on every function, so their ratio
+    is fair even when the machine is busy.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    clock = time.perf_counter
+    with quiet_gc():
+        for round_number in range(warmup + runs):
+            for name, fn in fns.items():
+                start = clock()
+                fn()
+                elapsed = clock() - start
+                if round_number >= warmup:
+                    samples[name].append(elapsed)
+    return samples
+
+
+# -- the daemon -----------------------------------------------------------------------
+
+
+class Daemon:
+    """``python -m scoutd.server`` in a subprocess, with its own config and socket."""
+
+    def __init__(self, directory: str, name: str, roots: Sequence[str]) -> None:
+        self.socket_path = os.path.join(directory, f"{name}.sock")
+        self.config_path = os.path.join(directory, f"{name}.toml")
+        self.log_path = os.path.join(directory, f"{name}.log")
+        lines = [
+            "[daemon]",
+            f"socket_path = {json.dumps(self.socket_path)}",
+            "allowed_roots = [" + ", ".join(json.dumps(root) for root in roots) + "]",
+            'log_level = "warning"',
+            "",
+        ]
+        with open(self.config_path, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Daemon:
+        env = {k: v for k, v in os.environ.items() if k not in _DAEMON_ENV + _PROMPT_ENV}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "scoutd.server",
+                    "--config",
+                    self.config_path,
+                    "--socket",
+                    self.socket_path,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        """Poll ``status`` until the daemon answers (fail early if it exits)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the daemon exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with scoutd.Client(self.socket_path, timeout=2) as client:
+                    client.status()
+                return
+            except (scoutd.DaemonUnavailable, scoutd.DaemonTimeout):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the daemon did not answer:\n{self.log()}") from None
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+
+    def __enter__(self) -> Daemon:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as handle:
+                return handle.read()[-4000:]
+        except OSError:
+            return ""
+
+    def client(self, timeout: float = 120.0) -> scoutd.Client:
+        return scoutd.Client(self.socket_path, timeout=timeout)
+
+    # /proc figures of the daemon process
+
+    def _status_field(self, name: str) -> int:
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith(name + ":"):
+                    return int(line.split()[1])
+        raise RuntimeError(f"no {name} in /proc/{self.proc.pid}/status")
+
+    def rss_kb(self) -> int:
+        return self._status_field("VmRSS")
+
+    def threads(self) -> int:
+        return self._status_field("Threads")
+
+    def inotify_watches(self) -> int:
+        """Kernel inotify watches the daemon holds (``inotify wd:`` lines in fdinfo)."""
+        assert self.proc is not None
+        fd_dir = f"/proc/{self.proc.pid}/fd"
+        count = 0
+        for name in os.listdir(fd_dir):
+            with contextlib.suppress(OSError):
+                if os.readlink(os.path.join(fd_dir, name)) != "anon_inode:inotify":
+                    continue
+                with open(f"/proc/{self.proc.pid}/fdinfo/{name}", encoding="ascii") as info:
+                    count += sum(1 for line in info if line.startswith("inotify wd:"))
+        return count
+
+
+def max_inotify_watches() -> int | None:
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+class CountingRelay:
+    """A Unix-socket relay to the daemon that counts the bytes each way.
+
+    Used once, outside any timing, to see what a session round really sends:
+    the whole conversation or only what was appended.
+    """
+
+    def __init__(self, path: str, target: str) -> None:
+        self.path, self.target = path, target
+        self.sent = 0  # client -> daemon
+        self.received = 0  # daemon -> client
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(path)
+        self._listener.listen(1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-relay", daemon=True)
+
+    def __enter__(self) -> CountingRelay:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():  # maybe still in accept(): wake it
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as wake:
+                wake.connect(self.path)
+        self._thread.join(10)
+        self._listener.close()
+
+    def _run(self) -> None:
+        client, _ = self._listener.accept()
+        if self._stop.is_set():
+            client.close()
+            return
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        upstream.connect(self.target)
+        with client, upstream, selectors.DefaultSelector() as selector:
+            selector.register(client, selectors.EVENT_READ, upstream)
+            selector.register(upstream, selectors.EVENT_READ, client)
+            while not self._stop.is_set():
+                for key, _ in selector.select(0.1):
+                    source: socket.socket = key.fileobj  # type: ignore[assignment]
+                    data = source.recv(1 << 20)
+                    if not data:
+                        return
+                    if source is client:
+                        self.sent += len(data)
+                    else:
+                        self.received += len(data)
+                    key.data.sendall(data)
+
+
+# -- the benchmarks --------------------------------------------------------------------
+
+
+def floor_fn(messages: Sequence[dict[str, Any]]) -> Callable[[], object]:
+    """Decode every tool message's JSON once: what no strategy can do without."""
+    decode = msgspec.json.Decoder().decode
+    roles = TOOL_ROLES
+
+    def floor() -> None:
+        for message in messages:
+            if message["role"] in roles:
+                decode(message["content"])
+
+    return floor
+
+
+def bench_inproc(
+    results: dict[str, Any],
+    key: int,
+    messages: list[dict[str, Any]],
+    runs: int,
+    warmup: int,
+    *,
+    fresh: bool,
+) -> None:
+    """``floor_ms_N``, ``inproc_ms_N`` (config snapshot) and maybe the fresh-config figure.
+
+    ``key`` names the figures (the nominal size, also in quick mode).
+    """
+    snapshot = scoutd.load_config()
+    fns: dict[str, Callable[[], object]] = {
+        "floor": floor_fn(messages),
+        "inproc": lambda: scoutd.prepare_prompt(messages, config=snapshot),
+    }
+    if fresh:
+        fns["fresh"] = lambda: scoutd.prepare_prompt(messages)
+    samples = interleaved(fns, runs, warmup)
+    results[f"floor_ms_{key}"] = ms(statistics.median(samples["floor"]))
+    results[f"inproc_ms_{key}"] = ms(statistics.median(samples["inproc"]))
+    if fresh:
+        results[f"inproc_fresh_config_ms_{key}"] = ms(statistics.median(samples["fresh"]))
+
+
+def bench_rpc(
+    results: dict[str, Any],
+    daemon: Daemon,
+    large: list[dict[str, Any]],
+    small: list[dict[str, Any]],
+    plan: Plan,
+) -> None:
+    """``rpc_ms_2000`` and ``small_rpc_us_p50``: whole round trips, client encode to decode."""
+    progress(f"prepare_prompt through the daemon, {plan.large} calls")
+    with daemon.client() as client:
+        samples = interleaved(
+            {"rpc": lambda: client.prepare_prompt(large)}, plan.rpc_runs, plan.warmup
+        )
+        results["rpc_ms_2000"] = ms(statistics.median(samples["rpc"]))
+        progress(f"prepare_prompt through the daemon, {len(small)} messages")
+        runs = plan.small_rpc_calls
+        samples = interleaved({"small": lambda: client.prepare_prompt(small)}, runs, 20)
+        results["small_rpc_us_p50"] = round(statistics.median(samples["small"]) * 1e6, 1)
+        results["small_rpc_us_p99"] = round(percentile(samples["small"], 99) * 1e6, 1)
+
+
+def _session_round_samples(
+    session: scoutd.Session, prefixes: Sequence[list[dict[str, Any]]]
+) -> list[float]:
+    """Prepare the first prefix untimed, then time one round per further prefix."""
+    session.prepare_prompt(prefixes[0])
+    clock = time.perf_counter
+    samples = []
+    with quiet_gc():
+        for prefix in prefixes[1:]:
+            start = clock()
+            session.prepare_prompt(prefix)
+            samples.append(clock() - start)
+    return samples
+
+
+def bench_sessions(
+    results: dict[str, Any], daemon: Daemon, directory: str, run: list[dict[str, Any]], plan: Plan
+) -> None:
+    """``session_round_ms_N``: append one call and its output, prepare, take the prompt.
+
+    Timed with the session API (``client.session(...).prepare_prompt``), whatever
+    it sends; a relay counts what one round sends, which gives ``session_mode``.
+    ``full_round_ms_N`` is the same round with the whole conversation each
+    time (``Client.prepare_prompt`` with the session's save file): the baseline.
+    """
+    ends = round_ends(run)
+
+    def prefixes(start: int) -> list[list[dict[str, Any]]]:
+        return [run[: ends[calls - 1]] for calls in range(start, start + plan.session_rounds + 1)]
+
+    save_file = os.path.join(directory, "agent.chat")
+    progress("session mode: counting the bytes of one round")
+    relay_path = os.path.join(directory, "relay.sock")
+    large = prefixes(plan.session_large)[:2]
+    with (
+        CountingRelay(relay_path, daemon.socket_path) as relay,
+        scoutd.Client(relay_path, timeout=120) as client,
+        client.session(save_file) as s,
+    ):
+        s.prepare_prompt(large[0])
+        before_sent, before_received = relay.sent, relay.received
+        s.prepare_prompt(large[1])
+        round_sent = relay.sent - before_sent
+        round_received = relay.received - before_received
+    whole = len(msgspec.json.encode(large[1]))
+    results["session_mode"] = "incremental" if round_sent < whole // 2 else "full"
+    results["session_round_request_bytes_2000"] = round_sent
+    results["session_round_response_bytes_2000"] = round_received
+    results["conversation_bytes_2000"] = whole
+
+    with daemon.client() as client:
+        for start in (plan.session_small, plan.session_large):
+            key = 100 if start == plan.session_small else 2000
+            rounds = prefixes(start)
+            progress(f"session rounds from {start} calls ({plan.session_rounds} rounds)")
+            with client.session(save_file) as s:
+                samples = _session_round_samples(s, rounds)
+            results[f"session_round_ms_{key}"] = ms(statistics.median(samples))
+            results[f"session_round_ms_p99_{key}"] = ms(percentile(samples, 99))
+            progress(f"whole-conversation rounds from {start} calls")
+            clock = time.perf_counter
+            client.prepare_prompt(rounds[0], save_file=save_file)
+            full: list[float] = []
+            with quiet_gc():
+                for prefix in rounds[1:]:
+                    begin = clock()
+                    client.prepare_prompt(prefix, save_file=save_file)
+                    full.append(clock() - begin)
+            results[f"full_round_ms_{key}"] = ms(statistics.median(full))
+
+
+def _save_files(directory: str, sessions: int, dirs: int, *, inboxes: bool) -> list[str]:
+    """Save files spread evenly over ``dirs`` directories (with their inboxes made)."""
+    paths = []
+    for d in range(dirs):
+        os.makedirs(os.path.join(directory, f"d{d:03d}"), exist_ok=True)
+    for i in range(sessions):
+        path = os.path.join(directory, f"d{i % dirs:03d}", f"agent{i:05d}.chat")
+        if inboxes:
+            os.makedirs(inbox_dir(path), exist_ok=True)
+        paths.append(path)
+    return paths
+
+
+def _open_sessions(clients: Sequence[scoutd.Client], paths: Sequence[str]) -> list[scoutd.Session]:
+    """Open one session per path, the clients taking turns, one thread per client."""
+    sessions: list[scoutd.Session | None] = [None] * len(paths)
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(k, len(paths), len(clients)):
+                sessions[i] = clients[k].open_session(paths[i])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return [s for s in sessions if s is not None]
+
+
+def _inotify_report(daemon: Daemon, wanted: int) -> dict[str, Any]:
+    """Directories the daemon watches in the kernel, against those it should watch."""
+    watches = daemon.inotify_watches()
+    return {
+        "watches": watches,
+        "wanted": wanted,
+        "max_user_watches": max_inotify_watches(),
+        "limit_hit": watches < wanted,
+    }
+
+
+def bench_abort(results: dict[str, Any], daemon: Daemon, directory: str, plan: Plan) -> None:
+    """``abort_ms_p50/p99``: from the rename of an abort file to the notification."""
+    progress(f"aborts: opening {plan.abort_sessions} sessions over {plan.abort_dirs} directories")
+    paths = _save_files(directory, plan.abort_sessions, plan.abort_dirs, inboxes=True)
+    staging = os.path.join(directory, "staging")  # same file system, not watched
+    os.makedirs(staging)
+    clients = [daemon.client(timeout=60) for _ in range(plan.abort_connections)]
+    try:
+        sessions = _open_sessions(clients, paths)
+        # one watch per inbox and per directory of save files (+ the config directory)
+        results["abort_inotify"] = _inotify_report(
+            daemon, plan.abort_sessions + plan.abort_dirs + 1
+        )
+        # a claim can wait for the periodic rescan when a watch could not be armed
+        timeout = scoutd.load_config(daemon.config_path).daemon.rescan_interval * 2 + 5
+        progress(f"aborts: {plan.aborts} aborts (at most {plan.abort_budget:.0f} s)")
+        samples: list[float] = []
+        lost = 0
+        # sessions in a seeded random order: spread over the directories and connections
+        order = random.Random(SEED).sample(range(len(sessions)), len(sessions))
+        began = time.monotonic()
+        for k in range(plan.aborts):
+            if time.monotonic() - began > plan.abort_budget:
+                break
+            i = order[k % len(order)]
+            temp = os.path.join(staging, f"abort-{k}")
+            with open(temp, "w", encoding="utf-8") as handle:
+                handle.write(f"benchmark abort {k}")
+                handle.flush()
+                os.fsync(handle.fileno())
+            target = os.path.join(inbox_dir(paths[i]), "abort")
+            start = time.perf_counter()
+            os.rename(temp, target)
+            arrived = sessions[i].wait_aborted(timeout)
+            elapsed = time.perf_counter() - start
+            if not arrived:
+                lost += 1
+            samples.append(elapsed)
+            sessions[i].close()  # an aborted session stays aborted: open a fresh one
+            sessions[i] = clients[i % len(clients)].open_session(paths[i])
+        results["abort_ms_p50"] = ms(percentile(samples, 50))
+        results["abort_ms_p99"] = ms(percentile(samples, 99))
+        results["abort_ms_max"] = ms(max(samples))
+        results["abort_samples"] = len(samples)
+        results["abort_not_delivered"] = lost
+        results["abort_sessions"] = plan.abort_sessions
+        results["abort_daemon_threads"] = daemon.threads()
+    finally:
+        for client in clients:
+            client.close()
+
+
+def bench_rss(daemon: Daemon, directory: str, plan: Plan, *, inboxes: bool) -> dict[str, Any]:
+    """The daemon's VmRSS idle and with ``plan.rss_sessions`` sessions open.
+
+    With ``inboxes``, every session's inbox directory exists, so the daemon
+    watches it as well as the save file's directory; without, it watches only
+    the directories of the save files (an inbox is watched once it is created).
+    """
+    idle = daemon.rss_kb()
+    made = "with" if inboxes else "without"
+    progress(
+        f"memory: {plan.rss_sessions} sessions over {plan.rss_dirs} directories, "
+        f"{made} inbox directories"
+    )
+    paths = _save_files(directory, plan.rss_sessions, plan.rss_dirs, inboxes=inboxes)
+    clients = [daemon.client(timeout=120) for _ in range(plan.rss_connections)]
+    try:
+        start = time.perf_counter()
+        sessions = _open_sessions(clients, paths)
+        elapsed = time.perf_counter() - start
+        with daemon.client() as probe:
+            counted = probe.status()["counts"]["sessions"]
+        if counted != len(sessions) or counted != plan.rss_sessions:
+            raise RuntimeError(f"{plan.rss_sessions} sessions opened, the daemon counts {counted}")
+        loaded = daemon.rss_kb()
+        wanted = plan.rss_dirs + 1 + (plan.rss_sessions if inboxes else 0)
+        return {
+            "idle_mb": round(idle / 1024, 2),
+            "loaded_mb": round(loaded / 1024, 2),
+            "per_session_kb": round((loaded - idle) / plan.rss_sessions, 3),
+            "open_per_s": round(plan.rss_sessions / elapsed, 1),
+            "threads": daemon.threads(),
+            "inotify": _inotify_report(daemon, wanted),
+        }
+    finally:
+        for client in clients:
+            client.close()
+
+
+# -- the run and its report ------------------------------------------------------------
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target: the measured ratio (or value), its limit and whether it is met."""
+    rows = []
+    for figure, reference, limit in RATIO_TARGETS:
+        ratio = results[figure] / results[reference] if results[reference] else math.inf
+        rows.append(
+            {
+                "name": f"{figure} / {reference}",
+                "value": round(ratio, 3),
+                "target": limit,
+                "met": ratio <= limit,
+            }
+        )
+    p99 = results["abort_ms_p99"]
+    rows.append(
+        {
+            "name": "abort_ms_p99",
+            "value": p99,
+            "target": ABORT_P99_TARGET_MS,
+            "met": p99 <= ABORT_P99_TARGET_MS,
+        }
+    )
+    return rows
+
+
+def run(plan: Plan, seed: int = SEED) -> dict[str, Any]:
+    """Run every benchmark; return the results (figures, context and targets)."""
+    started = time.perf_counter()
+    load_before = round(os.getloadavg()[0], 2)
+    results: dict[str, Any] = {}
+    directory = tempfile.mkdtemp(prefix="sdb", dir="/tmp")  # short: socket paths
+    saved_env = {name: os.environ.pop(name) for name in _PROMPT_ENV if name in os.environ}
+    try:
+        # The library and the daemon read the same file: built-in [prompt] defaults.
+        rpc_daemon = Daemon(directory, "rpc", [directory])
+        os.environ["SCOUTD_CONFIG"] = rpc_daemon.config_path
+        progress("generating the synthetic conversations")
+        small = synthetic_run(plan.small, seed=seed).messages
+        large = synthetic_run(plan.large, seed=seed).messages
+        long_run = synthetic_run(plan.session_large + plan.session_rounds, seed=seed).messages
+        results["conversations"] = {
+            str(key): {
+                "calls": calls,
+                "messages": len(m),
+                "chars": sum(len(x["content"]) for x in m),
+            }
+            for key, calls, m in ((400, plan.small, small), (2000, plan.large, large))
+        }
+        progress(f"floor and in-process prepare_prompt, {plan.small} calls")
+        bench_inproc(results, 400, small, plan.inproc_runs_small, plan.warmup, fresh=False)
+        progress(f"floor and in-process prepare_prompt, {plan.large} calls")
+        bench_inproc(results, 2000, large, plan.inproc_runs_large, plan.warmup, fresh=True)
+        rescan_interval = scoutd.load_config().daemon.rescan_interval
+
+        sessions_dir = os.path.join(directory, "sessions")
+        os.makedirs(sessions_dir)
+        with rpc_daemon as daemon:
+            bench_rpc(results, daemon, large, small[: plan.small_messages], plan)
+            bench_sessions(results, daemon, sessions_dir, long_run, plan)
+
+        abort_dir = os.path.join(directory, "aborts")
+        os.makedirs(abort_dir)
+        with Daemon(directory, "abort", [abort_dir]) as daemon:
+            bench_abort(results, daemon, abort_dir, plan)
+
+        for inboxes in (True, False):
+            name = "rss" if inboxes else "rss-bare"
+            rss_dir = os.path.join(directory, name)
+            os.makedirs(rss_dir)
+            with Daemon(directory, name, [rss_dir]) as daemon:
+                figures = bench_rss(daemon, rss_dir, plan, inboxes=inboxes)
+            suffix = "" if inboxes else "_no_inbox"
+            if inboxes:
+                results["rss_idle_mb"] = figures["idle_mb"]
+                results["rss_session_count"] = plan.rss_sessions
+            results[f"rss_sessions_mb{suffix}"] = figures["loaded_mb"]
+            results[f"rss_per_session_kb{suffix}"] = figures["per_session_kb"]
+            results[f"session_open_per_s{suffix}"] = figures["open_per_s"]
+            results[f"rss_daemon_threads{suffix}"] = figures["threads"]
+            results[f"rss_inotify{suffix}"] = figures["inotify"]
+    finally:
+        os.environ.pop("SCOUTD_CONFIG", None)
+        os.environ.update(saved_env)
+        shutil.rmtree(directory, ignore_errors=True)
+    results["targets"] = targets(results)
+    results["context"] = {
+        "quick": plan != Plan(),
+        "plan": asdict(plan),
+        "seed": seed,
+        "scoutd": scoutd.__version__,
+        "python": platform.python_version(),
+        "msgspec": msgspec.__version__,
+        "platform": platform.platform(terse=True),
+        "cpus": os.cpu_count(),
+        "inproc_config": "snapshot (load_config() once); inproc_fresh_config reads it per call",
+        "gc": "disabled during in-process and client-side timed loops",
+        "rescan_interval_s": rescan_interval,
+        "load_average_1min": [load_before, round(os.getloadavg()[0], 2)],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    return results
+
+
+def _row(label: str, value: str, note: str = "") -> str:
+    return f"  {label:<50} {value:>12}  {note}".rstrip()
+
+
+def render(results: dict[str, Any]) -> str:
+    """The readable report: figures with their ratios, then the targets."""
+    r = results
+    ctx = r["context"]
+    plan = ctx["plan"]
+    small, large = (r["conversations"][key]["calls"] for key in ("400", "2000"))
+    s_small, s_large = plan["session_small"], plan["session_large"]
+
+    def ratio(a: str, b: str) -> str:
+        return f"{r[a] / r[b]:.2f} x {b}" if r[b] else ""
+
+    def msec(key: str) -> str:
+        return f"{r[key]:.2f} ms"
+
+    def pair(key: str, fmt: str) -> tuple[str, str]:
+        return format(r[key], fmt), "/ " + format(r[key + "_no_inbox"], fmt)
+
+    lines = [
+        f"scoutd {ctx['scoutd']} benchmark: Python {ctx['python']}, msgspec {ctx['msgspec']}, "
+        f"{ctx['cpus']} CPUs, load {ctx['load_average_1min'][0]}"
+        + ("  [QUICK: tiny sizes]" if ctx["quick"] else ""),
+        "",
+        "in-process, median (config snapshot unless said)",
+        _row(f"floor: decode each tool message, {small} calls", msec("floor_ms_400")),
+        _row(
+            f"prepare_prompt, {small} calls",
+            msec("inproc_ms_400"),
+            ratio("inproc_ms_400", "floor_ms_400"),
+        ),
+        _row(f"floor: decode each tool message, {large} calls", msec("floor_ms_2000")),
+        _row(
+            f"prepare_prompt, {large} calls",
+            msec("inproc_ms_2000"),
+            ratio("inproc_ms_2000", "floor_ms_2000"),
+        ),
+        _row(
+            f"prepare_prompt, {large} calls, config read per call",
+            msec("inproc_fresh_config_ms_2000"),
+            ratio("inproc_fresh_config_ms_2000", "inproc_ms_2000"),
+        ),
+        "",
+        "through the daemon, client encode to client decode",
+        _row(
+            f"prepare_prompt, {large} calls, median",
+            msec("rpc_ms_2000"),
+            ratio("rpc_ms_2000", "inproc_ms_2000"),
+        ),
+        _row(
+            f"prepare_prompt, {plan['small_messages']} messages, p50",
+            f"{r['small_rpc_us_p50']:.0f} us",
+        ),
+        _row(
+            f"prepare_prompt, {plan['small_messages']} messages, p99",
+            f"{r['small_rpc_us_p99']:.0f} us",
+        ),
+        "",
+        f"session rounds: append a call and its output, prepare (mode: {r['session_mode']})",
+        _row(f"session round from {s_small} calls, median", msec("session_round_ms_100")),
+        _row(
+            f"session round from {s_large} calls, median",
+            msec("session_round_ms_2000"),
+            ratio("session_round_ms_2000", "session_round_ms_100"),
+        ),
+        _row(f"session round from {s_large} calls, p99", msec("session_round_ms_p99_2000")),
+        _row(
+            "bytes one round sends / receives",
+            f"{r['session_round_request_bytes_2000']:,}",
+            f"/ {r['session_round_response_bytes_2000']:,} "
+            f"(whole conversation: {r['conversation_bytes_2000']:,})",
+        ),
+        _row(f"whole-conversation round from {s_small} calls", msec("full_round_ms_100")),
+        _row(f"whole-conversation round from {s_large} calls", msec("full_round_ms_2000")),
+        "",
+        f"aborts: {r['abort_samples']} aborts among {r['abort_sessions']} open sessions",
+        _row("rename to notification, p50", msec("abort_ms_p50")),
+        _row("rename to notification, p99", msec("abort_ms_p99")),
+        _row("rename to notification, max", msec("abort_ms_max")),
+        _row("not delivered in time", str(r["abort_not_delivered"])),
+        _row("daemon threads", str(r["abort_daemon_threads"])),
+        _row("inotify watches held / wanted", _inotify_cell(r["abort_inotify"])),
+        "",
+        f"memory: {r['rss_session_count']} sessions, with / without their inbox directories",
+        _row("daemon RSS idle", f"{r['rss_idle_mb']:.1f} MB"),
+        _row("daemon RSS with the sessions (MB)", *pair("rss_sessions_mb", ".1f")),
+        _row("per session (KB)", *pair("rss_per_session_kb", ".2f")),
+        _row("sessions opened per second", *pair("session_open_per_s", ".0f")),
+        _row("daemon threads", *pair("rss_daemon_threads", "d")),
+        _row(
+            "inotify watches held / wanted",
+            _inotify_cell(r["rss_inotify"]),
+            "/ " + _inotify_cell(r["rss_inotify_no_inbox"]),
+        ),
+        "",
+        "targets (ratios of this run)",
+    ]
+    for target in r["targets"]:
+        verdict = "met" if target["met"] else "NOT MET"
+        lines.append(
+            _row(target["name"], f"{target['value']:g}", f"<= {target['target']:g}  {verdict}")
+        )
+    lines += ["", f"({ctx['seconds']} s)"]
+    return "\n".join(lines)
+
+
+def _inotify_cell(report: dict[str, Any]) -> str:
+    cell = f"{report['watches']} / {report['wanted']}"
+    if report["limit_hit"]:
+        cell += f" (max_user_watches {report['max_user_watches']})"
+    return cell
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench", description="scoutd performance benchmark (docs/PERFORMANCE.md)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
+    parser.add_argument("--seed", type=int, default=SEED, help="seed of the conversations")
+    args = parser.parse_args(argv)
+    results = run(QUICK if args.quick else Plan(), args.seed)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Smoke test of the benchmark (scripts/bench.py): it runs and reports every figure.
+
+Only the shape of the report is checked, never a timing: figures depend on the
+machine, and the benchmark's targets are read from its output, not asserted by
+the suite (docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "scripts", "bench.py")
+
+# Every figure the benchmark promises, each a positive number.
+FIGURES = (
+    "floor_ms_400",
+    "inproc_ms_400",
+    "floor_ms_2000",
+    "inproc_ms_2000",
+    "inproc_fresh_config_ms_2000",
+    "rpc_ms_2000",
+    "small_rpc_us_p50",
+    "small_rpc_us_p99",
+    "session_round_ms_100",
+    "session_round_ms_2000",
+    "session_round_ms_p99_2000",
+    "session_round_request_bytes_2000",
+    "session_round_response_bytes_2000",
+    "full_round_ms_100",
+    "full_round_ms_2000",
+    "abort_ms_p50",
+    "abort_ms_p99",
+    "abort_ms_max",
+    "abort_samples",
+    "rss_idle_mb",
+    "rss_sessions_mb",
+    "rss_per_session_kb",
+    "rss_per_session_kb_no_inbox",
+    "session_open_per_s",
+    "rss_daemon_threads",
+)
+TARGETS = {
+    "inproc_ms_400 / floor_ms_400",
+    "inproc_ms_2000 / floor_ms_2000",
+    "rpc_ms_2000 / inproc_ms_2000",
+    "session_round_ms_2000 / session_round_ms_100",
+    "abort_ms_p99",
+}
+
+
+@functools.cache
+def _load_bench() -> ModuleType:
+    """scripts/bench.py as a module (registered: its dataclasses look themselves up)."""
+    spec = importlib.util.spec_from_file_location("scoutd_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quick_results() -> dict[str, Any]:
+    """One ``scripts/bench.py --quick --json`` run (real daemons, tiny sizes)."""
+    proc = subprocess.run(
+        [sys.executable, BENCH, "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results: dict[str, Any] = json.loads(proc.stdout)  # exactly one JSON object
+    return results
+
+
+def test_quick_run_reports_every_figure(quick_results: dict[str, Any]) -> None:
+    """Every promised figure is there and is a positive, finite number."""
+    for key in FIGURES:
+        value = quick_results[key]
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), key
+        assert value > 0 and math.isfinite(value), (key, value)
+    assert quick_results["session_mode"] in ("full", "incremental")
+    assert quick_results["context"]["quick"] is True
+
+
+def test_quick_run_delivers_every_abort(quick_results: dict[str, Any]) -> None:
+    """The abort benchmark saw each abort's notification (none timed out)."""
+    assert quick_results["abort_not_delivered"] == 0
+    assert quick_results["abort_samples"] == quick_results["context"]["plan"]["aborts"]
+
+
+def test_targets_are_reported_with_a_verdict(quick_results: dict[str, Any]) -> None:
+    """Each target has its measured value, its limit and a met/not met verdict."""
+    targets = quick_results["targets"]
+    assert {t["name"] for t in targets} == TARGETS
+    for target in targets:
+        assert isinstance(target["met"], bool)
+        assert target["met"] == (target["value"] <= target["target"])
+
+
+def test_table_shows_figures_and_targets(quick_results: dict[str, Any]) -> None:
+    """The readable report names every target and its verdict."""
+    table = _load_bench().render(quick_results)
+    assert "targets" in table
+    for target in quick_results["targets"]:
+        assert target["name"] in table
+    assert ("NOT MET" in table) == (not all(t["met"] for t in quick_results["targets"]))
+
+
+def test_percentile_is_nearest_rank() -> None:
+    """p50 and p99 of 1..100 are 50 and 99; a single sample is every percentile."""
+    percentile = _load_bench().percentile
+    values = [float(v) for v in range(100, 0, -1)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0
+    assert percentile([7.0], 99) == 7.0
