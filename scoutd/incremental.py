@@ -177,10 +177,18 @@ class SessionPrompt:
             tools=len(index.indices),
             core=core,
             report=report,
-            tool_present=any(role in TOOL_ROLES for role in index.roles),
+            tool_present=_holds_tool(last, index.roles),
         )
         self._late_pairing = False
         return core, report, stable
+
+
+def _holds_tool(last: _Round | None, roles: list[Any]) -> bool:
+    """Whether the conversation holds a tool-role message (looking only at what is new)."""
+    if last is not None and last.tool_present:
+        return True
+    start = 0 if last is None else last.messages
+    return any(role in TOOL_ROLES for role in roles[start:])
 
 
 def _same_bands(before: Window | None, after: Window | None) -> bool:
