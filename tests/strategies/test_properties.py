@@ -124,15 +124,23 @@ def _pinned(messages: list[Any], strategy: str) -> int | None:
 
 
 def _repeats_an_earlier_call(prefix: list[Any], added: list[Any]) -> bool:
+    """Whether a pair completed in ``added`` repeats the key of an earlier pair.
+
+    Completed, not called: a call already in ``prefix`` whose output arrives in
+    ``added`` becomes a pair only now, and then counts as new.
+    """
     index = index_tools(prefix + added)
-    seen: set[bytes] = set()
     keys = call_keys(index.bodies)
-    for slot, position in enumerate(index.indices):
-        if index.is_call[slot]:
-            key = keys[slot]
-            if position >= len(prefix) and key in seen:
-                return True
-            seen.add(key)
+    seen: set[bytes] = set()
+    pairs = sorted(
+        (index.indices[index.partners[slot]], keys[slot])
+        for slot in range(len(index.indices))
+        if index.is_call[slot] and index.partners[slot] >= 0
+    )  # by the position of the output that completes each pair
+    for completed_at, key in pairs:
+        if completed_at >= len(prefix) and key in seen:
+            return True
+        seen.add(key)
     return False
 
 
