@@ -19,9 +19,12 @@ report the loss.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
 import os
+import random
+import select
 import socket
 import threading
 import time
@@ -89,6 +92,19 @@ WAIT_SLICE = 0.05
 # Closing a session on leaving its context manager is bounded even when the
 # block was cancelled: the daemon also closes it with the connection.
 CLOSE_GRACE = 5.0
+
+# Reconnecting (``reconnect=True`` or ``reconnect()``): the first retry comes after
+# RECONNECT_INITIAL_DELAY, each next one after twice as long, never more than
+# RECONNECT_MAX_DELAY (a restarting daemon answers within a second or two; a
+# longer gap only delays the caller), each delay with up to 50 % random jitter so
+# that many clients of one restarted daemon do not come back in lockstep. The
+# whole wait is bounded by the client's ``timeout``.
+RECONNECT_INITIAL_DELAY = 0.05
+RECONNECT_MAX_DELAY = 2.0
+# connect() errors that mean "no daemon right now, maybe soon": the socket file is
+# missing (between a stop and the next start), nobody listens on it (a stale file),
+# or the backlog is full.
+RECONNECT_ERRNOS = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN})
 
 
 # -- wire format -------------------------------------------------------------------------
@@ -175,6 +191,43 @@ class _LineSplitter:
             del buffer[:start]
         self._scanned = len(buffer)
         return lines
+
+
+def _backoff() -> Iterator[float]:
+    """Delays between connection attempts: exponential, capped, jittered."""
+    delay = RECONNECT_INITIAL_DELAY
+    while True:
+        yield delay * random.uniform(0.5, 1.0)
+        delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+
+def _retry_connect(exc: BaseException) -> bool:
+    """Whether a failed connect is worth retrying (the daemon may be restarting)."""
+    return isinstance(exc, OSError) and exc.errno in RECONNECT_ERRNOS
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the daemon has closed this connection (end of stream waiting to be read).
+
+    Pending lines (a notification) mean it is still open; only a bare end of
+    stream, or an error, counts as closed. Never blocks.
+    """
+    try:
+        poller = select.poll()  # not sock.recv: with a timeout set, Python would wait
+        poller.register(sock, select.POLLIN)
+        if not poller.poll(0):
+            return False  # nothing to read: open and quiet
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:  # reset, or already closed
+        return True
+
+
+def _unavailable(socket_path: str, exc: BaseException, attempts: int) -> DaemonUnavailable:
+    reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc) or "timed out"
+    tried = f" after {attempts} attempts" if attempts > 1 else ""
+    return DaemonUnavailable(
+        f"cannot connect to scoutd at {socket_path}: {reason}{tried} (is the daemon running?)"
+    )
 
 
 def default_socket_path() -> str:
@@ -421,6 +474,11 @@ class Client:
             configured ``[daemon] socket_path``.
         timeout: seconds allowed for connecting and for each answer (``None``:
             no limit).
+        reconnect: when the daemon cannot be reached (not running, restarting),
+            keep trying to connect with exponential backoff (see
+            :data:`RECONNECT_INITIAL_DELAY`) for up to ``timeout`` seconds before
+            raising :class:`~scoutd.errors.DaemonUnavailable`, instead of
+            raising at once.
 
     Resource handling: the connection opens at the first call (or on entering
     ``with``) and closes with :meth:`close` or on leaving ``with``. Closing it
@@ -429,13 +487,22 @@ class Client:
     Error handling: one request is in flight at a time (threads take turns). A
     timeout leaves the connection usable (a late answer is discarded); a lost
     connection raises :class:`~scoutd.errors.DaemonUnavailable`, and the next
-    call connects anew. A request in flight when the connection was lost may or
-    may not have run.
+    call connects anew (with ``reconnect``, waiting for the daemon to come
+    back). A request in flight when the connection was lost may or may not have
+    run: it is never sent again. Sessions do not survive their connection: open
+    them again after a loss.
     """
 
-    def __init__(self, socket_path: str | None = None, *, timeout: float | None = 60.0) -> None:
+    def __init__(
+        self,
+        socket_path: str | None = None,
+        *,
+        timeout: float | None = 60.0,
+        reconnect: bool = False,
+    ) -> None:
         self.socket_path = socket_path if socket_path is not None else default_socket_path()
         self.timeout = timeout
+        self.reconnect_on_loss = reconnect
         self._lock = threading.RLock()
         self._conn: _Connection | None = None
         self._ids = itertools.count(1)
@@ -510,6 +577,20 @@ class Client:
         with self._lock:
             self._connection()
 
+    def reconnect(self) -> None:
+        """Drop the current connection (if any) and connect again, with backoff.
+
+        Waits up to ``timeout`` seconds for the daemon to accept, whatever the
+        ``reconnect`` setting. Sessions of the old connection are lost.
+
+        Raises:
+            DaemonUnavailable: the daemon could not be reached in time.
+        """
+        with self._lock:
+            if self._conn is not None:
+                self._lose(self._conn, "the client reconnected")
+            self._connection(retry=True)
+
     def close(self) -> None:
         """Close the connection (the daemon closes its sessions). Idempotent."""
         with self._lock:
@@ -530,21 +611,38 @@ class Client:
 
     # -- plumbing (callers hold self._lock) ------------------------------------------------
 
-    def _connection(self) -> _Connection:
+    def _connection(self, *, retry: bool | None = None) -> _Connection:
+        """The current connection, or a new one; ``retry``: back off and try again.
+
+        A connection the daemon has closed meanwhile (its ``idle_timeout``, or a
+        restart) is replaced here, before a request is written into it: otherwise
+        the first call after a quiet spell would fail with a broken pipe.
+        """
         if self._conn is not None:
+            if not _closed_by_peer(self._conn.sock):
+                return self._conn
+            self._lose(self._conn, "the daemon closed the connection")
+        retry = self.reconnect_on_loss if retry is None else retry
+        deadline = _deadline(self.timeout)
+        delays = _backoff()
+        attempts = 0
+        while True:
+            attempts += 1
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(_remaining(deadline))
+                sock.connect(self.socket_path)
+            except OSError as exc:
+                sock.close()
+                remaining = _remaining(deadline)
+                if retry and _retry_connect(exc) and (remaining is None or remaining > 0):
+                    delay = next(delays) if remaining is None else min(next(delays), remaining)
+                    log.debug("scoutd at %s: %s; retrying in %.2f s", self.socket_path, exc, delay)
+                    time.sleep(delay)  # the last attempt comes at the deadline
+                    continue
+                raise _unavailable(self.socket_path, exc, attempts) from exc
+            self._conn = _Connection(sock)
             return self._conn
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            sock.connect(self.socket_path)
-        except OSError as exc:
-            sock.close()
-            raise DaemonUnavailable(
-                f"cannot connect to scoutd at {self.socket_path}: {exc.strerror or exc}"
-                " (is the daemon running?)"
-            ) from exc
-        self._conn = _Connection(sock)
-        return self._conn
 
     def _lose(self, conn: _Connection, reason: str) -> None:
         """Give up a connection: close it and tell its sessions."""
@@ -831,16 +929,27 @@ class AsyncClient:
             configured ``[daemon] socket_path``.
         timeout: seconds allowed for connecting and for each answer (``None``:
             no limit).
+        reconnect: when the daemon cannot be reached (not running, restarting),
+            keep trying to connect with exponential backoff for up to
+            ``timeout`` seconds, as :class:`Client` does.
 
     Error handling: a lost connection fails every request in flight with
-    :class:`~scoutd.errors.DaemonUnavailable`; the next call connects anew. A
-    cancelled or timed-out request leaves the connection usable (its answer is
-    discarded when it comes).
+    :class:`~scoutd.errors.DaemonUnavailable` (they are never sent again); the
+    next call connects anew (with ``reconnect``, waiting for the daemon to come
+    back). A cancelled or timed-out request leaves the connection usable (its
+    answer is discarded when it comes). Sessions do not survive their connection.
     """
 
-    def __init__(self, socket_path: str | None = None, *, timeout: float | None = 60.0) -> None:
+    def __init__(
+        self,
+        socket_path: str | None = None,
+        *,
+        timeout: float | None = 60.0,
+        reconnect: bool = False,
+    ) -> None:
         self.socket_path = socket_path if socket_path is not None else default_socket_path()
         self.timeout = timeout
+        self.reconnect_on_loss = reconnect
         self._ids = itertools.count(1)
         self._conn: _AsyncConnection | None = None
         self._connect_lock = anyio.Lock()
@@ -944,15 +1053,42 @@ class AsyncClient:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    async def _open_stream(self) -> anyio.abc.ByteStream:
-        try:
-            with anyio.fail_after(self.timeout):
-                return await anyio.connect_unix(self.socket_path)
-        except (OSError, TimeoutError) as exc:
-            reason = (exc.strerror if isinstance(exc, OSError) else None) or "timed out"
-            raise DaemonUnavailable(
-                f"cannot connect to scoutd at {self.socket_path}: {reason} (is the daemon running?)"
-            ) from exc
+    async def _open_stream(self, *, retry: bool | None = None) -> anyio.abc.ByteStream:
+        """Connect; ``retry`` (default: the ``reconnect`` setting): back off and try again."""
+        retry = self.reconnect_on_loss if retry is None else retry
+        deadline = _deadline(self.timeout)
+        delays = _backoff()
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                with anyio.fail_after(_remaining(deadline)):
+                    return await anyio.connect_unix(self.socket_path)
+            except (OSError, TimeoutError) as exc:
+                remaining = _remaining(deadline)
+                if retry and _retry_connect(exc) and (remaining is None or remaining > 0):
+                    delay = next(delays) if remaining is None else min(next(delays), remaining)
+                    log.debug("scoutd at %s: %s; retrying in %.2f s", self.socket_path, exc, delay)
+                    await anyio.sleep(delay)  # the last attempt comes at the deadline
+                    continue
+                raise _unavailable(self.socket_path, exc, attempts) from exc
+
+    async def reconnect(self) -> None:
+        """Drop the current connection (if any) and connect again, with backoff.
+
+        Waits up to ``timeout`` seconds for the daemon, whatever the ``reconnect``
+        setting. Requests in flight on the old connection fail; its sessions are lost.
+
+        Raises:
+            DaemonUnavailable: the daemon could not be reached in time.
+        """
+        if self._tasks is None:
+            raise RuntimeError("use AsyncClient as `async with AsyncClient(...) as client:`")
+        if self._conn is not None:
+            await self._lose(self._conn, "the client reconnected")
+        async with self._connect_lock:
+            if self._conn is None:
+                self._adopt(await self._open_stream(retry=True), self._tasks)
 
     def _adopt(self, stream: anyio.abc.ByteStream, tasks: anyio.abc.TaskGroup) -> _AsyncConnection:
         conn = _AsyncConnection(stream)

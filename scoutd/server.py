@@ -605,6 +605,12 @@ class Server:
         except protocol.ProtocolError as exc:
             self.stats.errors += 1
             response = protocol.encode_error(exc.id, exc.code, exc.message, exc.data)
+        except RecursionError:
+            # msgspec stops at the interpreter's recursion limit: JSON nested a few
+            # thousand levels deep is refused like other bad input, not as a bug.
+            self.stats.errors += 1
+            log.debug("refused a request nested too deeply (pid %d)", conn.peer.pid)
+            response = _too_deep(request)
         except Exception:
             log.exception("internal error")
             self.stats.errors += 1
@@ -814,6 +820,18 @@ def _run_prepare(
     delivered = sum(report.inbox_delivered for report in prepared.report)
     result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
     return protocol.encode_result(rid, result), delivered
+
+
+def _too_deep(request: protocol.Request | None) -> bytes:
+    """The error for a line whose JSON nests deeper than the decoder allows."""
+    if request is None:
+        return protocol.encode_error(None, protocol.PARSE_ERROR, "parse error: nested too deeply")
+    return protocol.encode_error(
+        request.id,
+        protocol.INVALID_PARAMS,
+        "invalid params: nested too deeply - at `$.params`",
+        {"path": "$.params", "error": "nested too deeply"},
+    )
 
 
 def _decode_large(line: bytes) -> tuple[protocol.Request, msgspec.Struct | None]:

@@ -29,7 +29,7 @@ import anyio
 from . import protocol
 from .incremental import DeltaEncoder, SessionPrompt
 from .security import process_owned_by
-from .strategies.inbox import claim_abort, inbox_dir
+from .strategies.inbox import ABORT_NAME, claim_abort, inbox_dir
 from .watcher import Batch, FsWatcher
 
 __all__ = ["MAX_PENDING_ABORTS", "Session", "SessionOwner", "SessionRegistry", "parse_signal"]
@@ -86,6 +86,11 @@ def parse_signal(name: str | None) -> signal.Signals | None:
         )
     except (KeyError, ValueError):
         raise ValueError(f"abort_signal {name!r} is not a signal name") from None
+
+
+def _holding_abort(inboxes: list[str]) -> list[str]:
+    """The inboxes with an entry named ``abort`` (any type: the claim decides)."""
+    return [inbox for inbox in inboxes if os.path.lexists(os.path.join(inbox, ABORT_NAME))]
 
 
 class SessionRegistry:
@@ -292,10 +297,19 @@ class SessionRegistry:
                 self._spawn_claim(parent)
 
     async def rescan(self) -> None:
-        """Re-arm dead watches and try a claim in every watched inbox."""
-        for inbox in list(self.by_inbox):
-            for directory in (os.path.dirname(inbox), inbox):
-                await self.watcher.ensure(directory)
+        """Re-arm dead watches and claim the abort files that are waiting.
+
+        Two worker-thread calls in all, whatever the number of sessions: one
+        re-arms the watches, one looks for an ``abort`` entry in every inbox.
+        Only the inboxes that hold one get a claim (a thread round trip each):
+        at 10,000 sessions, a claim attempt per inbox made the idle daemon spend
+        most of a core on each rescan.
+        """
+        inboxes = list(self.by_inbox)
+        directories = {d for inbox in inboxes for d in (os.path.dirname(inbox), inbox)}
+        await self.watcher.ensure_all(sorted(directories))
+        waiting = await anyio.to_thread.run_sync(_holding_abort, inboxes, limiter=self._limiter)
+        for inbox in waiting:
             self._spawn_claim(inbox)
 
     async def run(

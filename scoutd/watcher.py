@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -210,6 +211,17 @@ class FsWatcher:
                 return False
             return await anyio.to_thread.run_sync(self._rearm, directory, watch, force)
 
+    async def ensure_all(self, directories: Iterable[str]) -> None:
+        """:meth:`ensure` every directory of ``directories`` that has a reference.
+
+        One worker-thread call for all of them: the periodic rescan of thousands
+        of watched inboxes must not cost a thread round trip per directory.
+        """
+        async with self._lock:
+            watches = [(d, w) for d in directories if (w := self._watches.get(d)) is not None]
+            if watches:
+                await anyio.to_thread.run_sync(self._rearm_all, watches)
+
     # --- worker-thread side ----------------------------------------------------------
 
     def _inode(self, directory: str) -> tuple[int, int] | None:
@@ -238,22 +250,27 @@ class FsWatcher:
         except (KeyError, OSError) as exc:  # the emitter already ended with its directory
             log.debug("unschedule %s: %r", handle.path, exc)
 
-    def _alive(self, watch: _Watch) -> bool:
-        for emitter in list(self._observer.emitters):
-            if emitter.watch == watch.handle:
-                return emitter.is_alive()
-        return False
+    def _live_handles(self) -> set[ObservedWatch]:
+        """The watches whose emitter thread is still running."""
+        return {e.watch for e in list(self._observer.emitters) if e.is_alive()}
 
-    def _rearm(self, directory: str, watch: _Watch, force: bool) -> bool:
+    def _rearm(
+        self, directory: str, watch: _Watch, force: bool, live: set[ObservedWatch] | None = None
+    ) -> bool:
         inode = self._inode(directory)
         if (
             watch.handle is not None
             and not force
             and inode is not None
             and inode == watch.inode
-            and self._alive(watch)
+            and watch.handle in (self._live_handles() if live is None else live)
         ):
             return True
         self._disarm(watch)
         self._arm(directory, watch)
         return watch.handle is not None
+
+    def _rearm_all(self, watches: list[tuple[str, _Watch]]) -> None:
+        live = self._live_handles()
+        for directory, watch in watches:
+            self._rearm(directory, watch, False, live)

@@ -24,6 +24,14 @@ Only the consumer whose rename succeeded delivers, after its claim: delivery
 is at most once. A crash between claim and record leaves a ``.claim-*``
 dotfile in the removed directory: consumed, never delivered.
 
+Both directories are opened once per pickup with ``O_NOFOLLOW | O_DIRECTORY``
+and every step names entries relative to those descriptors (``*at`` calls). An
+inbox or removed directory that is a symlink is refused (logged), and one
+swapped for a symlink after that check cannot redirect a move: otherwise a
+client allowed to write beside its save file could make the daemon empty, or
+fill, a directory outside ``allowed_roots`` (SPEC section 10). Writers refuse a
+symlinked inbox the same way.
+
 Resource handling: each descriptor is closed by the function that opened it.
 Readers never create the inbox; they create the removed directory just before
 the first claim. Writers create the inbox, write and fsync a dotfile there
@@ -74,6 +82,8 @@ log = logging.getLogger("scoutd.inbox")
 # O_NOCTTY: a terminal never becomes the process's controlling terminal.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# The inbox and removed directories themselves: a symlink there is refused, never followed.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 # Names tried for one record or notice: far beyond any real inbox, but bounded so
 # that a misbehaving filesystem cannot keep a caller looping.
@@ -109,17 +119,70 @@ def _numbered(name: str, n: int) -> str:
     return f"{root}.{n}{ext}"
 
 
-def _open_regular(path: str) -> tuple[int, os.stat_result]:
-    """Open ``path`` for reading without following, blocking or opening non-files."""
-    fd = os.open(path, _READ_FLAGS)
+def _open_dir(path: str) -> int:
+    """Open the directory ``path`` without following a symlink in its last component.
+
+    Raises ``OSError``; a symlink fails with ``ENOTDIR`` (or ``ELOOP``), reported
+    as such.
+    """
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP) and os.path.islink(path):
+            raise OSError(exc.errno, "is a symbolic link, not followed", path) from None
+        raise
+
+
+class _Dirs:
+    """The inbox (open) and removed directory (opened at the first claim) of one pickup."""
+
+    def __init__(self, inbox_path: str, removed: str) -> None:
+        self.inbox = inbox_path
+        self.removed = removed
+        self.ifd = _open_dir(inbox_path)
+        self._rfd: int | None = None
+
+    def removed_fd(self) -> int:
+        """The removed directory, created now if missing (lazily: a file is about to move)."""
+        if self._rfd is None:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.removed)
+            self._rfd = _open_dir(self.removed)
+        return self._rfd
+
+    def close(self) -> None:
+        os.close(self.ifd)
+        if self._rfd is not None:
+            os.close(self._rfd)
+
+
+def _open_regular(name: str, dir_fd: int) -> tuple[int, os.stat_result]:
+    """Open ``name`` in ``dir_fd`` for reading without following, blocking or opening non-files.
+
+    The ``lstat`` comes first so that a FIFO or device is never opened at all (an
+    open, even non-blocking, releases a writer waiting on a FIFO and may have side
+    effects on a device); ``fstat`` then checks what was actually opened, in case
+    the entry was swapped in between.
+    """
+    if not stat.S_ISREG(os.lstat(name, dir_fd=dir_fd).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", name)
+    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
+            raise OSError(errno.EINVAL, "not a regular file", name)
     except BaseException:
         os.close(fd)
         raise
     return fd, st
+
+
+def _lexists(name: str, dir_fd: int | None) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _read(fd: int, size: int, max_bytes: int) -> str:
@@ -139,84 +202,100 @@ def _read(fd: int, size: int, max_bytes: int) -> str:
     return f"{head}\n[scoutd: notice truncated at {max_bytes} of {total} bytes]"
 
 
-def _place(source: str, directory: str, names: Iterable[str], *, keep: bool = False) -> str:
+def _place(
+    source: str,
+    directory: str,
+    names: Iterable[str],
+    *,
+    keep: bool = False,
+    dir_fd: int | None = None,
+) -> str:
     """Give ``source`` the first free name of ``names`` in ``directory``, never replacing one.
 
-    With ``keep``, an existing entry of the first name is the answer instead.
-    ``source`` is gone on success; raises ``OSError`` otherwise.
+    With ``dir_fd`` (the directory, open), ``source`` and the names are relative to
+    it; otherwise ``source`` is a path. With ``keep``, an existing entry of the
+    first name is the answer instead. ``source`` is gone on success; returns the
+    path of the new name; raises ``OSError`` otherwise.
     """
     for name in names:
-        target = os.path.join(directory, name)
+        target = name if dir_fd is not None else os.path.join(directory, name)
         try:
-            os.link(source, target, follow_symlinks=False)
+            os.link(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
             if exc.errno != errno.EEXIST and exc.errno not in _NO_LINK:
                 raise
-            if exc.errno == errno.EEXIST or os.path.lexists(target):
+            if exc.errno == errno.EEXIST or _lexists(target, dir_fd):
                 if keep:
-                    os.unlink(source)
-                    return target
+                    os.unlink(source, dir_fd=dir_fd)
+                    return os.path.join(directory, name)
                 continue
-            os.rename(source, target)  # no hard links here: best effort, see above
-            return target
+            # no hard links here: best effort, see above
+            os.rename(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return os.path.join(directory, name)
         with contextlib.suppress(OSError):  # at worst a stray dotfile remains
-            os.unlink(source)
-        return target
+            os.unlink(source, dir_fd=dir_fd)
+        return os.path.join(directory, name)
     raise FileExistsError(errno.EEXIST, "no free name", directory)
 
 
-def _put_back(claim: str, source: str) -> None:
+def _put_back(dirs: _Dirs, claim: str, name: str) -> None:
     """Return a claimed but undelivered entry to the inbox, never over a newer file."""
+    rfd = dirs.removed_fd()
     try:
-        os.link(claim, source, follow_symlinks=False)
-        os.unlink(claim)
+        os.link(claim, name, src_dir_fd=rfd, dst_dir_fd=dirs.ifd, follow_symlinks=False)
+        os.unlink(claim, dir_fd=rfd)
         return
     except FileExistsError:
         pass
     except OSError:  # a directory, or no hard links: rename unless the name is taken
         with contextlib.suppress(OSError):
-            if not os.path.lexists(source):
-                os.rename(claim, source)
+            if not _lexists(name, dirs.ifd):
+                os.rename(claim, name, src_dir_fd=rfd, dst_dir_fd=dirs.ifd)
                 return
-    log.warning("could not return %s to %s; it stays in the removed directory", claim, source)
+    log.warning(
+        "could not return %r to %r; it stays in the removed directory",
+        os.path.join(dirs.removed, claim),
+        os.path.join(dirs.inbox, name),
+    )
 
 
-def _take(inbox_path: str, removed: str, name: str, max_bytes: int) -> tuple[str, str] | None:
+def _take(dirs: _Dirs, name: str, max_bytes: int) -> tuple[str, str] | None:
     """Claim, read and record one inbox file (module docstring, steps 1-5).
 
     Returns ``(record_path, text)``, or None when the file stays in (or went
     back to) the inbox or another consumer took it. Raises ``OSError`` for a
     failure before the claim; the file is then still in the inbox.
     """
-    source = os.path.join(inbox_path, name)
+    source = os.path.join(dirs.inbox, name)
     try:
-        fd, _ = _open_regular(source)
+        fd, _ = _open_regular(name, dirs.ifd)
     except FileNotFoundError:
-        log.debug("inbox file %s was taken by another consumer", source)
+        log.debug("inbox file %r was taken by another consumer", source)
         return None
     os.close(fd)
-    os.makedirs(removed, exist_ok=True)  # lazily: a file is about to move in
-    claim = os.path.join(removed, f".claim-{os.getpid()}-{os.urandom(8).hex()}")
+    rfd = dirs.removed_fd()
+    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
     try:
-        os.rename(source, claim)
+        os.rename(name, claim, src_dir_fd=dirs.ifd, dst_dir_fd=rfd)
     except FileNotFoundError:
-        log.debug("inbox file %s was taken by another consumer", source)
+        log.debug("inbox file %r was taken by another consumer", source)
         return None
     try:
-        fd, st = _open_regular(claim)
+        fd, st = _open_regular(claim, rfd)
         try:
             text = _read(fd, st.st_size, max_bytes)
         finally:
             os.close(fd)
     except OSError as exc:
-        log.warning("inbox file %s not delivered: %s", source, exc)
-        _put_back(claim, source)
+        log.warning("inbox file %r not delivered: %s", source, exc)
+        _put_back(dirs, claim, name)
         return None
+    names = (_numbered(name, n) for n in range(_MAX_NAMES))
     try:
-        record = _place(claim, removed, (_numbered(name, n) for n in range(_MAX_NAMES)))
+        record = _place(claim, dirs.removed, names, dir_fd=rfd)
     except OSError as exc:
-        log.warning("inbox file %s delivered, recorded as %s: %s", source, claim, exc)
-        record = claim
+        record = os.path.join(dirs.removed, claim)
+        log.warning("inbox file %r delivered, recorded as %r: %s", source, record, exc)
     return record, text
 
 
@@ -238,25 +317,25 @@ def inbox(
     """
     out = list(messages)
     delivered = 0
-    if save_file is not None and os.fspath(save_file).strip():
+    dirs = _open_inbox(save_file) if save_file is not None else None
+    if dirs is not None:
         try:
-            directory, removed = inbox_dir(save_file), inbox_removed_dir(save_file)
-        except ValueError as exc:
-            log.warning("no inbox: %s", exc)
-            directory = removed = ""
-        for name in _pending(directory) if directory else ():
-            try:
-                taken = _take(directory, removed, name, config.inbox_max_bytes)
-            except OSError as exc:
-                log.warning("inbox file %s left in place: %s", os.path.join(directory, name), exc)
-                continue
-            if taken is None:
-                continue
-            record, text = taken
-            if name == ABORT_NAME:
-                raise Aborted(_abort_reason(text, record))
-            out.append({"role": "user", "content": text})
-            delivered += 1
+            for name in _pending(dirs):
+                try:
+                    taken = _take(dirs, name, config.inbox_max_bytes)
+                except OSError as exc:
+                    path = os.path.join(dirs.inbox, name)
+                    log.warning("inbox file %r left in place: %s", path, exc)
+                    continue
+                if taken is None:
+                    continue
+                record, text = taken
+                if name == ABORT_NAME:
+                    raise Aborted(_abort_reason(text, record))
+                out.append({"role": "user", "content": text})
+                delivered += 1
+        finally:
+            dirs.close()
     return out, StrategyReport(
         strategy="inbox",
         inbox_delivered=delivered,
@@ -265,19 +344,32 @@ def inbox(
     )
 
 
-def _pending(directory: str) -> list[str]:
-    """Sorted names of the regular, non-dot files of an inbox; [] if there is none."""
+def _open_inbox(save_file: str | os.PathLike[str]) -> _Dirs | None:
+    """The inbox of ``save_file``, open; None (logged unless simply absent) otherwise."""
+    if not os.fspath(save_file).strip():
+        return None
     try:
-        with os.scandir(directory) as entries:
+        return _Dirs(inbox_dir(save_file), inbox_removed_dir(save_file))
+    except ValueError as exc:
+        log.warning("no inbox: %s", exc)
+    except FileNotFoundError:  # the common case: nothing was ever dropped
+        pass
+    except OSError as exc:
+        log.warning("cannot list inbox %r: %s", inbox_dir(save_file), exc)
+    return None
+
+
+def _pending(dirs: _Dirs) -> list[str]:
+    """Sorted names of the regular, non-dot files of an open inbox."""
+    try:
+        with os.scandir(dirs.ifd) as entries:
             names = [
                 entry.name
                 for entry in entries
                 if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)
             ]
-    except FileNotFoundError:  # the common case: nothing was ever dropped
-        return []
     except OSError as exc:
-        log.warning("cannot list inbox %s: %s", directory, exc)
+        log.warning("cannot list inbox %r: %s", dirs.inbox, exc)
         return []
     return sorted(names)
 
@@ -288,44 +380,43 @@ def claim_abort(save_file: str, *, max_bytes: int = 1 << 20) -> str | None:
     None when there is no abort file, it is not a readable regular file, or
     another party consumed it first. Never raises ``OSError``.
     """
-    try:
-        directory, removed = inbox_dir(save_file), inbox_removed_dir(save_file)
-        taken = _take(directory, removed, ABORT_NAME, max_bytes)
-    except (OSError, ValueError) as exc:
-        log.warning("abort file of %s left in place: %s", save_file, exc)
+    dirs = _open_inbox(save_file)
+    if dirs is None:
         return None
+    try:
+        taken = _take(dirs, ABORT_NAME, max_bytes)
+    except OSError as exc:
+        log.warning("abort file of %r left in place: %s", save_file, exc)
+        return None
+    finally:
+        dirs.close()
     return None if taken is None else _abort_reason(taken[1], taken[0])
-
-
-def _sync_dir(directory: str) -> None:
-    """Make a new directory entry durable (best effort)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _drop(save_file: str, text: str, names: Iterable[str], *, keep: bool = False) -> str:
     """Write ``text`` to a dotfile in the inbox, fsync it, then give it a final name."""
     directory = inbox_dir(save_file)
     os.makedirs(directory, exist_ok=True)
-    temp = os.path.join(directory, f".tmp-{os.getpid()}-{os.urandom(8).hex()}")
-    fd = os.open(temp, _WRITE_FLAGS, 0o666)
+    dfd = _open_dir(directory)
     try:
+        temp = f".tmp-{os.getpid()}-{os.urandom(8).hex()}"
+        fd = os.open(temp, _WRITE_FLAGS, 0o666, dir_fd=dfd)
         try:
-            data = memoryview(text.encode("utf-8"))
-            while data:
-                data = data[os.write(fd, data) :]
-            os.fsync(fd)
+            try:
+                data = memoryview(text.encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            final = _place(temp, directory, names, keep=keep, dir_fd=dfd)
         finally:
-            os.close(fd)
-        final = _place(temp, directory, names, keep=keep)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp, dir_fd=dfd)
+        with contextlib.suppress(OSError):  # make the new entry durable (best effort)
+            os.fsync(dfd)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-    _sync_dir(directory)
+        os.close(dfd)
     return final
 
 

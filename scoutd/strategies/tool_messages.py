@@ -83,7 +83,7 @@ def roles_of(messages: Sequence[Any]) -> list[Any]:
     """The role of every message (None for a message without one)."""
     try:
         roles = [message["role"] for message in messages]
-        TOOL_ROLES.intersection(roles)  # raises TypeError on an unhashable role
+        set(roles)  # raises TypeError on an unhashable role
     except (KeyError, TypeError, IndexError):
         roles = [role_of(message) for message in messages]
         roles = [role if isinstance(role, str) else None for role in roles]

@@ -451,11 +451,11 @@ def test_entry_swapped_for_a_fifo_after_the_check_is_put_back(
     source = drop(save_file, "note", "text")
     real_rename = os.rename
 
-    def swap_then_rename(src: str, dst: str) -> None:
-        if src == source:
-            os.unlink(src)
-            os.mkfifo(src)
-        real_rename(src, dst)
+    def swap_then_rename(src: str, dst: str, **dir_fds: Any) -> None:
+        if os.path.join(inbox_dir(save_file), src) == source:
+            os.unlink(source)
+            os.mkfifo(source)
+        real_rename(src, dst, **dir_fds)
 
     monkeypatch.setattr(inbox_module.os, "rename", swap_then_rename)
     with caplog.at_level(logging.WARNING, logger="scoutd.inbox"):

@@ -1,0 +1,394 @@
+"""Shared helpers of the reliability scripts (``chaos-inbox``, ``fuzz-rpc``, ``load``).
+
+The scripts run from a checkout: ``scripts/load ...`` re-executes itself with the
+checkout's ``.venv/bin/python`` when the running interpreter cannot import scoutd.
+Each script starts its own daemon (``python -m scoutd.server``) in a short temp dir
+under /tmp (Unix socket paths must stay under 108 bytes), talks to it only over
+that Unix socket, bounds every wait and loop, and prints one JSON object of
+figures on stdout (``--json``) or a readable summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _use_the_checkout() -> None:
+    """Import scoutd from this checkout; re-exec with its virtualenv if needed."""
+    if ROOT not in sys.path:
+        sys.path.insert(1, ROOT)
+    try:
+        import msgspec  # noqa: F401
+        import watchdog  # noqa: F401
+    except ImportError:
+        venv = os.path.join(ROOT, ".venv")
+        python = os.path.join(venv, "bin", "python")
+        # compare prefixes: the venv's python is often a symlink to this very binary
+        if os.path.exists(python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
+            os.execv(python, [python, *sys.argv])
+        raise
+
+
+_use_the_checkout()
+
+START_TIMEOUT = 20.0  # seconds for a daemon to answer `status` after exec
+STOP_TIMEOUT = 15.0  # seconds for SIGTERM before SIGKILL
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.01
+) -> Any:
+    """Poll ``predicate()`` until truthy; raise TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1) of ``values``; 0.0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50/p99/max of durations given in seconds, in milliseconds."""
+    return {
+        "p50_ms": round(percentile(seconds, 0.50) * 1000, 3),
+        "p99_ms": round(percentile(seconds, 0.99) * 1000, 3),
+        "max_ms": round(max(seconds, default=0.0) * 1000, 3),
+    }
+
+
+def proc_status(pid: int, field: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM, ...), in KiB; 0 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (from /proc/<pid>/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def open_fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def toml_text(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    lines: list[str] = []
+    for table, keys in tables.items():
+        lines.append(f"[{table}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in keys.items())
+        lines.append("")
+    return "\n".join(lines)
+
+
+class LineClient:
+    """A blocking JSON-lines client on one raw Unix socket; responses matched by ``id``."""
+
+    def __init__(self, path: str, timeout: float = 10.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(path)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.timeout = timeout
+        self.buffer = b""
+        self.next_id = 0
+        self.notifications: list[dict[str, Any]] = []
+        self.responses: dict[Any, dict[str, Any]] = {}
+
+    def __enter__(self) -> LineClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def request(self, method: str, params: Any = None, id: Any = None) -> Any:
+        if id is None:
+            self.next_id += 1
+            id = self.next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.sock.sendall(json.dumps(message).encode() + b"\n")
+        return id
+
+    def read_line(self, timeout: float | None = None) -> bytes:
+        """The next raw line without its newline; b"" when the daemon closed the connection."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no complete line from the daemon")
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except TimeoutError:
+                raise TimeoutError("no complete line from the daemon") from None
+            if not chunk:
+                return b""
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def recv(self, timeout: float | None = None) -> dict[str, Any]:
+        line = self.read_line(timeout)
+        if not line:
+            raise EOFError("the daemon closed the connection")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def _file(self, message: dict[str, Any]) -> None:
+        if "id" in message:
+            self.responses[message["id"]] = message
+        else:
+            self.notifications.append(message)
+
+    def response(self, id: Any, timeout: float | None = None) -> dict[str, Any]:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while id not in self.responses:
+            self._file(self.recv(max(0.0, deadline - time.monotonic())))
+        return self.responses.pop(id)
+
+    def call(self, method: str, params: Any = None, timeout: float | None = None) -> dict[str, Any]:
+        return self.response(self.request(method, params), timeout)
+
+    def notification(self, method: str, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, message in enumerate(self.notifications):
+                if message.get("method") == method:
+                    return self.notifications.pop(i)
+            self._file(self.recv(max(0.0, deadline - time.monotonic())))
+
+
+class Daemon:
+    """One ``python -m scoutd.server`` subprocess with its own temp dir, config and log.
+
+    ``settings`` become the ``[daemon]`` table (socket in the temp dir and
+    ``allowed_roots`` = the temp dir unless given); ``prompt`` the ``[prompt]``
+    table. ``prefix`` wraps the command (e.g. a ``ulimit``). The daemon's stderr
+    goes to ``log_path``; :meth:`cleanup` stops it and removes the temp dir.
+    """
+
+    def __init__(
+        self,
+        settings: Mapping[str, Any] | None = None,
+        *,
+        prompt: Mapping[str, Any] | None = None,
+        prefix: Sequence[str] = (),
+        directory: str | None = None,
+    ) -> None:
+        self.dir = directory or tempfile.mkdtemp(prefix="sd", dir="/tmp")
+        self._own_dir = directory is None
+        self.socket_path = os.path.join(self.dir, "s.sock")
+        self.config_path = os.path.join(self.dir, "scoutd.toml")
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self.settings = {
+            "socket_path": self.socket_path,
+            "allowed_roots": [self.dir],
+            "log_level": "info",
+            **(settings or {}),
+        }
+        self.prompt = dict(prompt or {})
+        self.prefix = list(prefix)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        tables: dict[str, Mapping[str, Any]] = {"daemon": self.settings}
+        if self.prompt:
+            tables["prompt"] = self.prompt
+        with open(self.config_path, "w", encoding="utf-8") as handle:
+            handle.write(toml_text(tables))
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = START_TIMEOUT) -> Daemon:
+        env = dict(os.environ)
+        for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS"):
+            env.pop(name, None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
+        command = [
+            *self.prefix,
+            sys.executable,
+            "-m",
+            "scoutd.server",
+            "--config",
+            self.config_path,
+            "--socket",
+            self.socket_path,
+        ]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=self.dir
+            )
+        self.starts += 1
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        def answers() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"daemon exited with {self.proc.returncode}:\n{self.log()[-4000:]}"
+                )
+            try:
+                with LineClient(self.socket_path, timeout=2) as client:
+                    return "result" in client.call("status")
+            except (OSError, EOFError, ValueError):
+                return False
+
+        wait_for(answers, timeout, "the daemon to answer", interval=0.02)
+
+    def kill(self) -> None:
+        """SIGKILL: the daemon gets no chance to clean up (its socket file stays)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(STOP_TIMEOUT)
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT)
+        return self.proc.returncode
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def rss_kib(self) -> int:
+        return proc_status(self.pid, "VmRSS")
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return ""
+
+    def status(self, timeout: float = 10.0) -> dict[str, Any]:
+        with LineClient(self.socket_path, timeout) as client:
+            result: dict[str, Any] = client.call("status")["result"]
+            return result
+
+    def cleanup(self, keep: bool = False) -> None:
+        self.stop()
+        if self._own_dir and not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Daemon:
+        try:
+            self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.cleanup()
+
+
+def conversation(pairs: int, *, output_size: int = 700, tag: str = "") -> list[dict[str, Any]]:
+    """A system prompt, a task, then ``pairs`` tool call/output pairs with user turns."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": f"Fix the failing test {tag}."},
+    ]
+    for n in range(pairs):
+        args = {"path": f"/src/{n % 37}.py", "pattern": "é/" * 60 + str(n)}
+        call = {"name": "grep", "arguments": args, "id": f"c{n}"}
+        out = {"name": "grep", "content": f"{n}:" + "line\n" * (output_size // 5), "id": f"c{n}"}
+        messages.append({"role": "function_call", "content": json.dumps(call)})
+        messages.append({"role": "function_call_output", "content": json.dumps(out)})
+        if n % 25 == 24:
+            messages.append({"role": "user", "content": f"progress check {n}"})
+    return messages
+
+
+def emit(result: Mapping[str, Any], *, as_json: bool, failures: Iterable[str]) -> int:
+    """Print the figures (JSON or readable) and the failed checks; return the exit code."""
+    failed = list(failures)
+    document = {**result, "ok": not failed, "failures": failed}
+    if as_json:
+        print(json.dumps(document, indent=None, sort_keys=False))
+    else:
+        print(json.dumps(document, indent=2, sort_keys=False))
+    for failure in failed:
+        print(f"FAILED: {failure}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; always reaps."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)

@@ -1,0 +1,234 @@
+"""Inbox tricks: only a regular file in the inbox is ever delivered, nothing else is opened.
+
+A symlink to a secret file, a hard link, a FIFO, a device node, a socket, names
+with newlines or invalid UTF-8 — as notices (``prepare_prompt``) and as the
+reserved ``abort`` (the session watcher's claim). A FIFO is the witness that
+nothing was opened: a writer blocked in ``open()`` on it is released by any
+reader's ``open()``, even a non-blocking one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from scoutd.strategies.inbox import inbox_dir, inbox_removed_dir, write_abort
+from tests.reliability.harness import NOBODY
+from tests.support.daemon import Daemon, LineClient
+
+SECRET = "the secret"
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    with Daemon(daemon={"rescan_interval": 0.2}) as d:
+        yield d
+
+
+def prepare(c: LineClient, save_file: str) -> list[Any]:
+    reply = c.call(
+        "prepare_prompt", {"messages": [], "strategies": "inbox", "save_file": save_file}
+    )
+    assert "result" in reply, reply
+    return [m["content"] for m in reply["result"]["messages"]]
+
+
+def secret_file(d: Daemon) -> str:
+    path = os.path.join(d.dir, "secret")
+    with open(path, "w") as handle:
+        handle.write(SECRET)
+    os.chmod(path, 0o600)
+    return path
+
+
+class FifoWitness:
+    """A writer blocked opening ``path``; ``opened`` is set once anyone opens it to read."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.opened = threading.Event()
+        self._thread = threading.Thread(target=self._write, daemon=True)
+        self._thread.start()
+        time.sleep(0.2)  # the writer is inside open() before the daemon looks
+
+    def _write(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY)  # blocks until a reader opens the FIFO
+        self.opened.set()
+        os.close(fd)
+
+    def release(self) -> None:
+        """Unblock the writer ourselves (the test is over)."""
+        if not self.opened.is_set():
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            self._thread.join(5)
+            os.close(fd)
+
+
+def make_socket_file(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    return sock
+
+
+def test_notices_that_are_not_regular_files_are_left_alone(daemon: Daemon) -> None:
+    save_file = os.path.join(daemon.dir, "t.chat")
+    inbox = inbox_dir(save_file)
+    os.makedirs(inbox)
+    secret = secret_file(daemon)
+    os.symlink(secret, os.path.join(inbox, "1-symlink"))
+    os.symlink(os.path.dirname(secret), os.path.join(inbox, "2-dirlink"))
+    os.mkfifo(os.path.join(inbox, "3-fifo"))
+    os.mkdir(os.path.join(inbox, "4-dir"))
+    listener = make_socket_file(os.path.join(inbox, "5-sock"))
+    try:
+        os.mknod(os.path.join(inbox, "6-dev"), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        devices = ["6-dev"]
+    except PermissionError:
+        devices = []  # no CAP_MKNOD here: the other kinds are still checked
+    with open(os.path.join(inbox, "7-real"), "w") as handle:
+        handle.write("a real notice")
+    witness = FifoWitness(os.path.join(inbox, "3-fifo"))
+    try:
+        with daemon.connect() as c:
+            started = time.monotonic()
+            assert prepare(c, save_file) == ["a real notice"]
+            assert prepare(c, save_file) == []
+            assert time.monotonic() - started < 5
+        assert not witness.opened.is_set(), "the daemon opened a FIFO"
+    finally:
+        witness.release()
+        listener.close()
+    expected = ["1-symlink", "2-dirlink", "3-fifo", "4-dir", "5-sock", *devices]
+    assert sorted(os.listdir(inbox)) == expected  # untouched, in place
+    assert os.listdir(inbox_removed_dir(save_file)) == ["7-real"]
+    with open(secret) as handle:
+        assert handle.read() == SECRET
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "dir", "socket", "device"])
+def test_an_abort_that_is_not_a_regular_file_is_never_claimed(daemon: Daemon, kind: str) -> None:
+    save_file = os.path.join(daemon.dir, f"{kind}.chat")
+    inbox = inbox_dir(save_file)
+    os.makedirs(inbox)
+    abort = os.path.join(inbox, "abort")
+    secret = secret_file(daemon)
+    witness: FifoWitness | None = None
+    listener: socket.socket | None = None
+    if kind == "symlink":
+        os.symlink(secret, abort)
+    elif kind == "fifo":
+        os.mkfifo(abort)
+        witness = FifoWitness(abort)
+    elif kind == "dir":
+        os.mkdir(abort)
+    elif kind == "socket":
+        listener = make_socket_file(abort)
+    else:
+        try:
+            os.mknod(abort, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("creating a device node needs CAP_MKNOD")
+    try:
+        with daemon.connect() as c:
+            c.call("session.open", {"save_file": save_file})
+            time.sleep(0.6)  # three rescans
+            assert prepare(c, save_file) == []  # the strategy does not take it either
+            assert c.notifications == []
+            assert "result" in c.call("status")
+        if witness is not None:
+            assert not witness.opened.is_set(), "the daemon opened a FIFO"
+    finally:
+        if witness is not None:
+            witness.release()
+        if listener is not None:
+            listener.close()
+    assert os.path.lexists(abort)
+    assert not os.path.exists(inbox_removed_dir(save_file))
+
+
+def test_names_with_newlines_and_invalid_utf8_are_delivered_and_recorded(daemon: Daemon) -> None:
+    save_file = os.path.join(daemon.dir, "names.chat")
+    inbox = os.fsencode(inbox_dir(save_file))
+    os.makedirs(inbox)
+    names = [b"a\nINFO forged log line", b"b\xff\xfe.txt", b"c\r\n.txt", b"d \t.txt"]
+    for n, name in enumerate(names):
+        with open(os.path.join(inbox, name), "w") as handle:
+            handle.write(f"notice {n}")
+    with daemon.connect() as c:
+        assert prepare(c, save_file) == [f"notice {n}" for n in range(len(names))]
+    assert sorted(os.listdir(os.fsencode(inbox_removed_dir(save_file)))) == sorted(names)
+    assert os.listdir(inbox) == []
+    assert not any(line.startswith("INFO forged") for line in daemon.log().splitlines())
+
+
+def test_a_hard_link_is_a_regular_file_and_the_kernel_keeps_others_from_making_one(
+    daemon: Daemon,
+) -> None:
+    """A hard link in the inbox is delivered like any notice: its other name stays.
+
+    What stops a client from linking a file it cannot read into its inbox (to have
+    the daemon read it) is the kernel's ``fs.protected_hardlinks``, checked here
+    by trying as uid 65534 when the suite runs as root.
+    """
+    save_file = os.path.join(daemon.dir, "hard.chat")
+    inbox = inbox_dir(save_file)
+    os.makedirs(inbox)
+    shared = os.path.join(daemon.dir, "shared.txt")
+    with open(shared, "w") as handle:
+        handle.write("linked text")
+    os.link(shared, os.path.join(inbox, "linked"))
+    with daemon.connect() as c:
+        assert prepare(c, save_file) == ["linked text"]
+    with open(shared) as handle:
+        assert handle.read() == "linked text"  # the other name is untouched
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return
+    with open("/proc/sys/fs/protected_hardlinks") as handle:
+        if handle.read().strip() != "1":
+            pytest.skip("fs.protected_hardlinks is off on this machine")
+    secret = secret_file(daemon)
+    os.chmod(daemon.dir, 0o755)
+    os.chmod(inbox, 0o777)
+    run = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            "import os, sys; os.link(sys.argv[1], sys.argv[2])",
+            secret,
+            os.path.join(inbox, "stolen"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert run.returncode != 0 and "Operation not permitted" in run.stderr
+    assert not os.path.exists(os.path.join(inbox, "stolen"))
+
+
+def test_a_regular_abort_beside_the_tricks_is_claimed_once(daemon: Daemon) -> None:
+    """After all the refusals, the real thing still works: one claim, one push."""
+    save_file = os.path.join(daemon.dir, "real.chat")
+    os.makedirs(inbox_dir(save_file))
+    os.mkfifo(os.path.join(inbox_dir(save_file), "abort.fifo"))
+    with daemon.connect() as c:
+        c.call("session.open", {"save_file": save_file})
+        write_abort(save_file, "real")
+        assert c.notification("session.aborted", 5)["params"]["reason"] == "real"
+        time.sleep(0.5)
+        assert [m for m in c.notifications if m.get("method") == "session.aborted"] == []
+    assert os.listdir(inbox_removed_dir(save_file)) == ["abort"]

@@ -1,0 +1,151 @@
+"""Path escape: ``save_file`` must resolve under ``allowed_roots`` or get ``forbidden``.
+
+Tried over the wire on both methods that take a save file, against a daemon
+whose only allowed root is ``<tmp>/root``: ``..``, symlinked parent
+directories, relative paths, NUL bytes, very long paths, other users' and
+system directories, a root whose name is a prefix of another. Also: an inbox or
+removed directory that is itself a symlink out of the root is never followed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from scoutd import protocol
+from scoutd.strategies.inbox import inbox_dir, inbox_removed_dir, write_notice
+from tests.support.daemon import Daemon, LineClient
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    d = Daemon()
+    root = os.path.join(d.dir, "root")
+    outside = os.path.join(d.dir, "outside")
+    for path in (root, outside, os.path.join(root, "real"), os.path.join(d.dir, "rootevil")):
+        os.makedirs(path)
+    os.symlink(outside, os.path.join(root, "out-link"))
+    os.symlink(os.path.join(root, "real"), os.path.join(root, "in-link"))
+    os.symlink(os.path.join(root, "out-link"), os.path.join(root, "chain"))
+    os.symlink(os.path.join(root, "loop"), os.path.join(root, "loop"))
+    d.daemon["allowed_roots"] = [root]
+    d.write_config()
+    with d:
+        yield d
+
+
+def calls(c: LineClient, save_file: str) -> list[dict[str, object]]:
+    return [
+        c.call("session.open", {"save_file": save_file}),
+        c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file}),
+    ]
+
+
+def test_escapes_are_forbidden(daemon: Daemon) -> None:
+    root = os.path.join(daemon.dir, "root")
+    escapes = [
+        os.path.join(root, "..", "outside", "a.chat"),
+        os.path.join(root, "real", "..", "..", "outside", "a.chat"),
+        os.path.join(root, "out-link", "a.chat"),
+        os.path.join(root, "chain", "a.chat"),
+        os.path.join(root, "in-link", "..", "..", "outside", "a.chat"),
+        os.path.join(daemon.dir, "rootevil", "a.chat"),  # shares the root's name prefix
+        "a.chat",
+        "./root/a.chat",
+        "../a.chat",
+        "",
+        root + "/",
+        root + "/..",
+        os.path.join(root, "nul\x00.chat"),
+        "\x00",
+        "/" + "x" * 5000 + "/a.chat",
+        "/" + "/".join(["d" * 200] * 30) + "/a.chat",
+        "/etc/passwd",
+        "/root/.ssh/authorized_keys",
+        "/home/someone-else/chats/a.chat",
+        "/proc/1/environ",
+        "/dev/null",
+        "//etc/shadow",
+    ]
+    with daemon.connect() as c:
+        for save_file in escapes:
+            for reply in calls(c, save_file):
+                error = reply.get("error")
+                assert isinstance(error, dict), (save_file, reply)
+                assert error["code"] == protocol.FORBIDDEN, (save_file, reply)
+                assert error["data"]["reason"]
+        counts = c.call("status")["result"]["counts"]
+        assert counts["sessions"] == 0
+    assert "Traceback" not in daemon.log()
+
+
+def test_paths_that_stay_inside_are_served(daemon: Daemon) -> None:
+    root = os.path.join(daemon.dir, "root")
+    inside = [
+        os.path.join(root, "a.chat"),
+        os.path.join(root, "real", "..", "b.chat"),
+        os.path.join(root, "in-link", "c.chat"),  # a symlink that stays inside
+        os.path.join(root, "new", "dir", "d.chat"),  # need not exist yet
+        os.path.join(root, "x" * 250 + ".chat"),
+        os.path.join(root, "/".join(["d" * 200] * 30), "e.chat"),  # longer than PATH_MAX
+        os.path.join(root, "loop", "f.chat"),  # a symlink loop: nothing can be opened there
+    ]
+    with daemon.connect() as c:
+        for save_file in inside:
+            opened, prepared = calls(c, save_file)
+            assert "result" in opened, (save_file, opened)
+            assert "result" in prepared, (save_file, prepared)
+        assert c.call("status")["result"]["counts"]["sessions"] == len(inside)
+    assert not os.path.exists(os.path.join(root, "new"))  # nothing was created
+    assert "Traceback" not in daemon.log()
+
+
+def test_a_symlinked_save_file_is_not_followed(daemon: Daemon) -> None:
+    """The save file itself may be a symlink: its inbox is a sibling of the link."""
+    root = os.path.join(daemon.dir, "root")
+    target = os.path.join(daemon.dir, "outside", "victim.chat")
+    link = os.path.join(root, "link.chat")
+    os.symlink(target, link)
+    write_notice(link, "beside the link")
+    with daemon.connect() as c:
+        reply = c.call("prepare_prompt", {"messages": [], "save_file": link})
+        assert reply["result"]["messages"] == [{"role": "user", "content": "beside the link"}]
+    assert os.listdir(os.path.join(daemon.dir, "outside")) == []
+
+
+def test_an_inbox_symlinked_out_of_the_root_is_never_followed(daemon: Daemon) -> None:
+    root = os.path.join(daemon.dir, "root")
+    outside = os.path.join(daemon.dir, "outside")
+    with open(os.path.join(outside, "secret.txt"), "w") as handle:
+        handle.write("TOP SECRET")
+    with open(os.path.join(outside, "abort"), "w") as handle:
+        handle.write("someone else's abort")
+    save_file = os.path.join(root, "a.chat")
+    os.symlink(outside, inbox_dir(save_file))
+    with daemon.connect() as c:
+        c.call("session.open", {"save_file": save_file})
+        reply = c.call("prepare_prompt", {"messages": [], "save_file": save_file})
+        assert reply["result"]["messages"] == []
+        with pytest.raises(TimeoutError):  # the rescan (0.5 s) never claims it either
+            c.notification("session.aborted", 1.5)
+    assert sorted(os.listdir(outside)) == ["abort", "secret.txt"]
+    assert not os.path.exists(inbox_removed_dir(save_file))
+    assert "is a symbolic link, not followed" in daemon.log()
+
+
+def test_a_removed_directory_symlinked_out_of_the_root_is_never_followed(daemon: Daemon) -> None:
+    root = os.path.join(daemon.dir, "root")
+    outside = os.path.join(daemon.dir, "outside")
+    save_file = os.path.join(root, "b.chat")
+    write_notice(save_file, "stays home", name="note.txt")
+    os.symlink(outside, inbox_removed_dir(save_file))
+    with daemon.connect() as c:
+        reply = c.call("prepare_prompt", {"messages": [], "save_file": save_file})
+        assert reply["result"]["messages"] == []
+    assert os.listdir(outside) == []
+    assert os.listdir(inbox_dir(save_file)) == ["note.txt"]
+    assert "is a symbolic link, not followed" in daemon.log()

@@ -1,0 +1,179 @@
+"""Peer credentials: a client running as another uid is refused unless allowed.
+
+The client runs as uid/gid 65534 (``setpriv``), which needs root; without root
+these tests are skipped with that reason (visible in the summary).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from scoutd import protocol
+from scoutd.strategies.inbox import write_abort
+from tests.reliability.harness import NOBODY, ROOT, unprivileged_prefix
+from tests.support.daemon import Daemon
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to uid 65534 needs root")
+
+# Runs as uid 65534: one JSON-RPC exchange per argument after the socket path, through
+# scoutd.Client when the method is "client.status", raw otherwise.
+CLIENT = r"""
+import json, socket, sys
+from scoutd.client import Client
+from scoutd.errors import RemoteError
+path, out = sys.argv[1], []
+for raw in sys.argv[2:]:
+    request = json.loads(raw)
+    if request["method"] == "client.status":
+        try:
+            out.append({"result": Client(path, timeout=10).status()})
+        except RemoteError as exc:
+            out.append({"error": {"code": exc.code, "message": str(exc)}})
+        continue
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(path)
+    try:
+        s.sendall(json.dumps(request).encode() + b"\n")
+    except BrokenPipeError:  # refused and closed before we wrote: the refusal is readable
+        pass
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    out.append(json.loads(data) if data.strip() else None)
+    s.close()
+print(json.dumps(out))
+"""
+
+
+def as_nobody(socket_path: str, *requests: dict[str, Any]) -> list[Any]:
+    run = subprocess.run(
+        [*unprivileged_prefix(), sys.executable, "-c", CLIENT, socket_path]
+        + [json.dumps({"jsonrpc": "2.0", "id": 1, **r}) for r in requests],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    result: list[Any] = json.loads(run.stdout)
+    return result
+
+
+def open_daemon(**settings: Any) -> Daemon:
+    d = Daemon(daemon={"socket_mode": 0o666, **settings})
+    os.chmod(d.dir, 0o755)
+    return d
+
+
+@pytest.fixture
+def default_daemon() -> Iterator[Daemon]:
+    with open_daemon() as d:
+        yield d
+
+
+def test_another_uid_is_refused_by_default(default_daemon: Daemon) -> None:
+    d = default_daemon
+    raw, library = as_nobody(d.socket_path, {"method": "status"}, {"method": "client.status"})
+    assert raw["id"] is None and raw["error"]["code"] == protocol.FORBIDDEN
+    assert f"uid {NOBODY}" in raw["error"]["data"]["reason"]
+    assert library["error"]["code"] == protocol.FORBIDDEN
+    with d.connect() as c:  # the daemon goes on for everyone else
+        assert c.call("status")["result"]["counts"]["errors"] >= 2
+    assert f"refused connection: peer uid {NOBODY}" in d.log()
+
+
+def test_a_listed_gid_is_let_in() -> None:
+    with open_daemon(allowed_gids=[NOBODY]) as d:
+        [raw] = as_nobody(d.socket_path, {"method": "status"})
+        assert "result" in raw
+
+
+def test_another_uid_cannot_use_or_close_a_session_it_did_not_open() -> None:
+    with open_daemon(allowed_uids=[0, NOBODY]) as d, d.connect() as c:
+        root = os.path.join(d.dir, "chats")
+        os.makedirs(root)
+        session = c.call("session.open", {"save_file": os.path.join(root, "r.chat")})["result"]
+        close, prepare = as_nobody(
+            d.socket_path,
+            {"method": "session.close", "params": {"session": session["session"]}},
+            {"method": "prepare_prompt", "params": {"messages": [], "session": session["session"]}},
+        )
+        assert close["error"]["code"] == protocol.UNKNOWN_SESSION
+        assert prepare["error"]["code"] == protocol.UNKNOWN_SESSION
+        assert c.call("status")["result"]["counts"]["sessions"] == 1
+
+
+def test_an_abort_never_signals_a_process_of_another_uid() -> None:
+    """uid 65534 registers the pid of a root process: the abort must not kill it."""
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with open_daemon(allowed_uids=[0, NOBODY], abort_signal="KILL") as d:
+            save_file = os.path.join(d.dir, "victim.chat")
+            os.chmod(d.dir, 0o777)
+            # a session of uid 65534 on a connection that stays open, naming root's process
+            keeper = subprocess.Popen(
+                [
+                    *unprivileged_prefix(),
+                    sys.executable,
+                    "-c",
+                    KEEPER,
+                    d.socket_path,
+                    save_file,
+                    str(victim.pid),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd="/",
+                env={**os.environ, "PYTHONPATH": ROOT},
+            )
+            try:
+                assert keeper.stdout is not None
+                assert keeper.stdout.readline().strip() == "open"
+                write_abort(save_file, "try to kill root's process")
+                assert keeper.stdout.readline().strip() == "aborted"
+                time.sleep(0.3)
+                assert victim.poll() is None  # still alive
+                assert "not signalling pid" in d.log()
+            finally:
+                keeper.kill()
+                keeper.wait(10)
+                if keeper.stdout is not None:
+                    keeper.stdout.close()
+    finally:
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+
+
+KEEPER = r"""
+import json, socket, sys
+path, save_file, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(20)
+s.connect(path)
+request = {"jsonrpc": "2.0", "id": 1, "method": "session.open",
+           "params": {"save_file": save_file, "pid": pid}}
+s.sendall(json.dumps(request).encode() + b"\n")
+reader = s.makefile("rb")
+assert "result" in json.loads(reader.readline())
+print("open", flush=True)
+while True:
+    message = json.loads(reader.readline())
+    if message.get("method") == "session.aborted":
+        print("aborted", flush=True)
+        break
+"""

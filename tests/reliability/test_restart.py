@@ -1,0 +1,161 @@
+"""Daemon restarts with sessions open: a clean drop, then a reconnect when asked.
+
+Clients must see the connection end as :class:`DaemonUnavailable` (never a hang,
+a decode error or half a line), sessions must report the loss, and a client made
+with ``reconnect=True`` (or calling ``reconnect()``) must come back to the new
+daemon with bounded exponential backoff.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+from scoutd.client import AsyncClient, Client
+from scoutd.errors import DaemonUnavailable
+from tests.support.daemon import Daemon, wait_for
+
+LOSS = 5.0  # seconds for a client to notice that the daemon is gone
+
+GATE = '''
+import os, time
+
+def gate(messages):
+    """Hold the request until gate.release exists (bounded), after creating gate.started."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    open(os.path.join(here, "gate.started"), "w").close()
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(here, "gate.release")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return messages
+'''
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    d = Daemon(plugins={"gate": "gate:gate"}, daemon={"shutdown_timeout": 2.0})
+    with open(os.path.join(d.dir, "gate.py"), "w") as handle:
+        handle.write(GATE)
+    with d:
+        yield d
+
+
+def restart_later(d: Daemon, delay: float) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay)
+        d.start()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_sessions_and_raw_clients_see_a_clean_drop(daemon: Daemon, how: signal.Signals) -> None:
+    save_file = os.path.join(daemon.dir, "agent.chat")
+    with Client(daemon.socket_path, timeout=10) as client, daemon.connect() as raw:
+        session = client.open_session(save_file)
+        assert "result" in raw.call("session.open", {"save_file": save_file})
+        daemon.signal(how)
+        daemon.wait(10)
+        started = time.monotonic()
+        with pytest.raises(DaemonUnavailable, match="lost"):
+            session.wait_aborted(LOSS)
+        assert time.monotonic() - started < LOSS
+        assert session.lost and not session.aborted
+        assert raw.read_line(LOSS) == b""  # an end of stream, not half a line
+        with pytest.raises(DaemonUnavailable, match="cannot connect"):
+            client.status()
+
+
+def test_a_request_in_flight_fails_cleanly_when_the_daemon_is_killed(daemon: Daemon) -> None:
+    failure: list[BaseException] = []
+
+    def call() -> None:
+        with Client(daemon.socket_path, timeout=20) as client:
+            try:
+                client.prepare_prompt([{"role": "user", "content": "x"}], "gate")
+            except BaseException as exc:
+                failure.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    wait_for(lambda: os.path.exists(os.path.join(daemon.dir, "gate.started")), 10, "the gate")
+    daemon.signal(signal.SIGKILL)
+    caller.join(LOSS)
+    assert not caller.is_alive()
+    [error] = failure
+    assert isinstance(error, DaemonUnavailable)
+
+
+def test_reconnect_waits_for_the_restarted_daemon_with_backoff(daemon: Daemon) -> None:
+    save_file = os.path.join(daemon.dir, "again.chat")
+    with Client(daemon.socket_path, timeout=15, reconnect=True) as client:
+        old = client.open_session(save_file)
+        daemon.signal(signal.SIGKILL)
+        daemon.wait(10)
+        restarter = restart_later(daemon, 1.0)
+        started = time.monotonic()
+        try:
+            status = client.status()  # waits for the new daemon instead of failing
+        finally:
+            restarter.join(30)
+        assert 0.9 < time.monotonic() - started < 15
+        assert status["counts"]["sessions"] == 0  # sessions do not survive their daemon
+        assert old.lost
+        with client.session(save_file) as new:
+            assert not new.lost
+            assert client.status()["counts"]["sessions"] == 1
+
+
+def test_reconnect_is_bounded_by_the_timeout() -> None:
+    path = "/tmp/scoutd-no-such-daemon.sock"
+    started = time.monotonic()
+    with pytest.raises(DaemonUnavailable, match=r"after \d+ attempts"):
+        Client(path, timeout=1.0, reconnect=True).status()
+    elapsed = time.monotonic() - started
+    assert 0.7 < elapsed < 3.0
+    started = time.monotonic()
+    with pytest.raises(DaemonUnavailable) as caught:  # without reconnect: at once
+        Client(path, timeout=1.0).status()
+    assert time.monotonic() - started < 0.5
+    assert "attempts" not in str(caught.value)
+
+
+def test_explicit_reconnect(daemon: Daemon) -> None:
+    with Client(daemon.socket_path, timeout=15) as client:
+        first = client.status()["uptime"]
+        daemon.stop()
+        restarter = restart_later(daemon, 0.5)
+        try:
+            client.reconnect()
+        finally:
+            restarter.join(30)
+        assert client.status()["uptime"] < first + 30  # a new daemon answers
+        assert client.status()["counts"]["connections"] >= 1
+
+
+@pytest.mark.anyio
+async def test_async_client_drop_and_reconnect(daemon: Daemon) -> None:
+    save_file = os.path.join(daemon.dir, "async.chat")
+    async with AsyncClient(daemon.socket_path, timeout=15, reconnect=True) as client:
+        async with client.session(save_file) as session:
+            daemon.signal(signal.SIGKILL)
+            await anyio.to_thread.run_sync(daemon.wait, 10)
+            with pytest.raises(DaemonUnavailable):
+                await session.wait_aborted(LOSS)
+            assert session.lost
+            restarter = restart_later(daemon, 1.0)
+            try:
+                status = await client.status()
+            finally:
+                await anyio.to_thread.run_sync(restarter.join, 30)
+            assert status["counts"]["sessions"] == 0
+        await client.reconnect()
+        assert (await client.status())["counts"]["connections"] >= 1

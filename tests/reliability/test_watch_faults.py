@@ -1,0 +1,192 @@
+"""Watch faults (SPEC section 9): missed file events never lose an abort.
+
+The inbox deleted and re-created under an open session, a flood of thousands
+of files, a hand-off queue that overflows, an exception in the watchdog handler
+thread, and the polling observer: each abort still reaches its session, at
+once or at the latest after one periodic rescan (``rescan_interval``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from scoutd.strategies.inbox import inbox_dir, inbox_removed_dir, write_abort
+from tests.reliability.harness import FaultDaemon
+from tests.support.daemon import Daemon, LineClient
+
+# Seconds an abort may take beyond the rescan interval: the rescan's own work, a
+# busy CI machine. "At once" pushes measure in milliseconds (docs/RELIABILITY.md).
+SLACK = 2.5
+AT_ONCE = 1.0
+
+
+def open_session(c: LineClient, save_file: str) -> str:
+    reply = c.call("session.open", {"save_file": save_file})
+    assert "result" in reply, reply
+    return str(reply["result"]["session"])
+
+
+def push_delay(c: LineClient, save_file: str, reason: str, bound: float) -> float:
+    """Drop an abort and return how long its ``session.aborted`` took (fail after ``bound``)."""
+    started = time.monotonic()
+    write_abort(save_file, reason)
+    note = c.notification("session.aborted", bound)
+    assert note["params"]["reason"] == reason
+    return time.monotonic() - started
+
+
+def abort_records(save_file: str) -> list[str]:
+    removed = inbox_removed_dir(save_file)
+    return sorted(n for n in os.listdir(removed) if n.startswith("abort"))
+
+
+@pytest.fixture(params=["native", "poll"])
+def daemon(request: pytest.FixtureRequest) -> Iterator[Daemon]:
+    with Daemon(daemon={"watch_mode": request.param, "rescan_interval": 0.5}) as d:
+        yield d
+
+
+def test_inbox_deleted_and_recreated_while_a_session_is_open(daemon: Daemon) -> None:
+    """Removed with rmtree, or renamed away and replaced by another directory: 6 rounds."""
+    save_file = os.path.join(daemon.dir, "agent.chat")
+    inbox = inbox_dir(save_file)
+    os.makedirs(inbox)
+    with daemon.connect() as c:
+        open_session(c, save_file)
+        for round_number in range(6):
+            if round_number % 2:
+                aside = os.path.join(daemon.dir, f"aside-{round_number}")
+                fresh = os.path.join(daemon.dir, f"fresh-{round_number}")
+                os.makedirs(fresh)
+                os.rename(inbox, aside)
+                os.rename(fresh, inbox)
+            else:
+                shutil.rmtree(inbox)
+                os.makedirs(inbox)
+            push_delay(c, save_file, f"round {round_number}", 0.5 + SLACK)
+        assert len(abort_records(save_file)) == 6
+        assert not os.path.exists(os.path.join(inbox, "abort"))
+
+
+def test_a_flood_of_files_loses_no_abort() -> None:
+    """30,000 files at once overflow the kernel queue or the hand-off; the abort still comes."""
+    with Daemon(daemon={"rescan_interval": 1.0}) as d, d.connect() as c:
+        save_file = os.path.join(d.dir, "flood.chat")
+        inbox = inbox_dir(save_file)
+        os.makedirs(inbox)
+        open_session(c, save_file)
+        for n in range(30_000):
+            os.close(os.open(os.path.join(inbox, f"n{n:05d}"), os.O_CREAT | os.O_WRONLY, 0o644))
+        push_delay(c, save_file, "after the flood", 1.0 + SLACK + 5)
+        assert len(os.listdir(inbox)) == 30_000  # the notices are left for the strategy
+        assert "result" in c.call("status")
+
+
+OVERFLOW_FAULTS = """
+import scoutd.watcher
+scoutd.watcher.MAX_PENDING_PATHS = 0  # every hand-off overflows: all paths are dropped
+"""
+
+
+def test_an_overflowing_hand_off_rechecks_every_inbox() -> None:
+    with FaultDaemon(OVERFLOW_FAULTS, daemon={"rescan_interval": 30.0}) as d, d.connect() as c:
+        save_file = os.path.join(d.dir, "over.chat")
+        inbox = inbox_dir(save_file)
+        os.makedirs(inbox)
+        open_session(c, save_file)
+        for n in range(500):
+            os.close(os.open(os.path.join(inbox, f"n{n:03d}"), os.O_CREAT | os.O_WRONLY, 0o644))
+        # no path reaches the registry, and the rescan is 30 s away: only the recheck
+        # that an overflow triggers can find the abort
+        for n in range(3):
+            assert push_delay(c, save_file, f"overflowed {n}", 10) < 10
+        assert "file events were lost" in d.log()
+
+
+HANDLER_FAULTS = """
+import os
+import scoutd.watcher
+
+TOGGLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults.on")
+
+
+class FlakyLoop:
+    # the handler thread hands every path over through this call: make it fail
+    def __init__(self, loop):
+        self._loop = loop
+
+    def call_soon_threadsafe(self, *args):
+        if os.path.exists(TOGGLE):
+            raise ValueError("injected fault in the watch handler")
+        return self._loop.call_soon_threadsafe(*args)
+
+
+_enter = scoutd.watcher.FsWatcher.__aenter__
+
+
+async def __aenter__(self):
+    result = await _enter(self)
+    self._loop = FlakyLoop(self._loop)
+    return result
+
+
+scoutd.watcher.FsWatcher.__aenter__ = __aenter__
+"""
+
+
+def test_an_exception_in_the_handler_thread_loses_no_abort_and_watching_goes_on() -> None:
+    rescan = 2.0
+    d = FaultDaemon(HANDLER_FAULTS, daemon={"rescan_interval": rescan})
+    with d, d.connect() as c:
+        save_file = os.path.join(d.dir, "flaky.chat")
+        os.makedirs(inbox_dir(save_file))
+        open_session(c, save_file)
+        assert push_delay(c, save_file, "before", AT_ONCE + SLACK) < AT_ONCE + SLACK
+        d.fault(True)
+        for n in range(3):  # every event fails: only the periodic rescan can find them
+            push_delay(c, save_file, f"during {n}", rescan + SLACK)
+        assert "could not be handed to the event loop" in d.log()
+        d.fault(False)
+        # the observer thread survived: pushes are immediate again
+        assert push_delay(c, save_file, "after", AT_ONCE + SLACK) < AT_ONCE + SLACK
+        assert len(abort_records(save_file)) == 5
+
+
+DISPATCH_FAULTS = """
+import os
+import scoutd.watcher
+
+TOGGLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults.on")
+_dispatch = scoutd.watcher._Handoff.dispatch
+
+
+def dispatch(self, event):
+    # a bug that escapes the handler ends watchdog's observer thread
+    if os.path.exists(TOGGLE):
+        raise ValueError("injected fault escaping the watch handler")
+    _dispatch(self, event)
+
+
+scoutd.watcher._Handoff.dispatch = dispatch
+"""
+
+
+def test_even_a_dead_observer_thread_loses_no_abort() -> None:
+    rescan = 1.0
+    d = FaultDaemon(DISPATCH_FAULTS, daemon={"rescan_interval": rescan})
+    with d, d.connect() as c:
+        save_file = os.path.join(d.dir, "dead.chat")
+        os.makedirs(inbox_dir(save_file))
+        open_session(c, save_file)
+        d.fault(True)
+        push_delay(c, save_file, "observer killed", rescan + SLACK)
+        d.fault(False)
+        for n in range(2):
+            push_delay(c, save_file, f"afterwards {n}", rescan + SLACK)
+        assert "injected fault escaping the watch handler" in d.log()
+        assert "result" in c.call("status")
