@@ -15,12 +15,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,22 +42,11 @@ def _use_the_checkout() -> None:
 
 _use_the_checkout()
 
+# The daemon harness shared with the test suite (importable: the checkout is on sys.path).
+from tests.support.daemon import LineClient, toml_text, wait_for  # noqa: E402
+
 START_TIMEOUT = 20.0  # seconds for a daemon to answer `status` after exec
 STOP_TIMEOUT = 15.0  # seconds for SIGTERM before SIGKILL
-
-
-def wait_for(
-    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.01
-) -> Any:
-    """Poll ``predicate()`` until truthy; raise TimeoutError after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -107,115 +94,6 @@ def open_fds(pid: int) -> int:
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return 0
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def toml_text(tables: Mapping[str, Mapping[str, Any]]) -> str:
-    lines: list[str] = []
-    for table, keys in tables.items():
-        lines.append(f"[{table}]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in keys.items())
-        lines.append("")
-    return "\n".join(lines)
-
-
-class LineClient:
-    """A blocking JSON-lines client on one raw Unix socket; responses matched by ``id``."""
-
-    def __init__(self, path: str, timeout: float = 10.0) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(path)
-        except BaseException:
-            self.sock.close()
-            raise
-        self.timeout = timeout
-        self.buffer = b""
-        self.next_id = 0
-        self.notifications: list[dict[str, Any]] = []
-        self.responses: dict[Any, dict[str, Any]] = {}
-
-    def __enter__(self) -> LineClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def request(self, method: str, params: Any = None, id: Any = None) -> Any:
-        if id is None:
-            self.next_id += 1
-            id = self.next_id
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.sock.sendall(json.dumps(message).encode() + b"\n")
-        return id
-
-    def read_line(self, timeout: float | None = None) -> bytes:
-        """The next raw line without its newline; b"" when the daemon closed the connection."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("no complete line from the daemon")
-            self.sock.settimeout(remaining)
-            try:
-                chunk = self.sock.recv(1 << 20)
-            except TimeoutError:
-                raise TimeoutError("no complete line from the daemon") from None
-            if not chunk:
-                return b""
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
-
-    def recv(self, timeout: float | None = None) -> dict[str, Any]:
-        line = self.read_line(timeout)
-        if not line:
-            raise EOFError("the daemon closed the connection")
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    def _file(self, message: dict[str, Any]) -> None:
-        if "id" in message:
-            self.responses[message["id"]] = message
-        else:
-            self.notifications.append(message)
-
-    def response(self, id: Any, timeout: float | None = None) -> dict[str, Any]:
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        while id not in self.responses:
-            self._file(self.recv(max(0.0, deadline - time.monotonic())))
-        return self.responses.pop(id)
-
-    def call(self, method: str, params: Any = None, timeout: float | None = None) -> dict[str, Any]:
-        return self.response(self.request(method, params), timeout)
-
-    def notification(self, method: str, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            for i, message in enumerate(self.notifications):
-                if message.get("method") == method:
-                    return self.notifications.pop(i)
-            self._file(self.recv(max(0.0, deadline - time.monotonic())))
 
 
 class Daemon:
