@@ -37,6 +37,8 @@ from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
 __all__ = ["DeltaDecoder", "DeltaEncoder", "DeltaMismatch", "PromptDelta", "SessionPrompt"]
 
 EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
+# Strategies that leave the messages they get in place (they may only append).
+APPENDING_STRATEGIES = frozenset(("inbox", "none"))
 _encode = msgspec.json.Encoder().encode
 
 
@@ -53,20 +55,20 @@ class _Repeats:
         self.latest: dict[bytes, int] = {}  # newest output number of each repeated key
 
     def add(self, index: ToolIndex, call_slots: Sequence[int]) -> None:
-        for slot, key in zip(
-            call_slots, call_keys([index.bodies[s] for s in call_slots]), strict=True
-        ):
+        """Count the pairs completed by ``call_slots`` (O(log n) each, usually)."""
+        keys = call_keys([index.bodies[s] for s in call_slots])
+        for slot, key in zip(call_slots, keys, strict=True):
             number = index.numbers[slot]
             seen = self.occurrences.setdefault(key, [])
-            before = [n for _, n in seen[1:]]
-            bisect.insort(seen, (slot, number))
-            after = [n for _, n in seen[1:]]
-            for gone in before:
-                self.numbers.pop(bisect.bisect_left(self.numbers, gone))
-            for n in after:
-                bisect.insort(self.numbers, n)
-            if len(seen) > 1:
-                self.latest[key] = max(n for _, n in seen)
+            place = bisect.bisect(seen, (slot, number))
+            seen.insert(place, (slot, number))
+            if len(seen) < 2:
+                continue
+            # Every occurrence after the first, in call order, is a repeat: a late
+            # pair that is first in call order turns the former first into one.
+            other = seen[1][1] if place == 0 else seen[0][1]
+            bisect.insort(self.numbers, other if place == 0 else number)
+            self.latest[key] = max(self.latest.get(key, 0), number, other)
 
 
 @dataclass(slots=True)
@@ -135,9 +137,11 @@ class SessionPrompt:
             self._last = None
             return prepare(self.messages, names, save_file=save_file, config=config), 0
         core, report, stable = self._epoch_round(tuple(names), config)
-        rest = prepare(core, names[1:], save_file=save_file, config=config) if names[1:] else None
-        if rest is None:
+        if not names[1:]:
             return Prepared(messages=core, report=[report]), stable
+        rest = prepare(core, names[1:], save_file=save_file, config=config)
+        if not APPENDING_STRATEGIES.issuperset(names[1:]):
+            stable = 0  # a later strategy may rewrite the core: nothing is known to stay
         return Prepared(messages=rest.messages, report=[report, *rest.report]), stable
 
     def _epoch_round(
@@ -270,6 +274,8 @@ class DeltaEncoder(_Checksummed):
         """
         previous = self.prompt
         keep = min(stable, len(previous), len(prompt))
+        if keep and previous[keep - 1] is not prompt[keep - 1]:
+            keep = 0  # the hint does not hold (a stable prefix shares its objects)
         limit = min(len(previous), len(prompt))
         while keep < limit and (previous[keep] is prompt[keep] or previous[keep] == prompt[keep]):
             keep += 1
