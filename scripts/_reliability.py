@@ -13,11 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,8 +39,12 @@ def _use_the_checkout() -> None:
 
 _use_the_checkout()
 
-# The daemon harness shared with the test suite (importable: the checkout is on sys.path).
-from tests.support.daemon import LineClient, toml_text, wait_for  # noqa: E402
+# The daemon harness of the test suite (importable: the checkout is on sys.path).
+from tests.support import daemon as suite  # noqa: E402
+
+LineClient = suite.LineClient
+toml_text = suite.toml_text
+wait_for = suite.wait_for
 
 START_TIMEOUT = 20.0  # seconds for a daemon to answer `status` after exec
 STOP_TIMEOUT = 15.0  # seconds for SIGTERM before SIGKILL
@@ -96,13 +97,12 @@ def open_fds(pid: int) -> int:
         return 0
 
 
-class Daemon:
-    """One ``python -m scoutd.server`` subprocess with its own temp dir, config and log.
+class Daemon(suite.Daemon):
+    """The test suite's daemon harness with the campaign's defaults.
 
-    ``settings`` become the ``[daemon]`` table (socket in the temp dir and
-    ``allowed_roots`` = the temp dir unless given); ``prompt`` the ``[prompt]``
-    table. ``prefix`` wraps the command (e.g. a ``ulimit``). The daemon's stderr
-    goes to ``log_path``; :meth:`cleanup` stops it and removes the temp dir.
+    ``settings`` become the ``[daemon]`` table (logs at info, the configured
+    rescan interval), ``prefix`` wraps the command (e.g. a ``ulimit``), and
+    ``starts`` counts the starts (the chaos run kills and restarts it).
     """
 
     def __init__(
@@ -113,121 +113,19 @@ class Daemon:
         prefix: Sequence[str] = (),
         directory: str | None = None,
     ) -> None:
-        self.dir = directory or tempfile.mkdtemp(prefix="sd", dir="/tmp")
-        self._own_dir = directory is None
-        self.socket_path = os.path.join(self.dir, "s.sock")
-        self.config_path = os.path.join(self.dir, "scoutd.toml")
-        self.log_path = os.path.join(self.dir, "daemon.log")
-        self.settings = {
-            "socket_path": self.socket_path,
-            "allowed_roots": [self.dir],
-            "log_level": "info",
-            **(settings or {}),
-        }
-        self.prompt = dict(prompt or {})
-        self.prefix = list(prefix)
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(
+            prompt=prompt,
+            daemon={"log_level": "info", "rescan_interval": 5.0, **(settings or {})},
+            argv_prefix=prefix,
+            directory=directory,
+        )
+        self.settings = self.daemon
         self.starts = 0
-        tables: dict[str, Mapping[str, Any]] = {"daemon": self.settings}
-        if self.prompt:
-            tables["prompt"] = self.prompt
-        with open(self.config_path, "w", encoding="utf-8") as handle:
-            handle.write(toml_text(tables))
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self, timeout: float = START_TIMEOUT) -> Daemon:
-        env = dict(os.environ)
-        for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS"):
-            env.pop(name, None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
-        command = [
-            *self.prefix,
-            sys.executable,
-            "-m",
-            "scoutd.server",
-            "--config",
-            self.config_path,
-            "--socket",
-            self.socket_path,
-        ]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=self.dir
-            )
+    def start(self, *, wait: bool = True, timeout: float = START_TIMEOUT) -> Daemon:
         self.starts += 1
-        self.wait_ready(timeout)
+        super().start(wait=wait, timeout=timeout)
         return self
-
-    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
-        def answers() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"daemon exited with {self.proc.returncode}:\n{self.log()[-4000:]}"
-                )
-            try:
-                with LineClient(self.socket_path, timeout=2) as client:
-                    return "result" in client.call("status")
-            except (OSError, EOFError, ValueError):
-                return False
-
-        wait_for(answers, timeout, "the daemon to answer", interval=0.02)
-
-    def kill(self) -> None:
-        """SIGKILL: the daemon gets no chance to clean up (its socket file stays)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(STOP_TIMEOUT)
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT)
-        return self.proc.returncode
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def rss_kib(self) -> int:
-        return proc_status(self.pid, "VmRSS")
-
-    def log(self) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as handle:
-                return handle.read()
-        except OSError:
-            return ""
-
-    def status(self, timeout: float = 10.0) -> dict[str, Any]:
-        with LineClient(self.socket_path, timeout) as client:
-            result: dict[str, Any] = client.call("status")["result"]
-            return result
-
-    def cleanup(self, keep: bool = False) -> None:
-        self.stop()
-        if self._own_dir and not keep:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> Daemon:
-        try:
-            self.start()
-        except BaseException:
-            self.cleanup()
-            raise
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.cleanup()
 
 
 def conversation(pairs: int, *, output_size: int = 700, tag: str = "") -> list[dict[str, Any]]:

@@ -279,7 +279,7 @@ class Daemon:
             try:
                 with LineClient(self.socket_path, timeout=2) as client:
                     return "result" in client.call("status")
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or closed while starting
                 return False
 
         wait_for(answers, timeout, "the daemon to answer")
@@ -305,9 +305,38 @@ class Daemon:
                 self.proc.wait(timeout)
         return self.proc.returncode
 
-    def cleanup(self) -> None:
+    def kill(self) -> None:
+        """SIGKILL: the daemon gets no chance to clean up (its socket file stays)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def rss_kib(self) -> int:
+        """The daemon's resident memory (``VmRSS`` of /proc/PID/status), in KiB."""
+        with open(f"/proc/{self.pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError(f"no VmRSS in /proc/{self.pid}/status")
+
+    def status(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The result of a ``status`` call on a new connection."""
+        with LineClient(self.socket_path, timeout) as client:
+            result: dict[str, Any] = client.call("status")["result"]
+            return result
+
+    def cleanup(self, keep: bool = False) -> None:
+        """Stop the daemon and remove its temp dir (unless ``keep``)."""
         self.stop()
-        if self._own_dir:
+        if self._own_dir and not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def log(self) -> str:
