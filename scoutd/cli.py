@@ -375,7 +375,9 @@ def _cmd_config_show(args: argparse.Namespace) -> int:
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
     # The file alone: environment variables would be a different thing to check.
-    resolve_config(args.file, environ={})
+    from .server import load_daemon_config  # the daemon's modules: loaded only when needed
+
+    load_daemon_config(args.file, environ={})
     print(f"ok: {args.file}")
     return EXIT_OK
 

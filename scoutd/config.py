@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_NOTICE",
     "DEFAULT_STRATEGIES",
+    "TIGHTEN_ONLY",
     "Config",
     "DaemonConfig",
     "PromptConfig",
@@ -45,6 +46,9 @@ DEFAULT_NOTICE = (
 )
 
 MIB = 1024 * 1024
+# [prompt] keys that bound what one call may read or return: a per-call override
+# may lower them, never raise them past the operator's value.
+TIGHTEN_ONLY = frozenset(("inbox_max_bytes", "inbox_max_total_bytes"))
 SECONDS = 1.0
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -77,6 +81,7 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     epoch_increment_max_compacted_tool_calls: Count = 160
     # inbox (section 7)
     inbox_max_bytes: Positive = 1 * MIB
+    inbox_max_total_bytes: Positive = 8 * MIB  # all notices of one call together
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.epoch_increment_compacted_growth_ratio):
@@ -112,6 +117,20 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_session_messages: Positive = 1_000_000
     max_session_bytes: Positive = 1024 * MIB
     session_idle_timeout: Duration = 3600 * SECONDS
+    max_connections_per_uid: Positive = 128
+    max_queued_response_bytes: Positive = 64 * MIB  # per connection: answers not yet read
+    max_pending_request_bytes: Positive = 256 * MIB  # all connections: requests not yet decoded
+
+    def __post_init__(self) -> None:
+        # Paths are checked here, with the rest, so that the daemon and
+        # `scoutd config check` refuse the same files (docs/OPERATIONS.md).
+        if not self.allowed_roots:
+            raise ValueError("allowed_roots must list at least one directory")
+        for root in self.allowed_roots:
+            if "\0" in root or not os.path.isabs(root):
+                raise ValueError(f"allowed_roots entry {root!r} is not an absolute path")
+        if "\0" in self.socket_path or not self.socket_path:
+            raise ValueError(f"socket_path {self.socket_path!r} is not a path")
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -196,6 +215,10 @@ def _read_file(path: str) -> _FileLayout:
             raw = handle.read()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    if not raw.strip():
+        # An empty file is what a reader sees in the middle of many writes: never
+        # take it for "all defaults", which would widen allowed_roots to "/".
+        raise ConfigError(f"config file {path} is empty")
     try:
         return msgspec.toml.decode(raw, type=_FileLayout)
     except msgspec.ValidationError as exc:
@@ -247,13 +270,21 @@ def with_overrides(config: Config, overrides: Mapping[str, Any] | None) -> Confi
     """Return ``config`` with per-call overrides of ``[prompt]`` keys applied.
 
     Only ``[prompt]`` keys may be overridden per call; plugins and daemon keys
-    come from the operator alone.
+    come from the operator alone, and the limits in :data:`TIGHTEN_ONLY` may
+    only be lowered (ConfigError otherwise).
     """
     if not overrides:
         return config
     if not isinstance(overrides, Mapping):
         raise ConfigError(f"config overrides must be a mapping, got {type(overrides).__name__}")
     layer = _validated_layer(overrides, PromptConfig, "prompt", "per-call overrides")
+    for key in TIGHTEN_ONLY.intersection(layer):
+        limit = getattr(config.prompt, key)
+        if layer[key] > limit:
+            raise ConfigError(
+                f"per-call override {key} = {layer[key]} is above the operator's limit"
+                f" ({limit}); an override may only lower it"
+            )
     origins = dict(config.origins)
     origins.update({f"prompt.{key}": "override" for key in layer})
     return msgspec.structs.replace(

@@ -103,14 +103,23 @@ class SessionPrompt:
     _late_pairing: bool = False
 
     def extend(self, messages: Sequence[Any]) -> None:
-        """Append messages to the conversation (O(len(messages)))."""
+        """Append messages to the conversation (O(len(messages))).
+
+        Atomic: if it raises, the conversation is exactly as before.
+        """
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise TypeError("messages must be a list of messages")
         start = len(self.messages)
         tools = len(self.index.indices)
+        chars = content_chars(messages)
         self.messages += messages
-        self.chars += content_chars(messages)
-        self.index.extend(self.messages, start)
+        try:
+            # Parsing, the only step that can fail, comes before the index changes.
+            self.index.extend(self.messages, start)
+        except BaseException:
+            del self.messages[start:]
+            raise
+        self.chars += chars
         if any(slot < tools for slot in self.index.paired):
             self._late_pairing = True  # an older call took its own output's place
         if self.index.paired:
@@ -121,6 +130,14 @@ class SessionPrompt:
         self.messages, self.chars, self._last = [], 0, None
         self.index, self._repeats, self._late_pairing = ToolIndex(), _Repeats(), False
         self.extend(messages)
+
+    def truncate(self, length: int) -> None:
+        """Go back to the first ``length`` messages, as after a failed round.
+
+        Rebuilds the index (O(length)): only the failure path pays for it.
+        """
+        if length < len(self.messages):
+            self.reset(self.messages[:length])
 
     def prepare(
         self,

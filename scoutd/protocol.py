@@ -13,6 +13,7 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 
 import msgspec
 
+from .paths import safe_value
 from .strategies.report import StrategyReport
 
 __all__ = [
@@ -395,20 +396,33 @@ def decode_params(request: Request, kind: type[_S]) -> _S:
         raise ProtocolError(INVALID_PARAMS, f"invalid params: {exc}", id=request.id) from None
 
 
+def _encode_line(message: msgspec.Struct) -> bytes:
+    """One JSON line; never raises for a string that holds lone surrogates.
+
+    A path that is not valid UTF-8 reaches us as such a string (in an abort
+    reason, an error message): the line is then encoded again with every
+    string escaped (:func:`scoutd.paths.safe_text`) instead of failing.
+    """
+    try:
+        return _encoder.encode(message) + b"\n"
+    except UnicodeEncodeError:
+        return _encoder.encode(safe_value(msgspec.to_builtins(message))) + b"\n"
+
+
 def encode_result(id: RequestId, result: Any) -> bytes:
     """A success response line (with its trailing newline)."""
-    return _encoder.encode(_ResultResponse(jsonrpc="2.0", id=id, result=result)) + b"\n"
+    return _encode_line(_ResultResponse(jsonrpc="2.0", id=id, result=result))
 
 
 def encode_error(id: RequestId, code: int, message: str, data: Any = None) -> bytes:
     """An error response line (with its trailing newline)."""
     error = ErrorObject(code=code, message=message, data=data)
-    return _encoder.encode(_ErrorResponse(jsonrpc="2.0", id=id, error=error)) + b"\n"
+    return _encode_line(_ErrorResponse(jsonrpc="2.0", id=id, error=error))
 
 
 def encode_notification(method: str, params: Any) -> bytes:
     """A server-to-client notification line (no ``id``)."""
-    return _encoder.encode(Notification(jsonrpc="2.0", method=method, params=params)) + b"\n"
+    return _encode_line(Notification(jsonrpc="2.0", method=method, params=params))
 
 
 # --- framing ----------------------------------------------------------------------------
@@ -438,6 +452,11 @@ class LineReader:
     @property
     def partial(self) -> bool:
         return self.started is not None
+
+    @property
+    def pending(self) -> int:
+        """Bytes of the unfinished line held now."""
+        return self._size
 
     def feed(self, data: bytes, now: float) -> list[bytes | None]:
         out: list[bytes | None] = []

@@ -9,16 +9,21 @@ and per request; nothing here raises for a malformed input other than
 from __future__ import annotations
 
 import os
+import pwd
 import socket
+import stat
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .config import DaemonConfig
+from .paths import display_path
+from .strategies.inbox import inbox_dir
 
 __all__ = [
     "Forbidden",
     "PeerCred",
+    "check_access",
     "check_peer",
     "check_save_file",
     "peer_credentials",
@@ -90,7 +95,8 @@ def check_save_file(save_file: str, roots: Iterable[str]) -> str:
     resolved = os.path.join(os.path.realpath(directory), base)
     for root in roots:
         try:
-            if os.path.commonpath([root, resolved]) == root:
+            # Strictly inside: the inbox and its record are siblings of the save file.
+            if resolved != root and os.path.commonpath([root, resolved]) == root:
                 return resolved
         except ValueError:
             continue
@@ -105,3 +111,70 @@ def process_owned_by(pid: int, uid: int) -> bool:
         return os.stat(f"/proc/{pid}").st_uid == uid
     except OSError:
         return False
+
+
+def _groups(peer: PeerCred) -> frozenset[int]:
+    """The peer's primary gid and its supplementary groups from the user database."""
+    try:
+        name = pwd.getpwuid(peer.uid).pw_name
+        return frozenset((peer.gid, *os.getgrouplist(name, peer.gid)))
+    except (KeyError, OSError):
+        return frozenset((peer.gid,))
+
+
+def _allowed(st: os.stat_result, uid: int, groups: frozenset[int], want: int) -> bool:
+    """Whether the mode bits grant ``want`` (an ``os.R_OK | ...`` mask) as the kernel does.
+
+    Owner bits for the owner, else group bits for a member, else other bits:
+    the kernel picks one class and never falls through to the next.
+    """
+    if st.st_uid == uid:
+        bits = (st.st_mode >> 6) & 7
+    elif st.st_gid in groups:
+        bits = (st.st_mode >> 3) & 7
+    else:
+        bits = st.st_mode & 7
+    return bits & want == want
+
+
+def check_access(resolved: str, peer: PeerCred) -> None:
+    """Raise :class:`Forbidden` unless ``peer`` could use ``resolved``'s directory itself.
+
+    The daemon reads and moves inbox files with its own rights, so a peer of
+    another uid must not reach a save file it could not reach alone: it needs
+    search permission on every ancestor directory and read, write and search
+    permission on the save file's directory and, if present, its inbox. Mode
+    bits only (ACLs are not consulted); uid 0 passes, as in the kernel
+    (docs/OPERATIONS.md, access model).
+    """
+    if peer.uid == 0:
+        return
+    groups = _groups(peer)
+    directory = os.path.dirname(resolved)
+    rwx = os.R_OK | os.W_OK | os.X_OK
+    checks: list[tuple[str, int]] = []
+    parent = directory
+    while True:
+        checks.append((parent, os.X_OK))
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    checks.reverse()
+    checks[-1] = (directory, rwx)
+    checks.append((inbox_dir(resolved), rwx))
+    for path, want in checks:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            if path == checks[-1][0]:
+                continue  # no inbox yet: the directory's rights decide
+            raise Forbidden(f"{display_path(path)} does not exist") from None
+        except OSError as exc:
+            raise Forbidden(f"cannot check {display_path(path)}: {exc.strerror}") from None
+        if stat.S_ISDIR(st.st_mode) and _allowed(st, peer.uid, groups, want):
+            continue
+        raise Forbidden(
+            f"uid {peer.uid} may not access {display_path(path)} (the save file's directory"
+            " or one above it); the daemon acts only where the caller could"
+        )

@@ -22,7 +22,7 @@ import stat
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +35,12 @@ from ._version import __version__
 from .config import Config, resolve_config, with_overrides
 from .daemon_log import configure_logging, set_level
 from .errors import Aborted, ConfigError, UnknownStrategy
+from .incremental import SessionPrompt
 from .prepare import prepare
 from .security import (
     Forbidden,
     PeerCred,
+    check_access,
     check_peer,
     check_save_file,
     peer_credentials,
@@ -50,7 +52,15 @@ from .strategies.report import content_chars
 from .systemd import ActivationError, Notifier, listen_socket, under_journald, watchdog_interval
 from .watcher import FsWatcher
 
-__all__ = ["Listener", "Server", "StartupError", "main", "open_listener", "run"]
+__all__ = [
+    "Listener",
+    "Server",
+    "StartupError",
+    "load_daemon_config",
+    "main",
+    "open_listener",
+    "run",
+]
 
 log = logging.getLogger("scoutd.server")
 
@@ -60,6 +70,10 @@ ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, e
 ACCEPT_SKIP_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR})
 ACCEPT_RETRY_DELAY = 0.1  # seconds; long enough for a finishing request to free an fd
 MAX_IN_FLIGHT = 64  # requests per connection; reading pauses beyond (back-pressure)
+# Requests of one connection computing their answers at once: with the queued-answer
+# bound, what a connection that never reads can make the daemon hold is at most
+# max_queued_response_bytes plus this many answers.
+MAX_PRODUCING = 4
 RECEIVE_SIZE = 256 * 1024
 # Lines above this are decoded in a worker thread: msgspec is fast, but 64 MiB of JSON
 # still takes tens of milliseconds that other clients must not wait for.
@@ -69,6 +83,9 @@ RELOAD_DEBOUNCE = 0.1  # seconds of quiet after a config file event before reloa
 SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
 IDLE_SWEEP_MAX = 60.0  # seconds between looks for idle sessions, at most
 RESTART_KEYS = ("socket_path", "socket_mode", "socket_group", "watch_mode")
+# Keys that decide who may do what: a reload in which one of them, set by the
+# running file, falls back to its default is taken for a partly written file.
+ACCESS_KEYS = ("allowed_roots", "allowed_uids", "allowed_gids", "max_connections_per_uid")
 
 
 class StartupError(Exception):
@@ -226,8 +243,11 @@ class Connection:
         self.closed = False
         self.last_activity = time.monotonic()
         self.in_flight = 0
+        self.queued = 0  # bytes of answers produced and not yet written to the socket
         self._send_lock = anyio.Lock()
         self._slots = anyio.Semaphore(MAX_IN_FLIGHT)
+        self._producing = anyio.Semaphore(MAX_PRODUCING)
+        self._drained = anyio.Event()  # set when `queued` falls below the bound
         self._tg: anyio.abc.TaskGroup | None = None
 
     def push(self, line: bytes) -> None:
@@ -238,38 +258,54 @@ class Connection:
     async def send(self, line: bytes) -> None:
         if self.closed:
             return
+        self.queued += len(line)
         try:
             async with self._send_lock:
                 with anyio.fail_after(self.server.snapshot.config.daemon.idle_timeout):
                     await self.stream.send(line)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, TimeoutError):
             self.close()
+        finally:
+            self.queued -= len(line)
+            if not self._full():
+                self._drained.set()
+
+    def _full(self) -> bool:
+        return self.queued >= self.server.snapshot.config.daemon.max_queued_response_bytes
+
+    async def _room(self) -> None:
+        """Wait while this connection's unread answers fill its bound (back-pressure)."""
+        while self._full() and not self.closed:
+            self._drained = anyio.Event()
+            await self._drained.wait()
 
     def close(self) -> None:
         """Stop this connection: cancels its reader and request tasks."""
         self.closed = True
+        self._drained.set()
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
     async def serve(self) -> None:
+        reader = protocol.LineReader(self.server.snapshot.config.daemon.max_request_bytes)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                await self._read_loop(tg)
+                await self._read_loop(tg, reader)
                 # EOF: requests already received still get their answers.
         finally:
             self._tg = None
             self.closed = True
+            self._drained.set()
+            self.server.pending_request_bytes -= reader.pending
             with anyio.CancelScope(shield=True):
                 await self.server.registry.close_owner(self)
                 await self.stream.aclose()
 
-    def _busy(self) -> bool:
-        return self.in_flight > 0 or self.server.registry.count_owned(self) > 0
-
-    async def _read_loop(self, tg: anyio.abc.TaskGroup) -> None:
-        reader = protocol.LineReader(self.server.snapshot.config.daemon.max_request_bytes)
+    async def _read_loop(self, tg: anyio.abc.TaskGroup, reader: protocol.LineReader) -> None:
+        server = self.server
         while True:
+            await self._room()
             daemon = self.server.snapshot.config.daemon
             reader.limit = daemon.max_request_bytes
             now = time.monotonic()
@@ -281,7 +317,8 @@ class Connection:
             else:
                 timeout = self.last_activity + daemon.idle_timeout - now
                 if timeout <= 0:
-                    if self._busy():
+                    # Open sessions do not keep a silent connection: only requests do.
+                    if self.in_flight:
                         self.last_activity = now
                         continue
                     log.debug("closing idle connection of pid %d", self.peer.pid)
@@ -295,7 +332,13 @@ class Connection:
             if not data:
                 continue  # a timeout: the checks at the top of the loop decide
             self.last_activity = time.monotonic()
-            for line in reader.feed(data, self.last_activity):
+            before = reader.pending
+            lines = reader.feed(data, self.last_activity)
+            server.pending_request_bytes += reader.pending - before
+            if server.pending_request_bytes > daemon.max_pending_request_bytes:
+                await self._too_much_pending(daemon.max_pending_request_bytes)
+                return
+            for line in lines:
                 if line is None:
                     self.server.stats.errors += 1
                     limit = reader.limit
@@ -311,6 +354,7 @@ class Connection:
                     continue
                 await self._slots.acquire()
                 self.in_flight += 1
+                server.pending_request_bytes += len(line)
                 tg.start_soon(self._handle, line)
 
     async def _read_timeout(self, seconds: float) -> None:
@@ -323,13 +367,40 @@ class Connection:
             )
         )
 
+    async def _too_much_pending(self, limit: int) -> None:
+        self.server.stats.errors += 1
+        log.warning("closing a connection of pid %d: unfinished requests too large", self.peer.pid)
+        await self.send(
+            protocol.encode_error(
+                None,
+                protocol.TOO_LARGE,
+                f"too large: requests not yet complete on all connections exceed "
+                f"max_pending_request_bytes ({limit}); closing",
+                protocol.TooLargeData(limit=limit),
+            )
+        )
+
     async def _handle(self, line: bytes) -> None:
         server = self.server
         server.in_flight += 1
+        response: bytes | None = None
         try:
-            response = await server.dispatch(self, line)
+            async with self._producing:
+                await self._room()
+                try:
+                    response = await server.dispatch(self, line)
+                finally:
+                    server.pending_request_bytes -= len(line)
+                    del line
             if response is not None:
                 await self.send(response)
+        except Exception:
+            # Last resort: whatever went wrong ends this request, never the daemon.
+            log.error(
+                "request of pid %d failed unexpectedly; closing its connection", self.peer.pid
+            )
+            server.stats.errors += 1
+            self.close()
         finally:
             server.in_flight -= 1
             if server.shutting_down and not server.in_flight:
@@ -372,6 +443,8 @@ class Server:
         self.shutting_down = False
         self.abandoned = False
         self.in_flight = 0  # requests being handled or answered, on all connections
+        self.pending_request_bytes = 0  # unfinished or undecoded request lines, all connections
+        self.connections_by_uid: dict[int, int] = {}
         self._stop = anyio.Event()
         self.drained = anyio.Event()
         self._config_event = anyio.Event()
@@ -499,6 +572,14 @@ class Server:
                 f"too many connections (max_connections = {daemon.max_connections})",
                 protocol.TooLargeData(limit=daemon.max_connections),
             )
+        elif self.connections_by_uid.get(peer.uid, 0) >= daemon.max_connections_per_uid:
+            limit = daemon.max_connections_per_uid
+            refusal = protocol.encode_error(
+                None,
+                protocol.TOO_LARGE,
+                f"too many connections of uid {peer.uid} (max_connections_per_uid = {limit})",
+                protocol.TooLargeData(limit=limit),
+            )
         else:
             try:
                 check_peer(peer, daemon, self.own_uid)
@@ -521,10 +602,20 @@ class Server:
             return
         stream = await anyio.abc.UNIXSocketStream.from_socket(client)
         self.stats.connections += 1
+        by_uid = self.connections_by_uid
+        by_uid[peer.uid] = by_uid.get(peer.uid, 0) + 1
         try:
             await Connection(self, stream, peer).serve()
+        except Exception as exc:
+            # Last resort: one connection's failure never ends the daemon.
+            log.error(
+                "connection of pid %d ended by an unexpected %s", peer.pid, type(exc).__name__
+            )
         finally:
             self.stats.connections -= 1
+            by_uid[peer.uid] -= 1
+            if not by_uid[peer.uid]:
+                del by_uid[peer.uid]
 
     # --- file events and reload ------------------------------------------------------
 
@@ -562,8 +653,9 @@ class Server:
             self.notifier.reloading()
             try:
                 config, roots, signum = await anyio.to_thread.run_sync(
-                    _load_snapshot_parts, self.config_arg
+                    load_daemon_config, self.config_arg
                 )
+                _check_not_partial(self.snapshot.config, config)
             except ConfigError as exc:
                 self.last_reload_error = str(exc)
                 log.error("reload failed, keeping generation %d: %s", self.snapshot.generation, exc)
@@ -643,7 +735,7 @@ class Server:
         if isinstance(params, protocol.PreparePromptParams):
             return await self._prepare_prompt(conn, request.id, params, snap)
         if isinstance(params, protocol.SessionOpenParams):
-            resolved = await self._check_path(params.save_file, snap, request.id)
+            resolved = await self._check_path(params.save_file, snap, request.id, conn.peer)
             session = await self.registry.open(
                 params.save_file, resolved, params.pid, conn.peer.uid, conn
             )
@@ -686,9 +778,13 @@ class Server:
             protocol.UNKNOWN_SESSION, f"unknown session {session!r}", id=rid
         )
 
-    async def _check_path(self, save_file: str, snap: Snapshot, rid: protocol.RequestId) -> str:
+    async def _check_path(
+        self, save_file: str, snap: Snapshot, rid: protocol.RequestId, peer: PeerCred
+    ) -> str:
         try:
-            return await anyio.to_thread.run_sync(check_save_file, save_file, snap.roots)
+            return await anyio.to_thread.run_sync(
+                _checked_path, save_file, snap.roots, peer, self.own_uid
+            )
         except Forbidden as exc:
             raise protocol.ProtocolError(
                 protocol.FORBIDDEN,
@@ -725,7 +821,7 @@ class Server:
             save_file = session.save_file
         resolved = inbox = None
         if save_file is not None:
-            resolved = await self._check_path(save_file, snap, rid)
+            resolved = await self._check_path(save_file, snap, rid, conn.peer)
             if session is not None and resolved != session.resolved:
                 raise protocol.ProtocolError(
                     protocol.INVALID_PARAMS,
@@ -808,6 +904,14 @@ class Server:
         )
 
 
+def _checked_path(save_file: str, roots: tuple[str, ...], peer: PeerCred, own_uid: int) -> str:
+    """Worker thread: the resolved save file, inside a root and reachable by the peer."""
+    resolved = check_save_file(save_file, roots)
+    if peer.uid != own_uid:
+        check_access(resolved, peer)
+    return resolved
+
+
 def _run_prepare(
     rid: protocol.RequestId,
     params: protocol.PreparePromptParams,
@@ -876,11 +980,13 @@ def _run_session_prepare(
 ) -> tuple[bytes, int]:
     """Worker thread: update the session's conversation, prepare it, encode the answer.
 
-    Runs under the session's lock: one prepare per session at a time.
+    Runs under the session's lock: one prepare per session at a time. A call
+    that fails leaves the session's conversation exactly as it was.
     """
     state = session.prompt
     if params.messages is not None:
         _check_session_size(session, params.messages, config, rid)
+        state = SessionPrompt()
         state.reset(params.messages)
     else:
         if params.base is not None and params.base != len(state.messages):
@@ -897,7 +1003,13 @@ def _run_session_prepare(
         append = params.append or []
         _check_session_size(session, append, config, rid, kept=len(state.messages))
         state.extend(append)
-    prepared, stable = state.prepare(params.strategies, config, save_file=save_file)
+    try:
+        prepared, stable = state.prepare(params.strategies, config, save_file=save_file)
+    except BaseException:
+        if state is session.prompt and params.append:
+            state.truncate(len(state.messages) - len(params.append))
+        raise
+    session.prompt = state
     delivered = sum(report.inbox_delivered for report in prepared.report)
     if params.delta:
         delta = session.encoder.delta(prepared.messages, stable)
@@ -910,10 +1022,30 @@ def _run_session_prepare(
     return protocol.encode_result(rid, result), delivered
 
 
-def _load_snapshot_parts(
-    path: str | None,
+def _check_not_partial(running: Config, new: Config) -> None:
+    """Refuse a reload that drops an access key the running file set (ConfigError).
+
+    A file caught in the middle of a write parses as a shorter, valid file; its
+    missing keys would fall back to their defaults, the widest. Removing such a
+    key on purpose takes a restart.
+    """
+    for key in ACCESS_KEYS:
+        origin = f"daemon.{key}"
+        if running.origins.get(origin) == "file" and new.origins.get(origin) != "file":
+            raise ConfigError(
+                f"[daemon] {key} is no longer set in {new.path}: the file looks partly"
+                " written; keeping the running configuration (restart to remove the key)"
+            )
+
+
+def load_daemon_config(
+    path: str | None, environ: Mapping[str, str] | None = None
 ) -> tuple[Config, tuple[str, ...], signal.Signals | None]:
-    config = resolve_config(path)
+    """Read and fully validate what the daemon runs with (ConfigError otherwise).
+
+    The one validation behind startup, every reload and ``scoutd config check``.
+    """
+    config = resolve_config(path, environ=environ)
     try:
         signum = parse_signal(config.daemon.abort_signal)
     except ValueError as exc:
@@ -930,7 +1062,7 @@ def run(config_path: str | None = None, socket_path: str | None = None) -> int:
     prints one line to stderr and returns 1.
     """
     try:
-        config, _, _ = _load_snapshot_parts(config_path)
+        config, _, _ = load_daemon_config(config_path)
     except ConfigError as exc:
         print(f"scoutd: {exc}", file=sys.stderr)
         return 1

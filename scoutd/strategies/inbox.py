@@ -187,7 +187,7 @@ def _lexists(name: str, dir_fd: int | None) -> bool:
 
 def _read(fd: int, size: int, max_bytes: int) -> str:
     """At most ``max_bytes`` as text, with a visible note when there was more."""
-    data = b""
+    data = bytearray()  # grows in place: linear in what is read
     while len(data) <= max_bytes:
         chunk = os.read(fd, min(max_bytes + 1 - len(data), 1 << 20))
         if not chunk:
@@ -317,12 +317,16 @@ def inbox(
     """
     out = list(messages)
     delivered = 0
+    budget = config.inbox_max_total_bytes  # for all notices of this call; aborts always pass
     dirs = _open_inbox(save_file) if save_file is not None else None
     if dirs is not None:
         try:
             for name in _pending(dirs):
+                if budget <= 0 and name != ABORT_NAME:
+                    continue  # stays for the next call
                 try:
-                    taken = _take(dirs, name, config.inbox_max_bytes)
+                    limit = config.inbox_max_bytes
+                    taken = _take(dirs, name, limit if name == ABORT_NAME else min(limit, budget))
                 except OSError as exc:
                     path = os.path.join(dirs.inbox, name)
                     log.warning("inbox file %r left in place: %s", path, exc)
@@ -334,6 +338,7 @@ def inbox(
                     raise Aborted(_abort_reason(text, record))
                 out.append({"role": "user", "content": text})
                 delivered += 1
+                budget -= len(text.encode("utf-8"))
         finally:
             dirs.close()
     return out, StrategyReport(

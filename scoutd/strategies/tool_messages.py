@@ -181,7 +181,7 @@ class ToolIndex:
 
 def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
     """Parse the tool messages at ``candidates``; drop the unusable ones."""
-    contents = [messages[i]["content"] for i in candidates]
+    contents = [messages[i].get("content") for i in candidates]  # none: unusable
     if set(map(type, contents)) <= {str}:
         try:
             return candidates, list(map(_parse_body, contents))

@@ -1,0 +1,69 @@
+"""Safe rendering of paths and other text that may hold undecodable bytes.
+
+Paths are bytes. Python hands a file name that is not valid UTF-8 to us as a
+``str`` holding lone surrogates (``surrogateescape``), and such a string
+cannot be encoded as UTF-8: written to a log, an error message or a JSON line
+as is, it raises ``UnicodeEncodeError``. Everything that shows a path to a
+person or a peer goes through :func:`display_path` (or :func:`safe_text` for a
+sentence that embeds one), which escapes what cannot be encoded and leaves
+valid text untouched. docs/PROTOCOL.md describes the escapes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["display_path", "safe_text", "safe_value"]
+
+_SURROGATES = range(0xD800, 0xE000)
+_ESCAPED_BYTES = range(0xDC80, 0xDD00)  # what surrogateescape makes of bytes 0x80-0xff
+# Deeper values are cut: far below the interpreter's recursion limit, far above real data.
+_MAX_DEPTH = 500
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every lone surrogate escaped, so that it always encodes as UTF-8.
+
+    A surrogate that stands for an undecodable byte becomes ``\\xNN`` (the
+    byte), any other lone surrogate ``\\uNNNN``. Valid text is returned as is.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return text
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if code in _ESCAPED_BYTES:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif code in _SURROGATES:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def display_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
+    """A path as printable, encodable text: undecodable bytes shown as ``\\xNN``."""
+    raw = os.fsencode(path)
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def safe_value(value: Any, depth: int = 0) -> Any:
+    """``value`` (built-in JSON types) with every string made safe by :func:`safe_text`.
+
+    Used when encoding a message failed on an unencodable string: the copy
+    always encodes. Nesting deeper than the wire decoder accepts is cut to null.
+    """
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(str(k)): safe_value(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_value(v, depth + 1) for v in value]
+    return value
