@@ -350,7 +350,8 @@ class _SessionBase:
         self._registry = registry
         self._closed = False
         self._sent = 0  # conversation messages the daemon holds
-        self._last: Any = None  # the last of them, to notice a conversation that changed
+        # What was sent, message by message, to notice a conversation that changed.
+        self._seen: list[tuple[Any, Any]] = []
         self._prompt = DeltaDecoder()
 
     @property
@@ -382,13 +383,26 @@ class _SessionBase:
         """Only what was appended since the last call, unless ``whole`` (or it changed)."""
         params = _prepare_params(messages, strategies, None, self.id, config)
         sent = self._sent
-        if not whole and 0 < sent <= len(messages) and messages[sent - 1] is self._last:
+        if not whole and 0 < sent <= len(messages) and self._unchanged(messages):
             return msgspec.structs.replace(
                 params, messages=None, append=list(messages[sent:]), base=sent, delta=True
             )
         return msgspec.structs.replace(params, delta=not whole)
 
-    def _absorb(self, answer: _SessionAnswer, messages: Sequence[Any]) -> Prepared:
+    def _unchanged(self, messages: Sequence[Any]) -> bool:
+        """Whether the first messages are still the very ones sent, with the same values.
+
+        O(messages) identity and shallow comparisons, no encoding: a message that
+        was replaced, or whose keys were reassigned in place, is noticed.
+        """
+        return all(
+            message is sent and _shape(message) == shape
+            for message, (sent, shape) in zip(messages, self._seen, strict=False)
+        )
+
+    def _absorb(
+        self, answer: _SessionAnswer, messages: Sequence[Any], params: PreparePromptParams
+    ) -> Prepared:
         """Apply the answer to the held prompt; remember what the daemon now has."""
         if answer.keep is not None:
             prompt = self._prompt.apply(
@@ -398,13 +412,23 @@ class _SessionBase:
             )
         else:
             prompt = self._prompt.full(answer.messages or [])
+        start = self._sent if params.append is not None else 0
+        del self._seen[start:]
+        self._seen += [(message, _shape(message)) for message in messages[start:]]
         self._sent = len(messages)
-        self._last = messages[-1] if messages else None
         return Prepared(messages=prompt, report=answer.report)
 
     def _forget(self) -> None:
         """The daemon's conversation is not the one we believed: start over."""
-        self._sent, self._last = 0, None
+        self._sent = 0
+        self._seen.clear()
+
+
+def _shape(message: Any) -> Any:
+    """A message's top-level values, to compare with what was sent (see ``_unchanged``)."""
+    if type(message) is dict:
+        return tuple(message.items())
+    return None
 
 
 class _Registry:
@@ -821,7 +845,7 @@ class Session(_SessionBase):
             params = self._params(messages, strategies, config, whole=whole)
             try:
                 answer = self._client._call("prepare_prompt", params, _SessionAnswer)
-                return self._absorb(answer, messages)
+                return self._absorb(answer, messages, params)
             except RemoteError as exc:
                 if whole or not _about_base(exc):
                     raise
@@ -1253,7 +1277,7 @@ class AsyncSession(_SessionBase):
                 params = self._params(messages, strategies, config, whole=whole)
                 try:
                     answer = await self._client._call("prepare_prompt", params, _SessionAnswer)
-                    return self._absorb(answer, messages)
+                    return self._absorb(answer, messages, params)
                 except RemoteError as exc:
                     if whole or not _about_base(exc):
                         raise

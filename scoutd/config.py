@@ -209,14 +209,14 @@ def _config_path(path: str | os.PathLike[str] | None, environ: Mapping[str, str]
     return None
 
 
-def _read_file(path: str) -> _FileLayout:
+def _read_file(path: str, *, allow_empty: bool) -> _FileLayout:
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    if not raw.strip():
-        # An empty file is what a reader sees in the middle of many writes: never
+    if not allow_empty and not raw.strip():
+        # An empty file is what the daemon sees in the middle of many writes: never
         # take it for "all defaults", which would widen allowed_roots to "/".
         raise ConfigError(f"config file {path} is empty")
     try:
@@ -231,12 +231,14 @@ def resolve_config(
     path: str | os.PathLike[str] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
+    allow_empty: bool = True,
 ) -> Config:
     """Build a snapshot from defaults, environment and file, reading them now.
 
     ``path`` wins over ``$SCOUTD_CONFIG``, which wins over
     ``/etc/scoutd/scoutd.toml`` (used only if it exists). A named file that is
-    missing is an error.
+    missing is an error; so is an empty one unless ``allow_empty`` (the daemon
+    refuses it: see :func:`scoutd.server.load_daemon_config`).
     """
     environ = os.environ if environ is None else environ
     prompt_layer, env_origins = _env_layer(environ)
@@ -248,7 +250,7 @@ def resolve_config(
     daemon_layer: dict[str, Any] = {}
     plugins: dict[str, str] = {}
     if file_path is not None:
-        layout = _read_file(file_path)
+        layout = _read_file(file_path, allow_empty=allow_empty)
         source = f"config file {file_path}"
         file_prompt = _validated_layer(layout.prompt, PromptConfig, "prompt", source)
         daemon_layer = _validated_layer(layout.daemon, DaemonConfig, "daemon", source)

@@ -186,6 +186,7 @@ class Counts(msgspec.Struct, kw_only=True):
     errors: int = 0  # error responses since start
     notices_delivered: int = 0  # inbox notices injected into prompts since start
     aborts: int = 0  # abort files consumed since start (watcher or inbox strategy)
+    pending_request_bytes: int = 0  # of requests received but not yet complete or decoded
 
 
 class Latency(msgspec.Struct, kw_only=True):

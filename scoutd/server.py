@@ -276,7 +276,8 @@ class Connection:
     async def _room(self) -> None:
         """Wait while this connection's unread answers fill its bound (back-pressure)."""
         while self._full() and not self.closed:
-            self._drained = anyio.Event()
+            if self._drained.is_set():  # waiters share one event until it is set
+                self._drained = anyio.Event()
             await self._drained.wait()
 
     def close(self) -> None:
@@ -899,6 +900,7 @@ class Server:
                 errors=self.stats.errors,
                 notices_delivered=self.stats.notices_delivered,
                 aborts=self.registry.aborts,
+                pending_request_bytes=self.pending_request_bytes,
             ),
             latency=self.stats.latency(),
         )
@@ -1045,7 +1047,7 @@ def load_daemon_config(
 
     The one validation behind startup, every reload and ``scoutd config check``.
     """
-    config = resolve_config(path, environ=environ)
+    config = resolve_config(path, environ=environ, allow_empty=False)
     try:
         signum = parse_signal(config.daemon.abort_signal)
     except ValueError as exc:

@@ -63,7 +63,8 @@ _decode = msgspec.json.Decoder().decode
 # unescaped and lowercase \u00xx escapes: byte-identical to the original's output.
 _encode = msgspec.json.Encoder().encode
 _encode_sorted = msgspec.json.Encoder(order="sorted").encode
-_PARSE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError)
+# RecursionError: JSON nested deeper than the decoder goes is unusable, like invalid JSON.
+_PARSE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError, RecursionError)
 _NO_ARGUMENTS: dict[str, Any] = {}
 
 
