@@ -9,6 +9,7 @@ messages without content, connections that hold slots.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -81,67 +82,64 @@ def test_unread_answers_stop_the_reading() -> None:
     """Many tiny requests whose large answers are never read: the daemon holds little."""
     answer_bytes = 4 * MIB
     big = [{"role": "user", "content": "x" * (answer_bytes // 4)} for _ in range(4)]
-    with Daemon(daemon={"max_queued_response_bytes": MIB}) as d:
-        with d.client(timeout=30) as c:
-            session = c.call("session.open", {"save_file": os.path.join(d.dir, "a.chat")})
-            sid = session["result"]["session"]
-            c.call("prepare_prompt", {"session": sid, "messages": big}, timeout=30)
-            baseline = d.rss_kib()
-            line = (
-                json.dumps(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": 7,
-                        "method": "prepare_prompt",
-                        "params": {"session": sid},
-                    }
-                ).encode()
-                + b"\n"
-            )
-            count = 100  # 400 MiB of answers if all were held
-            sender = c.sock.dup()
-            sender.settimeout(120)
-            writer = threading.Thread(target=sender.sendall, args=(line * count,))
-            writer.start()
-            try:
-                wait_for(lambda: d.status()["counts"]["requests"] >= 4, 20, "requests to run")
-                peak = baseline
-                for _ in range(20):  # look a while: an unbounded daemon grows meanwhile
-                    peak = max(peak, d.rss_kib())
-                    time.sleep(0.05)
-                # Bounded: max_queued_response_bytes plus a few answers in the making.
-                assert peak - baseline < 96 * 1024, (baseline, peak)
-                # Nothing is lost: every answer comes once the client reads.
-                for _ in range(count):
-                    message = c.recv(timeout=60)
-                    assert message.get("id") == 7 and "result" in message, str(message)[:200]
-            finally:
-                writer.join(120)
-                sender.close()
-            assert d.alive()
+    with Daemon(daemon={"max_queued_response_bytes": MIB}) as d, d.client(timeout=30) as c:
+        session = c.call("session.open", {"save_file": os.path.join(d.dir, "a.chat")})
+        sid = session["result"]["session"]
+        c.call("prepare_prompt", {"session": sid, "messages": big}, timeout=30)
+        baseline = d.rss_kib()
+        line = (
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "prepare_prompt",
+                    "params": {"session": sid},
+                }
+            ).encode()
+            + b"\n"
+        )
+        count = 100  # 400 MiB of answers if all were held
+        sender = c.sock.dup()
+        sender.settimeout(120)
+        writer = threading.Thread(target=sender.sendall, args=(line * count,))
+        writer.start()
+        try:
+            wait_for(lambda: d.status()["counts"]["requests"] >= 4, 20, "requests to run")
+            peak = baseline
+            for _ in range(20):  # look a while: an unbounded daemon grows meanwhile
+                peak = max(peak, d.rss_kib())
+                time.sleep(0.05)
+            # Bounded: max_queued_response_bytes plus a few answers in the making.
+            assert peak - baseline < 96 * 1024, (baseline, peak)
+            # Nothing is lost: every answer comes once the client reads.
+            for _ in range(count):
+                message = c.recv(timeout=60)
+                assert message.get("id") == 7 and "result" in message, str(message)[:200]
+        finally:
+            writer.join(120)
+            sender.close()
+        assert d.alive()
 
 
 def test_unfinished_requests_are_bounded_in_total() -> None:
     limits = {"max_request_bytes": MIB, "max_pending_request_bytes": MIB + MIB // 2}
-    with Daemon(daemon=limits) as d:
-        with d.connect() as first, d.connect() as second:
-            first.send_raw(b"[" * (900 * 1024))
-            wait_for(
-                lambda: d.status()["counts"]["pending_request_bytes"] >= 900 * 1024,
-                10,
-                "the daemon to hold the first unfinished line",
-            )
-            try:
-                second.send_raw(b"[" * (900 * 1024))
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # closed while we were still sending: also a refusal
-            error = error_of(second.recv(timeout=10))
-            assert error["code"] == protocol.TOO_LARGE
-            assert "max_pending_request_bytes" in str(error["message"])
-            assert closed(second)
-            first.send_raw(b"\n")
-            assert error_of(first.recv())["code"] == protocol.PARSE_ERROR
-            assert "result" in first.call("status")
+    with Daemon(daemon=limits) as d, d.connect() as first, d.connect() as second:
+        first.send_raw(b"[" * (900 * 1024))
+        wait_for(
+            lambda: d.status()["counts"]["pending_request_bytes"] >= 900 * 1024,
+            10,
+            "the daemon to hold the first unfinished line",
+        )
+        # (closed while we are still sending: also a refusal)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            second.send_raw(b"[" * (900 * 1024))
+        error = error_of(second.recv(timeout=10))
+        assert error["code"] == protocol.TOO_LARGE
+        assert "max_pending_request_bytes" in str(error["message"])
+        assert closed(second)
+        first.send_raw(b"\n")
+        assert error_of(first.recv())["code"] == protocol.PARSE_ERROR
+        assert "result" in first.call("status")
 
 
 # --- item 4: overrides tighten only, a budget per call -------------------------------------
