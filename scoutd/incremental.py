@@ -34,7 +34,14 @@ from .strategies.epoch import Window, compact, fixed_window, increment_window
 from .strategies.report import StrategyReport, content_chars
 from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
 
-__all__ = ["DeltaDecoder", "DeltaEncoder", "DeltaMismatch", "PromptDelta", "SessionPrompt"]
+__all__ = [
+    "DeltaDecoder",
+    "DeltaEncoder",
+    "DeltaMismatch",
+    "PromptDelta",
+    "SessionPrompt",
+    "json_size",
+]
 
 EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
 # Strategies that leave the messages they get in place (they may only append).
@@ -97,21 +104,24 @@ class SessionPrompt:
 
     messages: list[Any] = field(default_factory=list)
     chars: int = 0
+    size: int = 0  # bytes of the messages as compact JSON: what the session stores
     index: ToolIndex = field(default_factory=ToolIndex)
     _repeats: _Repeats = field(default_factory=_Repeats)
     _last: _Round | None = None
     _late_pairing: bool = False
 
-    def extend(self, messages: Sequence[Any]) -> None:
+    def extend(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Append messages to the conversation (O(len(messages))).
 
-        Atomic: if it raises, the conversation is exactly as before.
+        ``size`` is their JSON size if the caller measured it already. Atomic:
+        if it raises, the conversation is exactly as before.
         """
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise TypeError("messages must be a list of messages")
         start = len(self.messages)
         tools = len(self.index.indices)
         chars = content_chars(messages)
+        size = json_size(messages) if size is None else size
         self.messages += messages
         try:
             # Parsing, the only step that can fail, comes before the index changes.
@@ -120,16 +130,17 @@ class SessionPrompt:
             del self.messages[start:]
             raise
         self.chars += chars
+        self.size += size
         if any(slot < tools for slot in self.index.paired):
             self._late_pairing = True  # an older call took its own output's place
         if self.index.paired:
             self._repeats.add(self.index, self.index.paired)
 
-    def reset(self, messages: Sequence[Any]) -> None:
+    def reset(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Replace the conversation (the next round recomputes everything)."""
-        self.messages, self.chars, self._last = [], 0, None
+        self.messages, self.chars, self.size, self._last = [], 0, 0, None
         self.index, self._repeats, self._late_pairing = ToolIndex(), _Repeats(), False
-        self.extend(messages)
+        self.extend(messages, size)
 
     def truncate(self, length: int) -> None:
         """Go back to the first ``length`` messages, as after a failed round.
@@ -202,6 +213,11 @@ class SessionPrompt:
         )
         self._late_pairing = False
         return core, report, stable
+
+
+def json_size(messages: Sequence[Any]) -> int:
+    """Bytes of ``messages`` as compact JSON (the commas between them included)."""
+    return len(_encode(messages))
 
 
 def _holds_tool(last: _Round | None, roles: list[Any]) -> bool:

@@ -35,7 +35,7 @@ from ._version import __version__
 from .config import Config, resolve_config, with_overrides
 from .daemon_log import configure_logging, set_level
 from .errors import Aborted, ConfigError, UnknownStrategy
-from .incremental import SessionPrompt
+from .incremental import SessionPrompt, json_size
 from .prepare import prepare
 from .security import (
     Forbidden,
@@ -48,7 +48,6 @@ from .security import (
 )
 from .sessions import Session, SessionRegistry, parse_signal
 from .strategies.inbox import inbox_dir
-from .strategies.report import content_chars
 from .systemd import ActivationError, Notifier, listen_socket, under_journald, watchdog_interval
 from .watcher import FsWatcher
 
@@ -742,13 +741,13 @@ class Server:
             )
             if params.messages:
                 try:
-                    _check_session_size(session, params.messages, snap.config, request.id)
+                    size = _check_session_size(session, params.messages, snap.config, request.id)
                 except protocol.ProtocolError:
                     await self.registry.close(session.id)
                     raise
                 async with session.lock:
                     await anyio.to_thread.run_sync(
-                        session.prompt.extend, params.messages, limiter=self.limiter
+                        session.prompt.extend, params.messages, size, limiter=self.limiter
                     )
             return protocol.encode_result(
                 request.id, protocol.SessionOpenResult(session=session.id)
@@ -950,8 +949,11 @@ def _decode_large(line: bytes) -> tuple[protocol.Request, msgspec.Struct | None]
 
 def _check_session_size(
     session: Session, new: Sequence[Any], config: Config, rid: protocol.RequestId, *, kept: int = 0
-) -> None:
-    """Refuse a conversation that would grow past the session limits (TOO_LARGE)."""
+) -> int:
+    """Refuse a conversation that would grow past the session limits (TOO_LARGE).
+
+    Returns the JSON size of ``new``: the bytes stored, whatever their shape.
+    """
     daemon = config.daemon
     count = kept + len(new)
     if count > daemon.max_session_messages:
@@ -962,15 +964,17 @@ def _check_session_size(
             protocol.TooLargeData(limit=daemon.max_session_messages),
             id=rid,
         )
-    chars = (session.prompt.chars if kept else 0) + content_chars(new)
-    if chars > daemon.max_session_bytes:
+    added = json_size(new)
+    size = (session.prompt.size if kept else 0) + added
+    if size > daemon.max_session_bytes:
         raise protocol.ProtocolError(
             protocol.TOO_LARGE,
-            f"too large: the session's messages would hold {chars} characters, "
+            f"too large: the session's messages would take {size} bytes of JSON, "
             f"more than max_session_bytes = {daemon.max_session_bytes}",
             protocol.TooLargeData(limit=daemon.max_session_bytes),
             id=rid,
         )
+    return added
 
 
 def _run_session_prepare(
@@ -987,9 +991,9 @@ def _run_session_prepare(
     """
     state = session.prompt
     if params.messages is not None:
-        _check_session_size(session, params.messages, config, rid)
+        size = _check_session_size(session, params.messages, config, rid)
         state = SessionPrompt()
-        state.reset(params.messages)
+        state.reset(params.messages, size)
     else:
         if params.base is not None and params.base != len(state.messages):
             error = (
@@ -1003,8 +1007,8 @@ def _run_session_prepare(
                 id=rid,
             )
         append = params.append or []
-        _check_session_size(session, append, config, rid, kept=len(state.messages))
-        state.extend(append)
+        size = _check_session_size(session, append, config, rid, kept=len(state.messages))
+        state.extend(append, size)
     try:
         prepared, stable = state.prepare(params.strategies, config, save_file=save_file)
     except BaseException:

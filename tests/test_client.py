@@ -373,6 +373,23 @@ def test_session_delivers_notices_to_its_save_file(daemon: Daemon) -> None:
     assert not s.aborted
 
 
+def test_session_resends_a_conversation_changed_behind_its_back(daemon: Daemon) -> None:
+    """An earlier message replaced or reassigned in place: the daemon gets it all again."""
+    config = daemon_config(daemon)
+    messages = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
+    with Client(daemon.socket_path) as client, client.session(chat_path(daemon, "stale")) as s:
+        assert s.prepare_prompt(messages, "none") == messages
+        messages[0]["content"] = "a different task"  # same dict, new value
+        messages.append({"role": "user", "content": "next"})
+        assert s.prepare_prompt(messages, "none") == scoutd.prepare_prompt(
+            messages, "none", config=config
+        )
+        messages[1] = {"role": "assistant", "content": "replaced"}  # same length
+        messages.append({"role": "user", "content": "again"})
+        assert s.prepare_prompt(messages, "none") == messages
+        assert s.prepare_prompt(messages, "none") == messages  # unchanged: appends nothing
+
+
 def test_session_close_is_sent(daemon: Daemon) -> None:
     save_file = chat_path(daemon, "closing")
     with Client(daemon.socket_path) as client:
