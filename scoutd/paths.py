@@ -19,7 +19,7 @@ __all__ = ["display_path", "safe_text", "safe_value"]
 _SURROGATES = range(0xD800, 0xE000)
 _ESCAPED_BYTES = range(0xDC80, 0xDD00)  # what surrogateescape makes of bytes 0x80-0xff
 # Deeper values are cut: far below the interpreter's recursion limit, far above real data.
-_MAX_DEPTH = 500
+_MAX_DEPTH = 200
 
 
 def safe_text(text: str) -> str:

@@ -7,7 +7,15 @@ import pathlib
 import pytest
 
 from scoutd import ConfigError, load_config, prepare
-from scoutd.config import DEFAULT_NOTICE, resolve_config, with_overrides
+from scoutd.config import (
+    DEFAULT_NOTICE,
+    Config,
+    DaemonConfig,
+    PromptConfig,
+    resolve_config,
+    with_overrides,
+)
+from scoutd.server import load_daemon_config
 
 from .strategies.conversations import agent_run
 
@@ -117,3 +125,39 @@ def test_snapshot_is_immutable() -> None:
     config = load_config()
     with pytest.raises(AttributeError):
         config.prompt.epoch_size = 3  # type: ignore[misc]
+
+
+def test_overrides_may_lower_operator_limits_but_never_raise_them() -> None:
+    config = Config(prompt=PromptConfig(inbox_max_bytes=1000, inbox_max_total_bytes=5000))
+    assert with_overrides(config, {"inbox_max_bytes": 10}).prompt.inbox_max_bytes == 10
+    assert (
+        with_overrides(config, {"inbox_max_total_bytes": 5000}).prompt.inbox_max_total_bytes == 5000
+    )
+    for key in ("inbox_max_bytes", "inbox_max_total_bytes"):
+        with pytest.raises(ConfigError, match="may only lower"):
+            with_overrides(config, {key: 10**12})
+
+
+@pytest.mark.parametrize(
+    "daemon",
+    [
+        'allowed_roots = ["relative"]',
+        "allowed_roots = []",
+        'allowed_roots = ["/ok", "./no"]',
+        'allowed_roots = ["/a\\u0000b"]',
+        'socket_path = ""',
+    ],
+)
+def test_daemon_paths_are_validated(tmp_path: pathlib.Path, daemon: str) -> None:
+    path = tmp_path / "scoutd.toml"
+    path.write_text(f"[daemon]\n{daemon}\n")
+    with pytest.raises(ConfigError, match=r"\[daemon\]"):
+        resolve_config(path, environ={})
+
+
+def test_only_the_daemon_refuses_an_empty_file(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "scoutd.toml"
+    path.write_text(" \n")
+    assert resolve_config(path, environ={}).daemon == DaemonConfig()  # the library: defaults
+    with pytest.raises(ConfigError, match="is empty"):
+        load_daemon_config(str(path), environ={})

@@ -18,12 +18,16 @@ import threading
 import time
 from collections.abc import Iterator
 
+import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scoutd import protocol
 from scoutd.strategies.inbox import inbox_dir, write_abort, write_notice
 from tests.reliability.harness import NOBODY, ROOT
 from tests.support.daemon import Daemon, LineClient, wait_for
+from tests.test_hostile_inputs import STRATEGIES, any_message, overrides
 
 HELLO = [{"role": "user", "content": "hello"}]
 MIB = 1024 * 1024
@@ -365,3 +369,43 @@ def test_connections_per_uid_are_limited() -> None:
                 return False
 
         wait_for(served, 10, "the slots to free")
+
+
+# --- the principle: no frame makes the daemon answer -32603 --------------------------------
+
+hostile_frames = st.fixed_dictionaries(
+    {
+        "jsonrpc": st.just("2.0"),
+        "id": st.integers(0, 1000),
+        "method": st.sampled_from(["prepare_prompt", "session.open", "status"]),
+        "params": st.fixed_dictionaries(
+            {},
+            optional={
+                "messages": st.lists(any_message, max_size=6),
+                "strategies": st.sampled_from(STRATEGIES),
+                "config": overrides,
+                "save_file": st.sampled_from(["/etc/x.chat", "rel.chat", "", "/"])
+                | st.text(max_size=20),
+            },
+        ),
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[Daemon]:
+    with Daemon() as d:
+        yield d
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(frame=hostile_frames)
+def test_no_frame_gets_an_internal_error(shared_daemon: Daemon, frame: dict[str, object]) -> None:
+    with shared_daemon.client() as c:
+        c.send_raw(msgspec.json.encode(frame) + b"\n")
+        answer = c.recv(timeout=30)
+    assert answer.get("id") == frame["id"], answer
+    if "error" in answer:
+        assert error_of(answer)["code"] != protocol.INTERNAL_ERROR, answer
+    assert shared_daemon.alive()
+    assert "Traceback" not in shared_daemon.log()
