@@ -53,7 +53,9 @@ SECONDS = 1.0
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
-Duration = Annotated[float, msgspec.Meta(gt=0)]
+# At least 10 ms (shorter would make the daemon spin or close every connection at
+# once) and finite (about 31 years at most).
+Duration = Annotated[float, msgspec.Meta(ge=0.01, le=1e9)]
 
 
 class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
