@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from scoutd import protocol
-from scoutd.strategies.inbox import write_abort
+from scoutd.strategies.inbox import inbox_dir, write_abort, write_notice
 from tests.reliability.harness import NOBODY, ROOT, unprivileged_prefix
 from tests.support.daemon import Daemon
 
@@ -177,3 +177,40 @@ while True:
         print("aborted", flush=True)
         break
 """
+
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def test_a_caller_reaches_only_what_it_could_reach_itself() -> None:
+    """The daemon acts for another uid only where that uid could act itself."""
+    with open_daemon(allowed_uids=[0, NOBODY]) as d:
+        private = os.path.join(d.dir, "private")
+        shared = os.path.join(d.dir, "shared")
+        os.mkdir(private, 0o700)
+        os.mkdir(shared, 0o700)
+        secret = os.path.join(private, "root.chat")
+        write_notice(secret, "for root only", name="note.txt")
+        write_abort(secret, "root's abort")
+        refused = as_nobody(
+            d.socket_path,
+            {"method": "prepare_prompt", "params": {"messages": HELLO, "save_file": secret}},
+            {"method": "session.open", "params": {"save_file": secret}},
+        )
+        for answer in refused:
+            assert answer["error"]["code"] == protocol.FORBIDDEN, answer
+            assert f"uid {NOBODY} may not access" in answer["error"]["data"]["reason"]
+        assert sorted(os.listdir(inbox_dir(secret))) == ["abort", "note.txt"]  # untouched
+        mine = os.path.join(shared, "mine.chat")
+        write_notice(mine, "for nobody", name="note.txt")
+        for path in (shared, inbox_dir(mine), os.path.join(inbox_dir(mine), "note.txt")):
+            os.chown(path, NOBODY, NOBODY)
+        (answer,) = as_nobody(
+            d.socket_path,
+            {"method": "prepare_prompt", "params": {"messages": HELLO, "save_file": mine}},
+        )
+        assert answer["result"]["messages"][-1]["content"] == "for nobody"
+        # The daemon's own uid is not restricted by this check.
+        with d.connect() as c:
+            error = c.call("prepare_prompt", {"messages": HELLO, "save_file": secret})["error"]
+            assert error["code"] == protocol.ABORTED
