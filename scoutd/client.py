@@ -828,8 +828,8 @@ class Session(_SessionBase):
         Incremental: the daemon keeps the conversation, so only the messages
         appended since the previous call are sent, and the answer comes back as a
         checked delta of the previous prepared prompt. Pass the whole, growing
-        conversation every time; if an earlier message was replaced, the whole
-        conversation is sent again.
+        conversation every time; if an earlier message was replaced or its keys
+        reassigned, the whole conversation is sent again.
         """
         return self.prepare(messages, strategies, config=config).messages
 
