@@ -384,13 +384,15 @@ class Connection:
         server = self.server
         server.in_flight += 1
         response: bytes | None = None
+        held = len(line)  # counted in pending_request_bytes until decoded and answered
         try:
             async with self._producing:
                 await self._room()
                 try:
                     response = await server.dispatch(self, line)
                 finally:
-                    server.pending_request_bytes -= len(line)
+                    server.pending_request_bytes -= held
+                    held = 0
                     del line
             if response is not None:
                 await self.send(response)
@@ -402,6 +404,7 @@ class Connection:
             server.stats.errors += 1
             self.close()
         finally:
+            server.pending_request_bytes -= held  # cancelled before its turn
             server.in_flight -= 1
             if server.shutting_down and not server.in_flight:
                 server.drained.set()
