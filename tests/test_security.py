@@ -17,6 +17,7 @@ from scoutd.config import DaemonConfig
 from scoutd.security import (
     Forbidden,
     PeerCred,
+    check_access,
     check_peer,
     check_save_file,
     process_owned_by,
@@ -67,6 +68,43 @@ def test_save_file_must_stay_under_the_roots(tree: str) -> None:
             check_save_file(bad, roots)
     assert check_save_file("/etc/anything", resolve_roots(["/"])) == "/etc/anything"
     assert resolve_roots(["relative", root]) == (root,)
+
+
+def test_a_save_file_lies_strictly_inside_a_root(tree: str) -> None:
+    """A root that is itself the save file would leave its inbox outside the root."""
+    save_file = os.path.join(tree, "root", "chats", "a.chat")
+    with pytest.raises(Forbidden, match="outside allowed_roots"):
+        check_save_file(save_file, resolve_roots([save_file]))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to lay out files of another uid")
+def test_access_follows_the_mode_bits(tree: str) -> None:
+    chats = os.path.join(tree, "root", "chats")
+    save_file = os.path.join(chats, "a.chat")
+    nobody = PeerCred(pid=1, uid=NOBODY, gid=NOBODY)
+    os.chmod(tree, 0o755)
+    os.chmod(os.path.join(tree, "root"), 0o755)
+    for mode, owner, group, allowed in [
+        (0o700, 0, 0, False),  # root's private directory
+        (0o755, 0, 0, False),  # readable, not writable: the daemon would move files for it
+        (0o777, 0, 0, True),
+        (0o700, NOBODY, NOBODY, True),  # its own
+        (0o070, NOBODY, NOBODY, False),  # the owner class decides, even when group bits allow
+        (0o070, 0, NOBODY, True),  # its group
+        (0o707, 0, NOBODY, False),  # the group class decides, even when other bits allow
+    ]:
+        os.chown(chats, owner, group)
+        os.chmod(chats, mode)
+        if allowed:
+            check_access(save_file, nobody)
+        else:
+            with pytest.raises(Forbidden, match=f"uid {NOBODY} may not access"):
+                check_access(save_file, nobody)
+        check_access(save_file, PeerCred(pid=1, uid=0, gid=0))  # root passes, as in the kernel
+    os.chmod(os.path.join(tree, "root"), 0o700)  # an ancestor without search permission
+    os.chmod(chats, 0o777)
+    with pytest.raises(Forbidden):
+        check_access(save_file, nobody)
 
 
 def test_peer_checks() -> None:
