@@ -77,6 +77,7 @@ def test_abort_under_an_undecodable_directory_name(daemon: Daemon) -> None:
         assert "\\xe9-\\xff" in str(error["message"])
         assert c.call("status")["result"]["counts"]["aborts"] == 2
     assert daemon.alive()
+    assert "Traceback" not in daemon.log()  # logging the paths did not fail either
 
 
 # --- item 3: bounded buffers ---------------------------------------------------------------
