@@ -112,6 +112,9 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_session_messages: Positive = 1_000_000
     max_session_bytes: Positive = 1024 * MIB
     session_idle_timeout: Duration = 3600 * SECONDS
+    # Sessions one uid may hold at once: each one costs watches and memory, and a
+    # client decides how many it opens (docs/OPERATIONS.md).
+    max_sessions_per_uid: Positive = 4096
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
