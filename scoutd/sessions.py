@@ -36,6 +36,7 @@ import anyio
 from . import protocol
 from .incremental import DeltaEncoder, SessionPrompt
 from .security import process_owned_by
+from .strategies import inbox_files
 from .strategies.inbox import ABORT_NAME, claim_abort, inbox_dir
 from .watcher import Batch, FsWatcher
 
@@ -137,6 +138,7 @@ class SessionRegistry:
         self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
         self._claiming: dict[str, bool] = {}  # inbox -> another claim was asked meanwhile
         self._complete: set[str] = set()  # inboxes whose abort was seen closed or renamed in
+        self._unsettled: dict[str, float] = {}  # inbox -> when its abort was first seen changing
         self._per_uid: dict[int, int] = {}
         self._max_per_uid = max_sessions_per_uid
         self._inbox_max_bytes = inbox_max_bytes
@@ -206,6 +208,7 @@ class SessionRegistry:
             if not ids:
                 del self.by_inbox[session.inbox]
                 self._complete.discard(session.inbox)
+                self._unsettled.pop(session.inbox, None)
                 for directory in (os.path.dirname(session.inbox), session.inbox):
                     await self.watcher.remove(directory)
         log.info("session %s closed", session_id)
@@ -297,6 +300,16 @@ class SessionRegistry:
         if self._tg is not None:
             self._tg.start_soon(self.claim, inbox)
 
+    def _settle_expired(self, inbox: str) -> bool:
+        """An abort still changing after MAX_SETTLE_WAIT is taken as it is (fail closed)."""
+        first = self._unsettled.get(inbox)
+        return first is not None and time.monotonic() - first >= inbox_files.MAX_SETTLE_WAIT
+
+    async def _claim_settled(self, inbox: str) -> None:
+        """Claim again after the settle time (a close or rename event may come first)."""
+        await anyio.sleep(inbox_files.SETTLE_TIME)
+        await self.claim(inbox)
+
     async def claim(self, inbox: str) -> None:
         """Try to consume the inbox's abort file; serialised per inbox.
 
@@ -310,7 +323,7 @@ class SessionRegistry:
         try:
             while inbox in self.by_inbox:
                 save_file = self.sessions[next(iter(self.by_inbox[inbox]))].resolved
-                complete = inbox in self._complete
+                complete = inbox in self._complete or self._settle_expired(inbox)
                 self._complete.discard(inbox)
                 try:
                     reason = await anyio.to_thread.run_sync(
@@ -319,13 +332,22 @@ class SessionRegistry:
                             save_file,
                             max_bytes=self._inbox_max_bytes(),
                             complete=complete,
+                            wait=False,
                         ),
                         limiter=self._limiter,
                     )
+                except inbox_files.NotSettled:
+                    # never sleep in a worker thread: retry from the loop, so that a
+                    # close or rename event meanwhile claims at once
+                    self._unsettled.setdefault(inbox, time.monotonic())
+                    if self._tg is not None:
+                        self._tg.start_soon(self._claim_settled, inbox)
+                    reason = None
                 except Exception:
                     log.exception("claiming the abort file of %s failed", inbox)
                     reason = None
                 if reason is not None:
+                    self._unsettled.pop(inbox, None)
                     self.abort(inbox, reason, claimed_by_watcher=True)
                 if not self._claiming[inbox]:
                     break
@@ -349,7 +371,9 @@ class SessionRegistry:
             if name == ABORT_NAME and parent in self.by_inbox:
                 if path in batch.complete:  # closed by its writer or renamed in: no settle wait
                     self._complete.add(parent)
-                self._spawn_claim(parent)
+                    self._spawn_claim(parent)
+                else:  # maybe still being written: the claim finds out
+                    self._spawn_claim(parent)
 
     async def rescan(self) -> None:
         """Re-arm dead watches and claim the abort files that are waiting.

@@ -196,19 +196,24 @@ def _pending(dirs: InboxDirs) -> list[str]:
     return sorted(names)
 
 
-def claim_abort(save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False) -> str | None:
+def claim_abort(
+    save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False, wait: bool = True
+) -> str | None:
     """Consume only the ``abort`` file of ``save_file``'s inbox; return its reason.
 
     None when there is no abort file, it is not a regular file, or another
     party consumed it first. An abort that cannot be moved still returns its
     reason (it fails closed). ``complete``: the caller saw its writer close it
-    or rename it in, so no settle wait. Never raises ``OSError``.
+    or rename it in, so no settle wait. ``wait=False``: a file modified less
+    than the settle time ago raises
+    :class:`~scoutd.strategies.inbox_files.NotSettled` instead of being waited
+    for. Never raises ``OSError``.
     """
     dirs = _open_inbox(save_file)
     if dirs is None:
         return None
     try:
-        taken = take(dirs, ABORT_NAME, max_bytes, complete=complete)
+        taken = take(dirs, ABORT_NAME, max_bytes, complete=complete, wait=wait)
     except OSError as exc:
         log.warning("abort file of %r left in place: %s", save_file, exc)
         return None

@@ -205,13 +205,19 @@ def _put_back(dirs: InboxDirs, claim: str, name: str) -> None:
     )
 
 
+class NotSettled(Exception):
+    """The file changed less than :data:`SETTLE_TIME` ago, and the caller would not wait."""
+
+
 def take(
-    dirs: InboxDirs, name: str, max_bytes: int, *, complete: bool = False
+    dirs: InboxDirs, name: str, max_bytes: int, *, complete: bool = False, wait: bool = True
 ) -> tuple[str, str] | None:
     """Claim, read and record one inbox file (steps 1-5 of the inbox module).
 
     ``complete``: the caller knows the file is whole (its writer closed it, or
-    it arrived by rename), so the settle wait is skipped. Returns
+    it arrived by rename), so the settle wait is skipped. ``wait=False``:
+    raise :class:`NotSettled` instead of waiting (the caller retries later,
+    and may learn meanwhile that the file is complete). Returns
     ``(record_path, text)``, or None when the file stays in (or went back to)
     the inbox or another consumer took it. Raises ``OSError`` for a failure
     before the claim; the file is then still in the inbox. An ``abort`` never
@@ -225,6 +231,8 @@ def take(
         return None
     os.close(fd)
     is_abort = name == ABORT_NAME
+    if not complete and not wait and not settled(st):
+        raise NotSettled(source)
     if not complete and not wait_complete(name, dirs.ifd, st) and not is_abort:
         log.info("inbox file %r is still being written: left for the next pickup", source)
         return None
@@ -261,6 +269,11 @@ def take(
     return record, text
 
 
+def settled(st: os.stat_result) -> bool:
+    """Whether the file was last modified at least :data:`SETTLE_TIME` ago."""
+    return time.time() - st.st_mtime >= SETTLE_TIME
+
+
 def wait_complete(name: str, dir_fd: int, st: os.stat_result) -> bool:
     """Whether ``name`` is complete: unchanged for :data:`SETTLE_TIME`.
 
@@ -269,8 +282,7 @@ def wait_complete(name: str, dir_fd: int, st: os.stat_result) -> bool:
     SETTLE_TIME passes without a change of size, modification time or inode.
     False: it was still changing when the wait ran out.
     """
-    age = time.time() - st.st_mtime
-    if age >= SETTLE_TIME:
+    if settled(st):
         return True
     deadline = time.monotonic() + MAX_SETTLE_WAIT
     seen = _signature(st)
