@@ -44,8 +44,9 @@ symlinked inbox the same way.
 Resource handling: each descriptor is closed by the function that opened it.
 Readers never create the inbox; they create the removed directory just before
 the first claim. Writers create the inbox, write and fsync a dotfile there
-(readers ignore dotfiles) and link it to its final name: no partial notice is
-ever visible.
+(readers ignore dotfiles) and rename it to its final name without replacing
+one (``renameat2``; a hard link where that is missing): no partial notice is
+ever visible, and the daemon's watcher sees it arrive complete.
 
 Error handling: no ``OSError`` escapes :func:`inbox` or :func:`claim_abort`.
 Each file stands alone: a failure is logged (logger ``scoutd.inbox``, warning)
@@ -238,7 +239,7 @@ def _drop(save_file: str, text: str, names: Iterable[str], *, keep: bool = False
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            final = place(temp, directory, names, keep=keep, dir_fd=dfd)
+            final = place(temp, directory, names, keep=keep, dir_fd=dfd, by_rename=True)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp, dir_fd=dfd)

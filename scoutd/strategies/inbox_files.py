@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import ctypes
 import errno
 import logging
 import os
 import stat
 import time
 from collections.abc import Iterable
+from typing import Any
 
 log = logging.getLogger("scoutd.inbox")
 
@@ -148,6 +150,39 @@ def _read(fd: int, size: int, max_bytes: int) -> str:
     return f"{head}\n[scoutd: notice truncated at {max_bytes} of {total} bytes]"
 
 
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def _renameat2_function() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not glibc >= 2.28, not Linux
+        return None
+
+
+_renameat2 = _renameat2_function()
+
+
+def _rename_noreplace(source: str, target: str, dir_fd: int | None) -> bool:
+    """Rename ``source`` to ``target`` unless ``target`` exists: False when unsupported here.
+
+    Raises ``FileExistsError`` when ``target`` exists, ``OSError`` otherwise.
+    """
+    if _renameat2 is None:
+        return False
+    fd = _AT_FDCWD if dir_fd is None else dir_fd
+    result = _renameat2(
+        fd, os.fsencode(source), fd, os.fsencode(target), ctypes.c_uint(_RENAME_NOREPLACE)
+    )
+    if result == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False  # this kernel or file system cannot: link below
+    raise OSError(err, os.strerror(err), target)
+
+
 def place(
     source: str,
     directory: str,
@@ -155,16 +190,30 @@ def place(
     *,
     keep: bool = False,
     dir_fd: int | None = None,
+    by_rename: bool = False,
 ) -> str:
     """Give ``source`` the first free name of ``names`` in ``directory``, never replacing one.
 
     With ``dir_fd`` (the directory, open), ``source`` and the names are relative to
     it; otherwise ``source`` is a path. With ``keep``, an existing entry of the
-    first name is the answer instead. ``source`` is gone on success; returns the
-    path of the new name; raises ``OSError`` otherwise.
+    first name is the answer instead. ``by_rename``: move with a rename that
+    never replaces (``renameat2``) where the system has one, so that a watcher
+    sees the file arrive whole (inotify ``IN_MOVED_TO``), not created; link
+    otherwise. ``source`` is gone on success; returns the path of the new name;
+    raises ``OSError`` otherwise.
     """
     for name in names:
         target = name if dir_fd is not None else os.path.join(directory, name)
+        if by_rename:
+            try:
+                if _rename_noreplace(source, target, dir_fd):
+                    return os.path.join(directory, name)
+                by_rename = False  # unsupported: link from now on
+            except FileExistsError:
+                if keep:
+                    os.unlink(source, dir_fd=dir_fd)
+                    return os.path.join(directory, name)
+                continue
         try:
             os.link(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
