@@ -447,12 +447,25 @@ class FsWatcher:
 
 
 def _stale(watches: list[tuple[str, _Watch]]) -> list[str]:
-    """The directories whose watch is missing, anchored or on a replaced inode."""
-    return [
-        directory
-        for directory, watch in watches
-        if not watch.armed or watch.reg is None or _inode(directory) != watch.reg.inode
-    ]
+    """The directories whose watch needs arming again.
+
+    Unarmed (a failure to retry), armed on an inode that is no longer the
+    directory's, or anchored while the directory exists (its appearance was
+    missed) or on an ancestor that was replaced. A directory still missing
+    under a sound anchor is not stale: re-anchoring it at every rescan cost
+    a thread round trip per missing inbox.
+    """
+    stale = []
+    for directory, watch in watches:
+        reg = watch.reg
+        if reg is None:
+            stale.append(directory)
+        elif watch.anchored:
+            if os.path.isdir(directory) or _inode(reg.path) != reg.inode:
+                stale.append(directory)
+        elif _inode(directory) != reg.inode:
+            stale.append(directory)
+    return stale
 
 
 def _remove_callback(reader: InotifyFD, reg: _Registration) -> None:
