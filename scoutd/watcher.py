@@ -36,6 +36,18 @@ from typing import Any, Literal
 
 import anyio
 
+from .watch_state import (
+    GONE,
+    Registration,
+    Watch,
+    inode_of,
+    listing,
+    nearest_existing,
+    next_step,
+    poll,
+    stale,
+)
+
 __all__ = ["MAX_PENDING_PATHS", "POLL_INTERVAL", "Batch", "FsWatcher"]
 
 log = logging.getLogger("scoutd.watcher")
@@ -83,27 +95,6 @@ class Batch:
     complete: set[str] = field(default_factory=set)
 
 
-@dataclass(slots=True)
-class _Registration:
-    """One directory added to the inotify instance: ``(wd, callback id)``."""
-
-    path: str
-    wd: int
-    cid: int
-    inode: tuple[int, int] | None
-
-
-@dataclass(slots=True)
-class _Watch:
-    refs: int
-    reg: _Registration | None = None  # the directory itself, or its anchor
-    anchored: bool = False  # reg watches an ancestor: the directory is missing
-
-    @property
-    def armed(self) -> bool:
-        return self.reg is not None and not self.anchored
-
-
 class _Handoff:
     """Runs in the inotify reader thread: forward to the loop, never block."""
 
@@ -128,14 +119,6 @@ class _Handoff:
         self._hand(self._owner._on_overflow)
 
 
-def _inode(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
 class FsWatcher:
     """Reference-counted, non-recursive watches on directories.
 
@@ -157,8 +140,9 @@ class FsWatcher:
         self._handler = _Handoff(self)
         self._fd: InotifyFD | None = None
         self._ids = itertools.count(1)
-        self._watches: dict[str, _Watch] = {}
-        self._by_wd: dict[int, dict[str, _Registration]] = {}  # wd -> directory -> reg
+        self._watches: dict[str, Watch] = {}
+        self._regs: dict[str, Registration] = {}  # watched path -> its registration
+        self._by_wd: dict[int, list[Registration]] = {}  # one per path (aliases share a wd)
         self._snapshots: dict[str, dict[str, tuple[int, int, int]] | None] = {}
         self._pending: set[str] = set()
         self._complete: set[str] = set()
@@ -234,31 +218,31 @@ class FsWatcher:
         self._wakeup.set()
 
     def _on_event(self, wd: int, mask: int, name: bytes) -> None:
-        for directory in list(self._by_wd.get(wd, ())):
-            watch = self._watches.get(directory)
-            if watch is None:
-                continue
-            if watch.anchored:  # maybe the next step towards ours appeared in the ancestor
-                reg = watch.reg
-                step = os.path.join(reg.path, os.fsdecode(name)) if reg and name else None
-                if step is None or directory == step or directory.startswith(step + os.sep):
-                    self._queue_rearm(directory)
-            else:
-                if name:
-                    child = os.path.join(directory, os.fsdecode(name))
+        for reg in self._by_wd.get(wd, ()):
+            if name:
+                child = os.path.join(reg.path, os.fsdecode(name))
+                if reg.direct:
                     self._deliver([child], complete=bool(mask & _COMPLETE))
-                if mask & _SELF_GONE:
-                    self._deliver([directory])
+                for directory in reg.waiting.get(child, ()):  # the next step appeared (or went)
                     self._queue_rearm(directory)
+            if mask & _SELF_GONE:
+                self._reanchor(reg)
 
     def _on_gone(self, wd: int) -> None:
         """The kernel dropped watch ``wd`` (its directory is gone): re-arm its users."""
-        for directory, reg in self._by_wd.pop(wd, {}).items():
-            watch = self._watches.get(directory)
-            if watch is not None and watch.reg is reg:
-                watch.reg = None
-                if not watch.anchored:
-                    self._deliver([directory])
+        for reg in self._by_wd.pop(wd, []):
+            reg.dead = True
+            self._reanchor(reg)
+
+    def _reanchor(self, reg: Registration) -> None:
+        """Re-arm every user of ``reg``: its directory moved, went or was replaced."""
+        if self._regs.get(reg.path) is reg:  # retired: a new arm must watch afresh
+            del self._regs[reg.path]
+        if reg.direct:
+            self._deliver([reg.path])
+            self._queue_rearm(reg.path)
+        for directories in reg.waiting.values():
+            for directory in directories:
                 self._queue_rearm(directory)
 
     def _on_overflow(self) -> None:
@@ -301,9 +285,9 @@ class FsWatcher:
             if watch is not None:
                 watch.refs += 1
                 return
-            watch = self._watches[directory] = _Watch(refs=1)
+            watch = self._watches[directory] = Watch(refs=1)
             if self.mode == "poll":
-                self._snapshots[directory] = await anyio.to_thread.run_sync(_listing, directory)
+                self._snapshots[directory] = await anyio.to_thread.run_sync(listing, directory)
             else:
                 await self._arm(directory, watch)
 
@@ -347,14 +331,13 @@ class FsWatcher:
             if not self._reader_ok():
                 await self._restart_reader()
             watches = [(d, w) for d in directories if (w := self._watches.get(d)) is not None]
-            stale = await anyio.to_thread.run_sync(_stale, watches)
-            for directory in stale:
+            for directory in await anyio.to_thread.run_sync(stale, watches):
                 await self._arm(directory, self._watches[directory])
 
-    async def _healthy(self, directory: str, watch: _Watch) -> bool:
+    async def _healthy(self, directory: str, watch: Watch) -> bool:
         if not watch.armed or not self._reader_ok():
             return False
-        return not await anyio.to_thread.run_sync(_stale, [(directory, watch)])
+        return not await anyio.to_thread.run_sync(stale, [(directory, watch)])
 
     async def _restart_reader(self) -> None:
         old, self._fd = self._fd, None
@@ -362,6 +345,7 @@ class FsWatcher:
             log.error("the file watch thread ended: restarting it")
             await anyio.to_thread.run_sync(self._stop_reader, old)
         self._by_wd.clear()
+        self._regs.clear()
         for watch in self._watches.values():
             watch.reg, watch.anchored = None, False
         if await anyio.to_thread.run_sync(self._start_reader):
@@ -381,55 +365,80 @@ class FsWatcher:
                         if watch.armed:  # it appeared: what it holds may be news
                             self._deliver([directory])
 
-    async def _arm(self, directory: str, watch: _Watch) -> None:
+    async def _arm(self, directory: str, watch: Watch) -> None:
+        """Watch ``directory``, else anchor it to its nearest existing ancestor."""
         await self._disarm(directory, watch)
-        if self._fd is None:
+        for _ in range(8):  # bounded: the tree may change while we look
+            if self._fd is None:
+                return
+            path = await anyio.to_thread.run_sync(nearest_existing, directory)
+            if path is None:
+                return
+            reg = self._regs.get(path)
+            if reg is None or reg.dead:
+                found = await anyio.to_thread.run_sync(self._add, path)
+                if found is None:
+                    return
+                if found is GONE:
+                    continue
+                assert isinstance(found, Registration)
+                reg = self._regs[path] = found
+                self._by_wd.setdefault(reg.wd, []).append(reg)
+            watch.reg, watch.anchored = reg, path != directory
+            if watch.anchored:
+                reg.waiting.setdefault(next_step(path, directory), set()).add(directory)
+            else:
+                reg.direct = True
             return
-        found = await anyio.to_thread.run_sync(self._add_nearest, directory)
-        if found is None:
-            return
-        watch.reg, watch.anchored = found, found.path != directory
-        self._by_wd.setdefault(found.wd, {})[directory] = found
 
-    async def _disarm(self, directory: str, watch: _Watch) -> None:
-        reg, watch.reg, watch.anchored = watch.reg, None, False
+    async def _disarm(self, directory: str, watch: Watch) -> None:
+        reg, watch.reg = watch.reg, None
+        anchored, watch.anchored = watch.anchored, False
         if reg is None:
             return
+        if anchored:
+            step = next_step(reg.path, directory)
+            waiting = reg.waiting.get(step)
+            if waiting is not None:
+                waiting.discard(directory)
+                if not waiting:
+                    del reg.waiting[step]
+        else:
+            reg.direct = False
+        if reg.used():
+            return
+        if self._regs.get(reg.path) is reg:
+            del self._regs[reg.path]
         users = self._by_wd.get(reg.wd)
-        if users is not None and users.get(directory) is reg:
-            del users[directory]
+        if users is not None and reg in users:
+            users.remove(reg)
             if not users:
                 del self._by_wd[reg.wd]
         reader = self._fd
-        if reader is not None:
+        if reader is not None and not reg.dead:
             await anyio.to_thread.run_sync(_remove_callback, reader, reg)
 
     # --- worker-thread side ----------------------------------------------------------
 
-    def _add_nearest(self, directory: str) -> _Registration | None:
-        """Watch ``directory``, else its nearest existing ancestor; None on failure."""
+    def _add(self, path: str) -> Registration | object | None:
+        """Add ``path`` to the inotify instance: its registration, GONE, or None (logged)."""
         reader = self._fd
-        path = directory
-        while reader is not None:
-            cid = next(self._ids)
-            try:
-                wd = reader.add_callback(os.fsencode(path), _MASK, self._handler, cid)  # type: ignore[arg-type]
-            except (FileNotFoundError, NotADirectoryError):
-                parent = os.path.dirname(path)
-                if parent == path:
-                    return None
-                path = parent
-                continue
-            except OSError as exc:
-                log.error("cannot watch %r (%s): periodic rescans cover it", path, exc)
-                return None
-            reg = _Registration(path=path, wd=wd, cid=cid, inode=_inode(path))
-            if wd < 0:  # watchdog swallows EACCES and returns -1
-                _remove_callback(reader, reg)
-                log.error("cannot watch %r (permission denied): periodic rescans cover it", path)
-                return None
-            return reg
-        return None
+        if reader is None:
+            return None
+        cid = next(self._ids)
+        try:
+            wd = reader.add_callback(os.fsencode(path), _MASK, self._handler, cid)  # type: ignore[arg-type]
+        except (FileNotFoundError, NotADirectoryError):
+            return GONE
+        except OSError as exc:
+            log.error("cannot watch %r (%s): periodic rescans cover it", path, exc)
+            return None
+        reg = Registration(path=path, wd=wd, cid=cid, inode=inode_of(path))
+        if wd < 0:  # watchdog swallows EACCES and returns -1
+            _remove_callback(reader, reg)
+            log.error("cannot watch %r (permission denied): periodic rescans cover it", path)
+            return None
+        return reg
 
     # --- poll mode -------------------------------------------------------------------
 
@@ -438,37 +447,15 @@ class FsWatcher:
             await anyio.sleep(self._poll_interval)
             async with self._lock:
                 before = {d: self._snapshots.get(d) for d in self._watches}
-                after, changed = await anyio.to_thread.run_sync(_poll, before)
-                for directory, listing in after.items():
+                after, changed = await anyio.to_thread.run_sync(poll, before)
+                for directory, entries in after.items():
                     if directory in self._watches:
-                        self._snapshots[directory] = listing
+                        self._snapshots[directory] = entries
             if changed:
                 self._deliver(changed)
 
 
-def _stale(watches: list[tuple[str, _Watch]]) -> list[str]:
-    """The directories whose watch needs arming again.
-
-    Unarmed (a failure to retry), armed on an inode that is no longer the
-    directory's, or anchored while the directory exists (its appearance was
-    missed) or on an ancestor that was replaced. A directory still missing
-    under a sound anchor is not stale: re-anchoring it at every rescan cost
-    a thread round trip per missing inbox.
-    """
-    stale = []
-    for directory, watch in watches:
-        reg = watch.reg
-        if reg is None:
-            stale.append(directory)
-        elif watch.anchored:
-            if os.path.isdir(directory) or _inode(reg.path) != reg.inode:
-                stale.append(directory)
-        elif _inode(directory) != reg.inode:
-            stale.append(directory)
-    return stale
-
-
-def _remove_callback(reader: InotifyFD, reg: _Registration) -> None:
+def _remove_callback(reader: InotifyFD, reg: Registration) -> None:
     with _quiet():
         reader.remove_callbacks([(reg.wd, reg.cid)])  # type: ignore[list-item]
 
@@ -480,38 +467,3 @@ def _quiet() -> Iterator[None]:
         yield
     except Exception as exc:
         log.debug("watch bookkeeping: %r", exc)
-
-
-def _listing(directory: str) -> dict[str, tuple[int, int, int]] | None:
-    """``name -> (inode, size, mtime)`` of ``directory``; None when it cannot be listed."""
-    try:
-        with os.scandir(directory) as entries:
-            out: dict[str, tuple[int, int, int]] = {}
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                out[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
-            return out
-    except OSError:
-        return None
-
-
-def _poll(
-    before: dict[str, dict[str, tuple[int, int, int]] | None],
-) -> tuple[dict[str, dict[str, tuple[int, int, int]] | None], list[str]]:
-    """List every directory once; return the new listings and the changed paths."""
-    after: dict[str, dict[str, tuple[int, int, int]] | None] = {}
-    changed: list[str] = []
-    for directory, old in before.items():
-        new = after[directory] = _listing(directory)
-        if (old is None) != (new is None):
-            changed.append(directory)
-        old, new = old or {}, new or {}
-        changed.extend(
-            os.path.join(directory, name)
-            for name in old.keys() | new.keys()
-            if old.get(name) != new.get(name)
-        )
-    return after, changed
