@@ -9,9 +9,10 @@ Two rules of this module keep an operator in control of a hostile agent:
 * *Complete files only* (docs/STRATEGIES.md, "inbox"): a file written in place
   is taken once it has not changed for :data:`SETTLE_TIME` (or its writer
   closed it, which the daemon's watcher sees); a file that arrived by rename
-  or link is complete at once. A file still changing after
-  :data:`MAX_SETTLE_WAIT` is left for the next pickup, except an ``abort``,
-  which is taken as it is.
+  or link is complete at once (the watcher sees the rename; the library sees
+  an inode changed after its last write, ``ctime`` later than ``mtime``). A
+  file still changing after :data:`MAX_SETTLE_WAIT` is left for the next
+  pickup, except an ``abort``, which is taken as it is.
 * *An abort fails closed*: when the removed directory cannot take the claim
   (a regular file or dangling symlink in its place, another file system, any
   rename error), the abort is claimed under a hidden name in the inbox itself
@@ -319,8 +320,13 @@ def take(
 
 
 def settled(st: os.stat_result) -> bool:
-    """Whether the file was last modified at least :data:`SETTLE_TIME` ago."""
-    return time.time() - st.st_mtime >= SETTLE_TIME
+    """Whether the file is complete as far as its times tell.
+
+    Renamed or linked in after its last write (its inode changed later than
+    its content: ``ctime`` after ``mtime``), or last modified at least
+    :data:`SETTLE_TIME` ago.
+    """
+    return st.st_ctime_ns > st.st_mtime_ns or time.time() - st.st_mtime >= SETTLE_TIME
 
 
 def wait_complete(name: str, dir_fd: int, st: os.stat_result) -> bool:
