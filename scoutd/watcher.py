@@ -371,19 +371,22 @@ class FsWatcher:
         for _ in range(8):  # bounded: the tree may change while we look
             if self._fd is None:
                 return
-            path = await anyio.to_thread.run_sync(nearest_existing, directory)
-            if path is None:
+            # one thread round trip: find the path to watch, and add it unless known
+            located = await anyio.to_thread.run_sync(self._locate, directory)
+            if located is None:
                 return
+            path, found = located
+            if found is GONE:
+                continue
             reg = self._regs.get(path)
+            if isinstance(found, Registration):
+                if reg is not None and not reg.dead:  # registered meanwhile: share it
+                    await anyio.to_thread.run_sync(_remove_callback, self._fd, found)
+                else:
+                    reg = self._regs[path] = found
+                    self._by_wd.setdefault(reg.wd, []).append(reg)
             if reg is None or reg.dead:
-                found = await anyio.to_thread.run_sync(self._add, path)
-                if found is None:
-                    return
-                if found is GONE:
-                    continue
-                assert isinstance(found, Registration)
-                reg = self._regs[path] = found
-                self._by_wd.setdefault(reg.wd, []).append(reg)
+                continue  # retired while we looked: look again
             watch.reg, watch.anchored = reg, path != directory
             if watch.anchored:
                 reg.waiting.setdefault(next_step(path, directory), set()).add(directory)
@@ -419,6 +422,22 @@ class FsWatcher:
             await anyio.to_thread.run_sync(_remove_callback, reader, reg)
 
     # --- worker-thread side ----------------------------------------------------------
+
+    def _locate(self, directory: str) -> tuple[str, Registration | object | None] | None:
+        """The path to watch for ``directory`` and, unless already watched, its new watch.
+
+        None: nothing to watch (no ancestor exists, or adding failed: logged).
+        The second item is None when the path is already registered (read
+        without the loop's lock: the loop checks again), or GONE.
+        """
+        path = nearest_existing(directory)
+        if path is None:
+            return None
+        known = self._regs.get(path)
+        if known is not None and not known.dead:
+            return path, None
+        found = self._add(path)
+        return None if found is None else (path, found)
 
     def _add(self, path: str) -> Registration | object | None:
         """Add ``path`` to the inotify instance: its registration, GONE, or None (logged)."""
