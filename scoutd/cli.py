@@ -297,10 +297,19 @@ def _cmd_notify(args: argparse.Namespace) -> int:
 
 
 def _cmd_abort(args: argparse.Namespace) -> int:
-    from .strategies.inbox import write_abort
+    from .strategies.inbox import inbox_removed_dir, record_problem, write_abort
 
     print(write_abort(args.save_file, args.reason))
-    return EXIT_OK
+    problem = record_problem(args.save_file)
+    if problem is None:
+        return EXIT_OK
+    # The abort still stops the agent (it fails closed), but the operator must know
+    # that its record will not be in the removed directory, and why.
+    return _fail(
+        f"the abort stops the agent, but its record cannot be written to"
+        f" {inbox_removed_dir(args.save_file)!r} ({problem}): it goes to a hidden"
+        " .abort-* file in the inbox, or the abort stays in place; see docs/OPERATIONS.md"
+    )
 
 
 def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:

@@ -123,6 +123,10 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_queued_response_bytes: Positive = 64 * MIB  # per connection: answers not yet read
     max_pending_request_bytes: Positive = 256 * MIB  # all connections: requests not yet decoded
 
+    # Sessions one uid may hold at once: each one costs watches and memory, and a
+    # client decides how many it opens (docs/OPERATIONS.md).
+    max_sessions_per_uid: Positive = 4096
+
     def __post_init__(self) -> None:
         # Paths are checked here, with the rest, so that the daemon and
         # `scoutd config check` refuse the same files (docs/OPERATIONS.md).

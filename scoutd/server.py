@@ -33,6 +33,7 @@ import msgspec
 from . import protocol
 from ._version import __version__
 from .config import Config, resolve_config, with_overrides
+from .config_watch import ConfigFileWatch
 from .daemon_log import configure_logging, set_level
 from .errors import Aborted, ConfigError, UnknownStrategy
 from .incremental import SessionPrompt, json_size
@@ -442,7 +443,9 @@ class Server:
             inbox_max_bytes=lambda: self.snapshot.config.prompt.inbox_max_bytes,
             abort_signal=lambda: self.snapshot.abort_signal,
             limiter=self.limiter,
+            max_sessions_per_uid=lambda: self.snapshot.config.daemon.max_sessions_per_uid,
         )
+        self.config_watch = ConfigFileWatch(self.watcher, self.config_file)
         self.shutting_down = False
         self.abandoned = False
         self.in_flight = 0  # requests being handled or answered, on all connections
@@ -476,8 +479,7 @@ class Server:
             tg.start_soon(self._config_reload_loop)
             tg.start_soon(self._signal_loop)
             tg.start_soon(self._idle_session_loop)
-            if self.config_file is not None:
-                await self.watcher.add(os.path.dirname(self.config_file))
+            await self.config_watch.start()
             interval = watchdog_interval()
             if interval is not None:
                 tg.start_soon(self._watchdog_loop, interval)
@@ -623,12 +625,11 @@ class Server:
     # --- file events and reload ------------------------------------------------------
 
     async def _watch_loop(self) -> None:
-        config_file = self.config_file
         while True:
             batch = await self.watcher.next_batch()
-            if config_file is not None and (batch.overflow or config_file in batch.paths):
-                self._config_event.set()
             try:
+                if await self.config_watch.concerns(batch):
+                    self._config_event.set()
                 await self.registry.handle_batch(batch)
             except Exception:
                 log.exception("handling file events failed")
@@ -740,7 +741,7 @@ class Server:
         if isinstance(params, protocol.SessionOpenParams):
             resolved = await self._check_path(params.save_file, snap, request.id, conn.peer)
             session = await self.registry.open(
-                params.save_file, resolved, params.pid, conn.peer.uid, conn
+                params.save_file, resolved, params.pid, conn.peer.uid, conn, request_id=request.id
             )
             if params.messages:
                 try:

@@ -1,14 +1,21 @@
-"""Agent sessions and the abort push (SPEC section 9).
+"""Agent sessions and the abort push (docs/PROTOCOL.md, sessions).
 
 A session ties a running agent (its save file, pid and connection) to the
 inbox beside its save file. The registry watches the inbox's *parent*
-directory (so the inbox's creation, deletion and re-creation are seen) and
-the inbox itself when it exists. When an ``abort`` file shows up, the
+directory and the inbox itself; the watcher anchors whichever does not exist
+yet to its nearest existing ancestor, so an abort is seen at once even in a
+chat directory created after ``session.open``. When an ``abort`` file shows up, the
 registry claims it with :func:`scoutd.strategies.inbox.claim_abort` in a
 worker thread — the move is the claim, so exactly one party (this watcher or
 an inference's ``inbox`` strategy) consumes each abort file — then marks the
 sessions of that inbox aborted and pushes ``session.aborted`` to their
-connections at once.
+connections at once. An abort that cannot be moved still aborts (it fails
+closed, see :mod:`scoutd.strategies.inbox_files`); one that cannot be moved at
+all stays in place and is pushed again at every event or rescan until an operator
+removes it.
+
+Each uid may hold at most ``max_sessions_per_uid`` sessions (docs/OPERATIONS.md):
+a client decides how many directories are watched, so it must not decide alone.
 """
 
 from __future__ import annotations
@@ -29,16 +36,26 @@ import anyio
 from . import protocol
 from .incremental import DeltaEncoder, SessionPrompt
 from .security import process_owned_by
+from .strategies import inbox_files
 from .strategies.inbox import ABORT_NAME, claim_abort, inbox_dir
 from .watcher import Batch, FsWatcher
 
-__all__ = ["MAX_PENDING_ABORTS", "Session", "SessionOwner", "SessionRegistry", "parse_signal"]
+__all__ = [
+    "DEFAULT_MAX_SESSIONS_PER_UID",
+    "MAX_PENDING_ABORTS",
+    "Session",
+    "SessionOwner",
+    "SessionRegistry",
+    "parse_signal",
+]
 
 log = logging.getLogger("scoutd.sessions")
 
 # Aborts claimed for inboxes whose next session-less prepare_prompt has not come yet.
 # Bounded so that abandoned save files cannot grow the daemon's memory.
 MAX_PENDING_ABORTS = 4096
+# Used when the registry is built without a limit (the daemon passes its config's).
+DEFAULT_MAX_SESSIONS_PER_UID = 10_000
 
 
 class SessionOwner(Protocol):
@@ -112,6 +129,7 @@ class SessionRegistry:
         inbox_max_bytes: Callable[[], int],
         abort_signal: Callable[[], signal.Signals | None],
         limiter: anyio.CapacityLimiter | None = None,
+        max_sessions_per_uid: Callable[[], int] = lambda: DEFAULT_MAX_SESSIONS_PER_UID,
     ) -> None:
         self.watcher = watcher
         self.sessions: dict[str, Session] = {}
@@ -119,6 +137,10 @@ class SessionRegistry:
         self.aborts = 0
         self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
         self._claiming: dict[str, bool] = {}  # inbox -> another claim was asked meanwhile
+        self._complete: set[str] = set()  # inboxes whose abort was seen closed or renamed in
+        self._unsettled: dict[str, float] = {}  # inbox -> when its abort was first seen changing
+        self._per_uid: dict[int, int] = {}
+        self._max_per_uid = max_sessions_per_uid
         self._inbox_max_bytes = inbox_max_bytes
         self._abort_signal = abort_signal
         self._limiter = limiter
@@ -127,9 +149,29 @@ class SessionRegistry:
     # --- sessions --------------------------------------------------------------------
 
     async def open(
-        self, save_file: str, resolved: str, pid: int | None, uid: int, owner: SessionOwner
+        self,
+        save_file: str,
+        resolved: str,
+        pid: int | None,
+        uid: int,
+        owner: SessionOwner,
+        *,
+        request_id: protocol.RequestId = None,
     ) -> Session:
-        """Register a session and watch its inbox (and the inbox's parent)."""
+        """Register a session and watch its inbox (and the inbox's parent).
+
+        Raises:
+            protocol.ProtocolError: ``TOO_LARGE``: ``uid`` holds
+                ``max_sessions_per_uid`` sessions already.
+        """
+        limit = self._max_per_uid()
+        if self._per_uid.get(uid, 0) >= limit:
+            raise protocol.ProtocolError(
+                protocol.TOO_LARGE,
+                f"too many sessions for uid {uid} (max_sessions_per_uid = {limit})",
+                protocol.TooLargeData(limit=limit),
+                id=request_id,
+            )
         inbox = inbox_dir(resolved)
         session = Session(
             id=secrets.token_hex(16),
@@ -141,6 +183,7 @@ class SessionRegistry:
             owner=owner,
         )
         self.sessions[session.id] = session
+        self._per_uid[uid] = self._per_uid.get(uid, 0) + 1
         first = inbox not in self.by_inbox
         self.by_inbox.setdefault(inbox, set()).add(session.id)
         if first:
@@ -154,11 +197,18 @@ class SessionRegistry:
         session = self.sessions.pop(session_id, None)
         if session is None:
             return False
+        left = self._per_uid.get(session.uid, 1) - 1
+        if left > 0:
+            self._per_uid[session.uid] = left
+        else:
+            self._per_uid.pop(session.uid, None)
         ids = self.by_inbox.get(session.inbox)
         if ids is not None:
             ids.discard(session_id)
             if not ids:
                 del self.by_inbox[session.inbox]
+                self._complete.discard(session.inbox)
+                self._unsettled.pop(session.inbox, None)
                 for directory in (os.path.dirname(session.inbox), session.inbox):
                     await self.watcher.remove(directory)
         log.info("session %s closed", session_id)
@@ -250,6 +300,16 @@ class SessionRegistry:
         if self._tg is not None:
             self._tg.start_soon(self.claim, inbox)
 
+    def _settle_expired(self, inbox: str) -> bool:
+        """An abort still changing after MAX_SETTLE_WAIT is taken as it is (fail closed)."""
+        first = self._unsettled.get(inbox)
+        return first is not None and time.monotonic() - first >= inbox_files.MAX_SETTLE_WAIT
+
+    async def _claim_settled(self, inbox: str) -> None:
+        """Claim again after the settle time (a close or rename event may come first)."""
+        await anyio.sleep(inbox_files.SETTLE_TIME)
+        await self.claim(inbox)
+
     async def claim(self, inbox: str) -> None:
         """Try to consume the inbox's abort file; serialised per inbox.
 
@@ -263,15 +323,31 @@ class SessionRegistry:
         try:
             while inbox in self.by_inbox:
                 save_file = self.sessions[next(iter(self.by_inbox[inbox]))].resolved
+                complete = inbox in self._complete or self._settle_expired(inbox)
+                self._complete.discard(inbox)
                 try:
                     reason = await anyio.to_thread.run_sync(
-                        partial(claim_abort, save_file, max_bytes=self._inbox_max_bytes()),
+                        partial(
+                            claim_abort,
+                            save_file,
+                            max_bytes=self._inbox_max_bytes(),
+                            complete=complete,
+                            wait=False,
+                        ),
                         limiter=self._limiter,
                     )
+                except inbox_files.NotSettled:
+                    # never sleep in a worker thread: retry from the loop, so that a
+                    # close or rename event meanwhile claims at once
+                    self._unsettled.setdefault(inbox, time.monotonic())
+                    if self._tg is not None:
+                        self._tg.start_soon(self._claim_settled, inbox)
+                    reason = None
                 except Exception:
                     log.exception("claiming the abort file of %s failed", inbox)
                     reason = None
                 if reason is not None:
+                    self._unsettled.pop(inbox, None)
                     self.abort(inbox, reason, claimed_by_watcher=True)
                 if not self._claiming[inbox]:
                     break
@@ -288,18 +364,22 @@ class SessionRegistry:
             await self.rescan()
             return
         for path in batch.paths:
-            if path in self.by_inbox:  # the inbox itself was created, moved or deleted
-                await self.watcher.ensure(path, force=True)
+            if path in self.by_inbox:  # the inbox itself appeared, moved or went (re-armed)
                 self._spawn_claim(path)
                 continue
             parent, name = os.path.split(path)
-            if name == "abort" and parent in self.by_inbox:
-                self._spawn_claim(parent)
+            if name == ABORT_NAME and parent in self.by_inbox:
+                if path in batch.complete:  # closed by its writer or renamed in: no settle wait
+                    self._complete.add(parent)
+                    self._spawn_claim(parent)
+                else:  # maybe still being written: the claim finds out
+                    self._spawn_claim(parent)
 
     async def rescan(self) -> None:
         """Re-arm dead watches and claim the abort files that are waiting.
 
-        Two worker-thread calls in all, whatever the number of sessions: one
+        Also restarts the watcher's inotify thread if it died or could not
+        start. Two worker-thread calls in all, whatever the number of sessions: one
         re-arms the watches, one looks for an ``abort`` entry in every inbox.
         Only the inboxes that hold one get a claim (a thread round trip each):
         at 10,000 sessions, a claim attempt per inbox made the idle daemon spend

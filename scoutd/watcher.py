@@ -1,171 +1,265 @@
-"""Directory watches shared by reference count, with paths handed to the event loop.
+"""Directory watches on one inotify instance and one thread, whatever their number.
 
-watchdog runs its observers in their own threads. The handler here does one
-thing in that thread: it hands the event's paths to the event loop
-(``loop.call_soon_threadsafe``) where they are deduplicated into a pending
-set. The loop side (:meth:`FsWatcher.next_batch`) decides what the paths mean.
-Nothing that happens there can kill the observer thread, and nothing the
-handler does can block it.
+watchdog's observers give every watched directory its own emitter thread:
+10,000 watched inboxes cost 10,000 threads, and a failure to start one
+switched aborts off. Here all directories share one
+:class:`watchdog.observers.inotify_c.InotifyFD` (one inotify instance, one
+reader thread); the handler in that thread only hands ``(wd, mask, name)``
+to the event loop (``loop.call_soon_threadsafe``), where the paths are
+deduplicated into a pending set and :meth:`FsWatcher.next_batch` returns
+them. ``watch_mode = "poll"`` lists the watched directories from one task
+instead (file systems without inotify).
 
-Missed events are expected (queue overflow, network file systems, a watched
-directory deleted and re-created): the watcher reports an *overflow* batch
-when its pending set grows too large, and :meth:`FsWatcher.ensure` re-arms a
-watch whose directory was re-created; the caller rescans periodically.
+A directory that does not exist (yet) is *anchored*: its nearest existing
+ancestor is watched, and when something appears there the directory is armed
+and reported as changed, so an abort dropped in a chat directory created after
+``session.open`` is seen at once, not at the next rescan. A watched directory
+that is deleted, moved or replaced is re-armed (or anchored) the same way.
+
+Failures fall back to the caller's periodic rescan: the inotify instance or
+its thread cannot be created (instance limit, ``can't start new thread``), a
+watch cannot be added (``ENOSPC``: watch limit), the reader thread died. Each
+is logged at error level; :meth:`FsWatcher.ensure_all` (run by every rescan)
+tries again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import anyio
-from watchdog.events import (
-    EVENT_TYPE_CLOSED_NO_WRITE,
-    EVENT_TYPE_OPENED,
-    FileSystemEvent,
-    FileSystemEventHandler,
-)
-from watchdog.observers import Observer
-from watchdog.observers.api import BaseObserver, ObservedWatch
-from watchdog.observers.polling import PollingObserver
 
-__all__ = ["MAX_PENDING_PATHS", "MOVE_PAIRING_DELAY", "POLL_INTERVAL", "Batch", "FsWatcher"]
+from .watch_state import (
+    GONE,
+    Registration,
+    Watch,
+    inode_of,
+    listing,
+    nearest_existing,
+    next_step,
+    poll,
+    stale,
+)
+
+__all__ = ["MAX_PENDING_PATHS", "POLL_INTERVAL", "Batch", "FsWatcher"]
 
 log = logging.getLogger("scoutd.watcher")
 
 # Paths waiting for the loop beyond this are dropped and the batch is flagged as an
 # overflow: the consumer then rechecks everything it watches instead.
 MAX_PENDING_PATHS = 10_000
-# How often the polling observer (watch_mode = "poll") lists each watched directory.
-# Short, because a poll is the only way some file systems report an abort at all, and
-# listing a handful of inbox directories ten times a second costs next to nothing.
+# How often watch_mode = "poll" lists each watched directory.
 POLL_INTERVAL = 0.1
-# watchdog's inotify emitter holds every IN_MOVED_FROM for up to 0.5 s to pair it with
-# its IN_MOVED_TO, and its reader sleeps out that delay even when the pair arrives at
-# once. Aborts arrive by rename, so that delay was the push latency (p90 ~500 ms
-# measured). The kernel queues both halves of a rename together: 5 ms is plenty to
-# pair them, and an unpaired half still reports the path we need.
-MOVE_PAIRING_DELAY = 0.005
 
+try:  # Linux
+    from watchdog.observers.inotify_c import InotifyConstants as _C
+    from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
 
-def _shorten_move_pairing() -> None:
-    """Lower the inotify move-pairing delay (see MOVE_PAIRING_DELAY); no-op elsewhere."""
-    try:
-        from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
-    except ImportError:  # not Linux, or a watchdog without the grouper
-        return
-    InotifyMoveEventGrouper.delay = min(InotifyMoveEventGrouper.delay, MOVE_PAIRING_DELAY)
-
-
-# Reading a file changes nothing: without this filter, reading the config file on reload
-# would be reported as a change of the config file, and trigger the next reload.
-_READ_ONLY_EVENTS = frozenset({EVENT_TYPE_OPENED, EVENT_TYPE_CLOSED_NO_WRITE})
+    _MASK = (
+        _C.IN_CREATE
+        | _C.IN_DELETE
+        | _C.IN_MOVED_FROM
+        | _C.IN_MOVED_TO
+        | _C.IN_CLOSE_WRITE
+        | _C.IN_DELETE_SELF
+        | _C.IN_MOVE_SELF
+        | _C.IN_ONLYDIR
+        | _C.IN_EXCL_UNLINK
+    )
+    # A writer closed the file, or it arrived by rename: it is complete.
+    _COMPLETE = _C.IN_CLOSE_WRITE | _C.IN_MOVED_TO
+    _SELF_GONE = _C.IN_DELETE_SELF | _C.IN_MOVE_SELF
+except (ImportError, OSError, AttributeError):  # no inotify: poll instead
+    InotifyFD = None  # type: ignore[assignment,misc]
+    _MASK = _COMPLETE = _SELF_GONE = 0
 
 
 @dataclass(slots=True)
 class Batch:
-    """Paths that changed since the last batch; ``overflow``: some were lost."""
+    """Paths that changed since the last batch; ``overflow``: some were lost.
+
+    ``complete``: the paths of ``paths`` whose writer closed them or that
+    arrived by rename (known with inotify only): no need to wait for them to
+    settle.
+    """
 
     paths: set[str]
     overflow: bool
+    complete: set[str] = field(default_factory=set)
 
 
-@dataclass(slots=True)
-class _Watch:
-    refs: int
-    handle: ObservedWatch | None = None
-    inode: tuple[int, int] | None = None
-
-
-class _Handoff(FileSystemEventHandler):
-    """Runs in watchdog's thread: forward paths to the loop, never raise."""
+class _Handoff:
+    """Runs in the inotify reader thread: forward to the loop, never block."""
 
     def __init__(self, owner: FsWatcher) -> None:
         self._owner = owner
 
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in _READ_ONLY_EVENTS:
-            return
+    def _hand(self, *args: Any) -> None:
         try:
-            paths = [os.fsdecode(p) for p in (event.src_path, event.dest_path) if p]
-            self._owner._loop.call_soon_threadsafe(self._owner._deliver, paths)
+            self._owner._loop.call_soon_threadsafe(*args)
         except RuntimeError:  # the loop is closed: the daemon is stopping
             pass
-        except Exception:  # an exception here would end the observer's thread
-            log.exception("watch event %r could not be handed to the event loop", event)
+        except Exception:  # an exception here would end the reader thread
+            log.exception("a watch event could not be handed to the event loop")
 
-    def dispatch(self, event: FileSystemEvent) -> None:
-        self.on_any_event(event)
+    def on_event(self, event: InotifyEvent) -> None:
+        self._hand(self._owner._on_event, event.wd, event.mask, event.name)
+
+    def on_watch_deleted(self, wd: int) -> None:
+        self._hand(self._owner._on_gone, wd)
+
+    def on_queue_overflow(self) -> None:
+        self._hand(self._owner._on_overflow)
 
 
 class FsWatcher:
     """Reference-counted, non-recursive watches on directories.
 
     Use as an async context manager inside the event loop that consumes the
-    batches. ``add``/``remove`` count references; a directory that does not
-    exist yet is remembered and armed by a later :meth:`ensure`.
+    batches. ``add``/``remove`` count references; a missing directory is
+    anchored to its nearest existing ancestor and armed when it appears.
 
-    Resource handling: the observer thread is started on enter and stopped
-    (and joined, in a worker thread) on exit; watches are dropped with it.
-    Error handling: scheduling failures (missing directory, inotify limits)
-    are logged at debug level and leave the watch unarmed; the caller's
-    periodic rescan covers it.
+    Resource handling: the inotify instance and its reader thread (or the
+    poll task) live from enter to exit; watches are dropped with them.
+    Error handling: see the module docstring: every failure leaves the
+    periodic rescan in charge, and :meth:`ensure_all` retries.
     """
 
     def __init__(
         self, mode: Literal["native", "poll"] = "native", *, poll_interval: float = POLL_INTERVAL
     ) -> None:
-        self.mode = mode
-        if mode == "poll":
-            self._observer: BaseObserver = PollingObserver(timeout=poll_interval)
-        else:
-            _shorten_move_pairing()
-            self._observer = Observer()
+        self.mode: Literal["native", "poll"] = mode if InotifyFD is not None else "poll"
+        self._poll_interval = poll_interval
         self._handler = _Handoff(self)
-        self._watches: dict[str, _Watch] = {}
+        self._fd: InotifyFD | None = None
+        self._ids = itertools.count(1)
+        self._watches: dict[str, Watch] = {}
+        self._regs: dict[str, Registration] = {}  # watched path -> its registration
+        self._by_wd: dict[int, list[Registration]] = {}  # one per path (aliases share a wd)
+        self._snapshots: dict[str, dict[str, tuple[int, int, int]] | None] = {}
         self._pending: set[str] = set()
+        self._complete: set[str] = set()
         self._overflow = False
         self._wakeup = anyio.Event()
+        self._rearm: set[str] = set()
+        self._rearm_wakeup = anyio.Event()
         self._lock = anyio.Lock()
         self._loop: asyncio.AbstractEventLoop
+        self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> FsWatcher:
         self._loop = asyncio.get_running_loop()
-        self._observer.daemon = True
-        self._observer.start()
+        if self.mode == "native":
+            await anyio.to_thread.run_sync(self._start_reader)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._poll_loop if self.mode == "poll" else self._rearm_loop)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        observer = self._observer
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._stop_observer, observer)
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(None, None, None)
+        self._tg = None
+        reader, self._fd = self._fd, None
+        if reader is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._stop_reader, reader)
+
+    # --- the inotify instance --------------------------------------------------------
+
+    def _start_reader(self) -> bool:
+        """Create the inotify instance and its reader thread; False (logged) if impossible."""
+        assert InotifyFD is not None
+        try:
+            reader = InotifyFD()
+        except OSError as exc:
+            log.error("native file watching unavailable (%s): periodic rescans only", exc)
+            return False
+        reader.daemon = True
+        try:
+            reader.start()
+        except RuntimeError as exc:  # can't start new thread
+            log.error("native file watching unavailable (%s): periodic rescans only", exc)
+            with _quiet():
+                reader.close()
+            return False
+        self._fd = reader
+        return True
 
     @staticmethod
-    def _stop_observer(observer: BaseObserver) -> None:
-        observer.stop()
-        observer.join(timeout=5)
+    def _stop_reader(reader: InotifyFD) -> None:
+        with _quiet():
+            reader.stop()
+        reader.join(timeout=5)
 
-    # --- loop side -------------------------------------------------------------------
+    def _reader_ok(self) -> bool:
+        return self._fd is not None and self._fd.is_alive()
 
-    def _deliver(self, paths: list[str]) -> None:
+    # --- loop side: events -----------------------------------------------------------
+
+    def _deliver(self, paths: Iterable[str], *, complete: bool = False) -> None:
+        paths = list(paths)
         if len(self._pending) + len(paths) > MAX_PENDING_PATHS:
             self._pending.clear()
+            self._complete.clear()
             self._overflow = True
         else:
             self._pending.update(paths)
+            if complete:
+                self._complete.update(paths)
         self._wakeup.set()
+
+    def _on_event(self, wd: int, mask: int, name: bytes) -> None:
+        for reg in self._by_wd.get(wd, ()):
+            if name:
+                child = os.path.join(reg.path, os.fsdecode(name))
+                if reg.direct:
+                    self._deliver([child], complete=bool(mask & _COMPLETE))
+                for directory in reg.waiting.get(child, ()):  # the next step appeared (or went)
+                    self._queue_rearm(directory)
+            if mask & _SELF_GONE:
+                self._reanchor(reg)
+
+    def _on_gone(self, wd: int) -> None:
+        """The kernel dropped watch ``wd`` (its directory is gone): re-arm its users."""
+        for reg in self._by_wd.pop(wd, []):
+            reg.dead = True
+            self._reanchor(reg)
+
+    def _reanchor(self, reg: Registration) -> None:
+        """Re-arm every user of ``reg``: its directory moved, went or was replaced."""
+        if self._regs.get(reg.path) is reg:  # retired: a new arm must watch afresh
+            del self._regs[reg.path]
+        if reg.direct:
+            self._deliver([reg.path])
+            self._queue_rearm(reg.path)
+        for directories in reg.waiting.values():
+            for directory in directories:
+                self._queue_rearm(directory)
+
+    def _on_overflow(self) -> None:
+        self._overflow = True
+        self._wakeup.set()
+
+    def _queue_rearm(self, directory: str) -> None:
+        self._rearm.add(directory)
+        self._rearm_wakeup.set()
 
     async def next_batch(self) -> Batch:
         """Wait for changed paths (deduplicated since the previous batch)."""
         while not self._pending and not self._overflow:
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
-        batch = Batch(paths=self._pending, overflow=self._overflow)
-        self._pending, self._overflow = set(), False
+        batch = Batch(paths=self._pending, overflow=self._overflow, complete=self._complete)
+        self._pending, self._complete, self._overflow = set(), set(), False
         return batch
 
     @property
@@ -174,21 +268,31 @@ class FsWatcher:
         return list(self._watches)
 
     def armed(self, directory: str) -> bool:
+        """Whether events of ``directory`` itself are reported (poll: it exists)."""
         watch = self._watches.get(directory)
-        return watch is not None and watch.handle is not None
+        if watch is None:
+            return False
+        if self.mode == "poll":
+            return self._snapshots.get(directory) is not None
+        return watch.armed
+
+    # --- loop side: references -------------------------------------------------------
 
     async def add(self, directory: str) -> None:
-        """Take a reference on ``directory`` and arm its watch if it exists."""
+        """Take a reference on ``directory``; arm its watch (or its anchor's)."""
         async with self._lock:
             watch = self._watches.get(directory)
             if watch is not None:
                 watch.refs += 1
                 return
-            watch = self._watches[directory] = _Watch(refs=1)
-            await anyio.to_thread.run_sync(self._arm, directory, watch)
+            watch = self._watches[directory] = Watch(refs=1)
+            if self.mode == "poll":
+                self._snapshots[directory] = await anyio.to_thread.run_sync(listing, directory)
+            else:
+                await self._arm(directory, watch)
 
     async def remove(self, directory: str) -> None:
-        """Drop a reference; the last one unschedules the watch."""
+        """Drop a reference; the last one removes the watch."""
         async with self._lock:
             watch = self._watches.get(directory)
             if watch is None:
@@ -197,80 +301,188 @@ class FsWatcher:
             if watch.refs > 0:
                 return
             del self._watches[directory]
-            await anyio.to_thread.run_sync(self._disarm, watch)
+            self._snapshots.pop(directory, None)
+            await self._disarm(directory, watch)
 
     async def ensure(self, directory: str, *, force: bool = False) -> bool:
-        """Re-arm the watch of ``directory`` if it is unarmed, dead or re-created.
+        """Re-arm ``directory`` if it is unarmed, anchored, dead or re-created.
 
-        ``force`` re-arms unconditionally (the directory was just created: its
-        inode number may be a recycled one). Returns whether the watch is armed.
+        ``force`` re-arms unconditionally. Returns whether it is armed.
         """
         async with self._lock:
             watch = self._watches.get(directory)
             if watch is None:
                 return False
-            return await anyio.to_thread.run_sync(self._rearm, directory, watch, force)
+            if self.mode == "poll":
+                return self.armed(directory)
+            if force or not await self._healthy(directory, watch):
+                await self._arm(directory, watch)
+            return watch.armed
 
     async def ensure_all(self, directories: Iterable[str]) -> None:
-        """:meth:`ensure` every directory of ``directories`` that has a reference.
+        """:meth:`ensure` every referenced directory of ``directories`` (rescans).
 
-        One worker-thread call for all of them: the periodic rescan of thousands
-        of watched inboxes must not cost a thread round trip per directory.
+        Restarts a dead or missing inotify instance first. One worker-thread
+        call checks all directories; only those needing it are re-armed.
         """
+        if self.mode == "poll":
+            return
         async with self._lock:
+            if not self._reader_ok():
+                await self._restart_reader()
             watches = [(d, w) for d in directories if (w := self._watches.get(d)) is not None]
-            if watches:
-                await anyio.to_thread.run_sync(self._rearm_all, watches)
+            for directory in await anyio.to_thread.run_sync(stale, watches):
+                await self._arm(directory, self._watches[directory])
+
+    async def _healthy(self, directory: str, watch: Watch) -> bool:
+        if not watch.armed or not self._reader_ok():
+            return False
+        return not await anyio.to_thread.run_sync(stale, [(directory, watch)])
+
+    async def _restart_reader(self) -> None:
+        old, self._fd = self._fd, None
+        if old is not None:
+            log.error("the file watch thread ended: restarting it")
+            await anyio.to_thread.run_sync(self._stop_reader, old)
+        self._by_wd.clear()
+        self._regs.clear()
+        for watch in self._watches.values():
+            watch.reg, watch.anchored = None, False
+        if await anyio.to_thread.run_sync(self._start_reader):
+            for directory, watch in list(self._watches.items()):
+                await self._arm(directory, watch)
+
+    async def _rearm_loop(self) -> None:
+        while True:
+            await self._rearm_wakeup.wait()
+            self._rearm_wakeup = anyio.Event()
+            async with self._lock:
+                queued, self._rearm = self._rearm, set()
+                for directory in sorted(queued):
+                    watch = self._watches.get(directory)
+                    if watch is not None and not await self._healthy(directory, watch):
+                        await self._arm(directory, watch)
+                        if watch.armed:  # it appeared: what it holds may be news
+                            self._deliver([directory])
+
+    async def _arm(self, directory: str, watch: Watch) -> None:
+        """Watch ``directory``, else anchor it to its nearest existing ancestor."""
+        await self._disarm(directory, watch)
+        for _ in range(8):  # bounded: the tree may change while we look
+            if self._fd is None:
+                return
+            # one thread round trip: find the path to watch, and add it unless known
+            located = await anyio.to_thread.run_sync(self._locate, directory)
+            if located is None:
+                return
+            path, found = located
+            if found is GONE:
+                continue
+            reg = self._regs.get(path)
+            if isinstance(found, Registration):
+                if reg is not None and not reg.dead:  # registered meanwhile: share it
+                    await anyio.to_thread.run_sync(_remove_callback, self._fd, found)
+                else:
+                    reg = self._regs[path] = found
+                    self._by_wd.setdefault(reg.wd, []).append(reg)
+            if reg is None or reg.dead:
+                continue  # retired while we looked: look again
+            watch.reg, watch.anchored = reg, path != directory
+            if watch.anchored:
+                reg.waiting.setdefault(next_step(path, directory), set()).add(directory)
+            else:
+                reg.direct = True
+            return
+
+    async def _disarm(self, directory: str, watch: Watch) -> None:
+        reg, watch.reg = watch.reg, None
+        anchored, watch.anchored = watch.anchored, False
+        if reg is None:
+            return
+        if anchored:
+            step = next_step(reg.path, directory)
+            waiting = reg.waiting.get(step)
+            if waiting is not None:
+                waiting.discard(directory)
+                if not waiting:
+                    del reg.waiting[step]
+        else:
+            reg.direct = False
+        if reg.used():
+            return
+        if self._regs.get(reg.path) is reg:
+            del self._regs[reg.path]
+        users = self._by_wd.get(reg.wd)
+        if users is not None and reg in users:
+            users.remove(reg)
+            if not users:
+                del self._by_wd[reg.wd]
+        reader = self._fd
+        if reader is not None and not reg.dead:
+            await anyio.to_thread.run_sync(_remove_callback, reader, reg)
 
     # --- worker-thread side ----------------------------------------------------------
 
-    def _inode(self, directory: str) -> tuple[int, int] | None:
-        try:
-            st = os.stat(directory)
-        except OSError:
+    def _locate(self, directory: str) -> tuple[str, Registration | object | None] | None:
+        """The path to watch for ``directory`` and, unless already watched, its new watch.
+
+        None: nothing to watch (no ancestor exists, or adding failed: logged).
+        The second item is None when the path is already registered (read
+        without the loop's lock: the loop checks again), or GONE.
+        """
+        path = nearest_existing(directory)
+        if path is None:
             return None
-        return (st.st_dev, st.st_ino)
+        known = self._regs.get(path)
+        if known is not None and not known.dead:
+            return path, None
+        found = self._add(path)
+        return None if found is None else (path, found)
 
-    def _arm(self, directory: str, watch: _Watch) -> None:
-        inode = self._inode(directory)
-        if inode is None:
-            return
+    def _add(self, path: str) -> Registration | object | None:
+        """Add ``path`` to the inotify instance: its registration, GONE, or None (logged)."""
+        reader = self._fd
+        if reader is None:
+            return None
+        cid = next(self._ids)
         try:
-            watch.handle = self._observer.schedule(self._handler, directory, recursive=False)
-            watch.inode = inode
+            wd = reader.add_callback(os.fsencode(path), _MASK, self._handler, cid)  # type: ignore[arg-type]
+        except (FileNotFoundError, NotADirectoryError):
+            return GONE
         except OSError as exc:
-            log.debug("cannot watch %s yet: %s", directory, exc)
+            log.error("cannot watch %r (%s): periodic rescans cover it", path, exc)
+            return None
+        reg = Registration(path=path, wd=wd, cid=cid, inode=inode_of(path))
+        if wd < 0:  # watchdog swallows EACCES and returns -1
+            _remove_callback(reader, reg)
+            log.error("cannot watch %r (permission denied): periodic rescans cover it", path)
+            return None
+        return reg
 
-    def _disarm(self, watch: _Watch) -> None:
-        handle, watch.handle, watch.inode = watch.handle, None, None
-        if handle is None:
-            return
-        try:
-            self._observer.unschedule(handle)
-        except (KeyError, OSError) as exc:  # the emitter already ended with its directory
-            log.debug("unschedule %s: %r", handle.path, exc)
+    # --- poll mode -------------------------------------------------------------------
 
-    def _live_handles(self) -> set[ObservedWatch]:
-        """The watches whose emitter thread is still running."""
-        return {e.watch for e in list(self._observer.emitters) if e.is_alive()}
+    async def _poll_loop(self) -> None:
+        while True:
+            await anyio.sleep(self._poll_interval)
+            async with self._lock:
+                before = {d: self._snapshots.get(d) for d in self._watches}
+                after, changed = await anyio.to_thread.run_sync(poll, before)
+                for directory, entries in after.items():
+                    if directory in self._watches:
+                        self._snapshots[directory] = entries
+            if changed:
+                self._deliver(changed)
 
-    def _rearm(
-        self, directory: str, watch: _Watch, force: bool, live: set[ObservedWatch] | None = None
-    ) -> bool:
-        inode = self._inode(directory)
-        if (
-            watch.handle is not None
-            and not force
-            and inode is not None
-            and inode == watch.inode
-            and watch.handle in (self._live_handles() if live is None else live)
-        ):
-            return True
-        self._disarm(watch)
-        self._arm(directory, watch)
-        return watch.handle is not None
 
-    def _rearm_all(self, watches: list[tuple[str, _Watch]]) -> None:
-        live = self._live_handles()
-        for directory, watch in watches:
-            self._rearm(directory, watch, False, live)
+def _remove_callback(reader: InotifyFD, reg: Registration) -> None:
+    with _quiet():
+        reader.remove_callbacks([(reg.wd, reg.cid)])  # type: ignore[list-item]
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Suppress and log (debug) an exception of watch bookkeeping."""
+    try:
+        yield
+    except Exception as exc:
+        log.debug("watch bookkeeping: %r", exc)

@@ -90,6 +90,20 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def inotify_usage(pid: int) -> tuple[int, int]:
+    """``(instances, watches)``: the inotify instances ``pid`` holds and their watches."""
+    instances = watches = 0
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
+                    continue
+                instances += 1
+                with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+                    watches += sum(1 for line in info if line.startswith("inotify wd:"))
+    return instances, watches
+
+
 def open_fds(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))

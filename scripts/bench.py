@@ -206,6 +206,8 @@ class Daemon:
             f"socket_path = {json.dumps(self.socket_path)}",
             "allowed_roots = [" + ", ".join(json.dumps(root) for root in roots) + "]",
             'log_level = "warning"',
+            # the memory phase opens 10,000 sessions from this one uid
+            "max_sessions_per_uid = 1000000",
             "",
         ]
         with open(self.config_path, "w", encoding="utf-8") as handle:

@@ -298,6 +298,27 @@ def test_notify_and_abort_write_into_inbox(home: Path) -> None:
     assert "operator says stop" in one_error_line(stopped)
 
 
+@pytest.mark.parametrize("sabotage", ["regular-file", "dangling-symlink"])
+def test_abort_says_when_its_record_cannot_be_written(home: Path, sabotage: str) -> None:
+    """The abort is written and still stops the agent; exit 1 tells the operator to act."""
+    save_file = home / "agent.chat"
+    removed = Path(scoutd.inbox_removed_dir(str(save_file)))
+    if sabotage == "regular-file":
+        removed.write_text("planted by the agent")
+    else:
+        removed.symlink_to(home / "nowhere")
+    aborted = run(home, "abort", str(save_file), "stop anyway")
+    assert aborted.returncode == 1
+    assert Path(aborted.stdout.strip()) == Path(scoutd.inbox_dir(str(save_file))) / "abort"
+    message = one_error_line(aborted)
+    assert "the abort stops the agent" in message and "inbox_removed" in message
+    stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert stopped.returncode == 3 and "Traceback" not in stopped.stderr
+    logged, last = stopped.stderr.strip().splitlines()
+    assert "could not be moved" in logged and "recorded as" in logged  # loudly
+    assert last == "scoutd: aborted: stop anyway"
+
+
 # ------------------------------------------------------------------ config show / check
 
 

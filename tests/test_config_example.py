@@ -186,6 +186,10 @@ def test_service_unit() -> None:
         "MemoryDenyWriteExecute": "yes",
         "SystemCallArchitectures": "native",
         "CapabilityBoundingSet": "",
+        # threads and memory are bounded by design (docs/RELIABILITY.md)
+        "TasksMax": "128",
+        "MemoryHigh": "1G",
+        "MemoryMax": "2G",
     }
     for key, value in expected.items():
         assert s.get(key) == value, key

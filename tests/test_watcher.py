@@ -1,17 +1,18 @@
-"""FsWatcher in process: real directories, real watchdog observers (native and polling)."""
+"""FsWatcher in process: real directories, watchdog's real inotify reader, and polling."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 
 import anyio
 import pytest
-from watchdog.events import FileCreatedEvent
+from watchdog.observers.inotify_c import InotifyEvent
 
-from scoutd.watcher import MAX_PENDING_PATHS, FsWatcher
+from scoutd.watcher import MAX_PENDING_PATHS, Batch, FsWatcher
 
 pytestmark = pytest.mark.anyio
 WAIT = 5.0
@@ -102,10 +103,92 @@ async def test_handler_errors_never_stop_watching(base: str) -> None:
     async with FsWatcher("native") as watcher:
         await watcher.add(base)
         handler = watcher._handler
-        # runs in this thread here: a path that cannot be decoded is logged, not raised
-        handler.dispatch(FileCreatedEvent(12345))  # type: ignore[arg-type]
+        loop = watcher._loop
+        # the hand-off fails (a loop that refuses the call): logged, never raised
+        watcher._loop = None  # type: ignore[assignment]
+        handler.on_event(InotifyEvent(1, 0, 0, b"x"))  # type: ignore[arg-type]
+        watcher._loop = loop
+        # an event for a watch nobody knows is ignored
+        handler.on_event(InotifyEvent(987654, 0, 0, b"\xff\xfe"))  # type: ignore[arg-type]
         touch(os.path.join(base, "after"))
         await wait_path(watcher, os.path.join(base, "after"))
+
+
+async def collect(watcher: FsWatcher, path: str) -> Batch:
+    """The union of batches up to the first one mentioning ``path`` (bounded)."""
+    union = Batch(paths=set(), overflow=False)
+    with anyio.fail_after(WAIT):
+        while path not in union.paths:
+            batch = await watcher.next_batch()
+            union.paths |= batch.paths
+            union.complete |= batch.complete
+    return union
+
+
+def own_threads() -> int:
+    """Threads of this process, not counting anyio's pooled worker threads."""
+    return sum(1 for t in threading.enumerate() if type(t).__name__ != "WorkerThread")
+
+
+async def test_threads_and_inotify_instances_stay_bounded(base: str) -> None:
+    before = own_threads()
+    async with FsWatcher("native") as watcher:
+        with_one = own_threads()
+        assert with_one - before == 1  # the one reader thread
+        directories = [os.path.join(base, f"d{n:04d}") for n in range(400)]
+        for directory in directories:
+            os.mkdir(directory)
+            await watcher.add(directory)
+        assert own_threads() == with_one
+        assert all(watcher.armed(d) for d in directories)
+        touch(os.path.join(directories[-1], "abort"))
+        await wait_path(watcher, os.path.join(directories[-1], "abort"))
+        for directory in directories:
+            await watcher.remove(directory)
+        assert watcher._by_wd == {}
+    assert own_threads() == before
+
+
+async def test_a_chat_directory_created_later_is_watched_at_once(base: str) -> None:
+    """Directory, inbox and abort all appear after the watch: no rescan needed."""
+    chat_dir = os.path.join(base, "later", "deeper")
+    inbox = os.path.join(chat_dir, "a.inbox")
+    async with FsWatcher("native") as watcher:
+        await watcher.add(chat_dir)
+        await watcher.add(inbox)
+        assert not watcher.armed(chat_dir) and not watcher.armed(inbox)
+        os.makedirs(inbox)
+        await wait_path(watcher, inbox)  # armed and reported by the watcher itself
+        assert watcher.armed(inbox) and watcher.armed(chat_dir)
+        touch(os.path.join(inbox, "abort"))
+        await wait_path(watcher, os.path.join(inbox, "abort"))
+        shutil.rmtree(os.path.join(base, "later"))
+        await wait_path(watcher, inbox)
+        os.makedirs(inbox)  # re-created: armed again without any ensure()
+        for _ in range(500):  # bounded: 5 s
+            if watcher.armed(inbox):
+                break
+            await anyio.sleep(0.01)
+        else:
+            pytest.fail("the re-created directory was never armed")
+        touch(os.path.join(inbox, "abort"))
+        await wait_path(watcher, os.path.join(inbox, "abort"))
+
+
+async def test_closed_and_renamed_files_are_reported_complete(base: str) -> None:
+    async with FsWatcher("native") as watcher:
+        await watcher.add(base)
+        path = os.path.join(base, "abort")
+        handle = open(path, "w")  # noqa: SIM115, ASYNC230 - kept open on purpose
+        handle.write("half")
+        handle.flush()
+        batch = await collect(watcher, path)
+        assert path not in batch.complete  # created, still open for writing
+        handle.close()
+        assert path in (await collect(watcher, path)).complete
+        os.rename(path, os.path.join(base, "moved"))
+        moved = os.path.join(base, "moved")
+        assert moved in (await collect(watcher, moved)).complete
 
 
 async def test_overflow_is_reported(base: str) -> None:

@@ -1,13 +1,16 @@
-"""``inbox`` (SPEC section 7): operator notices, delivered at most once.
+"""``inbox`` (docs/STRATEGIES.md): operator notices, delivered at most once.
 
 Operators drop files into ``<stem>.inbox`` beside a chat's save file. Each
 regular file is moved into ``<stem>.inbox_removed``, only then read, and
 appended to the prompt as a ``user`` message; a file named ``abort`` raises
-:class:`~scoutd.errors.Aborted` instead. Claiming one file (:func:`_take`):
+:class:`~scoutd.errors.Aborted` instead. Claiming one file
+(:func:`scoutd.strategies.inbox_files.take`):
 
 1. *Check in place*: open with ``O_NOFOLLOW | O_NONBLOCK`` and ``fstat``. A
    symlink fails (``ELOOP``), a FIFO swapped in after the listing opens without
-   waiting for a writer; what is not a readable regular file stays put.
+   waiting for a writer; what is not a readable regular file stays put. A
+   file written in place is taken once complete (unchanged for a short
+   settle time, or closed by its writer as the daemon's watcher sees).
 2. *Claim*: ``rename`` it to a private ``.claim-<pid>-<random>`` name in the
    removed directory. Of N racing consumers exactly one rename succeeds; the
    others get ``ENOENT`` and skip. The claimed entry is checked again by its
@@ -24,19 +27,26 @@ Only the consumer whose rename succeeded delivers, after its claim: delivery
 is at most once. A crash between claim and record leaves a ``.claim-*``
 dotfile in the removed directory: consumed, never delivered.
 
+An abort fails closed: when step 2 fails (the removed directory is a regular
+file or a dangling symlink, lies on another file system, refuses the rename),
+the abort is claimed under a hidden ``.abort-<ns>-<pid>`` name in the inbox
+itself, or, if even that fails, read in place and left there. It aborts all
+the same, and the failure is logged at error level.
+
 Both directories are opened once per pickup with ``O_NOFOLLOW | O_DIRECTORY``
 and every step names entries relative to those descriptors (``*at`` calls). An
 inbox or removed directory that is a symlink is refused (logged), and one
 swapped for a symlink after that check cannot redirect a move: otherwise a
 client allowed to write beside its save file could make the daemon empty, or
-fill, a directory outside ``allowed_roots`` (SPEC section 10). Writers refuse a
+fill, a directory outside ``allowed_roots`` (docs/OPERATIONS.md). Writers refuse a
 symlinked inbox the same way.
 
 Resource handling: each descriptor is closed by the function that opened it.
 Readers never create the inbox; they create the removed directory just before
 the first claim. Writers create the inbox, write and fsync a dotfile there
-(readers ignore dotfiles) and link it to its final name: no partial notice is
-ever visible.
+(readers ignore dotfiles) and rename it to its final name without replacing
+one (``renameat2``; a hard link where that is missing): no partial notice is
+ever visible, and the daemon's watcher sees it arrive complete.
 
 Error handling: no ``OSError`` escapes :func:`inbox` or :func:`claim_abort`.
 Each file stands alone: a failure is logged (logger ``scoutd.inbox``, warning)
@@ -49,18 +59,26 @@ read. The writers raise ``OSError`` to their caller.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
-import errno
 import logging
 import os
-import stat
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..config import PromptConfig
 from ..errors import Aborted
+from .inbox_files import (
+    ABORT_NAME,
+    MAX_NAMES,
+    WRITE_FLAGS,
+    InboxDirs,
+    numbered,
+    open_dir,
+    place,
+    removed_dir_problem,
+    take,
+)
 from .report import StrategyReport, content_chars
 
 __all__ = [
@@ -69,28 +87,12 @@ __all__ = [
     "inbox",
     "inbox_dir",
     "inbox_removed_dir",
+    "record_problem",
     "write_abort",
     "write_notice",
 ]
 
-ABORT_NAME = "abort"
-
 log = logging.getLogger("scoutd.inbox")
-
-# O_NONBLOCK: a FIFO swapped in after the listing opens at once, never waiting for
-# a writer (regular files ignore the flag). O_NOFOLLOW: a symlink is never followed.
-# O_NOCTTY: a terminal never becomes the process's controlling terminal.
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-# The inbox and removed directories themselves: a symlink there is refused, never followed.
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-# Names tried for one record or notice: far beyond any real inbox, but bounded so
-# that a misbehaving filesystem cannot keep a caller looping.
-_MAX_NAMES = 100_000
-
-# link() errors that mean "no hard links here" (FAT, some FUSE and network mounts).
-_NO_LINK = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS})
 
 
 def _stem_path(save_file: str | os.PathLike[str], suffix: str) -> str:
@@ -111,192 +113,13 @@ def inbox_removed_dir(save_file: str | os.PathLike[str]) -> str:
     return _stem_path(save_file, ".inbox_removed")
 
 
-def _numbered(name: str, n: int) -> str:
-    """The ``n``-th collision name: ``note.txt`` -> ``note.1.txt``, ``abort`` -> ``abort.1``."""
-    if n == 0:
-        return name
-    root, ext = os.path.splitext(name)
-    return f"{root}.{n}{ext}"
+def record_problem(save_file: str | os.PathLike[str]) -> str | None:
+    """Why consumed files of ``save_file``'s inbox cannot be recorded (None: they can).
 
-
-def _open_dir(path: str) -> int:
-    """Open the directory ``path`` without following a symlink in its last component.
-
-    Raises ``OSError``; a symlink fails with ``ENOTDIR`` (or ``ELOOP``), reported
-    as such.
+    An abort still aborts then (docs/OPERATIONS.md, "Aborting an agent"), but
+    its record lands in the inbox under a hidden name, or nowhere.
     """
-    try:
-        return os.open(path, _DIR_FLAGS)
-    except OSError as exc:
-        if exc.errno in (errno.ENOTDIR, errno.ELOOP) and os.path.islink(path):
-            raise OSError(exc.errno, "is a symbolic link, not followed", path) from None
-        raise
-
-
-class _Dirs:
-    """The inbox (open) and removed directory (opened at the first claim) of one pickup."""
-
-    def __init__(self, inbox_path: str, removed: str) -> None:
-        self.inbox = inbox_path
-        self.removed = removed
-        self.ifd = _open_dir(inbox_path)
-        self._rfd: int | None = None
-
-    def removed_fd(self) -> int:
-        """The removed directory, created now if missing (lazily: a file is about to move)."""
-        if self._rfd is None:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(self.removed)
-            self._rfd = _open_dir(self.removed)
-        return self._rfd
-
-    def close(self) -> None:
-        os.close(self.ifd)
-        if self._rfd is not None:
-            os.close(self._rfd)
-
-
-def _open_regular(name: str, dir_fd: int) -> tuple[int, os.stat_result]:
-    """Open ``name`` in ``dir_fd`` for reading without following, blocking or opening non-files.
-
-    The ``lstat`` comes first so that a FIFO or device is never opened at all (an
-    open, even non-blocking, releases a writer waiting on a FIFO and may have side
-    effects on a device); ``fstat`` then checks what was actually opened, in case
-    the entry was swapped in between.
-    """
-    if not stat.S_ISREG(os.lstat(name, dir_fd=dir_fd).st_mode):
-        raise OSError(errno.EINVAL, "not a regular file", name)
-    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", name)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
-
-
-def _lexists(name: str, dir_fd: int | None) -> bool:
-    try:
-        os.lstat(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _read(fd: int, size: int, max_bytes: int) -> str:
-    """At most ``max_bytes`` as text, with a visible note when there was more."""
-    data = bytearray()  # grows in place: linear in what is read
-    while len(data) <= max_bytes:
-        chunk = os.read(fd, min(max_bytes + 1 - len(data), 1 << 20))
-        if not chunk:
-            break
-        data += chunk
-    if len(data) <= max_bytes:
-        return data.decode("utf-8", "replace")
-    # final=False holds back a character cut in half by the limit instead of
-    # turning it into a replacement character.
-    head = codecs.getincrementaldecoder("utf-8")("replace").decode(data[:max_bytes], final=False)
-    total = max(size, len(data))
-    return f"{head}\n[scoutd: notice truncated at {max_bytes} of {total} bytes]"
-
-
-def _place(
-    source: str,
-    directory: str,
-    names: Iterable[str],
-    *,
-    keep: bool = False,
-    dir_fd: int | None = None,
-) -> str:
-    """Give ``source`` the first free name of ``names`` in ``directory``, never replacing one.
-
-    With ``dir_fd`` (the directory, open), ``source`` and the names are relative to
-    it; otherwise ``source`` is a path. With ``keep``, an existing entry of the
-    first name is the answer instead. ``source`` is gone on success; returns the
-    path of the new name; raises ``OSError`` otherwise.
-    """
-    for name in names:
-        target = name if dir_fd is not None else os.path.join(directory, name)
-        try:
-            os.link(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-        except OSError as exc:
-            if exc.errno != errno.EEXIST and exc.errno not in _NO_LINK:
-                raise
-            if exc.errno == errno.EEXIST or _lexists(target, dir_fd):
-                if keep:
-                    os.unlink(source, dir_fd=dir_fd)
-                    return os.path.join(directory, name)
-                continue
-            # no hard links here: best effort, see above
-            os.rename(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            return os.path.join(directory, name)
-        with contextlib.suppress(OSError):  # at worst a stray dotfile remains
-            os.unlink(source, dir_fd=dir_fd)
-        return os.path.join(directory, name)
-    raise FileExistsError(errno.EEXIST, "no free name", directory)
-
-
-def _put_back(dirs: _Dirs, claim: str, name: str) -> None:
-    """Return a claimed but undelivered entry to the inbox, never over a newer file."""
-    rfd = dirs.removed_fd()
-    try:
-        os.link(claim, name, src_dir_fd=rfd, dst_dir_fd=dirs.ifd, follow_symlinks=False)
-        os.unlink(claim, dir_fd=rfd)
-        return
-    except FileExistsError:
-        pass
-    except OSError:  # a directory, or no hard links: rename unless the name is taken
-        with contextlib.suppress(OSError):
-            if not _lexists(name, dirs.ifd):
-                os.rename(claim, name, src_dir_fd=rfd, dst_dir_fd=dirs.ifd)
-                return
-    log.warning(
-        "could not return %r to %r; it stays in the removed directory",
-        os.path.join(dirs.removed, claim),
-        os.path.join(dirs.inbox, name),
-    )
-
-
-def _take(dirs: _Dirs, name: str, max_bytes: int) -> tuple[str, str] | None:
-    """Claim, read and record one inbox file (module docstring, steps 1-5).
-
-    Returns ``(record_path, text)``, or None when the file stays in (or went
-    back to) the inbox or another consumer took it. Raises ``OSError`` for a
-    failure before the claim; the file is then still in the inbox.
-    """
-    source = os.path.join(dirs.inbox, name)
-    try:
-        fd, _ = _open_regular(name, dirs.ifd)
-    except FileNotFoundError:
-        log.debug("inbox file %r was taken by another consumer", source)
-        return None
-    os.close(fd)
-    rfd = dirs.removed_fd()
-    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
-    try:
-        os.rename(name, claim, src_dir_fd=dirs.ifd, dst_dir_fd=rfd)
-    except FileNotFoundError:
-        log.debug("inbox file %r was taken by another consumer", source)
-        return None
-    try:
-        fd, st = _open_regular(claim, rfd)
-        try:
-            text = _read(fd, st.st_size, max_bytes)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        log.warning("inbox file %r not delivered: %s", source, exc)
-        _put_back(dirs, claim, name)
-        return None
-    names = (_numbered(name, n) for n in range(_MAX_NAMES))
-    try:
-        record = _place(claim, dirs.removed, names, dir_fd=rfd)
-    except OSError as exc:
-        record = os.path.join(dirs.removed, claim)
-        log.warning("inbox file %r delivered, recorded as %r: %s", source, record, exc)
-    return record, text
+    return removed_dir_problem(inbox_dir(save_file), inbox_removed_dir(save_file))
 
 
 def _abort_reason(text: str, record: str) -> str:
@@ -326,7 +149,7 @@ def inbox(
                     continue  # stays for the next call
                 try:
                     limit = config.inbox_max_bytes
-                    taken = _take(dirs, name, limit if name == ABORT_NAME else min(limit, budget))
+                    taken = take(dirs, name, limit if name == ABORT_NAME else min(limit, budget))
                 except OSError as exc:
                     path = os.path.join(dirs.inbox, name)
                     log.warning("inbox file %r left in place: %s", path, exc)
@@ -349,12 +172,12 @@ def inbox(
     )
 
 
-def _open_inbox(save_file: str | os.PathLike[str]) -> _Dirs | None:
+def _open_inbox(save_file: str | os.PathLike[str]) -> InboxDirs | None:
     """The inbox of ``save_file``, open; None (logged unless simply absent) otherwise."""
     if not os.fspath(save_file).strip():
         return None
     try:
-        return _Dirs(inbox_dir(save_file), inbox_removed_dir(save_file))
+        return InboxDirs(inbox_dir(save_file), inbox_removed_dir(save_file))
     except ValueError as exc:
         log.warning("no inbox: %s", exc)
     except FileNotFoundError:  # the common case: nothing was ever dropped
@@ -364,7 +187,7 @@ def _open_inbox(save_file: str | os.PathLike[str]) -> _Dirs | None:
     return None
 
 
-def _pending(dirs: _Dirs) -> list[str]:
+def _pending(dirs: InboxDirs) -> list[str]:
     """Sorted names of the regular, non-dot files of an open inbox."""
     try:
         with os.scandir(dirs.ifd) as entries:
@@ -379,17 +202,24 @@ def _pending(dirs: _Dirs) -> list[str]:
     return sorted(names)
 
 
-def claim_abort(save_file: str, *, max_bytes: int = 1 << 20) -> str | None:
+def claim_abort(
+    save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False, wait: bool = True
+) -> str | None:
     """Consume only the ``abort`` file of ``save_file``'s inbox; return its reason.
 
-    None when there is no abort file, it is not a readable regular file, or
-    another party consumed it first. Never raises ``OSError``.
+    None when there is no abort file, it is not a regular file, or another
+    party consumed it first. An abort that cannot be moved still returns its
+    reason (it fails closed). ``complete``: the caller saw its writer close it
+    or rename it in, so no settle wait. ``wait=False``: a file modified less
+    than the settle time ago raises
+    :class:`~scoutd.strategies.inbox_files.NotSettled` instead of being waited
+    for. Never raises ``OSError``.
     """
     dirs = _open_inbox(save_file)
     if dirs is None:
         return None
     try:
-        taken = _take(dirs, ABORT_NAME, max_bytes)
+        taken = take(dirs, ABORT_NAME, max_bytes, complete=complete, wait=wait)
     except OSError as exc:
         log.warning("abort file of %r left in place: %s", save_file, exc)
         return None
@@ -402,10 +232,10 @@ def _drop(save_file: str, text: str, names: Iterable[str], *, keep: bool = False
     """Write ``text`` to a dotfile in the inbox, fsync it, then give it a final name."""
     directory = inbox_dir(save_file)
     os.makedirs(directory, exist_ok=True)
-    dfd = _open_dir(directory)
+    dfd = open_dir(directory)
     try:
         temp = f".tmp-{os.getpid()}-{os.urandom(8).hex()}"
-        fd = os.open(temp, _WRITE_FLAGS, 0o666, dir_fd=dfd)
+        fd = os.open(temp, WRITE_FLAGS, 0o666, dir_fd=dfd)
         try:
             try:
                 data = memoryview(text.encode("utf-8"))
@@ -414,7 +244,7 @@ def _drop(save_file: str, text: str, names: Iterable[str], *, keep: bool = False
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            final = _place(temp, directory, names, keep=keep, dir_fd=dfd)
+            final = place(temp, directory, names, keep=keep, dir_fd=dfd, by_rename=True)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp, dir_fd=dfd)
@@ -428,7 +258,7 @@ def _drop(save_file: str, text: str, names: Iterable[str], *, keep: bool = False
 def _fresh_names() -> Iterator[str]:
     """Names that sort in drop order: nanoseconds, strictly increasing, then the pid."""
     last = 0
-    for _ in range(_MAX_NAMES):
+    for _ in range(MAX_NAMES):
         last = max(time.time_ns(), last + 1)
         yield f"{last:020d}-{os.getpid()}.txt"
 
@@ -447,7 +277,7 @@ def write_notice(save_file: str, text: str, *, name: str | None = None) -> str:
         return _drop(save_file, text, _fresh_names())
     if not name or name.startswith(".") or "/" in name or "\0" in name or name == ABORT_NAME:
         raise ValueError(f"invalid notice name {name!r}: a plain file name, not hidden nor 'abort'")
-    return _drop(save_file, text, (_numbered(name, n) for n in range(_MAX_NAMES)))
+    return _drop(save_file, text, (numbered(name, n) for n in range(MAX_NAMES)))
 
 
 def write_abort(save_file: str, reason: str = "") -> str:

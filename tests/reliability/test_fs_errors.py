@@ -86,7 +86,8 @@ def test_an_unreadable_notice_is_left_in_place_with_a_clear_log_line(unprivilege
     assert not any(line.startswith("ERROR scoutd.server: forged") for line in log.splitlines())
 
 
-def test_a_removed_directory_that_is_not_writable_loses_nothing(unprivileged: Daemon) -> None:
+def test_a_removed_directory_that_is_not_writable_still_aborts(unprivileged: Daemon) -> None:
+    """Notices wait in place; an abort fails closed: pushed at once, recorded in the inbox."""
     d = unprivileged
     save_file = os.path.join(d.dir, "ro.chat")
     drop(save_file, "note.txt", "kept")
@@ -97,24 +98,26 @@ def test_a_removed_directory_that_is_not_writable_loses_nothing(unprivileged: Da
         assert prepare(c, save_file) == []
         assert listing(inbox_dir(save_file)) == ["note.txt"]
         session = c.call("session.open", {"save_file": save_file})["result"]["session"]
-        write_abort(save_file, "cannot move me yet")
-        with pytest.raises(TimeoutError):  # claimed by nobody: it cannot be moved
-            c.notification("session.aborted", 1.5)
-        assert "abort" in listing(inbox_dir(save_file))
-        os.chmod(inbox_removed_dir(save_file), 0o755)
-        note = c.notification("session.aborted", PUSH)  # the next rescan takes it
+        write_abort(save_file, "cannot move me")
+        note = c.notification("session.aborted", PUSH)
         assert note["params"] == {
             "session": session,
             "save_file": save_file,
-            "reason": "cannot move me yet",
+            "reason": "cannot move me",
         }
+        hidden = [n for n in os.listdir(inbox_dir(save_file)) if n.startswith(".abort-")]
+        assert len(hidden) == 1 and listing(inbox_dir(save_file)) == [hidden[0], "note.txt"]
+        with open(os.path.join(inbox_dir(save_file), hidden[0])) as handle:
+            assert handle.read() == "cannot move me"
         # the abort the watcher claimed fails the next session-less call once
         reply = c.call("prepare_prompt", {"messages": [], "save_file": save_file})
         assert reply["error"]["code"] == -32001
+        os.chmod(inbox_removed_dir(save_file), 0o755)
         assert prepare(c, save_file) == ["kept"]
-        assert listing(inbox_removed_dir(save_file)) == ["abort", "note.txt"]
+        assert listing(inbox_removed_dir(save_file)) == ["note.txt"]
         log = d.log()
     assert "left in place" in log and "Permission denied" in log
+    assert "ERROR scoutd.inbox: abort file" in log and "recorded as" in log
 
 
 SWAPPER = r"""

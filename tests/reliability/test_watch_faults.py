@@ -162,17 +162,17 @@ import os
 import scoutd.watcher
 
 TOGGLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults.on")
-_dispatch = scoutd.watcher._Handoff.dispatch
+_on_event = scoutd.watcher._Handoff.on_event
 
 
-def dispatch(self, event):
-    # a bug that escapes the handler ends watchdog's observer thread
+def on_event(self, event):
+    # a bug that escapes the handler ends watchdog's inotify reader thread
     if os.path.exists(TOGGLE):
         raise ValueError("injected fault escaping the watch handler")
-    _dispatch(self, event)
+    _on_event(self, event)
 
 
-scoutd.watcher._Handoff.dispatch = dispatch
+scoutd.watcher._Handoff.on_event = on_event
 """
 
 
@@ -189,4 +189,5 @@ def test_even_a_dead_observer_thread_loses_no_abort() -> None:
         for n in range(2):
             push_delay(c, save_file, f"afterwards {n}", rescan + SLACK)
         assert "injected fault escaping the watch handler" in d.log()
+        assert "the file watch thread ended: restarting it" in d.log()
         assert "result" in c.call("status")

@@ -1,0 +1,166 @@
+"""The library's side of two inbox rules: an abort fails closed, files are taken complete."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from scoutd import Aborted, PromptConfig
+from scoutd.strategies import inbox_files
+from scoutd.strategies.inbox import (
+    claim_abort,
+    inbox,
+    inbox_dir,
+    inbox_removed_dir,
+    record_problem,
+    write_abort,
+    write_notice,
+)
+
+CONFIG = PromptConfig()
+
+
+@pytest.fixture
+def save_file(tmp_path: pathlib.Path) -> str:
+    return str(tmp_path / "agent.chat")
+
+
+def hidden(save_file: str, prefix: str = ".abort-") -> list[str]:
+    return sorted(n for n in os.listdir(inbox_dir(save_file)) if n.startswith(prefix))
+
+
+SABOTAGE: dict[str, Callable[[str], object]] = {
+    "regular-file": lambda removed: pathlib.Path(removed).write_text("not a directory"),
+    "dangling-symlink": lambda removed: os.symlink(removed + ".missing", removed),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SABOTAGE))
+def test_an_abort_fails_closed_when_the_removed_directory_is_sabotaged(
+    save_file: str, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_notice(save_file, "a notice stays", name="a.txt")
+    write_abort(save_file, "stop")
+    SABOTAGE[how](inbox_removed_dir(save_file))
+    assert record_problem(save_file) is not None
+    with caplog.at_level(logging.ERROR, "scoutd.inbox"), pytest.raises(Aborted) as raised:
+        inbox([], CONFIG, save_file=save_file)
+    assert raised.value.reason == "stop"
+    [record] = hidden(save_file)
+    assert pathlib.Path(inbox_dir(save_file), record).read_text() == "stop"
+    assert "a.txt" in os.listdir(inbox_dir(save_file))  # a notice is never lost either
+    assert any(r.levelno == logging.ERROR and "recorded as" in r.message for r in caplog.records)
+    # consumed once: the next call is not aborted again
+    inbox([], CONFIG, save_file=save_file)
+
+
+def cross_directory_renames_fail(monkeypatch: pytest.MonkeyPatch, *, everywhere: bool) -> None:
+    """Every rename across directories (or every rename) fails with EXDEV."""
+    real_rename = os.rename
+
+    def rename(src: Any, dst: Any, *, src_dir_fd: Any = None, dst_dir_fd: Any = None) -> None:
+        if everywhere or src_dir_fd != dst_dir_fd:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real_rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    monkeypatch.setattr(os, "rename", rename)
+
+
+def test_an_abort_on_another_file_system_is_recorded_in_the_inbox(
+    save_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_abort(save_file, "exdev")
+    cross_directory_renames_fail(monkeypatch, everywhere=False)
+    assert claim_abort(save_file) == "exdev"
+    assert len(hidden(save_file)) == 1
+    assert not os.path.lexists(os.path.join(inbox_dir(save_file), "abort"))
+
+
+def test_an_abort_that_cannot_be_moved_at_all_aborts_every_call(
+    save_file: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_abort(save_file, "stuck")
+    cross_directory_renames_fail(monkeypatch, everywhere=True)
+    for _ in range(2):
+        with caplog.at_level(logging.ERROR, "scoutd.inbox"), pytest.raises(Aborted) as raised:
+            inbox([], CONFIG, save_file=save_file)
+        assert raised.value.reason == "stuck"
+    assert os.path.isfile(os.path.join(inbox_dir(save_file), "abort"))  # left in place
+    assert "aborts every call until an operator removes it" in caplog.text
+
+
+def write_in_two_parts(path: str, first: str, second: str, pause: float) -> threading.Thread:
+    """Write ``first`` now, then ``second`` after ``pause`` (the file stays open)."""
+    handle = open(path, "w")  # noqa: SIM115 - closed by the thread
+    handle.write(first)
+    handle.flush()
+
+    def finish() -> None:
+        time.sleep(pause)
+        handle.write(second)
+        handle.close()
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("name", ["note.txt", "abort"])
+def test_a_file_written_in_place_is_taken_once_complete(
+    save_file: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inbox_files, "SETTLE_TIME", 1.0)  # far beyond the writer's pause
+    os.makedirs(inbox_dir(save_file))
+    writer = write_in_two_parts(os.path.join(inbox_dir(save_file), name), "first ", "second", 0.1)
+    try:
+        if name == "abort":
+            with pytest.raises(Aborted) as raised:
+                inbox([], CONFIG, save_file=save_file)
+            assert raised.value.reason == "first second"
+        else:
+            out, _ = inbox([], CONFIG, save_file=save_file)
+            assert out == [{"role": "user", "content": "first second"}]
+    finally:
+        writer.join(timeout=10)
+
+
+def test_a_notice_still_changing_is_left_for_the_next_call(
+    save_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inbox_files, "SETTLE_TIME", 0.05)
+    monkeypatch.setattr(inbox_files, "MAX_SETTLE_WAIT", 0.3)
+    os.makedirs(inbox_dir(save_file))
+    path = os.path.join(inbox_dir(save_file), "busy.txt")
+    stop = threading.Event()
+    handle = open(path, "w")  # noqa: SIM115 - closed by the writer thread
+    handle.write("start ")
+    handle.flush()
+
+    def keep_writing() -> None:
+        with handle:
+            for n in range(10_000):  # bounded: about 10 s at most
+                if stop.is_set():
+                    return
+                handle.write(f"{n} ")
+                handle.flush()
+                time.sleep(0.001)
+
+    thread = threading.Thread(target=keep_writing)
+    thread.start()
+    try:
+        out, report = inbox([], CONFIG, save_file=save_file)
+        assert out == [] and report.inbox_delivered == 0
+        assert os.path.exists(path)  # not consumed: delivered once complete
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    out, _ = inbox([], CONFIG, save_file=save_file)
+    assert len(out) == 1 and out[0]["content"].startswith("start 0 1 2")
