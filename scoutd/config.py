@@ -77,6 +77,9 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     epoch_increment_max_compacted_tool_calls: Count = 160
     # inbox (section 7)
     inbox_max_bytes: Positive = 1 * MIB
+    # Anthropic format: mark the end of the stable prefix for the prompt cache
+    # (docs/FORMATS.md)
+    cache_control: bool = False
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.epoch_increment_compacted_growth_ratio):
