@@ -21,8 +21,10 @@ from .detect import (
     OPENAI_CHAT,
     OPENAI_RESPONSES,
     SCOUT,
+    FormatError,
     check_format_name,
     detect_format,
+    format_of,
     signals,
 )
 from .view import Outcome, Rebuilt, View, outcome
@@ -35,6 +37,7 @@ __all__ = [
     "OPENAI_RESPONSES",
     "SCOUT",
     "Adapter",
+    "FormatError",
     "Outcome",
     "Rebuilt",
     "View",
@@ -42,9 +45,11 @@ __all__ = [
     "check_format_name",
     "detect_format",
     "foreign_warning",
+    "format_of",
     "outcome",
     "resolve_format",
     "scout_view",
+    "signals",
 ]
 
 

@@ -20,8 +20,10 @@ __all__ = [
     "OPENAI_CHAT",
     "OPENAI_RESPONSES",
     "SCOUT",
+    "FormatError",
     "check_format_name",
     "detect_format",
+    "format_of",
     "signals",
 ]
 
@@ -39,12 +41,16 @@ _ANTHROPIC_BLOCKS = frozenset(("tool_use", "tool_result"))
 _SCOUT_ROLES = frozenset(("function_call", "function_call_output"))
 
 
+class FormatError(ValueError):
+    """An unknown format name, or a message list that mixes formats."""
+
+
 def check_format_name(name: Any) -> str:
-    """``name`` itself when it names a format or ``auto``; ValueError otherwise."""
+    """``name`` itself when it names a format or ``auto``; FormatError otherwise."""
     if name == AUTO or name in FORMATS:
         return str(name)
     known = ", ".join((AUTO, *FORMATS))
-    raise ValueError(f"unknown message format {name!r}; known formats: {known}")
+    raise FormatError(f"unknown message format {name!r}; known formats: {known}")
 
 
 def _signal(message: Any) -> tuple[str, str] | None:
@@ -85,13 +91,17 @@ def detect_format(messages: Sequence[Any]) -> str:
     """The format of ``messages``: one of :data:`FORMATS` (``scout`` without tool traffic).
 
     Raises:
-        ValueError: the list mixes formats; the message names the first
+        FormatError: the list mixes formats; the message names the first
             message of each format found.
     """
-    found = signals(messages)
+    return format_of(signals(messages))
+
+
+def format_of(found: dict[str, tuple[int, str]]) -> str:
+    """The format shown by :func:`signals`; FormatError when it shows several."""
     if len(found) > 1:
         (first, (i, why)), (second, (j, why_2)) = sorted(found.items(), key=lambda f: f[1][0])[:2]
-        raise ValueError(
+        raise FormatError(
             f"messages mix formats: message {i} is {first} ({why}) but message {j} is"
             f" {second} ({why_2})"
         )
