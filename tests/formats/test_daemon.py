@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -24,7 +24,7 @@ TIGHT: dict[str, Any] = {
     "epoch_compacted_tool_calls": 1,
     "epoch_size": 1,
 }
-BUILDERS = {"openai-chat": chat, "anthropic": anthropic, "openai-responses": responses}
+BUILDERS: dict[str, Callable[..., list[dict[str, Any]]]] = {"openai-chat": chat, "anthropic": anthropic, "openai-responses": responses}
 
 
 @pytest.fixture(scope="module")
