@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any
@@ -35,8 +34,6 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "scoutd.strategies"
-
-log = logging.getLogger("scoutd.formats")
 
 _registered: dict[str, Callable[[list[Any]], Any]] = {}
 
@@ -246,7 +243,6 @@ def prepare(
     last.stable_prefix = stable
     if warning is not None:
         last.warnings = [warning]
-        log.warning("%s", warning)
     return Prepared(messages=result, report=reports)
 
 

@@ -36,7 +36,7 @@ from .config import Config, resolve_config, with_overrides
 from .daemon_log import configure_logging, set_level
 from .errors import Aborted, ConfigError, UnknownStrategy
 from .formats import FormatError
-from .prepare import prepare
+from .prepare import Prepared, prepare
 from .security import (
     Forbidden,
     PeerCred,
@@ -817,6 +817,12 @@ class Server:
         )
 
 
+def _log_warnings(prepared: Prepared) -> None:
+    """Foreign tool traffic in a request is never silent: the daemon log says so too."""
+    for warning in prepared.warnings:
+        log.warning("prepare_prompt: %s", warning)
+
+
 def _run_prepare(
     rid: protocol.RequestId,
     params: protocol.PreparePromptParams,
@@ -834,6 +840,7 @@ def _run_prepare(
         cache_control=params.cache_control,
     )
     delivered = sum(report.inbox_delivered for report in prepared.report)
+    _log_warnings(prepared)
     result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
     return protocol.encode_result(rid, result), delivered
 
@@ -921,6 +928,7 @@ def _run_session_prepare(
         cache_control=params.cache_control,
     )
     delivered = sum(report.inbox_delivered for report in prepared.report)
+    _log_warnings(prepared)
     if params.delta:
         delta = session.encoder.delta(prepared.messages, stable)
         result = protocol.PreparePromptResult(

@@ -24,7 +24,11 @@ TIGHT: dict[str, Any] = {
     "epoch_compacted_tool_calls": 1,
     "epoch_size": 1,
 }
-BUILDERS: dict[str, Callable[..., list[dict[str, Any]]]] = {"openai-chat": chat, "anthropic": anthropic, "openai-responses": responses}
+BUILDERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
+    "openai-chat": chat,
+    "anthropic": anthropic,
+    "openai-responses": responses,
+}
 
 
 @pytest.fixture(scope="module")
