@@ -20,6 +20,7 @@ from .view import (
     PASSTHROUGH,
     TEXT_PART,
     VIEW_KEY,
+    Malformed,
     Outcome,
     Rebuilt,
     View,
@@ -115,27 +116,39 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
                 result.passthrough(answer)
             i += 1 + (results is not None)
             continue
-        blocks = message["content"]
-        narration = "\n".join(
-            b["text"] for b in blocks if b["type"] == "text" and type(b.get("text")) is str
-        )
-        if narration:
-            result.add({"role": "assistant", "content": narration}, TEXT_PART)
-        for slot, block in enumerate(blocks):
-            if block["type"] == "tool_use":
-                result.add(call_message(block.get("name"), block["id"], dict(block["input"])), slot)
-        result.close()
-        others = []
-        for slot, block in enumerate(answer["content"]):
-            if block["type"] == "tool_result":
-                result.add(output_message(block["tool_use_id"], _output_text(block)), slot)
-            elif type(block.get("text")) is str:
-                others.append(block["text"])
-        if others:
-            result.add({"role": "user", "content": "\n".join(others)}, TEXT_PART)
-        result.close()
+        saved = len(result.messages), len(result.starts)
+        try:
+            _add_turns(result, message, answer)
+        except Malformed:
+            result.rollback(*saved)
+            result.malformed += 2
+            result.passthrough(message)
+            result.passthrough(answer)
         i += 2
     return result
+
+
+def _add_turns(result: View, message: Any, answer: Any) -> None:
+    """Add an assistant turn's narration and calls, and the results after it, to the view."""
+    blocks = message["content"]
+    narration = "\n".join(
+        b["text"] for b in blocks if b["type"] == "text" and type(b.get("text")) is str
+    )
+    if narration:
+        result.add({"role": "assistant", "content": narration}, TEXT_PART)
+    for slot, block in enumerate(blocks):
+        if block["type"] == "tool_use":
+            result.add(call_message(block.get("name"), block["id"], dict(block["input"])), slot)
+    result.close()
+    others = []
+    for slot, block in enumerate(answer["content"]):
+        if block["type"] == "tool_result":
+            result.add(output_message(block["tool_use_id"], _output_text(block)), slot)
+        elif type(block.get("text")) is str:
+            others.append(block["text"])
+    if others:
+        result.add({"role": "user", "content": "\n".join(others)}, TEXT_PART)
+    result.close()
 
 
 def _as_blocks(content: Any) -> list[Any]:

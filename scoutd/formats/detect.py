@@ -53,27 +53,34 @@ def check_format_name(name: Any) -> str:
     raise FormatError(f"unknown message format {name!r}; known formats: {known}")
 
 
+_RESPONSES_SIGNALS = {t: (OPENAI_RESPONSES, f"an item of type {t!r}") for t in _RESPONSES_TYPES}
+_SCOUT_SIGNALS = {r: (SCOUT, f"role {r!r}") for r in _SCOUT_ROLES}
+_BLOCK_SIGNALS = {b: (ANTHROPIC, f"a {b!r} block") for b in _ANTHROPIC_BLOCKS}
+_TOOL_ROLE = (OPENAI_CHAT, "role 'tool'")
+_TOOL_CALLS = (OPENAI_CHAT, "'tool_calls'")
+
+
 def _signal(message: Any) -> tuple[str, str] | None:
     """The format ``message`` belongs to and why, or None when it fits any."""
-    if not isinstance(message, Mapping):
+    if type(message) is not dict and not isinstance(message, Mapping):
         return None
     kind = message.get("type")
-    if type(kind) is str and kind in _RESPONSES_TYPES:
-        return OPENAI_RESPONSES, f"an item of type {kind!r}"
+    if kind is not None and type(kind) is str and kind in _RESPONSES_SIGNALS:
+        return _RESPONSES_SIGNALS[kind]
     role = message.get("role")
     if role == "tool":
-        return OPENAI_CHAT, "role 'tool'"
-    if isinstance(message.get("tool_calls"), list):
-        return OPENAI_CHAT, "'tool_calls'"
-    if type(role) is str and role in _SCOUT_ROLES:
-        return SCOUT, f"role {role!r}"
+        return _TOOL_ROLE
+    if type(message.get("tool_calls")) is list:
+        return _TOOL_CALLS
+    if type(role) is str and role in _SCOUT_SIGNALS:
+        return _SCOUT_SIGNALS[role]
     content = message.get("content")
     if type(content) is list:
         for block in content:
-            if isinstance(block, Mapping):
+            if type(block) is dict or isinstance(block, Mapping):
                 block_type = block.get("type")
-                if type(block_type) is str and block_type in _ANTHROPIC_BLOCKS:
-                    return ANTHROPIC, f"a {block_type!r} block"
+                if type(block_type) is str and block_type in _BLOCK_SIGNALS:
+                    return _BLOCK_SIGNALS[block_type]
     return None
 
 

@@ -24,7 +24,6 @@ from .view import (
     View,
     blocks_text,
     call_message,
-    decode_arguments,
     encode_arguments,
     output_message,
     rewritten_arguments,
@@ -40,15 +39,17 @@ def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
     Raises:
         Malformed: an entry without a string ``id`` or ``arguments``.
     """
-    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+    if type(message) is not dict and not isinstance(message, Mapping):
+        return None
+    if message.get("role") != "assistant":
         return None
     entries = message.get("tool_calls")
     if type(entries) is not list or not entries:
         return None
     calls = []
     for entry in entries:
-        function = entry.get("function") if isinstance(entry, Mapping) else None
-        if not isinstance(function, Mapping):
+        function = entry.get("function") if type(entry) is dict else None
+        if type(function) is not dict:
             raise Malformed
         ident, arguments = entry.get("id"), function.get("arguments")
         if type(ident) is not str or type(arguments) is not str:
@@ -58,16 +59,39 @@ def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
 
 
 def _is_tool(message: Any) -> bool:
+    if type(message) is dict:
+        return message.get("role") == "tool"
     return isinstance(message, Mapping) and message.get("role") == "tool"
 
 
+def _answers(messages: Sequence[Any], start: int) -> int:
+    """The end of the run of ``tool`` messages that starts at ``start``."""
+    end, count = start, len(messages)
+    while end < count and _is_tool(messages[end]):
+        end += 1
+    return end
+
+
 def view(messages: Sequence[Any], mark: bool = True) -> View:
-    """The scout view of an OpenAI Chat conversation."""
+    """The scout view of an OpenAI Chat conversation.
+
+    Written for speed (docs/PERFORMANCE.md): it runs over every message of
+    every prepare call.
+    """
     result = View(mark=mark)
+    out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
     i = 0
     while i < count:
         message = messages[i]
+        if type(message) is dict and message.get("role") != "assistant":
+            if message.get("role") == "tool":
+                result.malformed += 1
+            out.append(message)
+            refs.append(PASSTHROUGH)
+            starts.append(len(out))
+            i += 1
+            continue
         try:
             calls = _calls(message)
         except Malformed:
@@ -77,37 +101,68 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             result.passthrough(message)
             i += 1
             continue
-        end = i + 1
-        while end < count and _is_tool(messages[end]):
-            end += 1
+        end = _answers(messages, i + 1)
         answers = messages[i + 1 : end]
-        texts = [blocks_text(answer.get("content")) for answer in answers]
-        ids = [answer.get("tool_call_id") for answer in answers]
-        if (
-            not calls
-            or None in texts
-            or len(answers) != len(calls)
-            or len(set(ids)) != len(ids)
-            or set(ids) != {ident for _, ident, _ in calls}
-        ):
+        if len(answers) != len(calls) or not calls or not _answered(calls, answers):
             pending = bool(calls) and not answers and end == count
             result.malformed += 0 if pending else end - i
             for passed in messages[i:end]:
                 result.passthrough(passed)
             i = end
             continue
-        content = message.get("content")
-        text = blocks_text(content) if content else None
-        if text:
-            result.add({"role": "assistant", "content": text}, TEXT_PART)
-        for slot, (name, ident, arguments) in enumerate(calls):
-            result.add(call_message(name, ident, decode_arguments(arguments)), slot)
-        result.close()
-        for ident, text in zip(ids, texts, strict=True):
-            result.add(output_message(ident, text or ""), 0)
-            result.close()
+        saved = len(out), len(starts)
+        try:
+            _add_group(result, message, calls, answers)
+        except Malformed:
+            result.rollback(*saved)
+            result.malformed += end - i
+            for passed in messages[i:end]:
+                result.passthrough(passed)
         i = end
     return result
+
+
+def _add_group(
+    result: View, message: Any, calls: list[tuple[Any, Any, str]], answers: Sequence[Any]
+) -> None:
+    """Add an assistant message's text and calls, and their answers, to the view."""
+    out, refs, starts, mark = result.messages, result.refs, result.starts, result.mark
+    content = message.get("content")
+    text = blocks_text(content) if content else None
+    if text:
+        part: dict[str, Any] = {"role": "assistant", "content": text}
+        if mark:
+            part[VIEW_KEY] = len(out)
+        out.append(part)
+        refs.append(TEXT_PART)
+    for slot, (name, ident, arguments) in enumerate(calls):
+        part = call_message(name, ident, arguments)
+        if mark:
+            part[VIEW_KEY] = len(out)
+        out.append(part)
+        refs.append(slot)
+    starts.append(len(out))
+    for answer in answers:
+        part = output_message(answer["tool_call_id"], blocks_text(answer["content"]) or "")
+        if mark:
+            part[VIEW_KEY] = len(out)
+        out.append(part)
+        refs.append(0)
+        starts.append(len(out))
+
+
+def _answered(calls: list[tuple[Any, Any, str]], answers: Sequence[Any]) -> bool:
+    """Whether ``answers`` answer ``calls`` exactly once each, with readable content."""
+    if len(calls) == 1:
+        answer = answers[0]
+        return bool(
+            answer.get("tool_call_id") == calls[0][1]
+            and blocks_text(answer.get("content")) is not None
+        )
+    ids = [answer.get("tool_call_id") for answer in answers]
+    if len(set(ids)) != len(ids) or set(ids) != {ident for _, ident, _ in calls}:
+        return False
+    return all(blocks_text(answer.get("content")) is not None for answer in answers)
 
 
 def new_message(message: Any) -> Any:

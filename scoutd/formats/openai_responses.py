@@ -19,12 +19,12 @@ from .view import (
     KEPT,
     PASSTHROUGH,
     VIEW_KEY,
+    Malformed,
     Outcome,
     Rebuilt,
     View,
     blocks_text,
     call_message,
-    decode_arguments,
     encode_arguments,
     output_message,
     rewritten_arguments,
@@ -40,8 +40,19 @@ def _kind(item: Any) -> Any:
     return item.get("type") if isinstance(item, Mapping) else None
 
 
-def _pairs(items: Sequence[Any]) -> tuple[dict[int, int], int]:
-    """Call index -> output index of every well-formed pair, and the malformed count."""
+def _call_part(item: Mapping[str, Any]) -> dict[str, Any]:
+    return call_message(item.get("name"), item["call_id"], item["arguments"])
+
+
+def _output_part(item: Mapping[str, Any]) -> dict[str, Any]:
+    return output_message(item["call_id"], blocks_text(item["output"]) or "")
+
+
+def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]]) -> int:
+    """Find the well-formed pairs; return the count of malformed items.
+
+    ``parts`` receives the view message of each item of a pair, by index.
+    """
     calls: dict[Any, list[int]] = {}
     outputs: dict[Any, list[int]] = {}
     malformed = 0
@@ -59,32 +70,33 @@ def _pairs(items: Sequence[Any]) -> tuple[dict[int, int], int]:
                 outputs.setdefault(ident, []).append(i)
             else:
                 malformed += 1
-    pairs = {}
     for ident, found in calls.items():
         answers = outputs.pop(ident, [])
         if len(found) == 1 and len(answers) == 1 and found[0] < answers[0]:
-            pairs[found[0]] = answers[0]
+            try:
+                call, output = _call_part(items[found[0]]), _output_part(items[answers[0]])
+            except Malformed:
+                malformed += 2
+                continue
+            parts[found[0]], parts[answers[0]] = call, output
         elif answers or len(found) > 1:
             malformed += len(found) + len(answers)
     malformed += sum(map(len, outputs.values()))
-    return pairs, malformed
+    return malformed
 
 
 def view(messages: Sequence[Any], mark: bool = True) -> View:
     """The scout view of a Responses input item list."""
     result = View(mark=mark)
-    pairs, result.malformed = _pairs(messages)
-    answers = set(pairs.values())
+    parts: dict[int, dict[str, Any]] = {}
+    result.malformed = _pairs(messages, parts)
     for i, item in enumerate(messages):
-        if i in pairs:
-            arguments = decode_arguments(item["arguments"])
-            result.add(call_message(item.get("name"), item["call_id"], arguments), 0)
-            result.close()
-        elif i in answers:
-            result.add(output_message(item["call_id"], blocks_text(item["output"]) or ""), 0)
-            result.close()
-        else:
+        part = parts.get(i)
+        if part is None:
             result.passthrough(item)
+        else:
+            result.add(part, 0)
+            result.close()
     return result
 
 

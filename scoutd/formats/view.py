@@ -31,7 +31,6 @@ __all__ = [
     "View",
     "blocks_text",
     "call_message",
-    "decode_arguments",
     "encode_arguments",
     "outcome",
     "output_message",
@@ -47,6 +46,7 @@ TEXT_PART = -1  # ref of an assistant message's text, seen apart from its calls
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 _DECODE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError, ValueError)
+_ENCODE_ERRORS = (msgspec.EncodeError, TypeError, UnicodeError, ValueError, OverflowError)
 
 
 class Malformed(Exception):
@@ -83,6 +83,10 @@ class View:
     def close(self) -> None:
         """End the current provider message."""
         self.starts.append(len(self.messages))
+
+    def rollback(self, messages: int, starts: int) -> None:
+        """Forget what was added after the view had ``messages`` messages and ``starts`` starts."""
+        del self.messages[messages:], self.refs[messages:], self.starts[starts:]
 
     def passthrough(self, message: Any) -> None:
         """Put a provider message in the view as it is."""
@@ -180,31 +184,42 @@ def blocks_text(content: Any, image: str = "[image]") -> str | None:
     return "\n".join(parts)
 
 
-def decode_arguments(arguments: str) -> Any:
-    """The arguments of a provider call as an object, or the text itself when it
-    is not a JSON object (such a call is never truncated)."""
-    try:
-        value = _decode(arguments)
-    except _DECODE_ERRORS:
-        return arguments
-    return value if type(value) is dict else arguments
-
-
 def encode_arguments(arguments: Any) -> str:
     """Compact JSON text of a call's arguments object."""
     return _encode(arguments).decode("utf-8")
 
 
 def call_message(name: Any, ident: Any, arguments: Any) -> dict[str, Any]:
-    """A scout ``function_call`` view message."""
-    body = {"name": name, "id": ident, "arguments": arguments}
-    return {"role": "function_call", "content": _encode(body).decode("utf-8")}
+    """A scout ``function_call`` view message.
+
+    ``arguments`` is an object, or a provider's arguments text: used as it is
+    when it is a JSON object text, else kept as a string (never truncated).
+    """
+    try:
+        if type(arguments) is str:
+            try:
+                valid = type(_decode(arguments)) is dict
+            except _DECODE_ERRORS:
+                valid = False
+            if valid:
+                text = (
+                    f'{{"name":{_encode(name).decode()},"id":{_encode(ident).decode()},'
+                    f'"arguments":{arguments}}}'
+                )
+                return {"role": "function_call", "content": text}
+        body = {"name": name, "id": ident, "arguments": arguments}
+        return {"role": "function_call", "content": _encode(body).decode("utf-8")}
+    except _ENCODE_ERRORS as exc:  # lone surrogates, values JSON cannot hold
+        raise Malformed(str(exc)) from None
 
 
 def output_message(ident: Any, text: str) -> dict[str, Any]:
     """A scout ``function_call_output`` view message."""
-    body = {"id": ident, "content": text}
-    return {"role": "function_call_output", "content": _encode(body).decode("utf-8")}
+    try:
+        body = _encode({"id": ident, "content": text})
+    except _ENCODE_ERRORS as exc:
+        raise Malformed(str(exc)) from None
+    return {"role": "function_call_output", "content": body.decode("utf-8")}
 
 
 def _body(rewritten: Any) -> Mapping[str, Any] | None:

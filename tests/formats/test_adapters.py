@@ -234,3 +234,18 @@ def test_any_conversation_stays_valid(
     assert not new_problems(fmt, messages, prepared.messages)
     if strategy == "none":
         assert prepared.messages == messages
+
+
+@pytest.mark.parametrize("fmt", BUILDERS)
+def test_text_json_cannot_hold_is_malformed_not_an_error(fmt: str) -> None:
+    messages = BUILDERS[fmt](6)
+    bad = "lone \ud800 surrogate"
+    if fmt == "openai-chat":
+        messages[3]["content"] = bad
+    elif fmt == "anthropic":
+        messages[2]["content"][0]["content"] = bad
+    else:
+        messages[4]["output"] = bad
+    prepared = prepare(messages, "shorten_tools_epoch", config=TIGHT)
+    assert prepared.report[-1].malformed == 2
+    assert not new_problems(fmt, messages, prepared.messages)
