@@ -71,9 +71,12 @@ def _responses_content(content: Any) -> bool:
         return True
     if type(content) is not list:
         return False
-    return any(
-        isinstance(part, Mapping) and part.get("type") in _RESPONSES_PARTS for part in content
-    )
+    for part in content:
+        if isinstance(part, Mapping):
+            kind = part.get("type")
+            if type(kind) is str and kind in _RESPONSES_PARTS:
+                return True
+    return False
 
 
 def _signal(message: Any) -> tuple[str, str] | None:

@@ -16,6 +16,7 @@ from typing import Any
 from .view import (
     KEPT,
     PASSTHROUGH,
+    SCOUT_TOOL_ROLES,
     TEXT_PART,
     VIEW_KEY,
     Malformed,
@@ -78,7 +79,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     while i < count:
         message = messages[i]
         role = message.get("role") if type(message) is dict else None
-        if role is not None and role != "assistant":
+        if role is not None and role != "assistant" and role not in SCOUT_TOOL_ROLES:
             if role == "tool":
                 result.malformed += 1
             out.append(message)

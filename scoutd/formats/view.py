@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 VIEW_KEY = "scoutd.view"
+SCOUT_TOOL_ROLES = ("function_call", "function_call_output")
 KEPT: Any = True  # fate of a view message the strategies kept as it was
 PASSTHROUGH = -2  # ref of a provider message placed in the view as it is
 TEXT_PART = -1  # ref of an assistant message's text, seen apart from its calls
@@ -89,7 +90,14 @@ class View:
         del self.messages[messages:], self.refs[messages:], self.starts[starts:]
 
     def passthrough(self, message: Any) -> None:
-        """Put a provider message in the view as it is."""
+        """Put a provider message in the view as it is.
+
+        A message carrying a scout tool role (foreign traffic in a provider
+        format) is shown to the strategies as a neutral stand-in, so that they
+        never take it for one of their tool messages; it comes back as it was.
+        """
+        if isinstance(message, Mapping) and message.get("role") in SCOUT_TOOL_ROLES:
+            message = {"role": "passthrough"}
         self.messages.append(message)
         self.refs.append(PASSTHROUGH)
         self.starts.append(len(self.messages))
