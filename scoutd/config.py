@@ -81,9 +81,12 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     epoch_increment_max_size: Count = 60
     epoch_increment_compacted_growth_ratio: Annotated[float, msgspec.Meta(ge=0)] = 2.0
     epoch_increment_max_compacted_tool_calls: Count = 160
-    # inbox (section 7)
+    # inbox (docs/STRATEGIES.md)
     inbox_max_bytes: Positive = 1 * MIB
     inbox_max_total_bytes: Positive = 8 * MIB  # all notices of one call together
+    # Anthropic format: mark the end of the stable prefix for the prompt cache
+    # (docs/FORMATS.md)
+    cache_control: bool = False
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.epoch_increment_compacted_growth_ratio):

@@ -36,8 +36,9 @@ from .config import Config, resolve_config, with_overrides
 from .config_watch import ConfigFileWatch
 from .daemon_log import configure_logging, set_level
 from .errors import Aborted, ConfigError, UnknownStrategy
+from .formats import FormatError
 from .incremental import SessionPrompt, json_size
-from .prepare import prepare
+from .prepare import Prepared, prepare
 from .security import (
     Forbidden,
     PeerCred,
@@ -743,6 +744,7 @@ class Server:
             session = await self.registry.open(
                 params.save_file, resolved, params.pid, conn.peer.uid, conn, request_id=request.id
             )
+            session.prompt.format = params.format
             if params.messages:
                 try:
                     size = _check_session_size(session, params.messages, snap.config, request.id)
@@ -873,6 +875,13 @@ class Server:
                     protocol.ConfigInvalidData(error=str(exc)),
                     id=rid,
                 ) from None
+            except FormatError as exc:
+                raise protocol.ProtocolError(
+                    protocol.INVALID_PARAMS,
+                    f"invalid params: {exc}",
+                    {"path": "$.params.messages", "error": str(exc)},
+                    id=rid,
+                ) from None
             else:
                 self.stats.notices_delivered += delivered
                 return line
@@ -917,6 +926,12 @@ def _checked_path(save_file: str, roots: tuple[str, ...], peer: PeerCred, own_ui
     return resolved
 
 
+def _log_warnings(prepared: Prepared) -> None:
+    """Foreign tool traffic in a request is never silent: the daemon log says so too."""
+    for warning in prepared.warnings:
+        log.warning("prepare_prompt: %s", warning)
+
+
 def _run_prepare(
     rid: protocol.RequestId,
     params: protocol.PreparePromptParams,
@@ -925,8 +940,16 @@ def _run_prepare(
 ) -> tuple[bytes, int]:
     """Worker thread: run the strategies and encode the response line."""
     assert params.messages is not None  # required without a session
-    prepared = prepare(params.messages, params.strategies, save_file=save_file, config=config)
+    prepared = prepare(
+        params.messages,
+        params.strategies,
+        save_file=save_file,
+        config=config,
+        format=params.format or "auto",
+        cache_control=params.cache_control,
+    )
     delivered = sum(report.inbox_delivered for report in prepared.report)
+    _log_warnings(prepared)
     result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
     return protocol.encode_result(rid, result), delivered
 
@@ -996,7 +1019,7 @@ def _run_session_prepare(
     state = session.prompt
     if params.messages is not None:
         size = _check_session_size(session, params.messages, config, rid)
-        state = SessionPrompt()
+        state = SessionPrompt(format=session.prompt.format)
         state.reset(params.messages, size)
     else:
         if params.base is not None and params.base != len(state.messages):
@@ -1014,13 +1037,20 @@ def _run_session_prepare(
         size = _check_session_size(session, append, config, rid, kept=len(state.messages))
         state.extend(append, size)
     try:
-        prepared, stable = state.prepare(params.strategies, config, save_file=save_file)
+        prepared, stable = state.prepare(
+            params.strategies,
+            config,
+            save_file=save_file,
+            format=params.format,
+            cache_control=params.cache_control,
+        )
     except BaseException:
         if state is session.prompt and params.append:
             state.truncate(len(state.messages) - len(params.append))
         raise
     session.prompt = state
     delivered = sum(report.inbox_delivered for report in prepared.report)
+    _log_warnings(prepared)
     if params.delta:
         delta = session.encoder.delta(prepared.messages, stable)
         result = protocol.PreparePromptResult(

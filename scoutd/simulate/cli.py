@@ -21,6 +21,7 @@ import msgspec
 
 from ..config import PromptConfig, load_config
 from ..errors import ConfigError, ScoutdError, UnknownStrategy
+from ..formats import FORMATS, scout_view
 from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
 from .replay import (
     DEFAULT_STRATEGIES,
@@ -86,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source.add_argument(
         "--chat", metavar="FILE", help="replay a recorded chat (JSON list of messages; - for stdin)"
+    )
+    work.add_argument(
+        "--format",
+        choices=("auto", *FORMATS),
+        default="auto",
+        help="message format of --chat (default: detected; see docs/FORMATS.md)",
     )
     work.add_argument("--seed", type=int, default=0, help="seed of the synthetic run (default 0)")
     work.add_argument(
@@ -270,7 +277,12 @@ def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
 
 def _workload(args: argparse.Namespace) -> Workload:
     if args.chat is not None:
-        return load_chat(args.chat)
+        workload = load_chat(args.chat)
+        try:  # the strategies replay the scout view of any provider format
+            view = scout_view(workload.messages, args.format)
+        except ValueError as exc:
+            raise ChatError(f"chat {workload.source}: {exc}") from exc
+        return dataclasses.replace(workload, messages=view)
     calls = DEFAULT_CALLS if args.calls is None else args.calls
     try:
         return synthetic_run(

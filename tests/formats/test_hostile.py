@@ -1,0 +1,130 @@
+"""Hostile input: whatever the messages hold, an adapter raises nothing but the
+mixed-format error, never mutates its input, and a prompt comes back."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scoutd import PromptConfig, prepare
+from scoutd.formats import FormatError
+
+from .test_adapters import BUILDERS
+from .validity import new_problems
+
+TIGHT = PromptConfig(
+    epoch_tool_call_threshold=1, epoch_full_tool_calls=1, epoch_compacted_tool_calls=1, epoch_size=1
+)
+BLOCK_KEYS = (
+    *("type", "id", "name", "input", "content", "text", "tool_use_id", "function"),
+    *("arguments", "call_id", "output", "role", "tool_calls", "tool_call_id"),
+)
+MESSAGE_KEYS = (
+    *("role", "type", "content", "tool_calls", "tool_call_id", "call_id", "name"),
+    *("arguments", "output", "id"),
+)
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=8), st.sampled_from(["c1", "c2"])
+)
+_words = st.sampled_from(
+    [
+        "user",
+        "assistant",
+        "tool",
+        "system",
+        "function_call",
+        "function_call_output",
+        "message",
+        "reasoning",
+        "tool_use",
+        "tool_result",
+        "text",
+        "image",
+        "thinking",
+        "c1",
+        "c2",
+    ]
+)
+_values = st.recursive(
+    st.one_of(_scalars, _words),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(BLOCK_KEYS),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=12,
+)
+_message = st.dictionaries(
+    st.sampled_from(MESSAGE_KEYS),
+    _values,
+    max_size=5,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=st.lists(st.one_of(_message, _scalars), max_size=10),
+    fmt=st.sampled_from(["auto", "scout", "openai-chat", "openai-responses", "anthropic"]),
+    strategy=st.sampled_from(["none", "shorten_tools", "shorten_tools_epoch"]),
+)
+def test_hostile_messages_never_break_an_adapter(
+    messages: list[Any], fmt: str, strategy: str
+) -> None:
+    snapshot = copy.deepcopy(messages)
+    try:
+        prepared = prepare(messages, strategy, config=TIGHT, format=fmt, cache_control=True)
+    except FormatError:
+        assert fmt == "auto"
+        return
+    assert messages == snapshot
+    assert isinstance(prepared.messages, list)
+    if strategy == "none" and prepared.format != "anthropic":
+        assert prepared.messages == messages
+
+
+def _containers(value: Any) -> list[Any]:
+    """Every dict and list inside ``value``, itself included."""
+    found = [value] if isinstance(value, (dict, list)) else []
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    )
+    for child in children:
+        found += _containers(child)
+    return found
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fmt=st.sampled_from(sorted(BUILDERS)),
+    data=st.data(),
+    strategy=st.sampled_from(["none", "shorten_tools", "shorten_tools_epoch"]),
+)
+def test_well_formed_conversations_with_one_hostile_value(
+    fmt: str, data: st.DataObject, strategy: str
+) -> None:
+    messages = BUILDERS[fmt](4)
+    for _ in range(data.draw(st.integers(1, 3))):
+        target = data.draw(st.sampled_from(_containers(messages)))
+        value = data.draw(_values)
+        if isinstance(target, dict):
+            key = data.draw(st.sampled_from([*target.keys(), *BLOCK_KEYS]))
+            target[key] = value
+        elif target:
+            target[data.draw(st.integers(0, len(target) - 1))] = value
+    snapshot = copy.deepcopy(messages)
+    try:
+        prepared = prepare(messages, strategy, config=TIGHT, format=fmt)
+    except FormatError:
+        raise AssertionError("a declared format never raises FormatError") from None
+    assert messages == snapshot
+    try:
+        problems = new_problems(fmt, messages, prepared.messages)
+    except (AttributeError, TypeError, KeyError):
+        problems = None  # the test's checker cannot read such a structure; scoutd did
+    assert not problems or prepared.report[-1].malformed
