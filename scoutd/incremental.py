@@ -126,7 +126,6 @@ class SessionPrompt:
         tools = len(self.index.indices)
         chars = content_chars(messages)
         size = json_size(messages) if size is None else size
-        self.messages += messages
         found = signals(messages)
         self.messages += messages
         try:
