@@ -96,7 +96,13 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def __post_init__(self) -> None:
         if not math.isfinite(self.epoch_increment_compacted_growth_ratio):
             raise ValueError("epoch_increment_compacted_growth_ratio must be finite")
-        for key in ("expected_horizon", "compaction_risk_share", "chars_per_token", "cache_write_price", "cache_read_price"):
+        for key in (
+            "expected_horizon",
+            "compaction_risk_share",
+            "chars_per_token",
+            "cache_write_price",
+            "cache_read_price",
+        ):
             value = getattr(self, key)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{key} must be finite")

@@ -21,15 +21,17 @@ import msgspec
 
 from ..config import PromptConfig, load_config
 from ..errors import ConfigError, ScoutdError, UnknownStrategy
-from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
+from .cache import CACHE_MODELS, PRESETS, CacheSettings, Estimator, Prices, Tokenizer
 from .replay import (
     DEFAULT_STRATEGIES,
+    DEFAULT_STRATEGY,
     ExcludedStrategy,
     PeerSettings,
     Settings,
     Simulation,
     StrategyResult,
     check_strategies,
+    provider_config,
     run_strategy,
     simulate,
 )
@@ -46,9 +48,20 @@ from .workload import ChatError, Workload, load_chat, synthetic_run
 __all__ = ["build_parser", "main"]
 
 DEFAULT_CALLS = 400
-SWEEP_STRATEGY = "shorten_tools_epoch_increment"  # the default strategy of scoutd
+SWEEP_STRATEGY = DEFAULT_STRATEGY
 # Sweepable parameters of the peer emulations (PeerSettings fields).
-PEER_KEYS = frozenset({"mask_n", "clear_trigger", "clear_keep", "clear_at_least"})
+PEER_KEYS = frozenset(
+    {
+        "mask_n",
+        "mask_polling",
+        "clear_trigger",
+        "clear_keep",
+        "clear_at_least",
+        "summary_max_size",
+        "summary_keep_first",
+        "summary_chars",
+    }
+)
 
 
 class UsageError(ValueError):
@@ -59,6 +72,13 @@ def _count(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 
@@ -124,6 +144,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="mask_last_n: tool outputs kept verbatim (default 10)",
     )
     strat.add_argument(
+        "--mask-polling",
+        type=_positive,
+        default=1,
+        help="mask_last_n: move the window every N outputs (SWE-agent's polling, default 1)",
+    )
+    strat.add_argument(
+        "--clear-mode",
+        choices=("stateless", "sticky"),
+        default="stateless",
+        help="clear_tool_uses: the API clears the full history on every request (stateless, "
+        "default) or the client keeps what was cleared (sticky)",
+    )
+    strat.add_argument(
+        "--summary-max-size",
+        type=_positive,
+        default=120,
+        help="summarize: messages in view before a summary (default 120)",
+    )
+    strat.add_argument(
+        "--summary-keep-first",
+        type=_count,
+        default=4,
+        help="summarize: first messages always kept (default 4)",
+    )
+    strat.add_argument(
+        "--summary-chars",
+        type=_count,
+        default=2000,
+        help="summarize: size of the placeholder summary in characters (default 2000)",
+    )
+    strat.add_argument(
         "--clear-trigger",
         type=_count,
         default=100_000,
@@ -164,6 +215,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="cached prefix rounded down to a multiple of N tokens",
     )
     model.add_argument("--cache-min-tokens", type=_count, help="nothing is cached below N tokens")
+    model.add_argument(
+        "--cache-model",
+        choices=CACHE_MODELS,
+        default="prefix",
+        help="prefix: any common prefix with the previous prompt; breakpoints: only up to where "
+        "an earlier prompt ended or a fixed breakpoint, 20 messages back at most (default prefix)",
+    )
+    model.add_argument(
+        "--whole-messages",
+        action="store_true",
+        help="prefix model: cache up to the last whole message in common only",
+    )
+    model.add_argument(
+        "--round-seconds",
+        type=_price,
+        default=0.0,
+        help="time between two rounds; with the preset's cache lifetime, idle gaps are priced "
+        "(default 0: the cache never expires)",
+    )
+    model.add_argument(
+        "--ttl", type=_price, help="cache lifetime in seconds (default: the preset's)"
+    )
     model.add_argument(
         "--context-window",
         type=_count,
@@ -244,18 +317,28 @@ def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
             min_tokens=preset_cache.min_tokens
             if args.cache_min_tokens is None
             else args.cache_min_tokens,
+            model=args.cache_model,
+            whole_messages=args.whole_messages,
+            ttl=(preset_cache.ttl if args.ttl is None else args.ttl)
+            if args.round_seconds
+            else None,
         )
         tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
         estimator = Estimator(tokenizer, args.chars_per_token)
+        peers = PeerSettings(
+            mask_n=args.mask_n,
+            mask_polling=args.mask_polling,
+            clear_trigger=args.clear_trigger,
+            clear_keep=args.clear_keep,
+            clear_at_least=args.clear_at_least,
+            clear_mode=args.clear_mode,
+            summary_max_size=args.summary_max_size,
+            summary_keep_first=args.summary_keep_first,
+            summary_chars=args.summary_chars,
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    peers = PeerSettings(
-        mask_n=args.mask_n,
-        clear_trigger=args.clear_trigger,
-        clear_keep=args.clear_keep,
-        clear_at_least=args.clear_at_least,
-    )
-    config = load_config(args.config, overrides=overrides)
+    config = provider_config(load_config(args.config, overrides=overrides), args.pricing)
     return Settings(
         prices=prices,
         cache=cache,
@@ -265,6 +348,7 @@ def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
         estimator=estimator,
         config=config,
         overrides=dict(overrides),
+        round_seconds=args.round_seconds,
     )
 
 

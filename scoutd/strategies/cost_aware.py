@@ -20,7 +20,8 @@ Above ``compaction_limit_share`` of the window it always compacts, as far as
 needed to fit. The newest ``cost_full_tool_outputs`` outputs stay verbatim
 (fewer only when they alone would not fit), the ``cost_compacted_tool_calls``
 pairs before them are shortened as in the epoch strategies, older pairs are
-dropped, and the newest pair of a call repeated before the decision is kept.
+dropped, except the newest pair of a call repeated before the decision, which
+is shortened (so the notice's promise holds: the latest of repeated calls stays).
 """
 
 from __future__ import annotations
@@ -38,9 +39,17 @@ import msgspec
 from ..config import PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
-from .epoch import Window, compact
-from .report import StrategyReport
-from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex, index_tools, repeated_pairs
+from .epoch import Window
+from .report import Changes, StrategyReport, apply_changes
+from .tool_messages import (
+    ARGUMENT_SIZE,
+    OUTPUT_SIZE,
+    ToolIndex,
+    index_tools,
+    repeated_pairs,
+    shortened_call,
+    shortened_output,
+)
 
 __all__ = ["Plan", "TokenCounter", "plan_compaction", "shorten_tools_cost_aware", "token_counter"]
 
@@ -158,7 +167,9 @@ def _fit(tokens: _Tokens, number: int, full: int, band: int, limit: float) -> tu
     return dropped, shortened
 
 
-def plan_compaction(tokens: _Tokens, outputs: int, config: PromptConfig, prices: CachePrices) -> Plan:
+def plan_compaction(
+    tokens: _Tokens, outputs: int, config: PromptConfig, prices: CachePrices
+) -> Plan:
     """Replay the decision of every round up to ``outputs`` and return the last bands."""
     window = config.context_window
     trigger = config.compaction_trigger_share * window
@@ -200,8 +211,13 @@ def plan_compaction(tokens: _Tokens, outputs: int, config: PromptConfig, prices:
     return Plan(dropped, shortened, decided)
 
 
-def _protected(index: ToolIndex, decided_at: int) -> set[int]:
-    """Newest-first positions of the newest pair of every call repeated by the decision."""
+def _latest_repeats(index: ToolIndex, decided_at: int) -> set[int]:
+    """Newest-first positions of the newest pair of every call repeated by the decision.
+
+    Frozen at the decision, so a repeat arriving later changes nothing older
+    until the next decision. These pairs are shortened rather than dropped:
+    kept whole, a few large repeated outputs would cost more than all the rest.
+    """
     protected = set()
     for numbers in repeated_pairs(index).values():
         seen = [n for n in numbers if n <= decided_at]
@@ -223,8 +239,6 @@ def shorten_tools_cost_aware(
     ``cache_pricing`` is ``auto`` (unknown: Anthropic's prices).
     """
     index = index_tools(messages)
-    window: Window | None = None
-    protected: set[int] = set()
     if index.outputs:
         tokens = _Tokens(messages, index, token_counter(config))
         plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
@@ -236,5 +250,33 @@ def shorten_tools_cost_aware(
                 keep_full=outputs - plan.shortened,
                 truncate_to=outputs - plan.dropped,
             )
-            protected = _protected(index, plan.decided_at)
-    return compact(NAME, messages, index, window, protected, config, detail)
+            kept_short = _latest_repeats(index, plan.decided_at)
+            return _compact(messages, index, window, kept_short, config, detail)
+    return apply_changes(NAME, messages, index, Changes(), detail=detail)
+
+
+def _compact(
+    messages: Sequence[Any],
+    index: ToolIndex,
+    window: Window,
+    kept_short: set[int],
+    config: PromptConfig,
+    detail: bool,
+) -> tuple[list[Any], StrategyReport]:
+    """Shorten and drop by ``window``; a pair in ``kept_short`` is shortened, never dropped."""
+    changes = Changes()
+    for slot, position in enumerate(index.positions):
+        if position <= window.keep_full:
+            continue
+        if position > window.truncate_to and position not in kept_short:
+            changes.dropped.append(slot)
+            continue
+        body = index.bodies[slot]
+        content = index.content(messages, slot)
+        is_call = index.is_call[slot]
+        new = shortened_call(body, content) if is_call else shortened_output(body, content)
+        if new is not None:
+            changes.rewrites[slot] = new
+    return apply_changes(
+        NAME, messages, index, changes, notice=config.compaction_notice, detail=detail
+    )

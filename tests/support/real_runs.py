@@ -87,7 +87,11 @@ def from_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 pending = []
             if kind == "tool_use":
                 names[block.get("id")] = block.get("name")
-                body = {"name": block.get("name"), "arguments": block.get("input"), "id": block.get("id")}
+                body = {
+                    "name": block.get("name"),
+                    "arguments": block.get("input"),
+                    "id": block.get("id"),
+                }
                 out.append({"role": "function_call", "content": _encode(body)})
             else:
                 ident = block.get("tool_use_id")
