@@ -21,7 +21,10 @@ import msgspec
 
 from ..config import PromptConfig, load_config
 from ..errors import ConfigError, ScoutdError, UnknownStrategy
-from .cache import CACHE_MODELS, PRESETS, CacheSettings, Estimator, Prices, Tokenizer
+from ..pricing import AUTO, preset_for_format
+from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
+from .options import DEFAULT_CALLS, build_parser
+from .progress import Progress
 from .replay import (
     DEFAULT_STRATEGIES,
     DEFAULT_STRATEGY,
@@ -31,6 +34,7 @@ from .replay import (
     Simulation,
     StrategyResult,
     check_strategies,
+    describe_model,
     provider_config,
     run_strategy,
     simulate,
@@ -43,11 +47,11 @@ from .report import (
     plot,
     require_matplotlib,
 )
+from .runs import aggregate, format_runs, read_runs, replay_runs
 from .workload import ChatError, Workload, load_chat, synthetic_run
 
 __all__ = ["build_parser", "main"]
 
-DEFAULT_CALLS = 400
 SWEEP_STRATEGY = DEFAULT_STRATEGY
 # Sweepable parameters of the peer emulations (PeerSettings fields).
 PEER_KEYS = frozenset(
@@ -66,211 +70,6 @@ PEER_KEYS = frozenset(
 
 class UsageError(ValueError):
     """A command line that cannot run."""
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _price(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``scoutd simulate``."""
-    parser = argparse.ArgumentParser(
-        prog="scoutd simulate",
-        description=(
-            "Replay an agent run round by round (a round ends after each tool output) under "
-            "several prompt strategies and compare prompt size, prompt-cache hits and billed "
-            "input cost."
-        ),
-    )
-    work = parser.add_argument_group("workload")
-    source = work.add_mutually_exclusive_group()
-    source.add_argument(
-        "--calls", type=_count, help=f"synthetic run of N tool calls (default {DEFAULT_CALLS})"
-    )
-    source.add_argument(
-        "--chat", metavar="FILE", help="replay a recorded chat (JSON list of messages; - for stdin)"
-    )
-    work.add_argument("--seed", type=int, default=0, help="seed of the synthetic run (default 0)")
-    work.add_argument(
-        "--repeat-rate",
-        type=float,
-        default=0.05,
-        help="share of calls repeating an earlier call exactly (default 0.05)",
-    )
-    work.add_argument(
-        "--user-turns",
-        type=_count,
-        default=3,
-        help="user turns spread through the synthetic run (default 3)",
-    )
-
-    strat = parser.add_argument_group("strategies")
-    strat.add_argument(
-        "--strategies",
-        metavar="A,B,...",
-        help=f"strategies to compare (default: {','.join(DEFAULT_STRATEGIES)})",
-    )
-    strat.add_argument(
-        "--config", metavar="FILE", help="scoutd config file (default: the usual lookup)"
-    )
-    strat.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="override a [prompt] key for this run (repeatable)",
-    )
-    strat.add_argument(
-        "--mask-n",
-        type=_count,
-        default=10,
-        help="mask_last_n: tool outputs kept verbatim (default 10)",
-    )
-    strat.add_argument(
-        "--mask-polling",
-        type=_positive,
-        default=1,
-        help="mask_last_n: move the window every N outputs (SWE-agent's polling, default 1)",
-    )
-    strat.add_argument(
-        "--clear-mode",
-        choices=("stateless", "sticky"),
-        default="stateless",
-        help="clear_tool_uses: the API clears the full history on every request (stateless, "
-        "default) or the client keeps what was cleared (sticky)",
-    )
-    strat.add_argument(
-        "--summary-max-size",
-        type=_positive,
-        default=120,
-        help="summarize: messages in view before a summary (default 120)",
-    )
-    strat.add_argument(
-        "--summary-keep-first",
-        type=_count,
-        default=4,
-        help="summarize: first messages always kept (default 4)",
-    )
-    strat.add_argument(
-        "--summary-chars",
-        type=_count,
-        default=2000,
-        help="summarize: size of the placeholder summary in characters (default 2000)",
-    )
-    strat.add_argument(
-        "--clear-trigger",
-        type=_count,
-        default=100_000,
-        help="clear_tool_uses: prompt tokens that trigger clearing (default 100000)",
-    )
-    strat.add_argument(
-        "--clear-keep",
-        type=_count,
-        default=3,
-        help="clear_tool_uses: last tool uses kept (default 3)",
-    )
-    strat.add_argument(
-        "--clear-at-least",
-        type=_count,
-        default=0,
-        help="clear_tool_uses: minimum tokens cleared per activation (default unset)",
-    )
-    strat.add_argument(
-        "--sweep",
-        metavar="KEY=V1,V2,...",
-        help="run once per value of a [prompt] key, or of mask_n, clear_trigger, clear_keep "
-        "or clear_at_least",
-    )
-
-    model = parser.add_argument_group("cache and prices")
-    model.add_argument(
-        "--pricing",
-        choices=sorted(PRESETS),
-        default="anthropic",
-        help="preset of prices and cache behaviour (default anthropic)",
-    )
-    model.add_argument("--price-input", type=_price, help="price of an uncached input token")
-    model.add_argument("--price-write", type=_price, help="price of a token written to the cache")
-    model.add_argument("--price-read", type=_price, help="price of a token read from the cache")
-    model.add_argument(
-        "--cache-granularity",
-        type=_count,
-        help="cached prefix rounded down to a multiple of N tokens",
-    )
-    model.add_argument("--cache-min-tokens", type=_count, help="nothing is cached below N tokens")
-    model.add_argument(
-        "--cache-model",
-        choices=CACHE_MODELS,
-        default="prefix",
-        help="prefix: any common prefix with the previous prompt; breakpoints: only up to where "
-        "an earlier prompt ended or a fixed breakpoint, 20 messages back at most (default prefix)",
-    )
-    model.add_argument(
-        "--whole-messages",
-        action="store_true",
-        help="prefix model: cache up to the last whole message in common only",
-    )
-    model.add_argument(
-        "--round-seconds",
-        type=_price,
-        default=0.0,
-        help="time between two rounds; with the preset's cache lifetime, idle gaps are priced "
-        "(default 0: the cache never expires)",
-    )
-    model.add_argument(
-        "--ttl", type=_price, help="cache lifetime in seconds (default: the preset's)"
-    )
-    model.add_argument(
-        "--context-window",
-        type=_count,
-        default=200_000,
-        help="a prompt above N tokens overflows (default 200000)",
-    )
-    model.add_argument(
-        "--chars-per-token",
-        type=float,
-        default=4.0,
-        help="token estimate: characters per token (default 4)",
-    )
-    model.add_argument(
-        "--tokenizer",
-        metavar="MODULE:ATTR",
-        help="count tokens with this callable (str -> int) instead",
-    )
-
-    out = parser.add_argument_group("output")
-    out.add_argument("--json", action="store_true", help="print the figures as JSON")
-    out.add_argument(
-        "--per-round", action="store_true", help="with --json: include per-round series"
-    )
-    out.add_argument(
-        "--plot",
-        metavar="FILE.png",
-        help="write prompt tokens and cumulative cost per round (needs scoutd[plot])",
-    )
-    out.add_argument(
-        "--strict",
-        action="store_true",
-        help="exit 1 when any strategy overflows the context window",
-    )
-    return parser
 
 
 def _value(text: str) -> Any:
@@ -303,7 +102,8 @@ def _tokenizer(target: str) -> Tokenizer:
 
 
 def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
-    preset_prices, preset_cache = PRESETS[args.pricing]
+    pricing = preset_for_format(None) if args.pricing == AUTO else args.pricing
+    preset_prices, preset_cache = PRESETS[pricing]
     prices = Prices(
         input=preset_prices.input if args.price_input is None else args.price_input,
         write=preset_prices.write if args.price_write is None else args.price_write,
@@ -338,11 +138,11 @@ def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    config = provider_config(load_config(args.config, overrides=overrides), args.pricing)
+    config = provider_config(load_config(args.config, overrides=overrides), pricing)
     return Settings(
         prices=prices,
         cache=cache,
-        pricing=args.pricing,
+        pricing=pricing,
         context_window=args.context_window,
         peers=peers,
         estimator=estimator,
@@ -379,7 +179,11 @@ def _single(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, s
     check_strategies(names, settings.config)
     workload = _workload(args)
     started = time.perf_counter()
-    result = simulate(workload, names, settings)
+    progress = Progress(len(names), "replaying strategies")
+    try:
+        result = simulate(workload, names, settings, tick=progress.update)
+    finally:
+        progress.close()
     elapsed = time.perf_counter() - started
     rows = [(r.strategy, r) for r in result.strategies]
     if args.plot:
@@ -419,9 +223,12 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
         if key in PEER_KEYS:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise UsageError(f"--sweep {key}: {value!r} is not a count")
-            settings = dataclasses.replace(
-                base, peers=dataclasses.replace(base.peers, **{key: value})
-            )
+            change: dict[str, Any] = {key: value}
+            try:
+                peers = dataclasses.replace(base.peers, **change)
+            except ValueError as exc:
+                raise UsageError(f"--sweep {key}={value}: {exc}") from exc
+            settings = dataclasses.replace(base, peers=peers)
         else:
             settings = _settings(args, {**overrides, key: value})
         if baseline is None:
@@ -446,6 +253,31 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
     return (1 if failed and args.strict else 0), text
 
 
+def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str]:
+    settings = _settings(args, overrides)
+    names = _names(args, DEFAULT_STRATEGIES)
+    if "none" not in names:
+        names = ["none", *names]
+    total = sum(1 for _ in read_runs(args.runs))
+    progress = Progress(total, "replaying runs")
+    try:
+        rows = replay_runs(args.runs, names, settings, args.pricing, tick=progress.update)
+    finally:
+        progress.close()
+    failed = any(f["failed"] for row in rows for n, f in row.strategies.items() if n != "none")
+    if args.json:
+        data = {
+            "runs": rows,
+            "aggregate": aggregate(rows, names),
+            "model": describe_model(settings),
+        }
+        text = encode_json(data)
+    else:
+        text = f"runs {args.runs}: {len(rows)} runs, pricing {args.pricing}\n\n"
+        text += format_runs(rows, names) + "\n"
+    return (1 if failed and args.strict else 0), text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``scoutd simulate`` with ``argv`` (without the program name)."""
     parser = build_parser()
@@ -458,7 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             require_matplotlib()
         overrides = dict(_pair(item, "--set") for item in args.set)
         overrides = {key: _value(value) for key, value in overrides.items()}
-        if args.sweep:
+        if args.sweep and args.runs:
+            raise UsageError("--sweep and --runs cannot be combined")
+        if args.runs:
+            code, text = _runs(args, overrides)
+        elif args.sweep:
             code, text = _sweep(args, overrides)
         else:
             code, text = _single(args, overrides)

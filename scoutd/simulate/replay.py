@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,7 @@ class StrategyResult(msgspec.Struct, kw_only=True):
     written_tokens: int
     input_tokens: int
     invalidated_tokens: int
+    default: bool = False  # the strategy of scoutd's default list
     series: Series | None = None
 
 
@@ -383,6 +384,7 @@ def simulate(
     *,
     keep_series: bool = True,
     baseline: StrategyResult | None = None,
+    tick: Callable[[int], None] | None = None,
 ) -> Simulation:
     """Replay ``workload`` under each strategy; ratios are to the ``none`` run.
 
@@ -395,9 +397,12 @@ def simulate(
     """
     settings = settings or Settings()
     check_strategies(strategies, settings.config)
-    results = [
-        run_strategy(workload, name, settings, keep_series=keep_series) for name in strategies
-    ]
+    results = []
+    for done, name in enumerate(strategies, start=1):
+        results.append(run_strategy(workload, name, settings, keep_series=keep_series))
+        results[-1].default = name == DEFAULT_STRATEGY
+        if tick is not None:
+            tick(done)
     reference = next((r for r in results if r.strategy == "none"), baseline)
     if reference is None:
         reference = run_strategy(workload, "none", settings, keep_series=False)
