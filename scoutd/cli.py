@@ -25,6 +25,7 @@ import msgspec
 from ._version import __version__
 from .config import Config, DaemonConfig, PromptConfig, resolve_config, with_overrides
 from .errors import Aborted, ScoutdError
+from .formats import AUTO, FORMATS, FormatError
 from .strategies.report import StrategyReport
 
 __all__ = ["EXIT_ABORTED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "main"]
@@ -172,7 +173,11 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         from .prepare import prepare
 
         prepared = prepare(
-            messages, args.strategies, save_file=args.save_file, config=_snapshot(args)
+            messages,
+            args.strategies,
+            save_file=args.save_file,
+            config=_snapshot(args),
+            format=args.format,
         )
         result_messages: list[Any] = prepared.messages
         report: Any = prepared.report
@@ -184,14 +189,31 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         save_file = os.path.abspath(args.save_file) if args.save_file else None
         with Client(_socket_path(args), timeout=args.timeout) as client:
             remote = client.prepare(
-                messages, args.strategies, save_file=save_file, config=overrides
+                messages, args.strategies, save_file=save_file, config=overrides, format=args.format
             )
         result_messages, report = remote.messages, remote.report
+    _warn(report)
     if args.report:
         _write_json({"messages": result_messages, "report": report})
     else:
         _write_json(result_messages)
     return EXIT_OK
+
+
+def _warn(report: Sequence[StrategyReport]) -> None:
+    """Foreign tool traffic is never a silent no-op: say so on stderr."""
+    for entry in report:
+        for warning in entry.warnings or ():
+            print(f"scoutd: warning: {warning}", file=sys.stderr)
+
+
+def _add_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=(AUTO, *FORMATS),
+        default=AUTO,
+        help="message format (default: detected from the messages; see docs/FORMATS.md)",
+    )
 
 
 def _counts(report: StrategyReport) -> str:
@@ -261,7 +283,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     messages = _read_messages(args.file)
     # No save_file, ever: explaining must not consume an agent's inbox.
-    prepared = prepare(messages, args.strategies, config=_snapshot(args), detail=True)
+    prepared = prepare(
+        messages, args.strategies, config=_snapshot(args), detail=True, format=args.format
+    )
+    _warn(prepared.report)
     if args.json:
         _write_json(prepared.report)
         return EXIT_OK
@@ -271,7 +296,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             lines.append("")
         lines.extend(_explain_lines(report))
     lines.append("")
-    lines.append(f"{len(messages)} messages in, {len(prepared.messages)} messages out")
+    lines.append(
+        f"{len(messages)} messages in, {len(prepared.messages)} messages out"
+        f" ({prepared.format} format, stable prefix {prepared.stable_prefix})"
+    )
     print("\n".join(lines))
     return EXIT_OK
 
@@ -483,12 +511,14 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--local", action="store_true", help="run in this process, not the daemon")
     _add_client(prep)
     prep.add_argument("--report", action="store_true", help="print {messages, report}")
+    _add_format(prep)
 
     explain = verb("explain", "show what each strategy does to each tool message", _cmd_explain)
     explain.add_argument("file", metavar="FILE", help="JSON messages ('-' for stdin)")
     _add_strategies(explain)
     _add_config(explain)
     explain.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_format(explain)
 
     notify = verb("notify", "drop a notice into a chat's inbox", _cmd_notify)
     notify.add_argument("save_file", metavar="SAVE_FILE")
@@ -576,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(arguments)
     except Aborted as exc:
         return _fail(f"aborted: {exc.reason}", EXIT_ABORTED)
-    except (CliError, ScoutdError) as exc:
+    except (CliError, ScoutdError, FormatError) as exc:
         return _fail(str(exc))
     except BrokenPipeError:
         # The reader went away (``scoutd prepare ... | head``): not worth a message.

@@ -46,6 +46,7 @@ from .errors import (
     RemoteError,
     UnknownStrategy,
 )
+from .formats import check_format_name
 from .incremental import DeltaDecoder, DeltaMismatch, PromptDelta
 from .prepare import Prepared
 from .protocol import (
@@ -258,6 +259,8 @@ def _prepare_params(
     save_file: str | os.PathLike[str] | None,
     session: str | _SessionBase | None,
     config: Overrides,
+    format: str | None = None,
+    cache_control: bool | None = None,
 ) -> PreparePromptParams:
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
@@ -277,6 +280,8 @@ def _prepare_params(
         save_file=None if save_file is None else os.fspath(save_file),
         session=session.id if isinstance(session, _SessionBase) else session,
         config=_overrides(config),
+        format=None if format is None else check_format_name(format),  # type: ignore[arg-type]
+        cache_control=cache_control,
     )
 
 
@@ -515,6 +520,8 @@ class Client:
         save_file: str | os.PathLike[str] | None = None,
         session: str | Session | None = None,
         config: Overrides = None,
+        format: str | None = None,
+        cache_control: bool | None = None,
     ) -> list[Any]:
         """The prepared prompt, computed by the daemon (see :func:`scoutd.prepare_prompt`).
 
@@ -523,7 +530,9 @@ class Client:
             UnknownStrategy: a strategy name the daemon does not know.
             ConfigError: invalid per-call overrides.
         """
-        params = _prepare_params(messages, strategies, save_file, session, config)
+        params = _prepare_params(
+            messages, strategies, save_file, session, config, format, cache_control
+        )
         return self._call("prepare_prompt", params, _Messages).messages
 
     def prepare(
@@ -534,14 +543,27 @@ class Client:
         save_file: str | os.PathLike[str] | None = None,
         session: str | Session | None = None,
         config: Overrides = None,
+        format: str | None = None,
+        cache_control: bool | None = None,
     ) -> Prepared:
         """Like :meth:`prepare_prompt`, plus what each strategy did (``.report``)."""
-        params = _prepare_params(messages, strategies, save_file, session, config)
+        params = _prepare_params(
+            messages, strategies, save_file, session, config, format, cache_control
+        )
         return self._call("prepare_prompt", params, Prepared)
 
-    def open_session(self, save_file: str | os.PathLike[str], pid: int | None = None) -> Session:
-        """Register a running agent session; prefer the :meth:`session` context manager."""
-        params = SessionOpenParams(save_file=os.fspath(save_file), pid=pid)
+    def open_session(
+        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
+    ) -> Session:
+        """Register a running agent session; prefer the :meth:`session` context manager.
+
+        ``format`` is the message format of the session's conversation (docs/FORMATS.md).
+        """
+        params = SessionOpenParams(
+            save_file=os.fspath(save_file),
+            pid=pid,
+            format=check_format_name(format),  # type: ignore[arg-type]
+        )
         with self._lock:
             opened = self._call("session.open", params, SessionOpenResult)
             assert self._conn is not None  # a successful call leaves it connected
@@ -551,10 +573,10 @@ class Client:
 
     @contextlib.contextmanager
     def session(
-        self, save_file: str | os.PathLike[str], pid: int | None = None
+        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
     ) -> Iterator[Session]:
         """Open a session for ``save_file`` for the duration of a ``with`` block."""
-        opened = self.open_session(save_file, pid)
+        opened = self.open_session(save_file, pid, format)
         try:
             yield opened
         finally:
@@ -964,9 +986,13 @@ class AsyncClient:
         save_file: str | os.PathLike[str] | None = None,
         session: str | AsyncSession | None = None,
         config: Overrides = None,
+        format: str | None = None,
+        cache_control: bool | None = None,
     ) -> list[Any]:
         """The prepared prompt, computed by the daemon (see :meth:`Client.prepare_prompt`)."""
-        params = _prepare_params(messages, strategies, save_file, session, config)
+        params = _prepare_params(
+            messages, strategies, save_file, session, config, format, cache_control
+        )
         return (await self._call("prepare_prompt", params, _Messages)).messages
 
     async def prepare(
@@ -977,16 +1003,27 @@ class AsyncClient:
         save_file: str | os.PathLike[str] | None = None,
         session: str | AsyncSession | None = None,
         config: Overrides = None,
+        format: str | None = None,
+        cache_control: bool | None = None,
     ) -> Prepared:
         """Like :meth:`prepare_prompt`, plus what each strategy did (``.report``)."""
-        params = _prepare_params(messages, strategies, save_file, session, config)
+        params = _prepare_params(
+            messages, strategies, save_file, session, config, format, cache_control
+        )
         return await self._call("prepare_prompt", params, Prepared)
 
     async def open_session(
-        self, save_file: str | os.PathLike[str], pid: int | None = None
+        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
     ) -> AsyncSession:
-        """Register a running agent session; prefer the :meth:`session` context manager."""
-        params = SessionOpenParams(save_file=os.fspath(save_file), pid=pid)
+        """Register a running agent session; prefer the :meth:`session` context manager.
+
+        ``format`` is the message format of the session's conversation (docs/FORMATS.md).
+        """
+        params = SessionOpenParams(
+            save_file=os.fspath(save_file),
+            pid=pid,
+            format=check_format_name(format),  # type: ignore[arg-type]
+        )
         conn = await self._connection()
         opened = await self._call("session.open", params, SessionOpenResult, conn)
         session = AsyncSession(self, conn, opened.session, params.save_file, pid)
@@ -995,10 +1032,10 @@ class AsyncClient:
 
     @contextlib.asynccontextmanager
     async def session(
-        self, save_file: str | os.PathLike[str], pid: int | None = None
+        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
     ) -> AsyncIterator[AsyncSession]:
         """Open a session for ``save_file`` for the duration of an ``async with`` block."""
-        opened = await self.open_session(save_file, pid)
+        opened = await self.open_session(save_file, pid, format)
         try:
             yield opened
         finally:

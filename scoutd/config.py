@@ -92,6 +92,9 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     cost_compacted_tool_calls: Count = 10
     # inbox (section 7)
     inbox_max_bytes: Positive = 1 * MIB
+    # Anthropic format: mark the end of the stable prefix for the prompt cache
+    # (docs/FORMATS.md)
+    cache_control: bool = False
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.epoch_increment_compacted_growth_ratio):

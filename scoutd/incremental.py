@@ -29,6 +29,8 @@ import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, strategy_names
 from .errors import ScoutdError
+from .formats import AUTO, SCOUT, format_of, signals
+from .formats.cache import stable_prefix
 from .prepare import Prepared, prepare
 from .strategies.epoch import Window, compact, fixed_window, increment_window
 from .strategies.report import StrategyReport, content_chars
@@ -101,6 +103,8 @@ class SessionPrompt:
     _repeats: _Repeats = field(default_factory=_Repeats)
     _last: _Round | None = None
     _late_pairing: bool = False
+    format: str = AUTO  # the session's message format (docs/FORMATS.md)
+    _signals: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def extend(self, messages: Sequence[Any]) -> None:
         """Append messages to the conversation (O(len(messages)))."""
@@ -109,6 +113,8 @@ class SessionPrompt:
         start = len(self.messages)
         tools = len(self.index.indices)
         self.messages += messages
+        for fmt, (position, why) in signals(messages).items():
+            self._signals.setdefault(fmt, (start + position, why))
         self.chars += content_chars(messages)
         self.index.extend(self.messages, start)
         if any(slot < tools for slot in self.index.paired):
@@ -120,6 +126,7 @@ class SessionPrompt:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self._last = [], 0, None
         self.index, self._repeats, self._late_pairing = ToolIndex(), _Repeats(), False
+        self._signals = {}
         self.extend(messages)
 
     def prepare(
@@ -128,21 +135,45 @@ class SessionPrompt:
         config: Config,
         *,
         save_file: str | None = None,
+        format: str | None = None,
+        cache_control: bool | None = None,
     ) -> tuple[Prepared, int]:
-        """The prepared prompt and the number of leading messages unchanged since last round."""
+        """The prepared prompt and the number of leading messages unchanged since last round.
+
+        Provider formats (docs/FORMATS.md) are prepared whole each round; the
+        delta sent to the client still carries only what changed.
+        """
         names = strategy_names(strategies) if strategies is not None else None
         if names is None:
             names = strategy_names(config.prompt.prompt_strategies) or list(DEFAULT_STRATEGIES)
-        if not names or names[0] not in EPOCH_STRATEGIES:
+        requested = format or self.format
+        if requested == AUTO:
+            scout = format_of(self._signals) == SCOUT
+        else:  # a declared scout session with foreign traffic goes the long way, to warn
+            scout = requested == SCOUT and set(self._signals) <= {SCOUT}
+        if not names or names[0] not in EPOCH_STRATEGIES or not scout or cache_control:
             self._last = None
-            return prepare(self.messages, names, save_file=save_file, config=config), 0
+            return prepare(
+                self.messages,
+                names,
+                save_file=save_file,
+                config=config,
+                format=requested,
+                cache_control=cache_control,
+            ), 0
         core, report, stable = self._epoch_round(tuple(names), config)
-        if not names[1:]:
-            return Prepared(messages=core, report=[report]), stable
-        rest = prepare(core, names[1:], save_file=save_file, config=config)
-        if not APPENDING_STRATEGIES.issuperset(names[1:]):
-            stable = 0  # a later strategy may rewrite the core: nothing is known to stay
-        return Prepared(messages=rest.messages, report=[report, *rest.report]), stable
+        reports = [report]
+        prompt = core
+        if names[1:]:
+            rest = prepare(core, names[1:], save_file=save_file, config=config)
+            if not APPENDING_STRATEGIES.issuperset(names[1:]):
+                stable = 0  # a later strategy may rewrite the core: nothing is known to stay
+            prompt, reports = rest.messages, [report, *rest.report]
+        delivered = sum(r.inbox_delivered for r in reports)
+        protected = sum(r.calls_protected + r.outputs_protected for r in reports)
+        prefix = stable_prefix(names, self.messages, prompt, delivered, protected, SCOUT)
+        reports[-1] = msgspec.structs.replace(reports[-1], stable_prefix=prefix)
+        return Prepared(messages=prompt, report=reports), stable
 
     def _epoch_round(
         self, names: tuple[str, ...], config: Config

@@ -1,4 +1,4 @@
-"""``prepare_prompt``: resolve the strategy list and run it (SPEC section 3).
+"""``prepare_prompt``: resolve the strategy list and run it (docs/STRATEGIES.md).
 
 Names resolve in this order: built-ins, strategies registered at run time with
 :func:`register_strategy`, then operator plugins (entry points in group
@@ -17,6 +17,8 @@ import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
 from .errors import ConfigError, UnknownStrategy
+from .formats import ANTHROPIC, AUTO, adapter, outcome, resolve_format
+from .formats.cache import stable_prefix, with_cache_control
 from .strategies import BUILTINS
 from .strategies.report import StrategyReport, plain_report
 
@@ -41,6 +43,22 @@ class Prepared(msgspec.Struct, kw_only=True):
 
     messages: list[Any]
     report: list[StrategyReport]
+
+    @property
+    def format(self) -> str:
+        """The message format used (docs/FORMATS.md)."""
+        return self.report[-1].format if self.report else "scout"
+
+    @property
+    def stable_prefix(self) -> int:
+        """Leading messages that stay byte-identical until the next epoch boundary."""
+        value = self.report[-1].stable_prefix if self.report else None
+        return 0 if value is None else value
+
+    @property
+    def warnings(self) -> list[str]:
+        """Warnings about the input (foreign tool traffic), also logged."""
+        return [w for r in self.report for w in (r.warnings or ())]
 
 
 def register_strategy(name: str, fn: Callable[[list[Any]], Any]) -> None:
@@ -127,31 +145,18 @@ def _names(strategies: str | Sequence[str] | None, config: Config) -> list[str]:
     return strategy_names(strategies) or []
 
 
-def prepare(
-    messages: Sequence[Any],
-    strategies: str | Sequence[str] | Callable[[list[Any]], Any] | None = None,
-    *,
-    save_file: str | None = None,
-    config: Config | PromptConfig | Mapping[str, Any] | None = None,
-    detail: bool = False,
-) -> Prepared:
-    """Run the strategies over ``messages``; return the prompt and the report.
-
-    The input list and its messages are never modified. ``detail=True`` adds,
-    per strategy, the fate of every tool message (``report[i].actions``).
-
-    Raises:
-        Aborted: an ``abort`` file was found in the inbox.
-        UnknownStrategy: a name is not known (the error lists the known ones).
-        ConfigError: the configuration or the overrides are invalid.
-    """
-    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
-    current: list[Any] = list(messages)
+def _run_chain(
+    current: list[Any],
+    strategies: str | Sequence[str] | Callable[[list[Any]], Any] | None,
+    save_file: str | None,
+    snapshot: Config | None,
+    detail: bool,
+) -> tuple[list[Any], list[StrategyReport], list[str] | None]:
+    """Run the strategies over ``current``; the names run (None for a callable)."""
     if callable(strategies) and not isinstance(strategies, str):
         result = strategies(current)
-        return Prepared(messages=result, report=[plain_report("<callable>", current, result)])
-    snapshot = resolve_snapshot(config)
+        return result, [plain_report("<callable>", current, result)], None
+    assert snapshot is not None
     names = _names(strategies, snapshot)
     reports: list[StrategyReport] = []
     for name in names:
@@ -170,7 +175,75 @@ def prepare(
         before = current
         current = _run_external(name, fn, current, save_file, snapshot, plugin)
         reports.append(plain_report(name, before, current))
-    return Prepared(messages=current, report=reports)
+    return current, reports, names
+
+
+def prepare(
+    messages: Sequence[Any],
+    strategies: str | Sequence[str] | Callable[[list[Any]], Any] | None = None,
+    *,
+    save_file: str | None = None,
+    config: Config | PromptConfig | Mapping[str, Any] | None = None,
+    detail: bool = False,
+    format: str = AUTO,
+    cache_control: bool | None = None,
+) -> Prepared:
+    """Run the strategies over ``messages``; return the prompt and the report.
+
+    The input list and its messages are never modified. ``detail=True`` adds,
+    per strategy, the fate of every tool message (``report[i].actions``).
+    ``format`` names the message format (docs/FORMATS.md); ``auto`` detects it,
+    and the prompt comes back in it. ``cache_control`` (default: the
+    ``[prompt] cache_control`` key) marks the stable prefix in Anthropic form.
+
+    Raises:
+        Aborted: an ``abort`` file was found in the inbox.
+        UnknownStrategy: a name is not known (the error lists the known ones).
+        ConfigError: the configuration or the overrides are invalid.
+        ValueError: an unknown format, or ``auto`` over a list that mixes formats.
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    name, warning = resolve_format(messages, format)
+    snapshot = (
+        None
+        if callable(strategies) and not isinstance(strategies, str)
+        else (resolve_snapshot(config))
+    )
+    chosen = adapter(name)
+    shape = None if chosen is None else chosen.view(messages, True)
+    current: list[Any] = list(messages) if shape is None else shape.messages
+    result, reports, names = _run_chain(current, strategies, save_file, snapshot, detail)
+    narration = 0
+    if chosen is not None and shape is not None:
+        read = outcome(shape, result)
+        if read.unchanged:
+            result = list(messages)
+        else:
+            rebuilt = chosen.rebuild(messages, shape, read)
+            result, narration = rebuilt.messages, rebuilt.narration_dropped
+    if not isinstance(result, list):
+        raise TypeError(f"a strategy returned {type(result).__name__}, expected a list")
+    delivered = sum(r.inbox_delivered for r in reports)
+    protected = sum(r.calls_protected + r.outputs_protected for r in reports)
+    stable = stable_prefix(names, messages, result, delivered, protected, name)
+    hint = cache_control
+    if hint is None:
+        hint = snapshot.prompt.cache_control if snapshot is not None else False
+    if hint and name == ANTHROPIC:
+        result = with_cache_control(result, stable)
+    for report in reports:
+        report.format = name
+    if not reports:
+        reports.append(plain_report("<none>", messages, result))
+        reports[0].format = name
+    last = reports[-1]
+    last.malformed = 0 if shape is None else shape.malformed
+    last.narration_dropped = narration
+    last.stable_prefix = stable
+    if warning is not None:
+        last.warnings = [warning]
+    return Prepared(messages=result, report=reports)
 
 
 def prepare_prompt(
@@ -179,6 +252,15 @@ def prepare_prompt(
     *,
     save_file: str | None = None,
     config: Config | PromptConfig | Mapping[str, Any] | None = None,
+    format: str = AUTO,
+    cache_control: bool | None = None,
 ) -> list[Any]:
     """The prepared prompt for ``messages`` (see :func:`prepare`)."""
-    return prepare(messages, strategies, save_file=save_file, config=config).messages
+    return prepare(
+        messages,
+        strategies,
+        save_file=save_file,
+        config=config,
+        format=format,
+        cache_control=cache_control,
+    ).messages

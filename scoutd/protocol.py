@@ -76,6 +76,8 @@ CONFIG_INVALID: Final = -32005  # data: ConfigInvalidData
 UNKNOWN_SESSION: Final = -32006
 SHUTTING_DOWN: Final = -32007
 
+FormatName = Literal["auto", "scout", "openai-chat", "openai-responses", "anthropic"]
+
 # ``id`` may be a string, an integer or null; fractional numbers and booleans are refused.
 RequestId = int | str | None
 
@@ -104,6 +106,8 @@ class PreparePromptParams(
     save_file: str | None = None
     session: str | None = None
     config: dict[str, Any] | None = None  # per-call overrides of [prompt] keys
+    format: FormatName | None = None  # docs/FORMATS.md; a session's own by default
+    cache_control: bool | None = None  # Anthropic cache hint; [prompt] cache_control by default
 
     def __post_init__(self) -> None:
         if self.session is None:
@@ -121,6 +125,7 @@ class SessionOpenParams(
     save_file: str
     pid: int | None = msgspec.field(default=None)
     messages: list[dict[str, Any]] | None = None  # the conversation so far, kept by the daemon
+    format: FormatName = "auto"  # the session's message format (docs/FORMATS.md)
 
     def __post_init__(self) -> None:
         if self.pid is not None and self.pid < 1:

@@ -35,7 +35,8 @@ from ._version import __version__
 from .config import Config, resolve_config, with_overrides
 from .daemon_log import configure_logging, set_level
 from .errors import Aborted, ConfigError, UnknownStrategy
-from .prepare import prepare
+from .formats import FormatError
+from .prepare import Prepared, prepare
 from .security import (
     Forbidden,
     PeerCred,
@@ -647,6 +648,7 @@ class Server:
             session = await self.registry.open(
                 params.save_file, resolved, params.pid, conn.peer.uid, conn
             )
+            session.prompt.format = params.format
             if params.messages:
                 try:
                     _check_session_size(session, params.messages, snap.config, request.id)
@@ -773,6 +775,13 @@ class Server:
                     protocol.ConfigInvalidData(error=str(exc)),
                     id=rid,
                 ) from None
+            except FormatError as exc:
+                raise protocol.ProtocolError(
+                    protocol.INVALID_PARAMS,
+                    f"invalid params: {exc}",
+                    {"path": "$.params.messages", "error": str(exc)},
+                    id=rid,
+                ) from None
             else:
                 self.stats.notices_delivered += delivered
                 return line
@@ -808,6 +817,12 @@ class Server:
         )
 
 
+def _log_warnings(prepared: Prepared) -> None:
+    """Foreign tool traffic in a request is never silent: the daemon log says so too."""
+    for warning in prepared.warnings:
+        log.warning("prepare_prompt: %s", warning)
+
+
 def _run_prepare(
     rid: protocol.RequestId,
     params: protocol.PreparePromptParams,
@@ -816,8 +831,16 @@ def _run_prepare(
 ) -> tuple[bytes, int]:
     """Worker thread: run the strategies and encode the response line."""
     assert params.messages is not None  # required without a session
-    prepared = prepare(params.messages, params.strategies, save_file=save_file, config=config)
+    prepared = prepare(
+        params.messages,
+        params.strategies,
+        save_file=save_file,
+        config=config,
+        format=params.format or "auto",
+        cache_control=params.cache_control,
+    )
     delivered = sum(report.inbox_delivered for report in prepared.report)
+    _log_warnings(prepared)
     result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
     return protocol.encode_result(rid, result), delivered
 
@@ -897,8 +920,15 @@ def _run_session_prepare(
         append = params.append or []
         _check_session_size(session, append, config, rid, kept=len(state.messages))
         state.extend(append)
-    prepared, stable = state.prepare(params.strategies, config, save_file=save_file)
+    prepared, stable = state.prepare(
+        params.strategies,
+        config,
+        save_file=save_file,
+        format=params.format,
+        cache_control=params.cache_control,
+    )
     delivered = sum(report.inbox_delivered for report in prepared.report)
+    _log_warnings(prepared)
     if params.delta:
         delta = session.encoder.delta(prepared.messages, stable)
         result = protocol.PreparePromptResult(

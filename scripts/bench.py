@@ -46,6 +46,9 @@ def _ensure_importable() -> None:
     """Import scoutd from this checkout; re-run under ``.venv/bin/python`` without its deps."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
+    scripts = os.path.dirname(os.path.abspath(__file__))  # bench_formats beside this file
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
     try:
         import msgspec  # noqa: F401
 
@@ -62,6 +65,7 @@ def _ensure_importable() -> None:
 _ensure_importable()
 
 import msgspec  # noqa: E402
+from bench_formats import bench_formats  # noqa: E402
 
 import scoutd  # noqa: E402
 from scoutd.config import PromptConfig  # noqa: E402
@@ -134,6 +138,8 @@ RATIO_TARGETS = (
     ("inproc_ms_2000", "floor_ms_2000", 2.0),
     ("rpc_ms_2000", "inproc_ms_2000", 1.3),
     ("session_round_ms_2000", "session_round_ms_100", 1.5),
+    ("format_openai_chat_ms_400", "format_scout_ms_400", 1.5),
+    ("format_openai_chat_ms_2000", "format_scout_ms_2000", 1.5),
 )
 ABORT_P99_TARGET_MS = 100.0
 
@@ -696,6 +702,12 @@ def run(plan: Plan, seed: int = SEED) -> dict[str, Any]:
         bench_inproc(results, 400, small, plan.inproc_runs_small, plan.warmup, fresh=False)
         progress(f"floor and in-process prepare_prompt, {plan.large} calls")
         bench_inproc(results, 2000, large, plan.inproc_runs_large, plan.warmup, fresh=True)
+        for key, runs, messages in (
+            (400, plan.inproc_runs_small, small),
+            (2000, plan.inproc_runs_large, large),
+        ):
+            progress(f"OpenAI Chat format against scout format, {len(messages)} messages")
+            bench_formats(results, key, messages, runs, plan.warmup, interleaved)
         rescan_interval = scoutd.load_config().daemon.rescan_interval
 
         sessions_dir = os.path.join(directory, "sessions")
@@ -790,6 +802,16 @@ def render(results: dict[str, Any]) -> str:
             f"prepare_prompt, {large} calls, config read per call",
             msec("inproc_fresh_config_ms_2000"),
             ratio("inproc_fresh_config_ms_2000", "inproc_ms_2000"),
+        ),
+        _row(
+            f"prepare_prompt in OpenAI Chat format, {small} calls",
+            msec("format_openai_chat_ms_400"),
+            ratio("format_openai_chat_ms_400", "format_scout_ms_400") + " of scout",
+        ),
+        _row(
+            f"prepare_prompt in OpenAI Chat format, {large} calls",
+            msec("format_openai_chat_ms_2000"),
+            ratio("format_openai_chat_ms_2000", "format_scout_ms_2000") + " of scout",
         ),
         "",
         "through the daemon, client encode to client decode",

@@ -29,6 +29,12 @@ FIGURES = (
     "floor_ms_2000",
     "inproc_ms_2000",
     "inproc_fresh_config_ms_2000",
+    "format_scout_ms_400",
+    "format_openai_chat_ms_400",
+    "format_overhead_400",
+    "format_scout_ms_2000",
+    "format_openai_chat_ms_2000",
+    "format_overhead_2000",
     "rpc_ms_2000",
     "small_rpc_us_p50",
     "small_rpc_us_p99",
@@ -55,6 +61,8 @@ TARGETS = {
     "inproc_ms_2000 / floor_ms_2000",
     "rpc_ms_2000 / inproc_ms_2000",
     "session_round_ms_2000 / session_round_ms_100",
+    "format_openai_chat_ms_400 / format_scout_ms_400",
+    "format_openai_chat_ms_2000 / format_scout_ms_2000",
     "abort_ms_p99",
 }
 

@@ -183,11 +183,13 @@ def test_mask_last_n_masks_every_output_but_the_last_n() -> None:
     assert json.dumps(messages) == frozen  # the input is never modified
     assert masked[3] == {
         "role": "function_call_output",
-        "content": '{"name":"read_file","content":"Old environment output: (3 lines omitted)","id":"c1"}',
+        "content": '{"name":"read_file","content":"Old environment output: (3 lines omitted)",'
+        '"id":"c1"}',
     }
     assert masked[5] == {
         "role": "function_call_output",
-        "content": '{"name":"read_file","content":"Old environment output: (1 lines omitted)","id":"c2"}',
+        "content": '{"name":"read_file","content":"Old environment output: (1 lines omitted)",'
+        '"id":"c2"}',
         "extra": "kept",
     }
     # calls, other messages, the malformed output and the last output are the same objects

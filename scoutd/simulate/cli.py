@@ -21,6 +21,7 @@ import msgspec
 
 from ..config import PromptConfig, load_config
 from ..errors import ConfigError, ScoutdError, UnknownStrategy
+from ..formats import scout_view
 from ..pricing import AUTO, preset_for_format
 from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
 from .options import DEFAULT_CALLS, build_parser
@@ -154,7 +155,12 @@ def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
 
 def _workload(args: argparse.Namespace) -> Workload:
     if args.chat is not None:
-        return load_chat(args.chat)
+        workload = load_chat(args.chat)
+        try:  # the strategies replay the scout view of any provider format
+            view = scout_view(workload.messages, args.format)
+        except ValueError as exc:
+            raise ChatError(f"chat {workload.source}: {exc}") from exc
+        return dataclasses.replace(workload, messages=view)
     calls = DEFAULT_CALLS if args.calls is None else args.calls
     try:
         return synthetic_run(

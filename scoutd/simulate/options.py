@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..formats import FORMATS
 from ..pricing import AUTO
 from .cache import CACHE_MODELS, PRESETS
 from .replay import DEFAULT_STRATEGIES
@@ -57,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.jsonl[.gz]",
         help="replay every run of a file (one JSON object a line with a 'messages' list): "
         "per-run rows and an aggregate by length",
+    )
+    work.add_argument(
+        "--format",
+        choices=("auto", *FORMATS),
+        default="auto",
+        help="message format of --chat (default: detected; see docs/FORMATS.md)",
     )
     work.add_argument("--seed", type=int, default=0, help="seed of the synthetic run (default 0)")
     work.add_argument(

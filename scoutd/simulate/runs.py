@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from ..formats import detect_format, scout_view
 from ..pricing import AUTO, preset_for_format
 from .cache import PRESETS
 from .replay import DEFAULT_STRATEGY, Settings, check_strategies, provider_config, run_strategy
@@ -45,17 +46,12 @@ def bucket_of(outputs: int) -> str:
 
 
 def _scout_view(messages: list[Any]) -> tuple[str, list[Any]]:
-    """The run's format and its messages in scoutd's tool roles.
-
-    Uses the format adapters when this installation has them; otherwise the
-    run must already use scoutd's roles.
-    """
+    """The run's format and its messages in scoutd's tool roles (docs/FORMATS.md)."""
     try:
-        from .. import formats  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return "scout", messages
-    name = str(formats.detect_format(messages))
-    return name, list(formats.scout_view(messages, format=name))
+        name = detect_format(messages)
+        return name, scout_view(messages, name)
+    except ValueError as exc:
+        raise ChatError(f"a run cannot be read: {exc}") from exc
 
 
 def read_runs(path: str) -> Iterator[tuple[int, list[Any]]]:

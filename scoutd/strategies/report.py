@@ -73,6 +73,13 @@ class StrategyReport(msgspec.Struct, kw_only=True):
     inbox_delivered: int = 0
     notice: bool = False
     actions: list[ToolAction] | None = None
+    # The message format of the call (docs/FORMATS.md); the figures below are the
+    # whole call's and appear on its last report entry only.
+    format: str = "scout"
+    malformed: int = 0
+    narration_dropped: int = 0
+    stable_prefix: int | None = None
+    warnings: list[str] | None = None
 
 
 _get_content = itemgetter("content")

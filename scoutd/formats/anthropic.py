@@ -1,0 +1,257 @@
+"""Anthropic Messages <-> the scout view (docs/FORMATS.md).
+
+An assistant turn's ``tool_use`` blocks become view calls (its text blocks, joined,
+its narration); the ``tool_result`` blocks of the user turn right after it become
+view outputs, their text blocks joined and images shown as ``[image]``. A
+shortened output becomes text. When every call of a turn is dropped the whole
+turn goes, ``thinking`` blocks and narration with it, and so do the results; the
+blocks of a turn that stays are never edited. New text (the compaction notice,
+inbox notices) joins the user turn before it, after its ``tool_result`` blocks,
+so that roles keep alternating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .view import (
+    KEPT,
+    PASSTHROUGH,
+    TEXT_PART,
+    VIEW_KEY,
+    Malformed,
+    Outcome,
+    Rebuilt,
+    View,
+    blocks_text,
+    call_message,
+    encode_arguments,
+    output_message,
+    rewritten_arguments,
+    rewritten_output,
+)
+
+__all__ = ["rebuild", "view"]
+
+
+def _blocks(message: Any, role: str) -> list[Any] | None:
+    if not isinstance(message, Mapping) or message.get("role") != role:
+        return None
+    content = message.get("content")
+    return content if type(content) is list else None
+
+
+def _well_formed(blocks: list[Any]) -> bool:
+    return all(isinstance(b, Mapping) and type(b.get("type")) is str for b in blocks)
+
+
+def _uses(message: Any) -> list[Any] | None:
+    """The ``tool_use`` blocks of an assistant turn; None without; [] if malformed."""
+    blocks = _blocks(message, "assistant")
+    if blocks is None or not any(
+        isinstance(b, Mapping) and b.get("type") == "tool_use" for b in blocks
+    ):
+        return None
+    if not _well_formed(blocks):
+        return []
+    uses = [b for b in blocks if b["type"] == "tool_use"]
+    if any(type(b.get("id")) is not str or not isinstance(b.get("input"), Mapping) for b in uses):
+        return []
+    return uses
+
+
+def _results(message: Any) -> list[Any] | None:
+    """The ``tool_result`` blocks of a user turn; None without; [] if malformed."""
+    blocks = _blocks(message, "user")
+    if blocks is None:
+        return None
+    if not _well_formed(blocks):
+        has_results = any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in blocks)
+        return [] if has_results else None
+    results = [b for b in blocks if b["type"] == "tool_result"]
+    if not results:
+        return None
+    if any(type(b.get("tool_use_id")) is not str for b in results):
+        return []
+    return results
+
+
+def _output_text(block: Mapping[str, Any]) -> str:
+    content = block.get("content", "")
+    text = blocks_text(content)
+    if text is None:
+        text = encode_arguments(content)
+    return text
+
+
+def view(messages: Sequence[Any], mark: bool = True) -> View:
+    """The scout view of an Anthropic Messages conversation."""
+    result = View(mark=mark)
+    count = len(messages)
+    i = 0
+    while i < count:
+        message = messages[i]
+        uses = _uses(message)
+        if uses is None:
+            result.malformed += _results(message) is not None
+            result.passthrough(message)
+            i += 1
+            continue
+        answer = messages[i + 1] if i + 1 < count else None
+        results = _results(answer)
+        ids = [use["id"] for use in uses] if uses else []
+        answered = [r["tool_use_id"] for r in results] if results else []
+        if (
+            answer is None
+            or not uses
+            or not results
+            or len(set(ids)) != len(ids)
+            or sorted(ids) != sorted(answered)
+        ):
+            pending = bool(uses) and answer is None
+            result.malformed += 0 if pending else 1 + (results is not None)
+            result.passthrough(message)
+            if results is not None:
+                result.passthrough(answer)
+            i += 1 + (results is not None)
+            continue
+        saved = len(result.messages), len(result.starts)
+        try:
+            _add_turns(result, message, answer)
+        except Malformed:
+            result.rollback(*saved)
+            result.malformed += 2
+            result.passthrough(message)
+            result.passthrough(answer)
+        i += 2
+    return result
+
+
+def _add_turns(result: View, message: Any, answer: Any) -> None:
+    """Add an assistant turn's narration and calls, and the results after it, to the view."""
+    blocks = message["content"]
+    narration = "\n".join(
+        b["text"] for b in blocks if b["type"] == "text" and type(b.get("text")) is str
+    )
+    if narration:
+        result.add({"role": "assistant", "content": narration}, TEXT_PART)
+    for slot, block in enumerate(blocks):
+        if block["type"] == "tool_use":
+            result.add(call_message(block.get("name"), block["id"], dict(block["input"])), slot)
+    result.close()
+    others = []
+    for slot, block in enumerate(answer["content"]):
+        if block["type"] == "tool_result":
+            result.add(output_message(block["tool_use_id"], _output_text(block)), slot)
+        elif type(block.get("text")) is str:
+            others.append(block["text"])
+    if others:
+        result.add({"role": "user", "content": "\n".join(others)}, TEXT_PART)
+    result.close()
+
+
+def _as_blocks(content: Any) -> list[Any]:
+    if type(content) is list:
+        return list(content)
+    if type(content) is str:
+        return [{"type": "text", "text": content}] if content else []
+    return []
+
+
+def new_message(message: Any) -> dict[str, Any]:
+    """A message a strategy added (a notice), as an Anthropic user turn."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if type(content) is not list:
+        text = content if type(content) is str and content.strip() else "(notice)"
+        content = [{"type": "text", "text": text}]
+    role = message.get("role") if isinstance(message, Mapping) else None
+    changed = {"role": role if role in ("user", "assistant") else "user", "content": content}
+    changed.pop(VIEW_KEY, None)
+    return changed
+
+
+def _rewritten_use(block: Mapping[str, Any], fate: Any) -> Any:
+    arguments = rewritten_arguments(fate)
+    if type(arguments) is not dict:
+        return block
+    changed = dict(block)
+    changed["input"] = arguments
+    return changed
+
+
+def _rewritten_result(block: Mapping[str, Any], fate: Any) -> Any:
+    text = rewritten_output(fate)
+    if not text:
+        return block
+    changed = dict(block)
+    changed["content"] = (
+        text if type(block.get("content")) is str else [{"type": "text", "text": text}]
+    )
+    return changed
+
+
+def _merge(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """One turn from two turns of the same role: ``tool_result`` blocks first."""
+    blocks = _as_blocks(first.get("content")) + _as_blocks(second.get("content"))
+    results = [b for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_result"]
+    rest = [b for b in blocks if not (isinstance(b, Mapping) and b.get("type") == "tool_result")]
+    merged = dict(first)
+    merged["content"] = results + rest
+    return merged
+
+
+def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
+    """Anthropic messages from the strategies' result over ``shape``."""
+    out: list[Any] = []
+    origins: list[int] = []
+    narration = 0
+    fates, refs, starts, before = result.fates, shape.refs, shape.starts, result.before
+
+    def emit(message: Any, origin: int) -> None:
+        if out and isinstance(out[-1], Mapping) and isinstance(message, Mapping):
+            last_origin = origins[-1]
+            joined = origin < 0 or last_origin < 0 or origin != last_origin + 1
+            if joined and out[-1].get("role") == message.get("role"):
+                out[-1] = _merge(out[-1], message)
+                origins[-1] = -1
+                return
+        out.append(message)
+        origins.append(origin)
+
+    for position, message in enumerate(messages):
+        for added in before.get(position, ()):
+            emit(new_message(added), -1)
+        start, end = starts[position], starts[position + 1]
+        if refs[start] == PASSTHROUGH:
+            fate = fates[start]
+            if fate is not None:
+                emit(message if fate is KEPT else fate, position if fate is KEPT else -1)
+            continue
+        slots = [v for v in range(start, end) if refs[v] >= 0]
+        if all(fates[v] is KEPT for v in slots):
+            emit(message, position)
+            continue
+        blocks = list(message["content"])
+        is_assistant = message.get("role") == "assistant"
+        for v in slots:
+            fate, slot = fates[v], refs[v]
+            if fate is None:
+                blocks[slot] = None
+            elif fate is not KEPT:
+                rewrite = _rewritten_use if is_assistant else _rewritten_result
+                blocks[slot] = rewrite(blocks[slot], fate)
+        if is_assistant and all(fates[v] is None for v in slots):
+            narration += refs[start] == TEXT_PART
+            continue
+        kept = [b for b in blocks if b is not None]
+        if not kept or all(
+            b.get("type") == "text" and not str(b.get("text", "")).strip() for b in kept
+        ):
+            continue
+        changed = dict(message)
+        changed["content"] = kept
+        emit(changed, position)
+    for added in result.after:
+        emit(new_message(added), -1)
+    return Rebuilt(out, narration)

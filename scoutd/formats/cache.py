@@ -1,0 +1,91 @@
+"""The stable prefix of a prepared prompt and the Anthropic cache breakpoint.
+
+Inside an epoch the epoch strategies only append to the prompt (docs/STRATEGIES.md),
+so every message of their prompt stays byte-identical until the next epoch
+boundary, except what the ``inbox`` strategy appended (delivered once) and,
+when a repeated call keeps an older pair whole, whatever follows that pair. For
+any other strategy only the messages before the first tool traffic are known
+to stay. ``stable_prefix`` counts those leading messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .detect import ANTHROPIC, signals
+
+__all__ = ["EPOCH_STRATEGIES", "STABLE_STRATEGIES", "stable_prefix", "with_cache_control"]
+
+EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
+STABLE_STRATEGIES = EPOCH_STRATEGIES | {"none", "inbox"}
+_THINKING = frozenset(("thinking", "redacted_thinking"))
+
+
+def _before_tool_traffic(messages: Sequence[Any], prompt: Sequence[Any]) -> int:
+    """Leading prompt messages that are the input's own and precede any tool traffic."""
+    first_tool = min((where for where, _ in signals(prompt).values()), default=len(prompt))
+    count = 0
+    for given, sent in zip(messages, prompt[:first_tool], strict=False):
+        if given is not sent:
+            break
+        count += 1
+    return count
+
+
+def stable_prefix(
+    names: Sequence[str] | None,
+    messages: Sequence[Any],
+    prompt: Sequence[Any],
+    delivered: int,
+    protected: int,
+    format: str,
+) -> int:
+    """How many leading messages of ``prompt`` stay byte-identical until the next epoch.
+
+    ``names`` are the strategies run (None for a callable), ``delivered`` the
+    inbox notices appended, ``protected`` the tool messages kept whole because
+    of a repeat.
+    """
+    if names is None or protected or not set(names) <= STABLE_STRATEGIES:
+        return _before_tool_traffic(messages, prompt)
+    if delivered:
+        # Anthropic notices join the last user turn; the others are one message each.
+        return max(len(prompt) - (1 if format == ANTHROPIC else delivered), 0)
+    return len(prompt)
+
+
+def with_cache_control(prompt: list[Any], prefix: int) -> list[Any]:
+    """``prompt`` with ``cache_control: {"type": "ephemeral"}`` on the last block of
+    its first ``prefix`` messages (thinking blocks skipped: they cannot carry it).
+
+    Only the message that gets the hint is copied; an existing hint is left alone.
+    """
+    for position in range(min(prefix, len(prompt)) - 1, -1, -1):
+        message = prompt[position]
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        if type(content) is str and content:
+            blocks: list[Any] = [{"type": "text", "text": content}]
+        elif type(content) is list:
+            blocks = list(content)
+        else:
+            continue
+        for slot in range(len(blocks) - 1, -1, -1):
+            block = blocks[slot]
+            if not isinstance(block, Mapping) or block.get("type") in _THINKING:
+                continue
+            if block.get("type") == "text" and not str(block.get("text", "")).strip():
+                continue  # an empty text block cannot be cached
+            if "cache_control" in block:
+                return prompt
+            marked = dict(block)
+            marked["cache_control"] = {"type": "ephemeral"}
+            blocks[slot] = marked
+            changed = dict(message)
+            changed["content"] = blocks
+            result = list(prompt)
+            result[position] = changed
+            return result
+    return prompt

@@ -1,0 +1,115 @@
+"""Which provider format a message list is in, from the messages themselves.
+
+Each message may carry a *signal* of one format: OpenAI Chat tool traffic
+(``tool_calls``, role ``tool``), OpenAI Responses items (``type`` of
+``function_call``, ``function_call_output``, ``message``, ``reasoning``),
+Anthropic content blocks (``tool_use``, ``tool_result``) or the scout tool roles
+(``function_call``, ``function_call_output``). Messages without a signal fit
+every format. See docs/FORMATS.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "ANTHROPIC",
+    "AUTO",
+    "FORMATS",
+    "OPENAI_CHAT",
+    "OPENAI_RESPONSES",
+    "SCOUT",
+    "FormatError",
+    "check_format_name",
+    "detect_format",
+    "format_of",
+    "signals",
+]
+
+SCOUT = "scout"
+OPENAI_CHAT = "openai-chat"
+OPENAI_RESPONSES = "openai-responses"
+ANTHROPIC = "anthropic"
+AUTO = "auto"
+FORMATS = (SCOUT, OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC)
+
+_RESPONSES_TYPES = frozenset(
+    ("function_call", "function_call_output", "message", "reasoning", "item_reference")
+)
+_ANTHROPIC_BLOCKS = frozenset(("tool_use", "tool_result"))
+_SCOUT_ROLES = frozenset(("function_call", "function_call_output"))
+
+
+class FormatError(ValueError):
+    """An unknown format name, or a message list that mixes formats."""
+
+
+def check_format_name(name: Any) -> str:
+    """``name`` itself when it names a format or ``auto``; FormatError otherwise."""
+    if name == AUTO or name in FORMATS:
+        return str(name)
+    known = ", ".join((AUTO, *FORMATS))
+    raise FormatError(f"unknown message format {name!r}; known formats: {known}")
+
+
+_RESPONSES_SIGNALS = {t: (OPENAI_RESPONSES, f"an item of type {t!r}") for t in _RESPONSES_TYPES}
+_SCOUT_SIGNALS = {r: (SCOUT, f"role {r!r}") for r in _SCOUT_ROLES}
+_BLOCK_SIGNALS = {b: (ANTHROPIC, f"a {b!r} block") for b in _ANTHROPIC_BLOCKS}
+_TOOL_ROLE = (OPENAI_CHAT, "role 'tool'")
+_TOOL_CALLS = (OPENAI_CHAT, "'tool_calls'")
+
+
+def _signal(message: Any) -> tuple[str, str] | None:
+    """The format ``message`` belongs to and why, or None when it fits any."""
+    if type(message) is not dict and not isinstance(message, Mapping):
+        return None
+    kind = message.get("type")
+    if kind is not None and type(kind) is str and kind in _RESPONSES_SIGNALS:
+        return _RESPONSES_SIGNALS[kind]
+    role = message.get("role")
+    if role == "tool":
+        return _TOOL_ROLE
+    if type(message.get("tool_calls")) is list:
+        return _TOOL_CALLS
+    if type(role) is str and role in _SCOUT_SIGNALS:
+        return _SCOUT_SIGNALS[role]
+    content = message.get("content")
+    if type(content) is list:
+        for block in content:
+            if type(block) is dict or isinstance(block, Mapping):
+                block_type = block.get("type")
+                if type(block_type) is str and block_type in _BLOCK_SIGNALS:
+                    return _BLOCK_SIGNALS[block_type]
+    return None
+
+
+def signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]]:
+    """The first message (index, reason) showing each format present in ``messages``."""
+    found: dict[str, tuple[int, str]] = {}
+    for position, message in enumerate(messages):
+        signal = _signal(message)
+        if signal is not None and signal[0] not in found:
+            found[signal[0]] = (position, signal[1])
+    return found
+
+
+def detect_format(messages: Sequence[Any]) -> str:
+    """The format of ``messages``: one of :data:`FORMATS` (``scout`` without tool traffic).
+
+    Raises:
+        FormatError: the list mixes formats; the message names the first
+            message of each format found.
+    """
+    return format_of(signals(messages))
+
+
+def format_of(found: dict[str, tuple[int, str]]) -> str:
+    """The format shown by :func:`signals`; FormatError when it shows several."""
+    if len(found) > 1:
+        (first, (i, why)), (second, (j, why_2)) = sorted(found.items(), key=lambda f: f[1][0])[:2]
+        raise FormatError(
+            f"messages mix formats: message {i} is {first} ({why}) but message {j} is"
+            f" {second} ({why_2})"
+        )
+    return next(iter(found), SCOUT)

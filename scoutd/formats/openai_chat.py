@@ -1,0 +1,234 @@
+"""OpenAI Chat Completions messages <-> the scout view (docs/FORMATS.md).
+
+An assistant message with ``tool_calls`` becomes its text (when it has any)
+and one view call per entry; the ``tool`` messages right after it become view
+outputs. A group is used only when it is well formed: every call answered by
+exactly one ``tool`` message directly after the assistant message, ``arguments``
+a string. Anything else passes through untouched and is counted as malformed
+(an assistant message still waiting for its answers at the end is not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .view import (
+    KEPT,
+    PASSTHROUGH,
+    TEXT_PART,
+    VIEW_KEY,
+    Malformed,
+    Outcome,
+    Rebuilt,
+    View,
+    blocks_text,
+    call_message,
+    encode_arguments,
+    output_message,
+    rewritten_arguments,
+    rewritten_output,
+)
+
+__all__ = ["rebuild", "view"]
+
+
+def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
+    """The (name, id, arguments) of each call; None without calls.
+
+    Raises:
+        Malformed: an entry without a string ``id`` or ``arguments``.
+    """
+    if type(message) is not dict and not isinstance(message, Mapping):
+        return None
+    if message.get("role") != "assistant":
+        return None
+    entries = message.get("tool_calls")
+    if type(entries) is not list or not entries:
+        return None
+    calls = []
+    for entry in entries:
+        function = entry.get("function") if type(entry) is dict else None
+        if type(function) is not dict:
+            raise Malformed
+        ident, arguments = entry.get("id"), function.get("arguments")
+        if type(ident) is not str or type(arguments) is not str:
+            raise Malformed
+        calls.append((function.get("name"), ident, arguments))
+    return calls
+
+
+def _is_tool(message: Any) -> bool:
+    if type(message) is dict:
+        return message.get("role") == "tool"
+    return isinstance(message, Mapping) and message.get("role") == "tool"
+
+
+def _answers(messages: Sequence[Any], start: int) -> int:
+    """The end of the run of ``tool`` messages that starts at ``start``."""
+    end, count = start, len(messages)
+    while end < count and _is_tool(messages[end]):
+        end += 1
+    return end
+
+
+def view(messages: Sequence[Any], mark: bool = True) -> View:
+    """The scout view of an OpenAI Chat conversation.
+
+    Written for speed (docs/PERFORMANCE.md): it runs over every message of
+    every prepare call.
+    """
+    result = View(mark=mark)
+    out, refs, starts = result.messages, result.refs, result.starts
+    count = len(messages)
+    i = 0
+    while i < count:
+        message = messages[i]
+        if type(message) is dict and message.get("role") != "assistant":
+            if message.get("role") == "tool":
+                result.malformed += 1
+            out.append(message)
+            refs.append(PASSTHROUGH)
+            starts.append(len(out))
+            i += 1
+            continue
+        try:
+            calls = _calls(message)
+        except Malformed:
+            calls = []
+        if calls is None:
+            result.malformed += _is_tool(message)
+            result.passthrough(message)
+            i += 1
+            continue
+        end = _answers(messages, i + 1)
+        answers = messages[i + 1 : end]
+        if len(answers) != len(calls) or not calls or not _answered(calls, answers):
+            pending = bool(calls) and not answers and end == count
+            result.malformed += 0 if pending else end - i
+            for passed in messages[i:end]:
+                result.passthrough(passed)
+            i = end
+            continue
+        saved = len(out), len(starts)
+        try:
+            _add_group(result, message, calls, answers)
+        except Malformed:
+            result.rollback(*saved)
+            result.malformed += end - i
+            for passed in messages[i:end]:
+                result.passthrough(passed)
+        i = end
+    return result
+
+
+def _add_group(
+    result: View, message: Any, calls: list[tuple[Any, Any, str]], answers: Sequence[Any]
+) -> None:
+    """Add an assistant message's text and calls, and their answers, to the view."""
+    out, refs, starts, mark = result.messages, result.refs, result.starts, result.mark
+    content = message.get("content")
+    text = blocks_text(content) if content else None
+    if text:
+        part: dict[str, Any] = {"role": "assistant", "content": text}
+        if mark:
+            part[VIEW_KEY] = len(out)
+        out.append(part)
+        refs.append(TEXT_PART)
+    for slot, (name, ident, arguments) in enumerate(calls):
+        part = call_message(name, ident, arguments)
+        if mark:
+            part[VIEW_KEY] = len(out)
+        out.append(part)
+        refs.append(slot)
+    starts.append(len(out))
+    for answer in answers:
+        part = output_message(answer["tool_call_id"], blocks_text(answer["content"]) or "")
+        if mark:
+            part[VIEW_KEY] = len(out)
+        out.append(part)
+        refs.append(0)
+        starts.append(len(out))
+
+
+def _answered(calls: list[tuple[Any, Any, str]], answers: Sequence[Any]) -> bool:
+    """Whether ``answers`` answer ``calls`` exactly once each, with readable content."""
+    if len(calls) == 1:
+        answer = answers[0]
+        return bool(
+            answer.get("tool_call_id") == calls[0][1]
+            and blocks_text(answer.get("content")) is not None
+        )
+    ids = [answer.get("tool_call_id") for answer in answers]
+    if len(set(ids)) != len(ids) or set(ids) != {ident for _, ident, _ in calls}:
+        return False
+    return all(blocks_text(answer.get("content")) is not None for answer in answers)
+
+
+def new_message(message: Any) -> Any:
+    """A message a strategy added (a notice), as an OpenAI Chat message."""
+    if type(message) is dict and VIEW_KEY in message:
+        message = {k: v for k, v in message.items() if k != VIEW_KEY}
+    return message
+
+
+def _rewritten_call(entry: Mapping[str, Any], fate: Any) -> Any:
+    arguments = rewritten_arguments(fate)
+    if type(arguments) is not dict:
+        return entry
+    function = dict(entry["function"])
+    function["arguments"] = encode_arguments(arguments)
+    changed = dict(entry)
+    changed["function"] = function
+    return changed
+
+
+def _rewritten_tool(message: Mapping[str, Any], fate: Any) -> Any:
+    text = rewritten_output(fate)
+    if text is None:
+        return message
+    changed = dict(message)
+    changed["content"] = (
+        text if type(message["content"]) is str else [{"type": "text", "text": text}]
+    )
+    return changed
+
+
+def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
+    """OpenAI Chat messages from the strategies' result over ``shape``."""
+    out: list[Any] = []
+    narration = 0
+    fates, refs, starts, before = result.fates, shape.refs, shape.starts, result.before
+    for position, message in enumerate(messages):
+        added = before.get(position)
+        if added:
+            out.extend(map(new_message, added))
+        start, end = starts[position], starts[position + 1]
+        if refs[start] == PASSTHROUGH:
+            fate = fates[start]
+            if fate is not None:
+                out.append(message if fate is KEPT else fate)
+            continue
+        if _is_tool(message):
+            fate = fates[start]
+            if fate is not None:
+                out.append(message if fate is KEPT else _rewritten_tool(message, fate))
+            continue
+        slots = [v for v in range(start, end) if refs[v] >= 0]
+        if all(fates[v] is KEPT for v in slots):
+            out.append(message)
+            continue
+        entries = message["tool_calls"]
+        kept = [
+            entries[refs[v]] if fates[v] is KEPT else _rewritten_call(entries[refs[v]], fates[v])
+            for v in slots
+            if fates[v] is not None
+        ]
+        if not kept:
+            narration += refs[start] == TEXT_PART
+            continue
+        changed = dict(message)
+        changed["tool_calls"] = kept
+        out.append(changed)
+    out.extend(map(new_message, result.after))
+    return Rebuilt(out, narration)

@@ -1,0 +1,174 @@
+"""OpenAI Responses input items <-> the scout view (docs/FORMATS.md).
+
+A ``function_call`` item becomes a view call and the ``function_call_output``
+item with its ``call_id`` a view output; other items stay as they are. A call
+and its output are used only as a well-formed pair (one of each, the output
+later); the rest passes through and is counted as malformed (a call still
+waiting at the end is not). The items of one model turn, a ``reasoning`` item
+and what follows it up to the next ``reasoning`` item or non-assistant item,
+go together: when all their calls are dropped the reasoning and the assistant
+text go too, and a notice goes before the turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .view import (
+    KEPT,
+    PASSTHROUGH,
+    VIEW_KEY,
+    Malformed,
+    Outcome,
+    Rebuilt,
+    View,
+    blocks_text,
+    call_message,
+    encode_arguments,
+    output_message,
+    rewritten_arguments,
+    rewritten_output,
+)
+
+__all__ = ["rebuild", "view"]
+
+_CALL, _OUTPUT, _REASONING = "function_call", "function_call_output", "reasoning"
+
+
+def _kind(item: Any) -> Any:
+    return item.get("type") if isinstance(item, Mapping) else None
+
+
+def _call_part(item: Mapping[str, Any]) -> dict[str, Any]:
+    return call_message(item.get("name"), item["call_id"], item["arguments"])
+
+
+def _output_part(item: Mapping[str, Any]) -> dict[str, Any]:
+    return output_message(item["call_id"], blocks_text(item["output"]) or "")
+
+
+def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]]) -> int:
+    """Find the well-formed pairs; return the count of malformed items.
+
+    ``parts`` receives the view message of each item of a pair, by index.
+    """
+    calls: dict[Any, list[int]] = {}
+    outputs: dict[Any, list[int]] = {}
+    malformed = 0
+    for i, item in enumerate(items):
+        kind = _kind(item)
+        if kind == _CALL:
+            ident = item.get("call_id")
+            if type(ident) is str and type(item.get("arguments")) is str:
+                calls.setdefault(ident, []).append(i)
+            else:
+                malformed += 1
+        elif kind == _OUTPUT:
+            ident = item.get("call_id")
+            if type(ident) is str and blocks_text(item.get("output")) is not None:
+                outputs.setdefault(ident, []).append(i)
+            else:
+                malformed += 1
+    for ident, found in calls.items():
+        answers = outputs.pop(ident, [])
+        if len(found) == 1 and len(answers) == 1 and found[0] < answers[0]:
+            try:
+                call, output = _call_part(items[found[0]]), _output_part(items[answers[0]])
+            except Malformed:
+                malformed += 2
+                continue
+            parts[found[0]], parts[answers[0]] = call, output
+        elif answers or len(found) > 1:
+            malformed += len(found) + len(answers)
+    malformed += sum(map(len, outputs.values()))
+    return malformed
+
+
+def view(messages: Sequence[Any], mark: bool = True) -> View:
+    """The scout view of a Responses input item list."""
+    result = View(mark=mark)
+    parts: dict[int, dict[str, Any]] = {}
+    result.malformed = _pairs(messages, parts)
+    for i, item in enumerate(messages):
+        part = parts.get(i)
+        if part is None:
+            result.passthrough(item)
+        else:
+            result.add(part, 0)
+            result.close()
+    return result
+
+
+def _turns(items: Sequence[Any]) -> list[int]:
+    """The first item of the model turn each item belongs to (its own index if none)."""
+    starts = []
+    start = -1
+    for i, item in enumerate(items):
+        kind = _kind(item)
+        in_turn = kind in (_CALL, _REASONING) or (
+            isinstance(item, Mapping) and item.get("role") == "assistant"
+        )
+        if not in_turn:
+            start = -1
+        elif kind == _REASONING or start < 0:
+            start = i
+        starts.append(start if start >= 0 else i)
+    return starts
+
+
+def new_message(message: Any) -> Any:
+    """A message a strategy added (a notice), as a Responses input item."""
+    if type(message) is dict and "role" in message and "type" not in message:
+        return {"type": "message", **{k: v for k, v in message.items() if k != VIEW_KEY}}
+    return message
+
+
+def _rewritten(item: Mapping[str, Any], fate: Any) -> Any:
+    changed = dict(item)
+    if item.get("type") == _CALL:
+        arguments = rewritten_arguments(fate)
+        if type(arguments) is not dict:
+            return item
+        changed["arguments"] = encode_arguments(arguments)
+        return changed
+    text = rewritten_output(fate)
+    if text is None:
+        return item
+    changed["output"] = (
+        text if type(item.get("output")) is str else [{"type": "input_text", "text": text}]
+    )
+    return changed
+
+
+def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
+    """Responses input items from the strategies' result over ``shape``."""
+    fates, refs, starts = result.fates, shape.refs, shape.starts
+    turns = _turns(messages)
+    calls_left: dict[int, int] = {}  # turn start -> calls of the turn still there
+    calls_seen: dict[int, int] = {}
+    for position, item in enumerate(messages):
+        if refs[starts[position]] != PASSTHROUGH and _kind(item) == _CALL:
+            turn = turns[position]
+            calls_seen[turn] = calls_seen.get(turn, 0) + 1
+            calls_left[turn] = calls_left.get(turn, 0) + (fates[starts[position]] is not None)
+    gone = {turn for turn, seen in calls_seen.items() if seen and not calls_left[turn]}
+    before: dict[int, list[Any]] = {}
+    for position, added in result.before.items():
+        before.setdefault(turns[position], []).extend(added)
+    out: list[Any] = []
+    narration = 0
+    for position, item in enumerate(messages):
+        out.extend(map(new_message, before.get(position, ())))
+        fate = fates[starts[position]]
+        if turns[position] in gone and refs[starts[position]] == PASSTHROUGH:
+            narration += isinstance(item, Mapping) and item.get("role") == "assistant"
+            continue
+        if fate is None:
+            continue
+        if fate is KEPT:
+            out.append(item)
+        else:
+            out.append(_rewritten(item, fate) if refs[starts[position]] != PASSTHROUGH else fate)
+    out.extend(map(new_message, result.after))
+    return Rebuilt(out, narration)

@@ -1,0 +1,250 @@
+"""The scout view of a provider conversation, and the way back.
+
+An adapter turns provider messages into the tool-message view the strategies
+work on (docs/STRATEGIES.md): one ``function_call`` message per call and one
+``function_call_output`` message per output, whose content is a JSON object
+text, plus the provider's other messages as they are. Every view message that
+the adapter made carries :data:`VIEW_KEY` (its own index), which survives a
+strategy's rewrite; provider messages placed in the view as they are keep their
+identity. :func:`outcome` reads a strategy's result against the view: which
+view messages were kept, rewritten or dropped, and which new messages (the
+compaction notice, inbox notices) were put before which provider message.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "KEPT",
+    "PASSTHROUGH",
+    "Malformed",
+    "TEXT_PART",
+    "VIEW_KEY",
+    "Outcome",
+    "Rebuilt",
+    "View",
+    "blocks_text",
+    "call_message",
+    "encode_arguments",
+    "outcome",
+    "output_message",
+    "rewritten_arguments",
+    "rewritten_output",
+]
+
+VIEW_KEY = "scoutd.view"
+KEPT: Any = True  # fate of a view message the strategies kept as it was
+PASSTHROUGH = -2  # ref of a provider message placed in the view as it is
+TEXT_PART = -1  # ref of an assistant message's text, seen apart from its calls
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+_DECODE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError, ValueError)
+_ENCODE_ERRORS = (msgspec.EncodeError, TypeError, UnicodeError, ValueError, OverflowError)
+
+
+class Malformed(Exception):
+    """A message breaks its format's rules: it is passed through and counted."""
+
+
+@dataclass(slots=True)
+class View:
+    """The scout view of ``len(starts) - 1`` provider messages.
+
+    View messages ``starts[p]:starts[p + 1]`` stand for provider message ``p``;
+    ``refs`` says what each one is within it (a block or call index, or
+    :data:`TEXT_PART` / :data:`PASSTHROUGH`). ``malformed`` counts provider
+    messages passed through untouched because they break their format's rules.
+    """
+
+    messages: list[Any] = field(default_factory=list)
+    refs: list[int] = field(default_factory=list)
+    starts: list[int] = field(default_factory=lambda: [0])
+    malformed: int = 0
+    mark: bool = True
+
+    def owner(self, view_index: int) -> int:
+        """The provider message that view message ``view_index`` stands for."""
+        return bisect.bisect_right(self.starts, view_index) - 1
+
+    def add(self, message: Any, ref: int) -> None:
+        """Append a view message for the current provider message."""
+        if self.mark and ref != PASSTHROUGH:
+            message[VIEW_KEY] = len(self.messages)
+        self.messages.append(message)
+        self.refs.append(ref)
+
+    def close(self) -> None:
+        """End the current provider message."""
+        self.starts.append(len(self.messages))
+
+    def rollback(self, messages: int, starts: int) -> None:
+        """Forget what was added after the view had ``messages`` messages and ``starts`` starts."""
+        del self.messages[messages:], self.refs[messages:], self.starts[starts:]
+
+    def passthrough(self, message: Any) -> None:
+        """Put a provider message in the view as it is."""
+        self.messages.append(message)
+        self.refs.append(PASSTHROUGH)
+        self.starts.append(len(self.messages))
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A strategy result read against a view.
+
+    ``fates[v]`` is :data:`KEPT`, None (dropped) or the rewritten view message;
+    ``before[p]`` lists new messages to put before provider message ``p``,
+    ``after`` those after the last one.
+    """
+
+    fates: list[Any]
+    before: dict[int, list[Any]]
+    after: list[Any]
+
+    @property
+    def unchanged(self) -> bool:
+        """Whether the result is the view itself, message for message."""
+        return not self.before and not self.after and all(f is KEPT for f in self.fates)
+
+
+@dataclass(slots=True)
+class Rebuilt:
+    """Provider messages rebuilt from an outcome, with what the adapter did."""
+
+    messages: list[Any]
+    narration_dropped: int = 0
+
+
+def outcome(view: View, result: Sequence[Any]) -> Outcome:
+    """Match the strategies' ``result`` with ``view``, message by message."""
+    view_messages = view.messages
+    size = len(view_messages)
+    by_identity: dict[int, int] = {}
+    for i in range(size - 1, -1, -1):
+        by_identity[id(view_messages[i])] = i
+    fates: list[Any] = [None] * size
+    before: dict[int, list[Any]] = {}
+    pending: list[Any] = []
+    cursor = 0
+    for message in result:
+        i = by_identity.get(id(message), -1)
+        if i >= 0 and i < cursor:
+            i = _identity_from(view_messages, message, cursor)
+        if i < 0 and type(message) is dict:
+            marked = message.get(VIEW_KEY)
+            if type(marked) is int and cursor <= marked < size:
+                i = marked
+        if i < 0:
+            pending.append(message)
+            continue
+        fates[i] = KEPT if message is view_messages[i] else message
+        if pending:
+            before.setdefault(view.owner(i), []).extend(pending)
+            pending = []
+        cursor = i + 1
+    return Outcome(fates, before, pending)
+
+
+def _identity_from(view_messages: list[Any], message: Any, start: int) -> int:
+    for i in range(start, len(view_messages)):
+        if view_messages[i] is message:
+            return i
+    return -1
+
+
+def blocks_text(content: Any, image: str = "[image]") -> str | None:
+    """The text of a tool output: a string as it is, text blocks joined, images as
+    a short placeholder; None when ``content`` is neither a string nor a block list.
+    """
+    if type(content) is str:
+        return content
+    if type(content) is not list:
+        return None
+    parts = []
+    for block in content:
+        if not isinstance(block, Mapping):
+            return None
+        kind = block.get("type")
+        text = block.get("text")
+        if type(text) is str:
+            parts.append(text)
+        elif type(kind) is str and "image" in kind:
+            parts.append(image)
+        elif type(kind) is str and kind.endswith("file"):
+            parts.append("[file]")
+        else:
+            return None
+    return "\n".join(parts)
+
+
+def encode_arguments(arguments: Any) -> str:
+    """Compact JSON text of a call's arguments object."""
+    return _encode(arguments).decode("utf-8")
+
+
+def call_message(name: Any, ident: Any, arguments: Any) -> dict[str, Any]:
+    """A scout ``function_call`` view message.
+
+    ``arguments`` is an object, or a provider's arguments text: used as it is
+    when it is a JSON object text, else kept as a string (never truncated).
+    """
+    try:
+        if type(arguments) is str:
+            try:
+                valid = type(_decode(arguments)) is dict
+            except _DECODE_ERRORS:
+                valid = False
+            if valid:
+                text = (
+                    f'{{"name":{_encode(name).decode()},"id":{_encode(ident).decode()},'
+                    f'"arguments":{arguments}}}'
+                )
+                return {"role": "function_call", "content": text}
+        body = {"name": name, "id": ident, "arguments": arguments}
+        return {"role": "function_call", "content": _encode(body).decode("utf-8")}
+    except _ENCODE_ERRORS as exc:  # lone surrogates, values JSON cannot hold
+        raise Malformed(str(exc)) from None
+
+
+def output_message(ident: Any, text: str) -> dict[str, Any]:
+    """A scout ``function_call_output`` view message."""
+    try:
+        body = _encode({"id": ident, "content": text})
+    except _ENCODE_ERRORS as exc:
+        raise Malformed(str(exc)) from None
+    return {"role": "function_call_output", "content": body.decode("utf-8")}
+
+
+def _body(rewritten: Any) -> Mapping[str, Any] | None:
+    content = rewritten.get("content") if isinstance(rewritten, Mapping) else None
+    if type(content) is not str:
+        return None
+    try:
+        body = _decode(content)
+    except _DECODE_ERRORS:
+        return None
+    return body if isinstance(body, Mapping) else None
+
+
+def rewritten_arguments(rewritten: Any) -> Any:
+    """The arguments object of a rewritten call view message (None if unreadable)."""
+    body = _body(rewritten)
+    return None if body is None else body.get("arguments")
+
+
+def rewritten_output(rewritten: Any) -> str | None:
+    """The output text of a rewritten output view message (None if unreadable)."""
+    body = _body(rewritten)
+    if body is None:
+        return None
+    text = body.get("content")
+    if text is None or type(text) is str:
+        return text
+    return _encode(text).decode("utf-8")

@@ -1,0 +1,79 @@
+"""The format-overhead figures of ``scripts/bench`` (docs/PERFORMANCE.md).
+
+The same synthetic conversation is prepared in the scout format and in the
+OpenAI Chat format (each scout call an assistant message's ``tool_calls``
+entry, each output a ``tool`` message); the ratio of the two medians is the
+cost of reading and writing the provider format.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+import scoutd
+
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+
+def as_openai_chat(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The scout conversation in OpenAI Chat form; calls in a row share one message."""
+    out: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] | None = None
+    for message in messages:
+        role = message["role"]
+        if role == "function_call":
+            body = _decode(message["content"])
+            if calls is None:
+                calls = []
+                out.append({"role": "assistant", "content": None, "tool_calls": calls})
+            arguments = _encode(body.get("arguments") or {}).decode()
+            calls.append(
+                {
+                    "id": body["id"],
+                    "type": "function",
+                    "function": {"name": body["name"], "arguments": arguments},
+                }
+            )
+            continue
+        calls = None
+        if role == "function_call_output":
+            body = _decode(message["content"])
+            content = body["content"]
+            text = content if isinstance(content, str) else _encode(content).decode()
+            out.append({"role": "tool", "tool_call_id": body["id"], "content": text})
+        else:
+            out.append(message)
+    return out
+
+
+def bench_formats(
+    results: dict[str, Any],
+    key: int,
+    messages: list[dict[str, Any]],
+    runs: int,
+    warmup: int,
+    interleaved: Callable[..., dict[str, list[float]]],
+) -> None:
+    """``format_scout_ms_N``, ``format_openai_chat_ms_N`` and their ratio ``format_overhead_N``."""
+    chat = as_openai_chat(messages)
+    snapshot = scoutd.load_config()
+    check = scoutd.prepare(chat, config=snapshot).report[-1]
+    assert check.format == "openai-chat" and check.malformed == 0, "conversion is not faithful"
+    samples = interleaved(
+        {
+            "scout": lambda: scoutd.prepare_prompt(messages, config=snapshot),
+            "chat": lambda: scoutd.prepare_prompt(chat, config=snapshot),
+        },
+        runs,
+        warmup,
+    )
+    scout = statistics.median(samples["scout"])
+    openai = statistics.median(samples["chat"])
+    results[f"format_scout_ms_{key}"] = round(scout * 1000, 3)
+    results[f"format_openai_chat_ms_{key}"] = round(openai * 1000, 3)
+    results[f"format_overhead_{key}"] = round(openai / scout, 3) if scout else None
