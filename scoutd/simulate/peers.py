@@ -267,6 +267,14 @@ class SummaryState:
 
     start: int = 0  # first message kept after the summary (0: no summary yet)
     number: int = 0  # condensations so far
+    # Characters the summariser read (the forgotten messages and the previous
+    # summary), not yet billed: each condensation is a model call of its own.
+    unbilled_chars: int = 0
+
+    def take_unbilled_chars(self) -> int:
+        """The summariser's input characters since the last call, then zero."""
+        taken, self.unbilled_chars = self.unbilled_chars, 0
+        return taken
 
 
 def summarize(
@@ -297,6 +305,9 @@ def summarize(
         while cut > keep_first and role_of(messages[cut]) == OUTPUT:
             cut -= 1
         if cut > start or not state.number:
+            forgotten = messages[start:cut]
+            state.unbilled_chars += sum(len(segment_text(m)) for m in forgotten)
+            state.unbilled_chars += summary_chars if state.number else 0
             state.start, state.number = cut, state.number + 1
     if not state.number:
         return list(messages)

@@ -32,6 +32,7 @@ from .runners import (
     Runner,
     make_runner,
     scoutd_runner,
+    side_cost,
 )
 from .workload import Workload, round_ends
 
@@ -294,7 +295,9 @@ def run_strategy(
         prepared = runner(messages[:end])
         segments = [texts.get(id(m)) or segment_text(m) for m in prepared]
         outcome = model.step(segments, now=number * settings.round_seconds)
-        billed += outcome.cost
+        billed += outcome.cost + side_cost(
+            runner, settings.prices.input, settings.estimator.chars_per_token
+        )
         breaks += outcome.cache_break
         written += outcome.written_tokens
         plain += outcome.input_tokens

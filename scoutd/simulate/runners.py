@@ -22,7 +22,9 @@ __all__ = [
     "PeerSettings",
     "Runner",
     "make_runner",
+    "SummarizeRunner",
     "scoutd_runner",
+    "side_cost",
 ]
 
 PEERS = ("mask_last_n", "clear_tool_uses", "summarize")
@@ -80,19 +82,43 @@ def make_runner(
     if name == "clear_tool_uses":
         return _clearing(peers, estimator or Estimator())
     if name == "summarize":
-        state = SummaryState()
-        return lambda prefix: summarize(
-            prefix,
-            state,
-            max_size=peers.summary_max_size,
-            keep_first=peers.summary_keep_first,
-            summary_chars=peers.summary_chars,
-        )
+        return SummarizeRunner(peers)
     if name in EXCLUDED:
         raise ExcludedStrategy(f"{name!r} is not part of the comparison")
     if prepare_one is None:
         raise ValueError(f"no runner for {name!r}")
     return prepare_one
+
+
+class SummarizeRunner:
+    """The summarising peer; it also reports what its own summariser calls read."""
+
+    def __init__(self, peers: PeerSettings) -> None:
+        self.peers = peers
+        self.state = SummaryState()
+
+    def __call__(self, prefix: list[Any]) -> list[Any]:
+        peers = self.peers
+        return summarize(
+            prefix,
+            self.state,
+            max_size=peers.summary_max_size,
+            keep_first=peers.summary_keep_first,
+            summary_chars=peers.summary_chars,
+        )
+
+    def take_unbilled_chars(self) -> int:
+        """Characters the summariser read since the last call (billed as plain input)."""
+        return self.state.take_unbilled_chars()
+
+
+def side_cost(runner: Runner, settings_input_price: float, chars_per_token: float) -> float:
+    """The cost of a runner's own model calls this round (the summariser's input)."""
+    take = getattr(runner, "take_unbilled_chars", None)
+    if take is None:
+        return 0.0
+    chars: int = take()
+    return chars / chars_per_token * settings_input_price
 
 
 def _clearing(peers: PeerSettings, estimator: Estimator) -> Runner:

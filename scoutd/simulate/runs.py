@@ -1,9 +1,12 @@
 """Replay a file of recorded runs and aggregate the figures by run length.
 
 A runs file holds one JSON object a line with a ``messages`` list (gzip when
-its name ends in ``.gz``). Each run is replayed on its own under every
-strategy, priced at its provider's prices when the pricing is ``auto`` (the
-preset of the run's format), and compared with ``none`` on the same run.
+its name ends in ``.gz``), in any format of docs/FORMATS.md. Each run is
+replayed on its own under every strategy, priced at its provider's prices when
+the pricing is ``auto`` (the preset of the run's format), and compared with
+``none`` on the same run. A provider-format run is replayed in its own messages
+(:mod:`.provider`); a run in scoutd's roles by the scout-view replay, which
+also counts the outputs kept verbatim.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from typing import Any
 
 import msgspec
 
-from ..formats import detect_format, scout_view
+from ..formats import SCOUT, detect_format, scout_view
 from ..pricing import AUTO, preset_for_format
 from .cache import PRESETS
+from .peers import output_data
+from .provider import replay_in_format
 from .replay import DEFAULT_STRATEGY, Settings, check_strategies, provider_config, run_strategy
 from .workload import ChatError, Workload
 
@@ -43,15 +48,6 @@ def bucket_of(outputs: int) -> str:
         if high is None or outputs <= high:
             return f"{low}+" if high is None else f"{low}-{high}"
     return "0"
-
-
-def _scout_view(messages: list[Any]) -> tuple[str, list[Any]]:
-    """The run's format and its messages in scoutd's tool roles (docs/FORMATS.md)."""
-    try:
-        name = detect_format(messages)
-        return name, scout_view(messages, name)
-    except ValueError as exc:
-        raise ChatError(f"a run cannot be read: {exc}") from exc
 
 
 def read_runs(path: str) -> Iterator[tuple[int, list[Any]]]:
@@ -110,29 +106,52 @@ def replay_runs(
     check_strategies(strategies, settings.config)
     rows = []
     for count, (number, raw) in enumerate(read_runs(path), start=1):
-        format_name, messages = _scout_view(raw)
+        try:
+            format_name = detect_format(raw)
+        except ValueError as exc:
+            raise ChatError(f"{path}:{number}: {exc}") from exc
         run_settings = _run_settings(settings, pricing, format_name)
-        workload = Workload(messages, f"run {number}", {"run": number})
-        base = run_strategy(workload, "none", run_settings, keep_series=False)
         figures: dict[str, dict[str, Any]] = {}
-        for name in strategies:
-            result = (
-                base
-                if name == "none"
-                else run_strategy(workload, name, run_settings, keep_series=False)
-            )
-            figures[name] = {
-                "billed": result.billed,
-                "ratio": result.billed / base.billed if base.billed else None,
-                "failed": result.failed,
-                "verbatim": result.retention.verbatim,
-                "default": name == DEFAULT_STRATEGY,
-            }
-        outputs = base.retention.outputs
+        if format_name == SCOUT:
+            workload = Workload(raw, f"run {number}", {"run": number})
+            base = run_strategy(workload, "none", run_settings, keep_series=False)
+            outputs = base.retention.outputs
+            for name in strategies:
+                result = (
+                    base
+                    if name == "none"
+                    else run_strategy(workload, name, run_settings, keep_series=False)
+                )
+                figures[name] = _figures(name, result.billed, base.billed, result.failed)
+                figures[name]["verbatim"] = result.retention.verbatim
+        else:  # priced in the provider's own messages
+            outputs = count_outputs(scout_view(raw, format_name))
+            provider_base = replay_in_format(raw, format_name, "none", run_settings)
+            for name in strategies:
+                found = (
+                    provider_base
+                    if name == "none"
+                    else replay_in_format(raw, format_name, name, run_settings)
+                )
+                figures[name] = _figures(name, found.billed, provider_base.billed, found.failed)
         rows.append(RunRow(run=number, format=format_name, outputs=outputs, strategies=figures))
         if tick is not None:
             tick(count)
     return rows
+
+
+def _figures(name: str, billed: float, baseline: float, failed: bool) -> dict[str, Any]:
+    return {
+        "billed": billed,
+        "ratio": billed / baseline if baseline else None,
+        "failed": failed,
+        "default": name == DEFAULT_STRATEGY,
+    }
+
+
+def count_outputs(messages: Sequence[Any]) -> int:
+    """Tool outputs of a scout-format conversation."""
+    return sum(1 for m in messages if output_data(m) is not None)
 
 
 def aggregate(rows: Sequence[RunRow], strategies: Sequence[str]) -> list[dict[str, Any]]:
