@@ -7,8 +7,10 @@ granularity: the default bills at most 1.05x sending the whole conversation on
 every run, at most 1.00x on average, and at most 0.90x on average over runs of
 100 or more outputs.
 
-Synthetic: a 400-call run keeps the last 20 outputs verbatim in every round,
-never overflows, and bills within the stated bound of the cheapest peer.
+Synthetic: on a 400-call run the default keeps the last 20 outputs verbatim in
+every round, never overflows, bills no more than the cheapest peer emulation
+with Anthropic prices and the breakpoint cache model, and at most 1.10x the
+cheapest with OpenAI prices and prefix caching.
 """
 
 from __future__ import annotations
@@ -79,22 +81,11 @@ def test_synthetic_default_keeps_recent_outputs_and_fits(
         assert default.retention.verbatim >= 20
 
 
-def test_synthetic_default_bills_close_to_the_cheapest_peer(
+def test_synthetic_default_bills_no_more_than_the_cheapest_peer(
     synthetic_400: dict[str, dict[str, StrategyResult]],
 ) -> None:
-    """Within 1.10x of the cheapest peer with OpenAI prices and prefix caching.
-
-    With Anthropic prices and breakpoints the issue's target is "no more than
-    the cheapest"; at 400 calls the default is within 1.05x of the
-    summarising peer, which keeps no older tool output at all
-    (docs/ECONOMY.md, "Reading").
-    """
-    openai = synthetic_400["openai"]
-    cheapest = min(openai[name].billed for name in PEERS)
-    assert openai[DEFAULT_STRATEGY].billed <= 1.10 * cheapest
+    """Anthropic prices, breakpoints: at most the cheapest peer; OpenAI, prefix: 1.10x."""
     anthropic = synthetic_400["anthropic"]
-    cheapest = min(anthropic[name].billed for name in PEERS)
-    assert anthropic[DEFAULT_STRATEGY].billed <= 1.05 * cheapest
-    # The default costs less than every peer that keeps the run's start.
-    assert anthropic[DEFAULT_STRATEGY].billed < anthropic["clear_tool_uses"].billed
-    assert anthropic[DEFAULT_STRATEGY].billed < anthropic["mask_last_n"].billed
+    assert anthropic[DEFAULT_STRATEGY].billed <= min(anthropic[name].billed for name in PEERS)
+    openai = synthetic_400["openai"]
+    assert openai[DEFAULT_STRATEGY].billed <= 1.10 * min(openai[name].billed for name in PEERS)
