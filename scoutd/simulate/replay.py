@@ -371,6 +371,10 @@ def describe_model(settings: Settings) -> dict[str, Any]:
     return {
         "pricing": settings.pricing,
         "prices": dataclasses.asdict(settings.prices),
+        "cache_model": settings.cache.model,
+        "whole_messages": settings.cache.whole_messages,
+        "cache_ttl": settings.cache.ttl,
+        "round_seconds": settings.round_seconds,
         "cache_granularity": settings.cache.granularity,
         "cache_min_tokens": settings.cache.min_tokens,
         "context_window": settings.context_window,
