@@ -90,12 +90,21 @@ def _load_tokenizer(target: str) -> TokenCounter:
     return counter
 
 
+class _CharEstimate:
+    """Tokens estimated as characters / ``chars_per_token``, rounded up."""
+
+    def __init__(self, chars_per_token: float) -> None:
+        self.chars_per_token = chars_per_token
+
+    def __call__(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+
 def token_counter(config: PromptConfig) -> TokenCounter:
     """Counts a text's tokens: the configured tokenizer, else characters / ``chars_per_token``."""
     if config.tokenizer:
         return _load_tokenizer(config.tokenizer)
-    per_token = config.chars_per_token
-    return lambda text: math.ceil(len(text) / per_token)
+    return _CharEstimate(config.chars_per_token)
 
 
 def effective_prices(config: PromptConfig, format_name: str | None = None) -> CachePrices:
@@ -119,11 +128,26 @@ def _text(message: Any) -> str:
     return "" if content is None else msgspec.json.encode(content).decode("utf-8", "replace")
 
 
+def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
+    """Tokens of each message: its content's count plus the per-message overhead."""
+    overhead = MESSAGE_OVERHEAD_TOKENS
+    try:
+        contents = [m["content"] for m in messages]
+        if set(map(type, contents)) <= {str}:
+            per_token = getattr(count, "chars_per_token", None)
+            if per_token is not None:  # the estimate, without a call per message
+                return [math.ceil(len(text) / per_token) + overhead for text in contents]
+            return [count(text) + overhead for text in contents]
+    except (KeyError, TypeError, IndexError):
+        pass  # a message that is not a mapping, or without a string content
+    return [count(_text(m)) + overhead for m in messages]
+
+
 class _Tokens:
     """Token counts of the conversation, by message and by pair, as prefix sums."""
 
     def __init__(self, messages: Sequence[Any], index: ToolIndex, count: TokenCounter) -> None:
-        per_message = [count(_text(m)) + MESSAGE_OVERHEAD_TOKENS for m in messages]
+        per_message = _message_tokens(messages, count)
         self.cumulative = [0, *accumulate(per_message)]
         outputs = index.outputs
         whole = [0] * (outputs + 1)
@@ -265,12 +289,20 @@ def _compact(
 ) -> tuple[list[Any], StrategyReport]:
     """Shorten and drop by ``window``; a pair in ``kept_short`` is shortened, never dropped."""
     changes = Changes()
-    for slot, position in enumerate(index.positions):
-        if position <= window.keep_full:
-            continue
-        if position > window.truncate_to and position not in kept_short:
-            changes.dropped.append(slot)
-            continue
+    keep_full, truncate_to = window.keep_full, window.truncate_to
+    positions = index.positions
+    changes.dropped = [
+        slot
+        for slot, position in enumerate(positions)
+        if position > truncate_to and position not in kept_short
+    ]
+    shortened = [
+        slot
+        for slot, position in enumerate(positions)
+        if keep_full < position <= truncate_to
+        or (position > truncate_to and position in kept_short)
+    ]
+    for slot in shortened:
         body = index.bodies[slot]
         content = index.content(messages, slot)
         is_call = index.is_call[slot]
