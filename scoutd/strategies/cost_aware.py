@@ -19,9 +19,8 @@ when all of these hold (derivation in docs/ECONOMY.md):
 Above ``compaction_limit_share`` of the window it always compacts, as far as
 needed to fit. The newest ``cost_full_tool_outputs`` outputs stay verbatim
 (fewer only when they alone would not fit), the ``cost_compacted_tool_calls``
-pairs before them are shortened as in the epoch strategies, older pairs are
-dropped, except the newest pair of a call repeated before the decision, which
-is shortened (so the notice's promise holds: the latest of repeated calls stays).
+pairs before them are shortened as in the epoch strategies, and older pairs are
+dropped, repeated calls included; the default notice says so.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from ..config import PromptConfig
+from ..config import DEFAULT_NOTICE, PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
 from .epoch import Window
@@ -46,7 +45,6 @@ from .tool_messages import (
     OUTPUT_SIZE,
     ToolIndex,
     index_tools,
-    repeated_pairs,
     shortened_call,
     shortened_output,
 )
@@ -55,6 +53,17 @@ __all__ = ["Plan", "TokenCounter", "plan_compaction", "shorten_tools_cost_aware"
 
 NAME = "shorten_tools_cost_aware"
 TokenCounter = Callable[[str], int]
+# The default notice without the seed's promise about repeated calls: this
+# strategy drops old pairs whatever their call (keeping the latest of every
+# repeated call whole costs more than all the rest on long runs).
+COST_AWARE_NOTICE = (
+    "[Context compaction]\n"
+    "This conversation was compacted to fit the model's context window: {compacted} older"
+    ' tool messages are shown shortened (marked "Truncated (<original length>): ...") and'
+    " {removed} were removed.\n"
+    "A tool call that is no longer visible may still have run: do not repeat a call only"
+    " because its earlier result is missing."
+)
 # A message costs a few tokens beyond its content (role, separators).
 MESSAGE_OVERHEAD_TOKENS = 4
 # Characters of a shortened tool message beyond its kept text: marker, JSON keys, id.
@@ -235,21 +244,6 @@ def plan_compaction(
     return Plan(dropped, shortened, decided)
 
 
-def _latest_repeats(index: ToolIndex, decided_at: int) -> set[int]:
-    """Newest-first positions of the newest pair of every call repeated by the decision.
-
-    Frozen at the decision, so a repeat arriving later changes nothing older
-    until the next decision. These pairs are shortened rather than dropped:
-    kept whole, a few large repeated outputs would cost more than all the rest.
-    """
-    protected = set()
-    for numbers in repeated_pairs(index).values():
-        seen = [n for n in numbers if n <= decided_at]
-        if len(seen) > 1:
-            protected.add(index.outputs - max(seen) + 1)
-    return protected
-
-
 def shorten_tools_cost_aware(
     messages: Sequence[Any],
     config: PromptConfig,
@@ -274,8 +268,7 @@ def shorten_tools_cost_aware(
                 keep_full=outputs - plan.shortened,
                 truncate_to=outputs - plan.dropped,
             )
-            kept_short = _latest_repeats(index, plan.decided_at)
-            return _compact(messages, index, window, kept_short, config, detail)
+            return _compact(messages, index, window, config, detail)
     return apply_changes(NAME, messages, index, Changes(), detail=detail)
 
 
@@ -283,24 +276,16 @@ def _compact(
     messages: Sequence[Any],
     index: ToolIndex,
     window: Window,
-    kept_short: set[int],
     config: PromptConfig,
     detail: bool,
 ) -> tuple[list[Any], StrategyReport]:
-    """Shorten and drop by ``window``; a pair in ``kept_short`` is shortened, never dropped."""
+    """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
     keep_full, truncate_to = window.keep_full, window.truncate_to
     positions = index.positions
-    changes.dropped = [
-        slot
-        for slot, position in enumerate(positions)
-        if position > truncate_to and position not in kept_short
-    ]
+    changes.dropped = [slot for slot, position in enumerate(positions) if position > truncate_to]
     shortened = [
-        slot
-        for slot, position in enumerate(positions)
-        if keep_full < position <= truncate_to
-        or (position > truncate_to and position in kept_short)
+        slot for slot, position in enumerate(positions) if keep_full < position <= truncate_to
     ]
     for slot in shortened:
         body = index.bodies[slot]
@@ -309,6 +294,7 @@ def _compact(
         new = shortened_call(body, content) if is_call else shortened_output(body, content)
         if new is not None:
             changes.rewrites[slot] = new
-    return apply_changes(
-        NAME, messages, index, changes, notice=config.compaction_notice, detail=detail
-    )
+    notice = config.compaction_notice
+    if notice == DEFAULT_NOTICE:
+        notice = COST_AWARE_NOTICE
+    return apply_changes(NAME, messages, index, changes, notice=notice, detail=detail)

@@ -86,21 +86,18 @@ def test_between_two_decisions_the_prompt_only_grows_at_its_end() -> None:
     assert 2 <= decisions <= 25
 
 
-def test_pairs_share_one_fate_and_repeats_keep_their_latest_pair() -> None:
+def test_pairs_share_one_fate_and_the_notice_promises_nothing_about_repeats() -> None:
     messages = run(250, size=3000)
-    repeated_call = json.loads(messages[3]["content"])
-    for number in (100, 180):  # two later pairs repeat the first call exactly
-        call = {**repeated_call, "id": f"r{number}"}
-        output = json.loads(messages[4]["content"]) | {"id": f"r{number}"}
-        place = 2 + 2 * number
-        messages[place : place + 2] = [
-            {"role": "function_call", "content": json.dumps(call)},
-            {"role": "function_call_output", "content": json.dumps(output)},
-        ]
     prepared = scoutd.prepare_prompt(messages, NAME, config={"context_window": 50_000})
     ids = [json.loads(m["content"])["id"] for m in prepared if m["role"].startswith("function")]
     assert all(ids.count(i) == 2 for i in set(ids))  # every call with its output
-    assert "r180" in ids  # the latest of the repeated calls is still there
+    notices = [m["content"] for m in prepared if m["content"].startswith("[Context compaction]")]
+    assert len(notices) == 1
+    assert "repeated" not in notices[0]  # old repeated calls are dropped like any other
+    custom = scoutd.prepare_prompt(
+        messages, NAME, config={"context_window": 50_000, "compaction_notice": "cut {removed}"}
+    )
+    assert any(m["content"].startswith("cut ") for m in custom)  # a configured notice is used
 
 
 COUNTED: list[str] = []
