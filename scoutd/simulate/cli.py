@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from ..config import PromptConfig, load_config
 from ..errors import ConfigError, ScoutdError, UnknownStrategy
 from ..formats import scout_view
 from ..pricing import AUTO, preset_for_format
+from ..strategies.cost_aware import load_tokenizer
 from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
 from .options import DEFAULT_CALLS, build_parser
 from .progress import Progress
@@ -89,17 +89,10 @@ def _pair(text: str, flag: str) -> tuple[str, str]:
 
 
 def _tokenizer(target: str) -> Tokenizer:
-    module_name, _, attribute = target.partition(":")
     try:
-        found: Any = importlib.import_module(module_name)
-        for part in attribute.split(".") if attribute else []:
-            found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
+        return load_tokenizer(target)
+    except ConfigError as exc:
         raise UsageError(f"--tokenizer {target}: {exc}") from exc
-    if not callable(found):
-        raise UsageError(f"--tokenizer {target} is not callable")
-    tokenizer: Tokenizer = found
-    return tokenizer
 
 
 def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:

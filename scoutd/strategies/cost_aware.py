@@ -49,7 +49,14 @@ from .tool_messages import (
     shortened_output,
 )
 
-__all__ = ["Plan", "TokenCounter", "plan_compaction", "shorten_tools_cost_aware", "token_counter"]
+__all__ = [
+    "Plan",
+    "TokenCounter",
+    "load_tokenizer",
+    "plan_compaction",
+    "shorten_tools_cost_aware",
+    "token_counter",
+]
 
 NAME = "shorten_tools_cost_aware"
 TokenCounter = Callable[[str], int]
@@ -85,7 +92,12 @@ class Plan:
 
 
 @functools.lru_cache(maxsize=16)
-def _load_tokenizer(target: str) -> TokenCounter:
+def load_tokenizer(target: str) -> TokenCounter:
+    """The callable named ``module:attribute``, remembered.
+
+    Raises:
+        ConfigError: it cannot be imported or is not callable.
+    """
     module_name, _, attribute = target.partition(":")
     try:
         found: Any = importlib.import_module(module_name.strip())
@@ -112,7 +124,7 @@ class _CharEstimate:
 def token_counter(config: PromptConfig) -> TokenCounter:
     """Counts a text's tokens: the configured tokenizer, else characters / ``chars_per_token``."""
     if config.tokenizer:
-        return _load_tokenizer(config.tokenizer)
+        return load_tokenizer(config.tokenizer)
     return _CharEstimate(config.chars_per_token)
 
 
