@@ -109,6 +109,7 @@ def _run_external(
     save_file: str | None,
     config: Config,
     plugin: bool,
+    format: str,
 ) -> list[Any]:
     kwargs: dict[str, Any] = {}
     if plugin:
@@ -117,6 +118,8 @@ def _run_external(
             kwargs["save_file"] = save_file
         if "config" in parameters:
             kwargs["config"] = config
+        if "format" in parameters:
+            kwargs["format"] = format  # the provider format; the messages are its scout view
     result = fn(messages, **kwargs)
     if not isinstance(result, list):
         raise TypeError(f"strategy {name!r} returned {type(result).__name__}, expected a list")
@@ -151,6 +154,7 @@ def _run_chain(
     save_file: str | None,
     snapshot: Config | None,
     detail: bool,
+    format: str,
 ) -> tuple[list[Any], list[StrategyReport], list[str] | None]:
     """Run the strategies over ``current``; the names run (None for a callable)."""
     if callable(strategies) and not isinstance(strategies, str):
@@ -173,7 +177,7 @@ def _run_chain(
                 raise UnknownStrategy(name, available_strategies(snapshot))
             fn, plugin = _load_plugin(name, target), True
         before = current
-        current = _run_external(name, fn, current, save_file, snapshot, plugin)
+        current = _run_external(name, fn, current, save_file, snapshot, plugin, format)
         reports.append(plain_report(name, before, current))
     return current, reports, names
 
@@ -213,7 +217,7 @@ def prepare(
     chosen = adapter(name)
     shape = None if chosen is None else chosen.view(messages, True)
     current: list[Any] = list(messages) if shape is None else shape.messages
-    result, reports, names = _run_chain(current, strategies, save_file, snapshot, detail)
+    result, reports, names = _run_chain(current, strategies, save_file, snapshot, detail, name)
     narration = 0
     if chosen is not None and shape is not None:
         read = outcome(shape, result)

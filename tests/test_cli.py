@@ -408,7 +408,12 @@ def test_explain_prints_a_row_per_tool_message(home: Path) -> None:
 
     as_json = run(home, "explain", str(source), "--strategies", "shorten_tools_epoch", "--json")
     assert as_json.returncode == 0, as_json.stderr
-    assert json.loads(as_json.stdout) == msgspec.to_builtins([epoch])
+    alone = scoutd.prepare(
+        messages, "shorten_tools_epoch", config=empty_snapshot(home), detail=True
+    )
+    assert json.loads(as_json.stdout) == msgspec.to_builtins(alone.report)
+    # the whole call's figures (format, stable prefix) sit on its last entry only
+    assert msgspec.structs.replace(alone.report[0], stable_prefix=None) == epoch
 
 
 def test_explain_never_consumes_an_inbox(home: Path) -> None:

@@ -35,7 +35,12 @@ AUTO = "auto"
 FORMATS = (SCOUT, OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC)
 
 _RESPONSES_TYPES = frozenset(
-    ("function_call", "function_call_output", "message", "reasoning", "item_reference")
+    ("function_call", "function_call_output", "reasoning", "item_reference")
+)
+# A ``message`` item is a Responses signal only with Responses content: an Anthropic
+# response object dumped whole is typed ``message`` too, with blocks of its own.
+_RESPONSES_PARTS = frozenset(
+    ("input_text", "input_image", "input_file", "output_text", "refusal", "summary_text")
 )
 _ANTHROPIC_BLOCKS = frozenset(("tool_use", "tool_result"))
 _SCOUT_ROLES = frozenset(("function_call", "function_call_output"))
@@ -57,7 +62,18 @@ _RESPONSES_SIGNALS = {t: (OPENAI_RESPONSES, f"an item of type {t!r}") for t in _
 _SCOUT_SIGNALS = {r: (SCOUT, f"role {r!r}") for r in _SCOUT_ROLES}
 _BLOCK_SIGNALS = {b: (ANTHROPIC, f"a {b!r} block") for b in _ANTHROPIC_BLOCKS}
 _TOOL_ROLE = (OPENAI_CHAT, "role 'tool'")
+_RESPONSES_MESSAGE = (OPENAI_RESPONSES, "an item of type 'message'")
 _TOOL_CALLS = (OPENAI_CHAT, "'tool_calls'")
+
+
+def _responses_content(content: Any) -> bool:
+    if type(content) is str:
+        return True
+    if type(content) is not list:
+        return False
+    return any(
+        isinstance(part, Mapping) and part.get("type") in _RESPONSES_PARTS for part in content
+    )
 
 
 def _signal(message: Any) -> tuple[str, str] | None:
@@ -67,6 +83,8 @@ def _signal(message: Any) -> tuple[str, str] | None:
     kind = message.get("type")
     if kind is not None and type(kind) is str and kind in _RESPONSES_SIGNALS:
         return _RESPONSES_SIGNALS[kind]
+    if kind == "message" and _responses_content(message.get("content")):
+        return _RESPONSES_MESSAGE
     role = message.get("role")
     if role == "tool":
         return _TOOL_ROLE

@@ -64,19 +64,12 @@ def _is_tool(message: Any) -> bool:
     return isinstance(message, Mapping) and message.get("role") == "tool"
 
 
-def _answers(messages: Sequence[Any], start: int) -> int:
-    """The end of the run of ``tool`` messages that starts at ``start``."""
-    end, count = start, len(messages)
-    while end < count and _is_tool(messages[end]):
-        end += 1
-    return end
-
-
 def view(messages: Sequence[Any], mark: bool = True) -> View:
     """The scout view of an OpenAI Chat conversation.
 
     Written for speed (docs/PERFORMANCE.md): it runs over every message of
-    every prepare call.
+    every prepare call, so the common case (dict messages, string contents) is
+    handled inline.
     """
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
@@ -84,8 +77,9 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     i = 0
     while i < count:
         message = messages[i]
-        if type(message) is dict and message.get("role") != "assistant":
-            if message.get("role") == "tool":
+        role = message.get("role") if type(message) is dict else None
+        if role is not None and role != "assistant":
+            if role == "tool":
                 result.malformed += 1
             out.append(message)
             refs.append(PASSTHROUGH)
@@ -101,10 +95,23 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             result.passthrough(message)
             i += 1
             continue
-        end = _answers(messages, i + 1)
-        answers = messages[i + 1 : end]
-        if len(answers) != len(calls) or not calls or not _answered(calls, answers):
-            pending = bool(calls) and not answers and end == count
+        end = i + 1
+        texts: list[str | None] = []
+        ids: list[Any] = []
+        while end < count:
+            answer = messages[end]
+            if type(answer) is not dict or answer.get("role") != "tool":
+                if _is_tool(answer):
+                    texts.append(None)  # a tool message of another mapping type
+                    end += 1
+                    continue
+                break
+            content = answer.get("content")
+            texts.append(content if type(content) is str else blocks_text(content))
+            ids.append(answer.get("tool_call_id"))
+            end += 1
+        if not _answered(calls, ids, texts):
+            pending = bool(calls) and end == i + 1 and end == count
             result.malformed += 0 if pending else end - i
             for passed in messages[i:end]:
                 result.passthrough(passed)
@@ -112,7 +119,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             continue
         saved = len(out), len(starts)
         try:
-            _add_group(result, message, calls, answers)
+            _add_group(result, message, calls, ids, texts)  # type: ignore[arg-type]
         except Malformed:
             result.rollback(*saved)
             result.malformed += end - i
@@ -122,8 +129,21 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     return result
 
 
+def _answered(calls: list[tuple[Any, Any, str]], ids: list[Any], texts: list[Any]) -> bool:
+    """Whether the ``tool`` messages (``ids``, ``texts``) answer ``calls`` exactly once each."""
+    if not calls or len(texts) != len(calls) or len(ids) != len(calls) or None in texts:
+        return False
+    if len(calls) == 1:
+        return bool(ids[0] == calls[0][1])
+    return len(set(ids)) == len(ids) and set(ids) == {ident for _, ident, _ in calls}
+
+
 def _add_group(
-    result: View, message: Any, calls: list[tuple[Any, Any, str]], answers: Sequence[Any]
+    result: View,
+    message: Any,
+    calls: list[tuple[Any, Any, str]],
+    ids: list[Any],
+    texts: list[str],
 ) -> None:
     """Add an assistant message's text and calls, and their answers, to the view."""
     out, refs, starts, mark = result.messages, result.refs, result.starts, result.mark
@@ -142,27 +162,13 @@ def _add_group(
         out.append(part)
         refs.append(slot)
     starts.append(len(out))
-    for answer in answers:
-        part = output_message(answer["tool_call_id"], blocks_text(answer["content"]) or "")
+    for ident, output in zip(ids, texts, strict=True):
+        part = output_message(ident, output)
         if mark:
             part[VIEW_KEY] = len(out)
         out.append(part)
         refs.append(0)
         starts.append(len(out))
-
-
-def _answered(calls: list[tuple[Any, Any, str]], answers: Sequence[Any]) -> bool:
-    """Whether ``answers`` answer ``calls`` exactly once each, with readable content."""
-    if len(calls) == 1:
-        answer = answers[0]
-        return bool(
-            answer.get("tool_call_id") == calls[0][1]
-            and blocks_text(answer.get("content")) is not None
-        )
-    ids = [answer.get("tool_call_id") for answer in answers]
-    if len(set(ids)) != len(ids) or set(ids) != {ident for _, ident, _ in calls}:
-        return False
-    return all(blocks_text(answer.get("content")) is not None for answer in answers)
 
 
 def new_message(message: Any) -> Any:
@@ -194,16 +200,33 @@ def _rewritten_tool(message: Mapping[str, Any], fate: Any) -> Any:
     return changed
 
 
+def _rewritten(message: Any, ref: int, fate: Any) -> Any:
+    """A message whose only view message the strategies rewrote."""
+    if ref == PASSTHROUGH:
+        return fate  # a plugin replaced a message it was given as it is
+    if _is_tool(message):
+        return _rewritten_tool(message, fate)
+    changed = dict(message)
+    changed["tool_calls"] = [_rewritten_call(message["tool_calls"][ref], fate)]
+    return changed
+
+
 def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     """OpenAI Chat messages from the strategies' result over ``shape``."""
     out: list[Any] = []
     narration = 0
     fates, refs, starts, before = result.fates, shape.refs, shape.starts, result.before
     for position, message in enumerate(messages):
-        added = before.get(position)
-        if added:
-            out.extend(map(new_message, added))
+        if before and position in before:
+            out.extend(map(new_message, before[position]))
         start, end = starts[position], starts[position + 1]
+        if end - start == 1:  # the common case: one view message, no text beside it
+            fate = fates[start]
+            if fate is KEPT:
+                out.append(message)
+            elif fate is not None:
+                out.append(_rewritten(message, refs[start], fate))
+            continue
         if refs[start] == PASSTHROUGH:
             fate = fates[start]
             if fate is not None:

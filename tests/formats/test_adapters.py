@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoutd import PromptConfig, prepare
+from scoutd import Config, PromptConfig, prepare
 
 from .conversations import LONG, anthropic, chat, responses
 from .validity import new_problems
@@ -249,3 +249,22 @@ def test_text_json_cannot_hold_is_malformed_not_an_error(fmt: str) -> None:
     prepared = prepare(messages, "shorten_tools_epoch", config=TIGHT)
     assert prepared.report[-1].malformed == 2
     assert not new_problems(fmt, messages, prepared.messages)
+
+
+SEEN_BY_PLUGIN: list[tuple[str, list[Any]]] = []
+
+
+def priced_plugin(messages: list[Any], format: str) -> list[Any]:
+    """A plugin strategy that wants the provider format (e.g. to price the prompt)."""
+    SEEN_BY_PLUGIN.append((format, messages))
+    return messages
+
+
+def test_a_plugin_learns_the_format_before_it_runs() -> None:
+    SEEN_BY_PLUGIN.clear()
+    config = Config(plugins={"priced": "tests.formats.test_adapters:priced_plugin"})
+    messages = anthropic(2)
+    prepared = prepare(messages, "priced", config=config)
+    assert SEEN_BY_PLUGIN[0][0] == "anthropic"
+    assert any(m.get("role") == "function_call" for m in SEEN_BY_PLUGIN[0][1])
+    assert all(a is b for a, b in zip(prepared.messages, messages, strict=True))

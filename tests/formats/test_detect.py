@@ -28,6 +28,18 @@ def test_detects_the_format(messages: list[Any], expected: str) -> None:
     assert detect_format(messages) == expected
 
 
+def test_an_anthropic_response_dumped_whole_is_anthropic() -> None:
+    messages = anthropic(2)
+    messages[1] = {"id": "msg_1", "type": "message", "model": "claude", **messages[1]}
+    messages.append(
+        {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "done"}]}
+    )
+    assert detect_format(messages) == "anthropic"
+    assert detect_format([{"type": "message", "role": "user", "content": "hi"}]) == (
+        "openai-responses"
+    )
+
+
 def test_a_mixed_list_names_the_first_conflicting_messages() -> None:
     mixed = [*chat(1), *anthropic(1)[1:]]
     with pytest.raises(ValueError, match=r"message 2 is openai-chat .* message 4 is anthropic"):
