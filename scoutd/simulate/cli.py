@@ -20,7 +20,7 @@ import msgspec
 
 from ..config import PromptConfig, load_config
 from ..errors import ConfigError, ScoutdError, UnknownStrategy
-from ..formats import scout_view
+from ..formats import detect_format, scout_view
 from ..pricing import AUTO, preset_for_format
 from ..strategies.cost_aware import load_tokenizer
 from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
@@ -95,8 +95,16 @@ def _tokenizer(target: str) -> Tokenizer:
         raise UsageError(f"--tokenizer {target}: {exc}") from exc
 
 
-def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
-    pricing = preset_for_format(None) if args.pricing == AUTO else args.pricing
+def _settings(
+    args: argparse.Namespace, overrides: dict[str, Any], format_name: str | None = None
+) -> Settings:
+    """The replay's settings; with ``--pricing auto``, the provider of ``format_name``.
+
+    The strategies' ``cache_pricing`` follows the chosen provider, as ``auto``
+    does in a deployment; with no format (a runs file), it stays as configured
+    and each run sets its own.
+    """
+    pricing = preset_for_format(format_name) if args.pricing == AUTO else args.pricing
     preset_prices, preset_cache = PRESETS[pricing]
     prices = Prices(
         input=preset_prices.input if args.price_input is None else args.price_input,
@@ -132,7 +140,9 @@ def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    config = provider_config(load_config(args.config, overrides=overrides), pricing)
+    config = load_config(args.config, overrides=overrides)
+    if args.pricing != AUTO or format_name is not None:
+        config = provider_config(config, pricing)
     return Settings(
         prices=prices,
         cache=cache,
@@ -153,7 +163,12 @@ def _workload(args: argparse.Namespace) -> Workload:
             view = scout_view(workload.messages, args.format)
         except ValueError as exc:
             raise ChatError(f"chat {workload.source}: {exc}") from exc
-        return dataclasses.replace(workload, messages=view)
+        try:
+            name = detect_format(workload.messages) if args.format == AUTO else args.format
+        except ValueError as exc:
+            raise ChatError(f"chat {workload.source}: {exc}") from exc
+        parameters = {**workload.parameters, "format": name}
+        return dataclasses.replace(workload, messages=view, parameters=parameters)
     calls = DEFAULT_CALLS if args.calls is None else args.calls
     try:
         return synthetic_run(
@@ -173,10 +188,10 @@ def _names(args: argparse.Namespace, default: Sequence[str]) -> list[str]:
 
 
 def _single(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str]:
-    settings = _settings(args, overrides)
+    workload = _workload(args)
+    settings = _settings(args, overrides, workload.parameters.get("format"))
     names = _names(args, DEFAULT_STRATEGIES)
     check_strategies(names, settings.config)
-    workload = _workload(args)
     started = time.perf_counter()
     progress = Progress(len(names), "replaying strategies")
     try:
@@ -213,7 +228,8 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
         )
     names = _names(args, [SWEEP_STRATEGY])
     workload = _workload(args)
-    base = _settings(args, overrides)
+    chat_format = workload.parameters.get("format")
+    base = _settings(args, overrides, chat_format)
     check_strategies(names, base.config)
     baseline: StrategyResult | None = None
     runs: list[dict[str, Any]] = []
@@ -229,7 +245,7 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
                 raise UsageError(f"--sweep {key}={value}: {exc}") from exc
             settings = dataclasses.replace(base, peers=peers)
         else:
-            settings = _settings(args, {**overrides, key: value})
+            settings = _settings(args, {**overrides, key: value}, chat_format)
         if baseline is None:
             baseline = run_strategy(workload, "none", settings, keep_series=False)
         result: Simulation = simulate(workload, names, settings, baseline=baseline)
