@@ -480,7 +480,7 @@ def _add_strategies(parser: argparse.ArgumentParser) -> None:
         "--strategies",
         metavar="S",
         help="comma-separated strategy names (default: [prompt].prompt_strategies, "
-        "else shorten_tools_epoch_increment,inbox)",
+        "else shorten_tools_cost_aware,inbox)",
     )
 
 

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 DEFAULT_CONFIG_PATH = "/etc/scoutd/scoutd.toml"
-DEFAULT_STRATEGIES = ("shorten_tools_epoch_increment", "inbox")
+DEFAULT_STRATEGIES = ("shorten_tools_cost_aware", "inbox")
 
 DEFAULT_NOTICE = (
     "[Context compaction]\n"
@@ -56,6 +56,8 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 # At least 10 ms (shorter would make the daemon spin or close every connection at
 # once) and finite (about 31 years at most).
 Duration = Annotated[float, msgspec.Meta(ge=0.01, le=1e9)]
+Share = Annotated[float, msgspec.Meta(ge=0, le=1)]
+CachePricing = Literal["auto", "anthropic", "anthropic-1h", "openai", "openai-4o"]
 
 
 class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -81,6 +83,19 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     epoch_increment_max_size: Count = 60
     epoch_increment_compacted_growth_ratio: Annotated[float, msgspec.Meta(ge=0)] = 2.0
     epoch_increment_max_compacted_tool_calls: Count = 160
+    # shorten_tools_cost_aware, the default: when compaction pays (docs/ECONOMY.md)
+    context_window: Positive = 200_000
+    compaction_trigger_share: Share = 0.05
+    compaction_limit_share: Share = 0.75
+    expected_horizon: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+    compaction_risk_share: Annotated[float, msgspec.Meta(ge=0)] = 0.06
+    cache_pricing: CachePricing = "auto"
+    cache_write_price: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cache_read_price: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    chars_per_token: Annotated[float, msgspec.Meta(gt=0)] = 4.0
+    tokenizer: str | None = None
+    cost_full_tool_outputs: Count = 20
+    cost_compacted_tool_calls: Count = 10
     # inbox (docs/STRATEGIES.md)
     inbox_max_bytes: Positive = 1 * MIB
     inbox_max_total_bytes: Positive = 8 * MIB  # all notices of one call together
@@ -91,6 +106,16 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def __post_init__(self) -> None:
         if not math.isfinite(self.epoch_increment_compacted_growth_ratio):
             raise ValueError("epoch_increment_compacted_growth_ratio must be finite")
+        for key in (
+            "expected_horizon",
+            "compaction_risk_share",
+            "chars_per_token",
+            "cache_write_price",
+            "cache_read_price",
+        ):
+            value = getattr(self, key)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{key} must be finite")
 
     @property
     def effective_max_tool_outputs(self) -> int:

@@ -29,6 +29,9 @@ DELIBERATE = {"daemon.allowed_roots"}
 # Keys whose default is "unset" (None): the commented line shows an example value.
 EXAMPLE_VALUES = {
     "prompt.max_tool_outputs",
+    "prompt.cache_write_price",
+    "prompt.cache_read_price",
+    "prompt.tokenizer",
     "daemon.socket_group",
     "daemon.allowed_uids",
     "daemon.abort_signal",

@@ -38,10 +38,10 @@ def registered() -> Iterator[list[list[Any]]]:
     unregister_strategy("tag")
 
 
-def test_default_strategies_are_epoch_increment_then_inbox() -> None:
+def test_default_strategies_are_cost_aware_then_inbox() -> None:
     prepared = prepare(MESSAGES)
-    assert [r.strategy for r in prepared.report] == ["shorten_tools_epoch_increment", "inbox"]
-    assert prepared.messages == prepare_prompt(MESSAGES, "shorten_tools_epoch_increment")
+    assert [r.strategy for r in prepared.report] == ["shorten_tools_cost_aware", "inbox"]
+    assert prepared.messages == prepare_prompt(MESSAGES, "shorten_tools_cost_aware")
 
 
 @pytest.mark.parametrize(

@@ -183,11 +183,13 @@ def test_mask_last_n_masks_every_output_but_the_last_n() -> None:
     assert json.dumps(messages) == frozen  # the input is never modified
     assert masked[3] == {
         "role": "function_call_output",
-        "content": '{"name":"read_file","content":"Old tool output omitted (3 lines).","id":"c1"}',
+        "content": '{"name":"read_file","content":"Old environment output: (3 lines omitted)",'
+        '"id":"c1"}',
     }
     assert masked[5] == {
         "role": "function_call_output",
-        "content": '{"name":"read_file","content":"Old tool output omitted (1 lines).","id":"c2"}',
+        "content": '{"name":"read_file","content":"Old environment output: (1 lines omitted)",'
+        '"id":"c2"}',
         "extra": "kept",
     }
     # calls, other messages, the malformed output and the last output are the same objects
@@ -405,9 +407,13 @@ def test_json_output_has_the_documented_keys(capsys: pytest.CaptureFixture[str])
         "shorten_tools",
         "shorten_tools_epoch",
         "shorten_tools_epoch_increment",
+        "shorten_tools_cost_aware",
         "mask_last_n",
         "clear_tool_uses",
+        "summarize",
     ]
+    defaults = [s["strategy"] for s in data["strategies"] if s["default"]]
+    assert defaults == ["shorten_tools_cost_aware"]
     row = data["strategies"][0]
     assert {
         "strategy",
@@ -555,7 +561,7 @@ def test_python_dash_m_runs_the_simulator() -> None:
         env=python_env(),
     )
     assert done.returncode == 0, done.stderr
-    assert len(json.loads(done.stdout)["strategies"]) == 6
+    assert len(json.loads(done.stdout)["strategies"]) == 8
 
 
 def test_a_tokenizer_callable_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:

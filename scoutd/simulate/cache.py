@@ -21,7 +21,10 @@ from typing import Any
 
 import msgspec
 
+from ..pricing import PRICE_PRESETS
+
 __all__ = [
+    "CACHE_MODELS",
     "PRESETS",
     "CacheModel",
     "CacheSettings",
@@ -50,28 +53,57 @@ class Prices:
     read: float = 0.1  # token read from the cache (Anthropic: 0.1 x input)
 
 
+CACHE_MODELS = ("prefix", "breakpoints")
+# Anthropic looks for an earlier cache entry at most about 20 blocks before a breakpoint.
+LOOKBACK_BLOCKS = 20
+
+
 @dataclass(frozen=True, slots=True)
 class CacheSettings:
-    """How the provider caches: granularity and minimum size, in tokens."""
+    """How the provider caches.
+
+    ``model`` ``prefix``: the longest common prefix with the previous prompt,
+    rounded down to ``granularity`` tokens (``whole_messages``: to the last
+    whole message in common). ``breakpoints``: only up to a message boundary
+    where an earlier prompt ended or the fixed breakpoint after the first
+    message, looked up at most ``lookback`` messages before the end. Entries
+    expire ``ttl`` seconds after their last use (None: never).
+    """
 
     granularity: int = 1  # 1: any common prefix counts (prefix match)
     min_tokens: int = 1024  # a shorter prefix is never cached
+    model: str = "prefix"
+    whole_messages: bool = False
+    lookback: int = LOOKBACK_BLOCKS
+    ttl: float | None = None
 
     def __post_init__(self) -> None:
         if self.granularity < 1:
             raise ValueError("cache granularity must be >= 1 token")
         if self.min_tokens < 0:
             raise ValueError("minimum cacheable size must be >= 0 tokens")
+        if self.model not in CACHE_MODELS:
+            raise ValueError(f"cache model must be one of {', '.join(CACHE_MODELS)}")
+        if self.lookback < 0:
+            raise ValueError("lookback must be >= 0 messages")
+        if self.ttl is not None and not self.ttl > 0:
+            raise ValueError("cache ttl must be > 0 seconds")
 
 
-# Published ratios: Anthropic bills cache writes at 1.25x and reads at 0.1x the
-# input price, caches any prefix of at least 1,024 tokens (at the breakpoint the
-# client marks: here, the whole previous prompt). OpenAI has no write premium,
-# reads at 0.5x (0.1x on newer models: --price-read 0.1), caches from 1,024
-# tokens on in steps of 128.
+def _preset(name: str, granularity: int) -> tuple[Prices, CacheSettings]:
+    found = PRICE_PRESETS[name]
+    prices = Prices(found.input, found.write, found.read)
+    return prices, CacheSettings(granularity, 1024, ttl=found.ttl)
+
+
+# Published prices (scoutd.pricing): Anthropic caches any prefix of at least
+# 1,024 tokens at the breakpoints the client marks; OpenAI from 1,024 tokens on
+# in steps of 128.
 PRESETS: dict[str, tuple[Prices, CacheSettings]] = {
-    "anthropic": (Prices(1.0, 1.25, 0.1), CacheSettings(1, 1024)),
-    "openai": (Prices(1.0, 1.0, 0.5), CacheSettings(128, 1024)),
+    "anthropic": _preset("anthropic", 1),
+    "anthropic-1h": _preset("anthropic-1h", 1),
+    "openai": _preset("openai", 128),
+    "openai-4o": _preset("openai-4o", 128),
 }
 
 
@@ -199,28 +231,79 @@ class CacheModel:
         self.estimator = estimator or Estimator()
         self._previous: Sequence[str] = ()
         self._previous_whole = 0  # tokens of the previous prompt that can be cached
+        self._previous_time = 0.0
+        self._hashes: list[int] = []  # prefix hash after each segment of the previous prompt
+        # breakpoints model: prefix hash -> (tokens, time of last use)
+        self._entries: dict[int, tuple[int, float]] = {}
 
     def _cacheable(self, tokens: int) -> int:
         """Tokens of a prefix that the cache can hold: granular, above the minimum."""
         rounded = tokens - tokens % self.settings.granularity
         return rounded if rounded >= self.settings.min_tokens else 0
 
-    def step(self, segments: Sequence[str]) -> RoundCost:
-        """Account one round whose prompt is the concatenation of ``segments``."""
+    def _alive(self, used: float, now: float) -> bool:
+        ttl = self.settings.ttl
+        return ttl is None or now - used <= ttl
+
+    def _prefix_hashes(self, segments: Sequence[str], whole: int) -> list[int]:
+        hashes = self._hashes[:whole]
+        last = hashes[-1] if hashes else 0
+        for segment in segments[whole:]:
+            last = hash((last, segment))
+            hashes.append(last)
+        return hashes
+
+    def _prefix_hit(self, segments: Sequence[str], whole: int, now: float) -> int:
+        previous = self._previous
+        if not previous or not self._alive(self._previous_time, now):
+            return 0
+        partial = ""
+        if not self.settings.whole_messages and whole < len(previous) and whole < len(segments):
+            partial = segments[whole][: common_chars(previous[whole], segments[whole])]
+        common = self.estimator.prefix(segments, whole, partial)
+        return self._cacheable(min(common, self._previous_whole))
+
+    def _breakpoint_hit(self, segments: Sequence[str], hashes: list[int], now: float) -> int:
+        entries, count = self._entries, len(segments)
+        candidates = [*range(count, max(count - self.settings.lookback, 0) - 1, -1), 1]
+        for boundary in candidates:
+            if boundary < 1 or boundary > count:
+                continue
+            entry = entries.get(hashes[boundary - 1])
+            if entry is not None and self._alive(entry[1], now):
+                entries[hashes[boundary - 1]] = (entry[0], now)  # a read refreshes the entry
+                return entry[0]
+        return 0
+
+    def _write_breakpoints(self, segments: Sequence[str], hashes: list[int], now: float) -> None:
+        """Entries at the fixed breakpoint (after the first message) and at the end."""
+        for boundary in {1, len(segments)}:
+            if 1 <= boundary <= len(segments):
+                tokens = self.estimator.prefix(segments, boundary, "")
+                if tokens >= self.settings.min_tokens:
+                    self._entries[hashes[boundary - 1]] = (tokens, now)
+
+    def step(self, segments: Sequence[str], now: float = 0.0) -> RoundCost:
+        """Account one round whose prompt is the concatenation of ``segments``.
+
+        ``now`` is the round's time in seconds, for the cache lifetime.
+        """
         estimator = self.estimator
         prompt = estimator.prompt(segments)
-        previous = self._previous
-        whole = common_segments(previous, segments)
-        partial = ""
-        if whole < len(previous) and whole < len(segments):
-            partial = segments[whole][: common_chars(previous[whole], segments[whole])]
-        common = estimator.prefix(segments, whole, partial) if previous else 0
-        cached = self._cacheable(min(common, self._previous_whole))
+        whole = common_segments(self._previous, segments)
+        hashes = self._prefix_hashes(segments, whole)
+        if self.settings.model == "breakpoints":
+            cached = self._breakpoint_hit(segments, hashes, now)
+            self._write_breakpoints(segments, hashes, now)
+        else:
+            cached = self._prefix_hit(segments, whole, now)
         uncached = prompt - cached
         written = uncached if prompt >= self.settings.min_tokens else 0
         rest = uncached - written
         prices = self.prices
-        invalidated = max(0, self._cacheable(self._previous_whole) - cached)
+        invalidated = 0
+        if self._alive(self._previous_time, now):
+            invalidated = max(0, self._cacheable(self._previous_whole) - cached)
         cost = cached * prices.read + written * prices.write + rest * prices.input
         result = RoundCost(
             prompt_tokens=prompt,
@@ -232,6 +315,8 @@ class CacheModel:
             invalidated_tokens=invalidated,
         )
         self._previous = segments
+        self._previous_time = now
+        self._hashes = hashes
         # Only a prompt large enough to be cached can be read back next round.
         cacheable = prompt >= self.settings.min_tokens
         self._previous_whole = estimator.prefix(segments, len(segments), "") if cacheable else 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import sys
 import time
 from collections.abc import Sequence
@@ -21,16 +20,23 @@ import msgspec
 
 from ..config import PromptConfig, load_config
 from ..errors import ConfigError, ScoutdError, UnknownStrategy
-from ..formats import FORMATS, scout_view
+from ..formats import detect_format, scout_view
+from ..pricing import AUTO, preset_for_format
+from ..strategies.cost_aware import load_tokenizer
 from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
+from .options import DEFAULT_CALLS, build_parser
+from .progress import Progress
 from .replay import (
     DEFAULT_STRATEGIES,
+    DEFAULT_STRATEGY,
     ExcludedStrategy,
     PeerSettings,
     Settings,
     Simulation,
     StrategyResult,
     check_strategies,
+    describe_model,
+    provider_config,
     run_strategy,
     simulate,
 )
@@ -42,169 +48,29 @@ from .report import (
     plot,
     require_matplotlib,
 )
+from .runs import aggregate, format_runs, read_runs, replay_runs
 from .workload import ChatError, Workload, load_chat, synthetic_run
 
 __all__ = ["build_parser", "main"]
 
-DEFAULT_CALLS = 400
-SWEEP_STRATEGY = "shorten_tools_epoch_increment"  # the default strategy of scoutd
+SWEEP_STRATEGY = DEFAULT_STRATEGY
 # Sweepable parameters of the peer emulations (PeerSettings fields).
-PEER_KEYS = frozenset({"mask_n", "clear_trigger", "clear_keep", "clear_at_least"})
+PEER_KEYS = frozenset(
+    {
+        "mask_n",
+        "mask_polling",
+        "clear_trigger",
+        "clear_keep",
+        "clear_at_least",
+        "summary_max_size",
+        "summary_keep_first",
+        "summary_chars",
+    }
+)
 
 
 class UsageError(ValueError):
     """A command line that cannot run."""
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _price(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``scoutd simulate``."""
-    parser = argparse.ArgumentParser(
-        prog="scoutd simulate",
-        description=(
-            "Replay an agent run round by round (a round ends after each tool output) under "
-            "several prompt strategies and compare prompt size, prompt-cache hits and billed "
-            "input cost."
-        ),
-    )
-    work = parser.add_argument_group("workload")
-    source = work.add_mutually_exclusive_group()
-    source.add_argument(
-        "--calls", type=_count, help=f"synthetic run of N tool calls (default {DEFAULT_CALLS})"
-    )
-    source.add_argument(
-        "--chat", metavar="FILE", help="replay a recorded chat (JSON list of messages; - for stdin)"
-    )
-    work.add_argument(
-        "--format",
-        choices=("auto", *FORMATS),
-        default="auto",
-        help="message format of --chat (default: detected; see docs/FORMATS.md)",
-    )
-    work.add_argument("--seed", type=int, default=0, help="seed of the synthetic run (default 0)")
-    work.add_argument(
-        "--repeat-rate",
-        type=float,
-        default=0.05,
-        help="share of calls repeating an earlier call exactly (default 0.05)",
-    )
-    work.add_argument(
-        "--user-turns",
-        type=_count,
-        default=3,
-        help="user turns spread through the synthetic run (default 3)",
-    )
-
-    strat = parser.add_argument_group("strategies")
-    strat.add_argument(
-        "--strategies",
-        metavar="A,B,...",
-        help=f"strategies to compare (default: {','.join(DEFAULT_STRATEGIES)})",
-    )
-    strat.add_argument(
-        "--config", metavar="FILE", help="scoutd config file (default: the usual lookup)"
-    )
-    strat.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="override a [prompt] key for this run (repeatable)",
-    )
-    strat.add_argument(
-        "--mask-n",
-        type=_count,
-        default=10,
-        help="mask_last_n: tool outputs kept verbatim (default 10)",
-    )
-    strat.add_argument(
-        "--clear-trigger",
-        type=_count,
-        default=100_000,
-        help="clear_tool_uses: prompt tokens that trigger clearing (default 100000)",
-    )
-    strat.add_argument(
-        "--clear-keep",
-        type=_count,
-        default=3,
-        help="clear_tool_uses: last tool uses kept (default 3)",
-    )
-    strat.add_argument(
-        "--clear-at-least",
-        type=_count,
-        default=0,
-        help="clear_tool_uses: minimum tokens cleared per activation (default unset)",
-    )
-    strat.add_argument(
-        "--sweep",
-        metavar="KEY=V1,V2,...",
-        help="run once per value of a [prompt] key, or of mask_n, clear_trigger, clear_keep "
-        "or clear_at_least",
-    )
-
-    model = parser.add_argument_group("cache and prices")
-    model.add_argument(
-        "--pricing",
-        choices=sorted(PRESETS),
-        default="anthropic",
-        help="preset of prices and cache behaviour (default anthropic)",
-    )
-    model.add_argument("--price-input", type=_price, help="price of an uncached input token")
-    model.add_argument("--price-write", type=_price, help="price of a token written to the cache")
-    model.add_argument("--price-read", type=_price, help="price of a token read from the cache")
-    model.add_argument(
-        "--cache-granularity",
-        type=_count,
-        help="cached prefix rounded down to a multiple of N tokens",
-    )
-    model.add_argument("--cache-min-tokens", type=_count, help="nothing is cached below N tokens")
-    model.add_argument(
-        "--context-window",
-        type=_count,
-        default=200_000,
-        help="a prompt above N tokens overflows (default 200000)",
-    )
-    model.add_argument(
-        "--chars-per-token",
-        type=float,
-        default=4.0,
-        help="token estimate: characters per token (default 4)",
-    )
-    model.add_argument(
-        "--tokenizer",
-        metavar="MODULE:ATTR",
-        help="count tokens with this callable (str -> int) instead",
-    )
-
-    out = parser.add_argument_group("output")
-    out.add_argument("--json", action="store_true", help="print the figures as JSON")
-    out.add_argument(
-        "--per-round", action="store_true", help="with --json: include per-round series"
-    )
-    out.add_argument(
-        "--plot",
-        metavar="FILE.png",
-        help="write prompt tokens and cumulative cost per round (needs scoutd[plot])",
-    )
-    out.add_argument(
-        "--strict",
-        action="store_true",
-        help="exit 1 when any strategy overflows the context window",
-    )
-    return parser
 
 
 def _value(text: str) -> Any:
@@ -223,21 +89,23 @@ def _pair(text: str, flag: str) -> tuple[str, str]:
 
 
 def _tokenizer(target: str) -> Tokenizer:
-    module_name, _, attribute = target.partition(":")
     try:
-        found: Any = importlib.import_module(module_name)
-        for part in attribute.split(".") if attribute else []:
-            found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
+        return load_tokenizer(target)
+    except ConfigError as exc:
         raise UsageError(f"--tokenizer {target}: {exc}") from exc
-    if not callable(found):
-        raise UsageError(f"--tokenizer {target} is not callable")
-    tokenizer: Tokenizer = found
-    return tokenizer
 
 
-def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
-    preset_prices, preset_cache = PRESETS[args.pricing]
+def _settings(
+    args: argparse.Namespace, overrides: dict[str, Any], format_name: str | None = None
+) -> Settings:
+    """The replay's settings; with ``--pricing auto``, the provider of ``format_name``.
+
+    The strategies' ``cache_pricing`` follows the chosen provider, as ``auto``
+    does in a deployment; with no format (a runs file), it stays as configured
+    and each run sets its own.
+    """
+    pricing = preset_for_format(format_name) if args.pricing == AUTO else args.pricing
+    preset_prices, preset_cache = PRESETS[pricing]
     prices = Prices(
         input=preset_prices.input if args.price_input is None else args.price_input,
         write=preset_prices.write if args.price_write is None else args.price_write,
@@ -251,27 +119,40 @@ def _settings(args: argparse.Namespace, overrides: dict[str, Any]) -> Settings:
             min_tokens=preset_cache.min_tokens
             if args.cache_min_tokens is None
             else args.cache_min_tokens,
+            model=args.cache_model,
+            whole_messages=args.whole_messages,
+            ttl=(preset_cache.ttl if args.ttl is None else args.ttl)
+            if args.round_seconds
+            else None,
         )
         tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
         estimator = Estimator(tokenizer, args.chars_per_token)
+        peers = PeerSettings(
+            mask_n=args.mask_n,
+            mask_polling=args.mask_polling,
+            clear_trigger=args.clear_trigger,
+            clear_keep=args.clear_keep,
+            clear_at_least=args.clear_at_least,
+            clear_mode=args.clear_mode,
+            summary_max_size=args.summary_max_size,
+            summary_keep_first=args.summary_keep_first,
+            summary_chars=args.summary_chars,
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    peers = PeerSettings(
-        mask_n=args.mask_n,
-        clear_trigger=args.clear_trigger,
-        clear_keep=args.clear_keep,
-        clear_at_least=args.clear_at_least,
-    )
     config = load_config(args.config, overrides=overrides)
+    if args.pricing != AUTO or format_name is not None:
+        config = provider_config(config, pricing)
     return Settings(
         prices=prices,
         cache=cache,
-        pricing=args.pricing,
+        pricing=pricing,
         context_window=args.context_window,
         peers=peers,
         estimator=estimator,
         config=config,
         overrides=dict(overrides),
+        round_seconds=args.round_seconds,
     )
 
 
@@ -282,7 +163,12 @@ def _workload(args: argparse.Namespace) -> Workload:
             view = scout_view(workload.messages, args.format)
         except ValueError as exc:
             raise ChatError(f"chat {workload.source}: {exc}") from exc
-        return dataclasses.replace(workload, messages=view)
+        try:
+            name = detect_format(workload.messages) if args.format == AUTO else args.format
+        except ValueError as exc:
+            raise ChatError(f"chat {workload.source}: {exc}") from exc
+        parameters = {**workload.parameters, "format": name}
+        return dataclasses.replace(workload, messages=view, parameters=parameters)
     calls = DEFAULT_CALLS if args.calls is None else args.calls
     try:
         return synthetic_run(
@@ -302,12 +188,16 @@ def _names(args: argparse.Namespace, default: Sequence[str]) -> list[str]:
 
 
 def _single(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str]:
-    settings = _settings(args, overrides)
+    workload = _workload(args)
+    settings = _settings(args, overrides, workload.parameters.get("format"))
     names = _names(args, DEFAULT_STRATEGIES)
     check_strategies(names, settings.config)
-    workload = _workload(args)
     started = time.perf_counter()
-    result = simulate(workload, names, settings)
+    progress = Progress(len(names), "replaying strategies")
+    try:
+        result = simulate(workload, names, settings, tick=progress.update)
+    finally:
+        progress.close()
     elapsed = time.perf_counter() - started
     rows = [(r.strategy, r) for r in result.strategies]
     if args.plot:
@@ -338,7 +228,8 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
         )
     names = _names(args, [SWEEP_STRATEGY])
     workload = _workload(args)
-    base = _settings(args, overrides)
+    chat_format = workload.parameters.get("format")
+    base = _settings(args, overrides, chat_format)
     check_strategies(names, base.config)
     baseline: StrategyResult | None = None
     runs: list[dict[str, Any]] = []
@@ -347,11 +238,14 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
         if key in PEER_KEYS:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise UsageError(f"--sweep {key}: {value!r} is not a count")
-            settings = dataclasses.replace(
-                base, peers=dataclasses.replace(base.peers, **{key: value})
-            )
+            change: dict[str, Any] = {key: value}
+            try:
+                peers = dataclasses.replace(base.peers, **change)
+            except ValueError as exc:
+                raise UsageError(f"--sweep {key}={value}: {exc}") from exc
+            settings = dataclasses.replace(base, peers=peers)
         else:
-            settings = _settings(args, {**overrides, key: value})
+            settings = _settings(args, {**overrides, key: value}, chat_format)
         if baseline is None:
             baseline = run_strategy(workload, "none", settings, keep_series=False)
         result: Simulation = simulate(workload, names, settings, baseline=baseline)
@@ -374,6 +268,31 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
     return (1 if failed and args.strict else 0), text
 
 
+def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str]:
+    settings = _settings(args, overrides)
+    names = _names(args, DEFAULT_STRATEGIES)
+    if "none" not in names:
+        names = ["none", *names]
+    total = sum(1 for _ in read_runs(args.runs))
+    progress = Progress(total, "replaying runs")
+    try:
+        rows = replay_runs(args.runs, names, settings, args.pricing, tick=progress.update)
+    finally:
+        progress.close()
+    failed = any(f["failed"] for row in rows for n, f in row.strategies.items() if n != "none")
+    if args.json:
+        data = {
+            "runs": rows,
+            "aggregate": aggregate(rows, names),
+            "model": describe_model(settings),
+        }
+        text = encode_json(data)
+    else:
+        text = f"runs {args.runs}: {len(rows)} runs, pricing {args.pricing}\n\n"
+        text += format_runs(rows, names) + "\n"
+    return (1 if failed and args.strict else 0), text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``scoutd simulate`` with ``argv`` (without the program name)."""
     parser = build_parser()
@@ -386,7 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             require_matplotlib()
         overrides = dict(_pair(item, "--set") for item in args.set)
         overrides = {key: _value(value) for key, value in overrides.items()}
-        if args.sweep:
+        if args.sweep and args.runs:
+            raise UsageError("--sweep and --runs cannot be combined")
+        if args.runs:
+            code, text = _runs(args, overrides)
+        elif args.sweep:
             code, text = _sweep(args, overrides)
         else:
             code, text = _single(args, overrides)

@@ -35,16 +35,17 @@ __all__ = [
     "Cleared",
     "PeerMemo",
     "clear_tool_uses",
+    "SummaryState",
     "mask_last_n",
     "masked_text",
+    "summarize",
     "output_data",
 ]
 
 OUTPUT = "function_call_output"
 
-# SWE-agent writes "Old environment output: (N lines omitted)"; ours says the same
-# about a tool output. The line count is the only variable part.
-MASK_PLACEHOLDER = "Old tool output omitted ({lines} lines)."
+# SWE-agent's placeholder (LastNObservations); the line count is the only variable part.
+MASK_PLACEHOLDER = "Old environment output: ({lines} lines omitted)"
 # Anthropic's placeholder text is not published; a fixed, short marker.
 CLEARED_PLACEHOLDER = "[Tool result cleared to save context]"
 
@@ -143,23 +144,31 @@ def _masked(message: Any, data: dict[str, Any]) -> dict[str, Any]:
     return _replaced(message, data, masked_text(data))
 
 
-def mask_last_n(messages: Sequence[Any], n: int = 10, *, memo: PeerMemo | None = None) -> list[Any]:
-    """Keep the last ``n`` tool outputs verbatim; mask the content of older ones."""
-    if n < 0:
-        raise ValueError("n must be >= 0")
+def mask_last_n(
+    messages: Sequence[Any], n: int = 10, *, polling: int = 1, memo: PeerMemo | None = None
+) -> list[Any]:
+    """Keep the last ``n`` tool outputs verbatim; mask the content of older ones.
+
+    With ``polling`` (SWE-agent's option) the window moves only every
+    ``polling`` outputs: of ``count`` outputs the oldest
+    ``(count // polling) * polling - n`` are masked, so between ``n`` and
+    ``n + polling - 1`` stay verbatim and the prompt changes less often.
+    """
+    if n < 0 or polling < 1:
+        raise ValueError("n must be >= 0 and polling >= 1")
     memo = memo or PeerMemo()
     out = list(messages)
-    seen = 0
-    for position in range(len(out) - 1, -1, -1):
+    outputs = [
+        position
+        for position, message in enumerate(out)
+        if role_of(message) == OUTPUT and memo.output(message) is not None
+    ]
+    masked = max(0, (len(outputs) // polling) * polling - n)
+    for position in outputs[:masked]:
         message = out[position]
-        if role_of(message) != OUTPUT:
-            continue
         data = memo.output(message)
-        if data is None:
-            continue
-        seen += 1
-        if seen > n:
-            out[position] = memo.rewrite(message, "mask", partial(_masked, message, data))
+        assert data is not None
+        out[position] = memo.rewrite(message, "mask", partial(_masked, message, data))
     return out
 
 
@@ -245,3 +254,63 @@ def clear_tool_uses(
             clear(position)
         done.update(chosen)
     return Cleared(out, frozenset(done))
+
+
+# OpenHands' LLM summarising condenser: its summary is an LLM's text; here a
+# placeholder of a fixed size, numbered so that every condensation changes it.
+SUMMARY_TEXT = "[Summary {number} of the earlier conversation] "
+
+
+@dataclass(slots=True)
+class SummaryState:
+    """Where the last condensation cut the conversation (carried between rounds)."""
+
+    start: int = 0  # first message kept after the summary (0: no summary yet)
+    number: int = 0  # condensations so far
+    # Characters the summariser read (the forgotten messages and the previous
+    # summary), not yet billed: each condensation is a model call of its own.
+    unbilled_chars: int = 0
+
+    def take_unbilled_chars(self) -> int:
+        """The summariser's input characters since the last call, then zero."""
+        taken, self.unbilled_chars = self.unbilled_chars, 0
+        return taken
+
+
+def summarize(
+    messages: Sequence[Any],
+    state: SummaryState,
+    *,
+    max_size: int = 120,
+    keep_first: int = 4,
+    summary_chars: int = 2000,
+) -> list[Any]:
+    """Emulate OpenHands' ``LLMSummarizingCondenser`` on a growing conversation.
+
+    The view is the first ``keep_first`` messages, the summary (once there is
+    one) and every message since the last cut. When it holds more than
+    ``max_size`` messages, everything between the head and the newest
+    ``max_size // 2 - keep_first - 1`` messages (the previous summary included)
+    is summarised again: the view rolls over in batches. A cut never separates
+    a tool output from the message before it. ``state`` is updated in place.
+    """
+    if max_size < 1 or keep_first < 0 or summary_chars < 0:
+        raise ValueError("max_size must be >= 1, keep_first and summary_chars >= 0")
+    total = len(messages)
+    start = state.start or keep_first
+    view = keep_first + (1 if state.number else 0) + max(0, total - start)
+    if view > max_size:
+        tail = max(1, max_size // 2 - keep_first - 1)
+        cut = max(keep_first, total - tail)
+        while cut > keep_first and role_of(messages[cut]) == OUTPUT:
+            cut -= 1
+        if cut > start or not state.number:
+            forgotten = messages[start:cut]
+            state.unbilled_chars += sum(len(segment_text(m)) for m in forgotten)
+            state.unbilled_chars += summary_chars if state.number else 0
+            state.start, state.number = cut, state.number + 1
+    if not state.number:
+        return list(messages)
+    head = SUMMARY_TEXT.format(number=state.number)
+    summary = {"role": "user", "content": head + "." * max(0, summary_chars - len(head))}
+    return [*messages[:keep_first], summary, *messages[state.start :]]

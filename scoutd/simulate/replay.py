@@ -17,15 +17,29 @@ from typing import Any
 
 import msgspec
 
-from ..config import Config
+from ..config import DEFAULT_STRATEGIES as CONFIGURED_DEFAULT
+from ..config import Config, with_overrides
 from ..errors import UnknownStrategy
-from ..prepare import available_strategies, prepare
+from ..prepare import available_strategies
+from ..pricing import AUTO, PRICE_PRESETS
 from .cache import CacheModel, CacheSettings, Estimator, Prices, segment_text
-from .peers import OUTPUT, PeerMemo, clear_tool_uses, mask_last_n, output_data, role_of
+from .peers import OUTPUT, output_data, role_of
+from .runners import (
+    EXCLUDED,
+    PEERS,
+    ExcludedStrategy,
+    PeerSettings,
+    Runner,
+    make_runner,
+    scoutd_runner,
+    side_cost,
+)
 from .workload import Workload, round_ends
 
 __all__ = [
     "DEFAULT_STRATEGIES",
+    "DEFAULT_STRATEGY",
+    "provider_config",
     "PEERS",
     "ExcludedStrategy",
     "RECENT_OUTPUTS",
@@ -36,36 +50,26 @@ __all__ = [
     "Simulation",
     "StrategyResult",
     "check_strategies",
-    "make_runner",
+    "strategy_runner",
     "prepared_rounds",
     "run_strategy",
     "simulate",
 ]
 
-PEERS = ("mask_last_n", "clear_tool_uses")
+# The strategy of scoutd's default list (the first one; the second is `inbox`).
+DEFAULT_STRATEGY = CONFIGURED_DEFAULT[0]
 DEFAULT_STRATEGIES = (
     "none",
     "shorten_tools",
     "shorten_tools_epoch",
     "shorten_tools_epoch_increment",
+    "shorten_tools_cost_aware",
     *PEERS,
 )
+# A tool output whose JSON text is this short is left as it is by shortening.
+SHORT_OUTPUT = 400 + 60
 # Retention looks at the outputs an agent is most likely to still need.
 RECENT_OUTPUTS = 20
-# `inbox` delivers files and consumes them: it is no context strategy to compare.
-EXCLUDED = frozenset({"inbox"})
-
-Runner = Callable[[list[Any]], list[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class PeerSettings:
-    """Parameters of the peer emulations."""
-
-    mask_n: int = 10  # SWE-agent's observation masking window
-    clear_trigger: int = 100_000  # Anthropic's default trigger, in input tokens
-    clear_keep: int = 3  # Anthropic's default: the last 3 tool uses stay
-    clear_at_least: int = 0  # 0: unset (clear every eligible result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,7 @@ class Settings:
     estimator: Estimator = field(default_factory=Estimator)
     config: Config = field(default_factory=Config)
     overrides: dict[str, Any] = field(default_factory=dict)
+    round_seconds: float = 0.0  # time between two rounds, for the cache lifetime
 
 
 class Retention(msgspec.Struct, kw_only=True):
@@ -131,6 +136,7 @@ class StrategyResult(msgspec.Struct, kw_only=True):
     written_tokens: int
     input_tokens: int
     invalidated_tokens: int
+    default: bool = False  # the strategy of scoutd's default list
     series: Series | None = None
 
 
@@ -141,10 +147,6 @@ class Simulation(msgspec.Struct, kw_only=True):
     model: dict[str, Any]
     baseline_billed: float
     strategies: list[StrategyResult]
-
-
-class ExcludedStrategy(ValueError):
-    """A strategy that exists but is not part of the comparison (``inbox``)."""
 
 
 def check_strategies(names: Sequence[str], config: Config) -> None:
@@ -166,45 +168,29 @@ def check_strategies(names: Sequence[str], config: Config) -> None:
             raise UnknownStrategy(name, sorted(known))
 
 
-def make_runner(name: str, settings: Settings) -> Runner:
-    """A callable that prepares the prompt for a prefix, in round order.
+def provider_config(config: Config, pricing: str) -> Config:
+    """``config`` with ``cache_pricing`` set to the simulated provider, unless set.
 
-    The runner of ``clear_tool_uses`` keeps the cleared positions between
-    calls, so it must see the prefixes of one conversation in order.
+    In a deployment ``auto`` follows the conversation's format; a replay
+    knows its provider from the price preset.
     """
-    peers = settings.peers
-    if name == "mask_last_n":
-        memo = PeerMemo()
-        return lambda prefix: mask_last_n(prefix, peers.mask_n, memo=memo)
-    if name == "clear_tool_uses":
-        memo = PeerMemo()
-        state = [frozenset[int]()]
+    if config.prompt.cache_pricing != AUTO or pricing not in PRICE_PRESETS:
+        return config
+    return with_overrides(config, {"cache_pricing": pricing})
 
-        def clearing(prefix: list[Any]) -> list[Any]:
-            result = clear_tool_uses(
-                prefix,
-                trigger=peers.clear_trigger,
-                keep=peers.clear_keep,
-                clear_at_least=peers.clear_at_least,
-                cleared=state[0],
-                estimator=settings.estimator,
-                memo=memo,
-            )
-            state[0] = result.cleared
-            return result.messages
 
-        return clearing
-    if name in EXCLUDED:
-        raise ExcludedStrategy(f"{name!r} is not part of the comparison")
-    config = settings.config
-    return lambda prefix: prepare(prefix, [name], config=config).messages
+def strategy_runner(name: str, settings: Settings) -> Runner:
+    """The runner of one compared strategy under ``settings``."""
+    return make_runner(
+        name, settings.peers, settings.estimator, scoutd_runner(name, settings.config)
+    )
 
 
 def prepared_rounds(
     messages: Sequence[Any], name: str, settings: Settings
 ) -> Iterator[tuple[int, list[Any]]]:
     """``(prefix length, prepared prompt)`` for every round of ``messages``."""
-    runner = make_runner(name, settings)
+    runner = strategy_runner(name, settings)
     conversation = list(messages)
     for end in round_ends(conversation):
         yield end, runner(conversation[:end])
@@ -248,7 +234,12 @@ class _Originals:
         return sum(1 for content in recent if content in present) / len(recent)
 
     def final(self, upto: int, prepared: Sequence[Any], present: set[str]) -> tuple[int, int]:
-        """``(verbatim, truncated)`` among the first ``upto`` outputs."""
+        """``(verbatim, truncated)`` among the first ``upto`` outputs.
+
+        An output present with a rewritten content is truncated. A short output
+        between the oldest and the newest rewritten one is inside the shortened
+        band: shortening left it as it was, so it counts as truncated too.
+        """
         verbatim = {n for n in range(upto) if self.contents[n] in present}
         truncated: set[int] = set()
         for message in prepared:
@@ -270,6 +261,13 @@ class _Originals:
                 if number < upto and number not in verbatim:
                     truncated.add(number)
                     break
+        if truncated:
+            low, high = min(truncated), max(truncated)
+            inside = {
+                n for n in verbatim if low < n < high and len(self.contents[n]) <= SHORT_OUTPUT
+            }
+            verbatim -= inside
+            truncated |= inside
         return len(verbatim), len(truncated)
 
 
@@ -281,7 +279,7 @@ def run_strategy(
     originals = _Originals(messages)
     texts = {id(message): segment_text(message) for message in messages}
     model = CacheModel(settings.prices, settings.cache, settings.estimator)
-    runner = make_runner(name, settings)
+    runner = strategy_runner(name, settings)
     window = settings.context_window
     prompt_series: list[int] = []
     cached_series: list[int] = []
@@ -296,8 +294,10 @@ def run_strategy(
     for number, end in enumerate(ends, start=1):
         prepared = runner(messages[:end])
         segments = [texts.get(id(m)) or segment_text(m) for m in prepared]
-        outcome = model.step(segments)
-        billed += outcome.cost
+        outcome = model.step(segments, now=number * settings.round_seconds)
+        billed += outcome.cost + side_cost(
+            runner, settings.prices.input, settings.estimator.chars_per_token
+        )
         breaks += outcome.cache_break
         written += outcome.written_tokens
         plain += outcome.input_tokens
@@ -371,6 +371,10 @@ def describe_model(settings: Settings) -> dict[str, Any]:
     return {
         "pricing": settings.pricing,
         "prices": dataclasses.asdict(settings.prices),
+        "cache_model": settings.cache.model,
+        "whole_messages": settings.cache.whole_messages,
+        "cache_ttl": settings.cache.ttl,
+        "round_seconds": settings.round_seconds,
         "cache_granularity": settings.cache.granularity,
         "cache_min_tokens": settings.cache.min_tokens,
         "context_window": settings.context_window,
@@ -387,6 +391,7 @@ def simulate(
     *,
     keep_series: bool = True,
     baseline: StrategyResult | None = None,
+    tick: Callable[[int], None] | None = None,
 ) -> Simulation:
     """Replay ``workload`` under each strategy; ratios are to the ``none`` run.
 
@@ -399,9 +404,12 @@ def simulate(
     """
     settings = settings or Settings()
     check_strategies(strategies, settings.config)
-    results = [
-        run_strategy(workload, name, settings, keep_series=keep_series) for name in strategies
-    ]
+    results = []
+    for done, name in enumerate(strategies, start=1):
+        results.append(run_strategy(workload, name, settings, keep_series=keep_series))
+        results[-1].default = name == DEFAULT_STRATEGY
+        if tick is not None:
+            tick(done)
     reference = next((r for r in results if r.strategy == "none"), baseline)
     if reference is None:
         reference = run_strategy(workload, "none", settings, keep_series=False)

@@ -50,6 +50,12 @@ def format_header(simulation: Simulation, *, exclude: str | None = None) -> str:
     prices = m["prices"]
     granularity = m["cache_granularity"]
     match = "prefix match" if granularity == 1 else f"steps of {granularity} tokens"
+    if m.get("whole_messages"):
+        match = "prefix match of whole messages"
+    if m.get("cache_model") == "breakpoints":
+        match = "breakpoints (earlier prompt ends, 20 messages back)"
+    if m.get("cache_ttl") is not None:
+        match += f", {m['round_seconds']:g} s between rounds, lifetime {m['cache_ttl']:g} s"
     lines = [
         f"{what}: {w['messages']:,} messages, {w['rounds']:,} rounds, {w['chars']:,} characters",
         f"pricing {m['pricing']} (input {prices['input']:g}, write {prices['write']:g}, read "

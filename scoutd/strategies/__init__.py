@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..config import PromptConfig
+from .cost_aware import shorten_tools_cost_aware
 from .epoch import shorten_tools_epoch, shorten_tools_epoch_increment
 from .inbox import inbox
 from .report import StrategyReport, plain_report
@@ -34,6 +35,7 @@ BUILTINS: dict[str, Builtin] = {
     "shorten_tools_epoch_increment": lambda m, c, s, d: shorten_tools_epoch_increment(
         m, c, detail=d
     ),
+    "shorten_tools_cost_aware": lambda m, c, s, d: shorten_tools_cost_aware(m, c, detail=d),
     "inbox": lambda m, c, s, d: inbox(m, c, save_file=s),
     "none": _none,
 }

@@ -1,0 +1,99 @@
+"""Replay a conversation in its provider's own format, priced as the provider bills it.
+
+The scout-view replay (:mod:`.replay`) measures what the strategies keep; this
+one measures what a provider is sent. A round is every point where the model
+is called: just before each assistant turn, and once at the end. Each round's
+prompt is prepared in the conversation's format (``scoutd.prepare(...,
+format=...)``; a peer emulation runs on the scout view and is rebuilt into the
+format the same way) and every provider message is one cache segment, so
+prefix caching works at the provider's message granularity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ..prepare import prepare
+from .cache import CacheModel
+from .replay import Settings
+from .runners import PEERS, make_runner, side_cost
+
+__all__ = ["ProviderResult", "provider_rounds", "replay_in_format"]
+
+# Items of the OpenAI Responses format that the model produces.
+_MODEL_ITEMS = frozenset({"function_call", "reasoning"})
+_encode = msgspec.json.Encoder(order="deterministic").encode
+
+
+class ProviderResult(msgspec.Struct, kw_only=True):
+    """Totals of one strategy over one conversation, in provider messages."""
+
+    strategy: str
+    billed: float
+    rounds: int
+    peak_prompt_tokens: int
+    overflow_rounds: int
+    failed: bool
+    cache_breaks: int
+
+
+def _from_model(message: Any) -> bool:
+    if not isinstance(message, dict):
+        return False
+    return message.get("role") == "assistant" or message.get("type") in _MODEL_ITEMS
+
+
+def provider_rounds(messages: Sequence[Any]) -> list[int]:
+    """Prefix lengths at which the model is called: before each model turn, and at the end."""
+    ends = [
+        i
+        for i in range(1, len(messages))
+        if _from_model(messages[i]) and not _from_model(messages[i - 1])
+    ]
+    if messages and (not ends or ends[-1] != len(messages)):
+        ends.append(len(messages))
+    return ends
+
+
+def _segment(message: Any) -> str:
+    return _encode(message).decode("utf-8", "replace") + "\n"
+
+
+def replay_in_format(
+    messages: Sequence[Any], format_name: str, name: str, settings: Settings
+) -> ProviderResult:
+    """Replay ``messages`` (in ``format_name``) under one strategy and total the bill."""
+    model = CacheModel(settings.prices, settings.cache, settings.estimator)
+    config = settings.config
+    peer = make_runner(name, settings.peers, settings.estimator) if name in PEERS else None
+    conversation = list(messages)
+    texts = {id(m): _segment(m) for m in conversation}
+    billed = 0.0
+    peak = overflow = breaks = 0
+    ends = provider_rounds(conversation)
+    for number, end in enumerate(ends, start=1):
+        prefix = conversation[:end]
+        if peer is not None:
+            prompt = prepare(prefix, peer, format=format_name).messages
+        else:
+            prompt = prepare(prefix, [name], config=config, format=format_name).messages
+        segments = [texts.get(id(m)) or _segment(m) for m in prompt]
+        outcome = model.step(segments, now=number * settings.round_seconds)
+        billed += outcome.cost
+        if peer is not None:
+            billed += side_cost(peer, settings.prices.input, settings.estimator.chars_per_token)
+        breaks += outcome.cache_break
+        peak = max(peak, outcome.prompt_tokens)
+        overflow += outcome.prompt_tokens > settings.context_window
+    return ProviderResult(
+        strategy=name,
+        billed=billed,
+        rounds=len(ends),
+        peak_prompt_tokens=peak,
+        overflow_rounds=overflow,
+        failed=overflow > 0,
+        cache_breaks=breaks,
+    )

@@ -1,0 +1,312 @@
+"""``shorten_tools_cost_aware``, the default: compact only when it pays.
+
+A provider's prompt cache bills a prompt's unchanged prefix at the read price
+and everything after the first change at the write price. Compacting old tool
+traffic makes every later prompt smaller, but rewrites the compacted prompt
+once. This strategy replays the decision it would have taken at every earlier
+round (each tool output ends a round), so the bands only move at a decision and
+the prompt only grows at its end between two decisions. At a round it compacts
+when all of these hold (derivation in docs/ECONOMY.md):
+
+- the prompt is at least ``compaction_trigger_share`` of ``context_window``;
+- the read cost already paid for what a compaction would remove, summed since
+  the last decision, has reached the rewrite's extra cost
+  (``rewritten tokens * (write - read)``): the classic rent-or-buy rule, which
+  removes about ``sqrt(2 * growth * rewrite / read)`` tokens at once;
+- the saving over the expected remaining rounds (``expected_horizon`` times the
+  rounds so far) repays the rewrite.
+
+Above ``compaction_limit_share`` of the window it always compacts, as far as
+needed to fit. The newest ``cost_full_tool_outputs`` outputs stay verbatim
+(fewer only when they alone would not fit), the ``cost_compacted_tool_calls``
+pairs before them are shortened as in the epoch strategies, and older pairs are
+dropped, repeated calls included; the default notice says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+import msgspec
+
+from ..config import DEFAULT_NOTICE, PromptConfig
+from ..errors import ConfigError
+from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
+from .epoch import Window
+from .report import Changes, StrategyReport, apply_changes
+from .tool_messages import (
+    ARGUMENT_SIZE,
+    OUTPUT_SIZE,
+    ToolIndex,
+    index_tools,
+    shortened_call,
+    shortened_output,
+)
+
+__all__ = [
+    "Plan",
+    "TokenCounter",
+    "load_tokenizer",
+    "plan_compaction",
+    "shorten_tools_cost_aware",
+    "token_counter",
+]
+
+NAME = "shorten_tools_cost_aware"
+TokenCounter = Callable[[str], int]
+# The default notice without the seed's promise about repeated calls: this
+# strategy drops old pairs whatever their call (keeping the latest of every
+# repeated call whole costs more than all the rest on long runs).
+COST_AWARE_NOTICE = (
+    "[Context compaction]\n"
+    "This conversation was compacted to fit the model's context window: {compacted} older"
+    ' tool messages are shown shortened (marked "Truncated (<original length>): ...") and'
+    " {removed} were removed.\n"
+    "A tool call that is no longer visible may still have run: do not repeat a call only"
+    " because its earlier result is missing."
+)
+# A message costs a few tokens beyond its content (role, separators).
+MESSAGE_OVERHEAD_TOKENS = 4
+# Characters of a shortened tool message beyond its kept text: marker, JSON keys, id.
+SHORTENED_OVERHEAD_CHARS = 120
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The bands after the last decision, in oldest-first output numbers.
+
+    Pairs ``<= dropped`` are removed, pairs ``<= shortened`` are shortened, the
+    rest are whole; ``decided_at`` is the round (output number) of the last
+    decision (0: never compacted).
+    """
+
+    dropped: int
+    shortened: int
+    decided_at: int
+
+
+@functools.lru_cache(maxsize=16)
+def load_tokenizer(target: str) -> TokenCounter:
+    """The callable named ``module:attribute``, remembered.
+
+    Raises:
+        ConfigError: it cannot be imported or is not callable.
+    """
+    module_name, _, attribute = target.partition(":")
+    try:
+        found: Any = importlib.import_module(module_name.strip())
+        for part in attribute.split(".") if attribute else []:
+            found = getattr(found, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"tokenizer {target!r} cannot be loaded: {exc}") from exc
+    if not callable(found):
+        raise ConfigError(f"tokenizer {target!r} is not callable")
+    counter: TokenCounter = found
+    return counter
+
+
+class _CharEstimate:
+    """Tokens estimated as characters / ``chars_per_token``, rounded up."""
+
+    def __init__(self, chars_per_token: float) -> None:
+        self.chars_per_token = chars_per_token
+
+    def __call__(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+
+def token_counter(config: PromptConfig) -> TokenCounter:
+    """Counts a text's tokens: the configured tokenizer, else characters / ``chars_per_token``."""
+    if config.tokenizer:
+        return load_tokenizer(config.tokenizer)
+    return _CharEstimate(config.chars_per_token)
+
+
+def effective_prices(config: PromptConfig, format_name: str | None = None) -> CachePrices:
+    """The prices the strategy assumes: the preset (``auto``: from the format), then overrides."""
+    if config.cache_pricing == AUTO:
+        base = prices_for_format(format_name)
+    else:
+        base = PRICE_PRESETS[config.cache_pricing]
+    return CachePrices(
+        input=base.input,
+        write=base.write if config.cache_write_price is None else config.cache_write_price,
+        read=base.read if config.cache_read_price is None else config.cache_read_price,
+        ttl=base.ttl,
+    )
+
+
+def _text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else message
+    if type(content) is str:
+        return content
+    return "" if content is None else msgspec.json.encode(content).decode("utf-8", "replace")
+
+
+def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
+    """Tokens of each message: its content's count plus the per-message overhead."""
+    overhead = MESSAGE_OVERHEAD_TOKENS
+    try:
+        contents = [m["content"] for m in messages]
+        if set(map(type, contents)) <= {str}:
+            per_token = getattr(count, "chars_per_token", None)
+            if per_token is not None:  # the estimate, without a call per message
+                return [math.ceil(len(text) / per_token) + overhead for text in contents]
+            return [count(text) + overhead for text in contents]
+    except (KeyError, TypeError, IndexError):
+        pass  # a message that is not a mapping, or without a string content
+    return [count(_text(m)) + overhead for m in messages]
+
+
+class _Tokens:
+    """Token counts of the conversation, by message and by pair, as prefix sums."""
+
+    def __init__(self, messages: Sequence[Any], index: ToolIndex, count: TokenCounter) -> None:
+        per_message = _message_tokens(messages, count)
+        self.cumulative = [0, *accumulate(per_message)]
+        outputs = index.outputs
+        whole = [0] * (outputs + 1)
+        shortened = [0] * (outputs + 1)
+        self.output_end = [0] * (outputs + 1)  # message index + 1 of each output
+        limits = (
+            count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)),
+            count("x" * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS)),
+        )
+        for slot, number in enumerate(index.numbers):
+            if number > outputs:
+                continue  # a call still waiting for its output
+            position = index.indices[slot]
+            tokens = per_message[position]
+            is_call = index.is_call[slot]
+            whole[number] += tokens
+            shortened[number] += min(tokens, limits[is_call] + MESSAGE_OVERHEAD_TOKENS)
+            if not is_call:
+                self.output_end[number] = position + 1
+        self.whole = list(accumulate(whole))
+        self.shortened = list(accumulate(shortened))
+        first_tool = index.indices[0] if index.indices else len(messages)
+        self.head = self.cumulative[first_tool]  # never rewritten by a compaction
+
+    def saved(self, dropped: int, shortened: int) -> int:
+        """Tokens a plan removes from the prompt."""
+        kept_short = self.shortened[shortened] - self.shortened[dropped]
+        return self.whole[shortened] - kept_short
+
+
+def _fit(tokens: _Tokens, number: int, full: int, band: int, limit: float) -> tuple[int, int]:
+    """The least compaction at round ``number`` that keeps ``full`` outputs whole, or fits."""
+    prompt = tokens.cumulative[tokens.output_end[number]]
+    shortened = max(0, number - full)
+    dropped = max(0, shortened - band)
+    while prompt - tokens.saved(dropped, shortened) > limit and shortened < number:
+        shortened += 1
+        dropped = max(0, shortened - band)
+    while prompt - tokens.saved(dropped, shortened) > limit and dropped < number:
+        dropped += 1
+    return dropped, shortened
+
+
+def plan_compaction(
+    tokens: _Tokens, outputs: int, config: PromptConfig, prices: CachePrices
+) -> Plan:
+    """Replay the decision of every round up to ``outputs`` and return the last bands."""
+    window = config.context_window
+    trigger = config.compaction_trigger_share * window
+    limit = config.compaction_limit_share * window
+    full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
+    premium = max(prices.write - prices.read, 0.0)
+    risk = config.compaction_risk_share
+    dropped = shortened = decided = 0
+    carried = 0.0  # read cost paid since the last decision for what a compaction removes
+    billed = 0.0  # the estimated bill so far, with this plan
+    previous = 0
+    for number in range(1, outputs + 1):
+        prompt = tokens.cumulative[tokens.output_end[number]] - tokens.saved(dropped, shortened)
+        billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
+        previous = prompt
+        forced = prompt > limit
+        if number - full <= shortened and not forced:
+            continue
+        new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
+        if (new_dropped, new_shortened) <= (dropped, shortened):
+            continue
+        new_prompt = prompt + tokens.saved(dropped, shortened)
+        new_prompt -= tokens.saved(new_dropped, new_shortened)
+        removed = prompt - new_prompt
+        carried += removed * prices.read
+        rewrite = max(new_prompt - tokens.head, 0) * premium
+        horizon = number * config.expected_horizon
+        pays = (
+            prompt >= trigger
+            and carried >= rewrite
+            and removed * prices.read * horizon >= rewrite
+            and rewrite <= risk * billed
+        )
+        if forced or pays:
+            dropped, shortened, decided = new_dropped, new_shortened, number
+            carried = 0.0
+            billed += rewrite - removed * prices.read
+            previous = new_prompt
+    return Plan(dropped, shortened, decided)
+
+
+def shorten_tools_cost_aware(
+    messages: Sequence[Any],
+    config: PromptConfig,
+    *,
+    detail: bool = False,
+    format_name: str | None = None,
+) -> tuple[list[Any], StrategyReport]:
+    """Apply ``shorten_tools_cost_aware`` to ``messages``.
+
+    ``format_name`` is the conversation's provider format, used when
+    ``cache_pricing`` is ``auto`` (unknown: Anthropic's prices).
+    """
+    index = index_tools(messages)
+    if index.outputs:
+        tokens = _Tokens(messages, index, token_counter(config))
+        plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
+        if plan.shortened:
+            outputs = index.outputs
+            window = Window(
+                pinned=plan.decided_at,
+                size=0,
+                keep_full=outputs - plan.shortened,
+                truncate_to=outputs - plan.dropped,
+            )
+            return _compact(messages, index, window, config, detail)
+    return apply_changes(NAME, messages, index, Changes(), detail=detail)
+
+
+def _compact(
+    messages: Sequence[Any],
+    index: ToolIndex,
+    window: Window,
+    config: PromptConfig,
+    detail: bool,
+) -> tuple[list[Any], StrategyReport]:
+    """Shorten and drop tool messages by ``window`` and insert the notice."""
+    changes = Changes()
+    keep_full, truncate_to = window.keep_full, window.truncate_to
+    positions = index.positions
+    changes.dropped = [slot for slot, position in enumerate(positions) if position > truncate_to]
+    shortened = [
+        slot for slot, position in enumerate(positions) if keep_full < position <= truncate_to
+    ]
+    for slot in shortened:
+        body = index.bodies[slot]
+        content = index.content(messages, slot)
+        is_call = index.is_call[slot]
+        new = shortened_call(body, content) if is_call else shortened_output(body, content)
+        if new is not None:
+            changes.rewrites[slot] = new
+    notice = config.compaction_notice
+    if notice == DEFAULT_NOTICE:
+        notice = COST_AWARE_NOTICE
+    return apply_changes(NAME, messages, index, changes, notice=notice, detail=detail)

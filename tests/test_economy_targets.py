@@ -1,0 +1,91 @@
+"""The default strategy's economy targets (docs/ECONOMY.md), at sizes that fit CI.
+
+Real runs: every recorded run of ``../shared/real/`` (or ``SCOUTD_REAL_DIR``),
+each priced at its provider's prices (OpenAI: no write premium, reads at 0.1;
+Anthropic: writes at 1.25, reads at 0.1) with prefix caching at message
+granularity: the default bills at most 1.05x sending the whole conversation on
+every run, at most 1.00x on average, and at most 0.90x on average over runs of
+100 or more outputs.
+
+Synthetic: on a 400-call run the default keeps the last 20 outputs verbatim in
+every round, never overflows, bills no more than the cheapest peer emulation
+with Anthropic prices and the breakpoint cache model, and at most 1.10x the
+cheapest with OpenAI prices and prefix caching.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import pytest
+
+from scoutd.config import load_config
+from scoutd.simulate import PRESETS, Settings, run_strategy, simulate, synthetic_run
+from scoutd.simulate.replay import DEFAULT_STRATEGY, PEERS, StrategyResult
+from scoutd.simulate.workload import Workload
+from tests.support.real_runs import FILES, load_runs, real_dir
+
+LONG_RUN = 100  # outputs
+
+
+def provider_settings(provider: str, model: str = "prefix") -> Settings:
+    prices, cache = PRESETS[provider]
+    cache = dataclasses.replace(cache, granularity=1, whole_messages=True, model=model)
+    config = load_config(None, overrides={"cache_pricing": provider})
+    return Settings(prices=prices, cache=cache, pricing=provider, config=config)
+
+
+@pytest.mark.parametrize("provider", sorted(FILES))
+def test_the_default_pays_for_itself_on_real_runs(provider: str) -> None:
+    path = real_dir() / FILES[provider]
+    if not path.is_file():
+        pytest.skip(f"no recorded runs at {path}")
+    settings = provider_settings(provider)
+    ratios: list[float] = []
+    long_ratios: list[float] = []
+    for run in load_runs(provider):
+        workload = Workload(run["messages"], "real", {})
+        none = run_strategy(workload, "none", settings, keep_series=False)
+        default = run_strategy(workload, DEFAULT_STRATEGY, settings, keep_series=False)
+        assert not default.failed or none.failed
+        ratio = default.billed / none.billed
+        ratios.append(ratio)
+        if run["outputs"] >= LONG_RUN:
+            long_ratios.append(ratio)
+    assert len(ratios) > 40 and len(long_ratios) >= 5
+    assert max(ratios) <= 1.05
+    assert statistics.mean(ratios) <= 1.00
+    assert statistics.mean(long_ratios) <= 0.90
+
+
+@pytest.fixture(scope="module")
+def synthetic_400() -> dict[str, dict[str, StrategyResult]]:
+    workload = synthetic_run(400)
+    names = [DEFAULT_STRATEGY, *PEERS]
+    found = {}
+    for provider, model in (("anthropic", "breakpoints"), ("openai", "prefix")):
+        settings = provider_settings(provider, model)
+        result = simulate(workload, names, settings, keep_series=False)
+        found[provider] = {r.strategy: r for r in result.strategies}
+    return found
+
+
+def test_synthetic_default_keeps_recent_outputs_and_fits(
+    synthetic_400: dict[str, dict[str, StrategyResult]],
+) -> None:
+    for results in synthetic_400.values():
+        default = results[DEFAULT_STRATEGY]
+        assert not default.failed
+        assert default.retention.recent_verbatim == 1.0  # the last 20, in every round
+        assert default.retention.verbatim >= 20
+
+
+def test_synthetic_default_bills_no_more_than_the_cheapest_peer(
+    synthetic_400: dict[str, dict[str, StrategyResult]],
+) -> None:
+    """Anthropic prices, breakpoints: at most the cheapest peer; OpenAI, prefix: 1.10x."""
+    anthropic = synthetic_400["anthropic"]
+    assert anthropic[DEFAULT_STRATEGY].billed <= min(anthropic[name].billed for name in PEERS)
+    openai = synthetic_400["openai"]
+    assert openai[DEFAULT_STRATEGY].billed <= 1.10 * min(openai[name].billed for name in PEERS)
