@@ -166,7 +166,7 @@ def _run_chain(
     for name in names:
         builtin = BUILTINS.get(name)
         if builtin is not None:
-            current, report = builtin(current, snapshot.prompt, save_file, detail)
+            current, report = builtin(current, snapshot.prompt, save_file, detail, format)
             reports.append(report)
             continue
         plugin = False

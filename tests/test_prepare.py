@@ -166,3 +166,20 @@ def test_detail_reports_every_tool_message() -> None:
     assert len(actions) == 140
     assert {a.action for a in actions} == {"kept", "truncated"}
     assert [a.index for a in actions] == list(range(2, 142))
+
+
+def test_the_default_prices_a_rewrite_as_the_conversations_provider_bills_it() -> None:
+    # cache_pricing "auto": an OpenAI Chat conversation is priced as OpenAI bills
+    # (no write premium), whatever the default would assume for another format.
+    from .formats.conversations import chat
+
+    window = {"context_window": 50_000}
+    differs = 0
+    for pairs in range(2, 120, 3):
+        conversation = chat(pairs)
+        auto = prepare_prompt(conversation, config=window)
+        openai = prepare_prompt(conversation, config={**window, "cache_pricing": "openai"})
+        anthropic = prepare_prompt(conversation, config={**window, "cache_pricing": "anthropic"})
+        assert auto == openai, pairs
+        differs += auto != anthropic
+    assert differs >= 3  # the prices do change the decision on these conversations
