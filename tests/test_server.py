@@ -39,6 +39,9 @@ def gate(messages):
     return messages
 '''
 
+# The epoch thresholds these tests change belong to this strategy list.
+EPOCHS = "shorten_tools_epoch_increment,inbox"
+
 
 def conversation(pairs: int = 120, *, output_size: int = 700) -> list[dict[str, Any]]:
     """A system prompt, a task, then ``pairs`` tool call/output pairs with user turns."""
@@ -97,7 +100,7 @@ def test_prepare_prompt_equals_the_library(daemon: Daemon) -> None:
 def test_per_call_config_overrides(daemon: Daemon) -> None:
     messages = conversation(120)
     with daemon.connect() as c:
-        overrides = {"epoch_tool_call_threshold": 500}
+        overrides = {"epoch_tool_call_threshold": 500, "prompt_strategies": EPOCHS}
         reply = c.call("prepare_prompt", {"messages": messages, "config": overrides})
         assert reply["result"]["messages"] == messages
         bad = c.call("prepare_prompt", {"messages": messages, "config": {"epoch_sise": 3}})
@@ -398,9 +401,10 @@ def _config_status(c: LineClient) -> dict[str, Any]:
 def test_config_file_edits_are_reloaded() -> None:
     """A rewrite-and-rename of the config file changes the next call's thresholds."""
     messages = conversation(120)
-    with Daemon(prompt={"epoch_tool_call_threshold": 500}) as d, d.connect() as c:
+    first = {"epoch_tool_call_threshold": 500, "prompt_strategies": EPOCHS}
+    with Daemon(prompt=first) as d, d.connect() as c:
         assert c.call("prepare_prompt", {"messages": messages})["result"]["messages"] == messages
-        d.prompt = {"epoch_tool_call_threshold": 50}
+        d.prompt = {"epoch_tool_call_threshold": 50, "prompt_strategies": EPOCHS}
         d.write_config()
         wait_for(lambda: _config_status(c)["generation"] == 2, 10, "the reload")
         reply = c.call("prepare_prompt", {"messages": messages})

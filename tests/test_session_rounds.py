@@ -88,7 +88,8 @@ def test_deltas_rebuild_exactly_the_full_computation(
 def test_inside_an_epoch_the_answer_is_just_the_new_pair() -> None:
     """Default epochs (20 outputs): only the round that moves the epoch resends more."""
     run = agent_run(120)
-    with Daemon() as running, running.connect() as client:
+    epochs = "shorten_tools_epoch_increment,inbox"  # the strategy whose epochs are measured
+    with Daemon(prompt={"prompt_strategies": epochs}) as running, running.connect() as client:
         session = _open(client, running)
         start = 2 + 2 * 60  # 60 pairs: past the threshold (50), inside the epoch 50..70
         prompt = DeltaDecoder()
@@ -99,7 +100,7 @@ def test_inside_an_epoch_the_answer_is_just_the_new_pair() -> None:
                 client,
                 {"session": session, "append": run[end - 2 : end], "base": end - 2, "delta": True},
             )
-            assert prompt.apply(result) == scoutd.prepare_prompt(run[:end])
+            assert prompt.apply(result) == scoutd.prepare_prompt(run[:end], epochs)
             if result["append"] == run[end - 2 : end]:
                 small_answers += 1
         # 60 rounds; the epoch moves at 71, 91 and 111 outputs
