@@ -346,8 +346,9 @@ class SessionRegistry:
                 except Exception:
                     log.exception("claiming the abort file of %s failed", inbox)
                     reason = None
-                if reason is not None:
+                else:  # taken, or gone: a later abort starts its settle time afresh
                     self._unsettled.pop(inbox, None)
+                if reason is not None:
                     self.abort(inbox, reason, claimed_by_watcher=True)
                 if not self._claiming[inbox]:
                     break

@@ -1,14 +1,11 @@
 """Directory watches on one inotify instance and one thread, whatever their number.
 
-watchdog's observers give every watched directory its own emitter thread:
-10,000 watched inboxes cost 10,000 threads, and a failure to start one
-switched aborts off. Here all directories share one
-:class:`watchdog.observers.inotify_c.InotifyFD` (one inotify instance, one
-reader thread); the handler in that thread only hands ``(wd, mask, name)``
-to the event loop (``loop.call_soon_threadsafe``), where the paths are
-deduplicated into a pending set and :meth:`FsWatcher.next_batch` returns
-them. ``watch_mode = "poll"`` lists the watched directories from one task
-instead (file systems without inotify).
+watchdog's observers run a thread per watched directory (10,000 inboxes,
+10,000 threads). Here all directories share one watchdog ``InotifyFD`` (one
+inotify instance, one reader thread) whose handler only hands ``(wd, mask,
+name)`` to the event loop (``call_soon_threadsafe``); :meth:`FsWatcher.next_batch`
+returns the deduplicated paths. ``watch_mode = "poll"`` lists the watched
+directories from one task instead (file systems without inotify).
 
 A directory that does not exist (yet) is *anchored*: its nearest existing
 ancestor is watched, and when something appears there the directory is armed
@@ -16,11 +13,10 @@ and reported as changed, so an abort dropped in a chat directory created after
 ``session.open`` is seen at once, not at the next rescan. A watched directory
 that is deleted, moved or replaced is re-armed (or anchored) the same way.
 
-Failures fall back to the caller's periodic rescan: the inotify instance or
-its thread cannot be created (instance limit, ``can't start new thread``), a
-watch cannot be added (``ENOSPC``: watch limit), the reader thread died. Each
-is logged at error level; :meth:`FsWatcher.ensure_all` (run by every rescan)
-tries again.
+Failures (no inotify instance or thread: instance limit, ``can't start new
+thread``; a watch refused: ``ENOSPC``; the reader thread died) are logged at
+error level and left to the caller's periodic rescan, whose
+:meth:`FsWatcher.ensure_all` tries again.
 """
 
 from __future__ import annotations
@@ -178,18 +174,16 @@ class FsWatcher:
     def _start_reader(self) -> bool:
         """Create the inotify instance and its reader thread; False (logged) if impossible."""
         assert InotifyFD is not None
+        reader = None
         try:
             reader = InotifyFD()
-        except OSError as exc:
+            reader.daemon = True
+            reader.start()  # RuntimeError: can't start new thread
+        except (OSError, RuntimeError) as exc:
             log.error("native file watching unavailable (%s): periodic rescans only", exc)
-            return False
-        reader.daemon = True
-        try:
-            reader.start()
-        except RuntimeError as exc:  # can't start new thread
-            log.error("native file watching unavailable (%s): periodic rescans only", exc)
-            with _quiet():
-                reader.close()
+            if reader is not None:
+                with _quiet():
+                    reader.close()
             return False
         self._fd = reader
         return True
@@ -353,17 +347,29 @@ class FsWatcher:
                 await self._arm(directory, watch)
 
     async def _rearm_loop(self) -> None:
+        """Re-arm the directories events said moved, went or appeared.
+
+        Runs in the watcher's task group, whose scope encloses its owner's
+        code: an exception here must not end it, so it is logged and the
+        periodic rescan repairs what was left.
+        """
         while True:
             await self._rearm_wakeup.wait()
             self._rearm_wakeup = anyio.Event()
-            async with self._lock:
-                queued, self._rearm = self._rearm, set()
-                for directory in sorted(queued):
-                    watch = self._watches.get(directory)
-                    if watch is not None and not await self._healthy(directory, watch):
-                        await self._arm(directory, watch)
-                        if watch.armed:  # it appeared: what it holds may be news
-                            self._deliver([directory])
+            try:
+                await self._rearm_queued()
+            except Exception:
+                log.exception("re-arming watches failed; the next rescan retries")
+
+    async def _rearm_queued(self) -> None:
+        async with self._lock:
+            queued, self._rearm = self._rearm, set()
+            for directory in sorted(queued):
+                watch = self._watches.get(directory)
+                if watch is not None and not await self._healthy(directory, watch):
+                    await self._arm(directory, watch)
+                    if watch.armed:  # it appeared: what it holds may be news
+                        self._deliver([directory])
 
     async def _arm(self, directory: str, watch: Watch) -> None:
         """Watch ``directory``, else anchor it to its nearest existing ancestor."""
@@ -462,14 +468,19 @@ class FsWatcher:
     # --- poll mode -------------------------------------------------------------------
 
     async def _poll_loop(self) -> None:
+        """List every watched directory each poll interval (``watch_mode = "poll"``)."""
         while True:
             await anyio.sleep(self._poll_interval)
-            async with self._lock:
-                before = {d: self._snapshots.get(d) for d in self._watches}
-                after, changed = await anyio.to_thread.run_sync(poll, before)
-                for directory, entries in after.items():
-                    if directory in self._watches:
-                        self._snapshots[directory] = entries
+            try:
+                async with self._lock:
+                    before = {d: self._snapshots.get(d) for d in self._watches}
+                    after, changed = await anyio.to_thread.run_sync(poll, before)
+                    for directory, entries in after.items():
+                        if directory in self._watches:
+                            self._snapshots[directory] = entries
+            except Exception:  # like _rearm_loop: never end the owner's scope
+                log.exception("polling the watched directories failed")
+                continue
             if changed:
                 self._deliver(changed)
 
