@@ -86,6 +86,10 @@ RECV_SIZE = 256 * 1024
 # this long means the daemon stopped reading, and the connection is given up.
 SEND_GRACE = 30.0
 
+# After a failed send, how long to look for the error line of a daemon that
+# refused the connection: it was written before the close, so it is there at once.
+REFUSAL_READ = 1.0
+
 # The blocking Session.wait_aborted reads the socket in slices this long, so a
 # request from another thread waits at most this much for its turn.
 WAIT_SLICE = 0.05
@@ -723,6 +727,10 @@ class Client:
                     f"scoutd at {self.socket_path} did not take a request within {self.timeout} s"
                 ) from exc
             except OSError as exc:
+                refusal = self._refusal(conn, deadline)
+                if refusal is not None:  # refused and closed before the line went out
+                    self._lose(conn, "the daemon refused the connection")
+                    _raise_remote(conn, params, refusal)
                 self._broken(conn, exc.strerror or str(exc), exc)
             except BaseException:
                 self._lose(conn, "interrupted while sending a request")
@@ -747,6 +755,27 @@ class Client:
         if message.error is not None:
             _raise_remote(conn, params, message.error)
         return msgspec.json.decode(message.result, type=kind)
+
+    def _refusal(self, conn: _Connection, deadline: float | None) -> ErrorObject | None:
+        """The error a daemon wrote before closing a connection it refused, if any.
+
+        A refused peer (not allowed, too many connections) gets one error line
+        and a closed socket; a request written after the close fails with a
+        broken pipe, but the refusal is still there to read.
+        """
+        data = b""
+        with contextlib.suppress(OSError):
+            conn.sock.settimeout(min(_remaining(deadline) or REFUSAL_READ, REFUSAL_READ))
+            while b"\n" not in data and len(data) < RECV_SIZE:
+                chunk = conn.sock.recv(RECV_SIZE)
+                if not chunk:
+                    break
+                data += chunk
+        try:
+            message = _incoming.decode(data.partition(b"\n")[0])
+        except msgspec.DecodeError:
+            return None
+        return message.error if message.id is None and message.method is None else None
 
     def _read_message(
         self,

@@ -514,3 +514,34 @@ async def test_async_lost_daemon_fails_waiters(own_daemon: Daemon) -> None:
             assert session.lost
         await anyio.to_thread.run_sync(own_daemon.start)
         assert (await client.status())["counts"]["sessions"] == 0
+
+
+def test_a_refusal_written_before_the_close_is_reported(tmp_path: Path) -> None:
+    # A daemon that refuses a peer writes one error line and closes. The request,
+    # written after the close, fails with a broken pipe: the caller must still
+    # learn why it was refused, not that the connection broke.
+    path = str(tmp_path / "refusing.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    refusal = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"forbidden: no"}}\n'
+    closed = threading.Event()
+
+    def refuse() -> None:
+        peer, _ = listener.accept()
+        peer.sendall(refusal)
+        peer.shutdown(socket.SHUT_RDWR)
+        peer.close()
+        closed.set()
+
+    thread = threading.Thread(target=refuse, daemon=True)
+    thread.start()
+    try:
+        with Client(path, timeout=5) as client:
+            assert closed.wait(5)
+            with pytest.raises(RemoteError) as caught:
+                client.status()
+        assert caught.value.code == FORBIDDEN
+    finally:
+        thread.join(5)
+        listener.close()
