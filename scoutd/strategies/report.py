@@ -81,7 +81,9 @@ _get_content = itemgetter("content")
 def content_chars(messages: Sequence[Any]) -> int:
     """Characters of all string contents of a message list."""
     try:
-        return sum(map(len, map(_get_content, messages)))
+        contents = list(map(_get_content, messages))
+        if set(map(type, contents)) <= {str}:  # len() of a list content is no character count
+            return sum(map(len, contents))
     except (KeyError, TypeError, IndexError):
         pass  # a message without a string content: count the others one by one
     total = 0
