@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scoutd import prepare
 from scoutd.config import Config
 from scoutd.incremental import DeltaDecoder, DeltaEncoder, DeltaMismatch, SessionPrompt
 
-from .strategies.conversations import agent_run, call, conversations, output
+from .strategies.conversations import agent_conversations, agent_run, call, conversations, output
+from .strategies.test_oracles import features
 from .strategies.test_properties import SMALL
 
 CONFIGS = {"small": Config(prompt=SMALL), "default": Config()}
@@ -122,3 +123,56 @@ def test_decoder_rejects_a_delta_for_another_prefix() -> None:
         other.apply(delta)
     with pytest.raises(DeltaMismatch):
         DeltaDecoder().apply({"keep": 5, "append": [], "checksum": 0})
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=agent_conversations(max_steps=70),
+    cuts=st.lists(st.integers(min_value=0, max_value=120), max_size=15),
+    strategies=st.sampled_from(STRATEGIES[:3]),
+)
+def test_agent_like_rounds_equal_the_full_computation(
+    messages: list[Any], cuts: list[int], strategies: str | None
+) -> None:
+    """Out-of-order and missing outputs, duplicate ids: still the full computation's prompt."""
+    for case in sorted(features(messages)):
+        event(case)
+    session = SessionPrompt()
+    ends = sorted({min(cut, len(messages)) for cut in cuts} | {len(messages)})
+    start = 0
+    for end in ends:
+        session.extend(messages[start:end])
+        start = end
+        got, _ = session.prepare(strategies, CONFIGS["small"])
+        expected = prepare(messages[:end], strategies, config=CONFIGS["small"])
+        assert (got.messages, got.report) == (expected.messages, expected.report)
+
+
+def test_a_late_repeat_first_in_call_order_keeps_rounds_exact() -> None:
+    """Two calls with one key answered newest first: the older call becomes the first
+    occurrence only when its output arrives, and the other one becomes the repeat."""
+    same = {"p": 1}
+    head: list[Any] = [{"role": "user", "content": "go"}]
+    for n in range(6):
+        head += [call("grep", {"n": n}, f"h{n}"), output("grep", "o" * 500, f"h{n}")]
+    rounds: list[list[Any]] = [
+        [call("read", same, "old"), call("read", same, "new")],
+        [output("read", "second", "new")],
+    ]
+    for n in range(5):  # the two outputs land in different epochs
+        rounds.append([call("grep", {"m": n}, f"m{n}"), output("grep", "o" * 500, f"m{n}")])
+    rounds.append([output("read", "first", "old")])
+    for n in range(8):
+        rounds.append([call("grep", {"t": n}, f"t{n}"), output("grep", "o" * 500, f"t{n}")])
+    session = SessionPrompt()
+    session.extend(head)
+    conversation = list(head)
+    for added in rounds:
+        session.extend(added)
+        conversation += added
+        for name in ("shorten_tools_epoch_increment", "shorten_tools_epoch"):
+            got, _ = session.prepare(name, CONFIGS["small"])
+            expected = prepare(conversation, name, config=CONFIGS["small"])
+            assert (got.messages, got.report) == (expected.messages, expected.report)
+    report = prepare(conversation, config=CONFIGS["small"]).report[0]
+    assert report.calls_protected + report.outputs_protected > 0

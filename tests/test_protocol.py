@@ -208,3 +208,69 @@ def test_one_pass_prepare_decoding_agrees_with_the_general_path() -> None:
         line[:-1],
     ):
         assert protocol.decode_prepare_request(other) is None
+
+
+class _PlainReader:
+    """The framing rules byte by byte: the reference for :class:`LineReader`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.line, self.discarding = limit, bytearray(), False
+        self.started: float | None = None
+
+    def feed(self, data: bytes, now: float) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for byte in data:
+            if byte == ord("\n"):
+                line = bytes(self.line).removesuffix(b"\r")
+                if not self.discarding:
+                    if len(line) > self.limit:
+                        out.append(None)
+                    elif line.strip():
+                        out.append(line)
+                self.line, self.discarding, self.started = bytearray(), False, None
+                continue
+            if self.started is None:
+                self.started = now
+            if self.discarding:
+                continue
+            self.line.append(byte)
+            if len(self.line) > self.limit + 1:  # a "\r" may still come before the newline
+                out.append(None)
+                self.line, self.discarding = bytearray(), True
+        return out
+
+
+@given(
+    st.lists(
+        st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")) | st.just(b"0123456789\r"),
+        max_size=6,
+    ),
+    st.booleans(),
+    st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=6),
+)
+def test_line_reader_gives_up_as_soon_as_a_line_passes_the_limit(
+    lines: list[bytes], unfinished: bool, cuts: list[int]
+) -> None:
+    """Chunk by chunk, not only in the end: an endless line is never buffered."""
+    data = b"".join(line + b"\n" for line in lines)
+    if unfinished:
+        data += b"x" * 30  # a line that never ends
+    reader, plain = LineReader(limit=10), _PlainReader(limit=10)
+    position, i = 0, 0
+    while position < len(data):
+        chunk = data[position : position + cuts[i % len(cuts)]]
+        assert reader.feed(chunk, now=float(i)) == plain.feed(chunk, now=float(i))
+        assert (reader.partial, reader.started) == (plain.started is not None, plain.started)
+        position += len(chunk)
+        i += 1
+
+
+def test_a_line_in_many_chunks_is_cut_off_at_the_limit() -> None:
+    reader = LineReader(limit=100)
+    outputs = [reader.feed(b"y" * 10, now=float(n)) for n in range(10)]
+    assert outputs == [[]] * 10
+    assert reader.feed(b"y" * 2, now=10.0) == [None]  # 102 bytes: more than the limit and a "\r"
+    assert reader.feed(b"y" * 10**6, now=11.0) == []  # discarded, not kept
+    assert reader.started == 0.0 and reader.partial
+    assert reader.feed(b"y\nok\n", now=12.0) == [b"ok"]
+    assert not reader.partial
