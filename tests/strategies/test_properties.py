@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from scoutd import prepare
@@ -151,16 +151,27 @@ def _repeats_an_earlier_call(prefix: list[Any], added: list[Any]) -> bool:
     data=st.data(),
 )
 def test_prefix_stable_inside_an_epoch(messages: list[Any], strategy: str, data: Any) -> None:
-    """Inside one epoch, P(n) is a prefix of P(n+k) unless a new call repeats an old one."""
-    cut = data.draw(st.integers(min_value=0, max_value=len(messages)))
-    grown = data.draw(st.integers(min_value=cut, max_value=len(messages)))
+    """Inside one epoch, P(n) is a prefix of P(n+k) unless a new call repeats an old one.
+
+    Only cuts inside a compacting epoch are drawn (``assume`` rejects a
+    conversation without one, and Hypothesis fails the test when it rejects
+    too many), so every example compares a compacted prompt with a longer one.
+    """
+    pinned = [_pinned(messages[:end], strategy) for end in range(len(messages) + 1)]
+    cuts = [end for end, start in enumerate(pinned) if start is not None and end < len(messages)]
+    assume(cuts)
+    cut = data.draw(st.sampled_from(cuts))
+    grown = data.draw(
+        st.sampled_from(
+            [e for e in range(cut + 1, len(messages) + 1) if pinned[e] == pinned[cut]] or [cut]
+        )
+    )
     shorter, longer = messages[:cut], messages[:grown]
-    if _pinned(shorter, strategy) != _pinned(longer, strategy):
-        return
-    if _repeats_an_earlier_call(shorter, messages[cut:grown]):
-        return
+    assume(not _repeats_an_earlier_call(shorter, messages[cut:grown]))
     small = prepare(shorter, strategy, config=SMALL).messages
     large = prepare(longer, strategy, config=SMALL).messages
+    event("the shorter prompt is compacted" if small != shorter else "nothing to compact yet")
+    event("the longer prompt grew" if len(large) > len(small) else "same length")
     assert large[: len(small)] == small
 
 
