@@ -24,7 +24,7 @@ import pytest
 
 from scoutd.strategies.inbox import inbox_dir, inbox_removed_dir, write_abort
 from tests.reliability.harness import NOBODY
-from tests.support.daemon import Daemon, LineClient
+from tests.support.daemon import Daemon, LineClient, wait_for
 
 SECRET = "the secret"
 
@@ -51,6 +51,15 @@ def secret_file(d: Daemon) -> str:
     return path
 
 
+# where the kernel shows a task blocked opening a FIFO without a partner
+FIFO_OPEN_WAITS = frozenset(("wait_for_partner", "fifo_open"))
+
+
+def _read(path: str) -> str:
+    with open(path) as handle:
+        return handle.read().strip()
+
+
 class FifoWitness:
     """A writer blocked opening ``path``; ``opened`` is set once anyone opens it to read."""
 
@@ -59,7 +68,10 @@ class FifoWitness:
         self.opened = threading.Event()
         self._thread = threading.Thread(target=self._write, daemon=True)
         self._thread.start()
-        time.sleep(0.2)  # the writer is inside open() before the daemon looks
+        # the writer must be inside open() before the daemon looks, or a daemon that
+        # opened the FIFO would go unseen
+        wchan = f"/proc/self/task/{self._thread.native_id}/wchan"
+        wait_for(lambda: _read(wchan) in FIFO_OPEN_WAITS, 10, "the writer to block in open()")
 
     def _write(self) -> None:
         fd = os.open(self.path, os.O_WRONLY)  # blocks until a reader opens the FIFO
