@@ -23,7 +23,7 @@ from scoutd.strategies.tool_messages import (
     role_of,
 )
 
-from .conversations import conversations
+from .conversations import agent_conversations, conversations
 
 COMPACTING = ["shorten_tools", "shorten_tools_epoch", "shorten_tools_epoch_increment"]
 
@@ -93,19 +93,31 @@ def test_pair_integrity(messages: list[Any], strategy: str) -> None:
 
 
 @PROPERTY
-@given(messages=conversations(), strategy=st.sampled_from(COMPACTING))
+@given(
+    messages=st.one_of(conversations(), agent_conversations()),
+    strategy=st.sampled_from(COMPACTING),
+)
 def test_report_counts_match_the_output(messages: list[Any], strategy: str) -> None:
+    """Each count against what happened to the messages, told apart by identity:
+    a kept tool message is the input object, a truncated one a new object."""
     prepared = prepare(messages, strategy, config=SMALL)
     report = prepared.report[0]
-    before, after = index_tools(messages), index_tools(prepared.messages)
-    calls_in = sum(before.is_call)
-    outputs_in = len(before.indices) - calls_in
-    calls_out = sum(after.is_call)
-    outputs_out = len(after.indices) - calls_out
-    assert report.calls_kept + report.calls_protected + report.calls_truncated == calls_out
-    assert report.outputs_kept + report.outputs_protected + report.outputs_truncated == outputs_out
-    assert report.calls_dropped == calls_in - calls_out
-    assert report.outputs_dropped == outputs_in - outputs_out
+    usable = index_tools(messages)
+    out_ids = {id(m) for m in prepared.messages}
+    in_ids = {id(m) for m in messages}
+    new = [m for m in prepared.messages if id(m) not in in_ids]
+    for is_call, side in ((True, "calls"), (False, "outputs")):
+        tools = [
+            messages[at]
+            for slot, at in enumerate(usable.indices)
+            if usable.is_call[slot] == is_call
+        ]
+        same = sum(id(m) in out_ids for m in tools)
+        rewritten = sum(role_of(m) == (CALL if is_call else OUTPUT) for m in new)
+        kept = getattr(report, f"{side}_kept") + getattr(report, f"{side}_protected")
+        assert kept == same
+        assert getattr(report, f"{side}_truncated") == rewritten
+        assert getattr(report, f"{side}_dropped") == len(tools) - same - rewritten
     assert report.chars_before == content_chars(messages)
     assert report.chars_after == content_chars(prepared.messages)
     notices = len(prepared.messages) - (
