@@ -19,6 +19,11 @@ def test_a_lone_surrogate_is_truncated_and_hashed_as_is() -> None:
     assert cut.startswith("a\ud800") and len(cut) <= 150
 
 
+def test_truncate_string_defaults_to_150() -> None:
+    assert truncate_string("x" * 150) == "x" * 150
+    assert truncate_string("x" * 151) == truncate_string("x" * 151, 150) != "x" * 151
+
+
 def test_shorten_string_defaults_to_200_and_the_word_truncated() -> None:
     text = "x" * 201
     assert shorten_string(text) == shorten_string(text, 200, "Truncated")
