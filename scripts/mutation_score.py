@@ -41,6 +41,9 @@ def main() -> int:
         caught = sum(counts[s] for s in CAUGHT)
         survived = counts["survived"]
         other = total - caught - survived  # no tests, not checked, suspicious, ...
+        if counts["not checked"] == total:
+            print(f"{module:36} {total:7} {'(not run yet)':>31}")
+            continue
         print(
             f"{module:36} {total:7} {caught:7} {survived:8} {other:6} {100 * caught / total:6.1f}%"
         )
