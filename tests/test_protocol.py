@@ -274,3 +274,31 @@ def test_a_line_in_many_chunks_is_cut_off_at_the_limit() -> None:
     assert reader.started == 0.0 and reader.partial
     assert reader.feed(b"y\nok\n", now=12.0) == [b"ok"]
     assert not reader.partial
+
+
+def test_responses_carry_the_version_and_the_request_id() -> None:
+    assert json.loads(protocol.encode_result(7, {"ok": True})) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": {"ok": True},
+    }
+    assert json.loads(protocol.encode_error("r1", protocol.ABORTED, "stop")) == {
+        "jsonrpc": "2.0",
+        "id": "r1",
+        "error": {"code": protocol.ABORTED, "message": "stop"},
+    }
+
+
+@pytest.mark.parametrize(("pid", "valid"), [(None, True), (1, True), (4321, True), (0, False)])
+def test_session_open_wants_a_positive_pid(pid: int | None, valid: bool) -> None:
+    params = {"save_file": "/a.chat"} if pid is None else {"save_file": "/a.chat", "pid": pid}
+    request = decode_request(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session.open", "params": params}).encode()
+    )
+    if valid:
+        assert decode_params(request, protocol.SessionOpenParams).pid == pid
+    else:
+        with pytest.raises(ProtocolError) as caught:
+            decode_params(request, protocol.SessionOpenParams)
+        assert caught.value.code == protocol.INVALID_PARAMS
+        assert "pid must be a positive process id" in caught.value.message
