@@ -302,3 +302,52 @@ def test_session_open_wants_a_positive_pid(pid: int | None, valid: bool) -> None
             decode_params(request, protocol.SessionOpenParams)
         assert caught.value.code == protocol.INVALID_PARAMS
         assert "pid must be a positive process id" in caught.value.message
+
+
+def _prepare_params(params: dict[str, object]) -> protocol.PreparePromptParams:
+    line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "prepare_prompt", "params": params})
+    return decode_params(decode_request(line.encode()), protocol.PreparePromptParams)
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"messages": []}, None),
+        ({"session": "s"}, None),
+        ({"session": "s", "messages": []}, None),
+        ({"session": "s", "append": [], "base": 0, "delta": True}, None),
+        ({"session": "s", "append": []}, None),
+        ({"session": "s", "base": 2}, None),
+        ({}, "`messages` is required without a `session`"),
+        ({"delta": True}, "`messages` is required without a `session`"),
+        ({"messages": [], "append": []}, "`append`, `base` and `delta` need a `session`"),
+        ({"messages": [], "base": 0}, "`append`, `base` and `delta` need a `session`"),
+        ({"messages": [], "delta": True}, "`append`, `base` and `delta` need a `session`"),
+        ({"session": "s", "messages": [], "append": []}, "give either `messages` or `append`"),
+        ({"session": "s", "messages": [], "base": 1}, "give either `messages` or `append`"),
+    ],
+)
+def test_prepare_params_combinations(params: dict[str, object], error: str | None) -> None:
+    if error is None:
+        decoded = _prepare_params(params)
+        assert (decoded.session, decoded.base) == (params.get("session"), params.get("base"))
+        return
+    with pytest.raises(ProtocolError) as caught:
+        _prepare_params(params)
+    assert caught.value.code == protocol.INVALID_PARAMS and caught.value.id == 3
+    assert error in caught.value.message
+
+
+def test_error_messages_name_their_kind() -> None:
+    assert error_of(b"{").message.startswith("parse error: ")
+    assert error_of(b"\xff").message.startswith("parse error: ")
+    assert error_of(b'{"jsonrpc":"2.0","id":"x"}').message.startswith("invalid request: ")
+    assert error_of(b"[]").message == "invalid request: batch requests are not supported"
+
+
+def test_the_one_pass_path_gives_a_notification_a_null_id() -> None:
+    line = b'{"jsonrpc":"2.0","method":"prepare_prompt","params":{"messages":[]}}'
+    decoded = protocol.decode_prepare_request(line)
+    assert decoded is not None
+    request, _ = decoded
+    assert request.notification and request.id is None
