@@ -351,3 +351,11 @@ def test_the_one_pass_path_gives_a_notification_a_null_id() -> None:
     assert decoded is not None
     request, _ = decoded
     assert request.notification and request.id is None
+
+
+def test_after_an_oversize_line_the_next_one_is_counted_from_zero() -> None:
+    reader = LineReader(limit=10)
+    assert reader.feed(b"x" * 12, now=0.0) == [None]
+    # the next line: 10 bytes and its "\r", then the newline in another chunk
+    assert reader.feed(b"\n" + b"y" * 10 + b"\r", now=1.0) == []
+    assert reader.feed(b"\n", now=2.0) == [b"y" * 10]
