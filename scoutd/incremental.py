@@ -119,7 +119,9 @@ class SessionPrompt:
     def reset(self, messages: Sequence[Any]) -> None:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self._last = [], 0, None
-        self.index, self._repeats, self._late_pairing = ToolIndex(), _Repeats(), False
+        self.index, self._repeats = ToolIndex(), _Repeats()
+        # no mutate: with _last None the next epoch round recomputes all anyway
+        self._late_pairing = False  # pragma: no mutate
         self.extend(messages)
 
     def prepare(

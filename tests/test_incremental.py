@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import zlib
 from typing import Any
 
+import msgspec
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from scoutd import prepare
@@ -176,3 +179,66 @@ def test_a_late_repeat_first_in_call_order_keeps_rounds_exact() -> None:
             assert (got.messages, got.report) == (expected.messages, expected.report)
     report = prepare(conversation, config=CONFIGS["small"]).report[0]
     assert report.calls_protected + report.outputs_protected > 0
+
+
+def _plain_checksum(messages: list[Any]) -> int:
+    """CRC-32 of the compact JSON of each message, one after the other (docs/PROTOCOL.md)."""
+    text = b"".join(
+        json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode() for m in messages
+    )
+    return zlib.crc32(text)
+
+
+def _common_prefix(a: list[Any], b: list[Any]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+_POOL = [{"role": "user", "content": text} for text in ("a", "b", "c", "d")]
+_prompts = st.lists(st.one_of(st.sampled_from(_POOL), st.sampled_from(_POOL).map(dict)), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rounds=st.lists(st.tuples(_prompts, st.integers(0, 7)), min_size=1, max_size=6))
+def test_deltas_rebuild_every_prompt_with_the_longest_common_prefix(
+    rounds: list[tuple[list[Any], int]],
+) -> None:
+    """Shared and equal-but-distinct message objects, right and wrong ``stable`` hints."""
+    encoder, decoder = DeltaEncoder(), DeltaDecoder()
+    previous: list[Any] = []
+    for prompt, stable in rounds:
+        hint = min(stable, len(previous), len(prompt))
+        # a hint whose last message is the same object vouches for the whole
+        # prefix: it must be true (the caller's promise); any other is checked
+        assume(
+            not hint
+            or previous[hint - 1] is not prompt[hint - 1]
+            or all(p is q for p, q in zip(previous[:hint], prompt[:hint], strict=True))
+        )
+        delta = encoder.delta(prompt, stable)
+        assert delta.keep == _common_prefix(previous, prompt)
+        assert delta.checksum == _plain_checksum(prompt[: delta.keep])
+        assert delta.append == prompt[delta.keep :]
+        assert decoder.apply(msgspec.to_builtins(delta)) == prompt
+        previous = list(prompt)
+
+
+def test_a_delta_over_another_history_with_the_same_last_message_is_refused() -> None:
+    shared = {"role": "user", "content": "same"}
+    encoder = DeltaEncoder()
+    encoder.delta([{"role": "user", "content": "one"}, shared])
+    other = DeltaDecoder()
+    other.full([{"role": "user", "content": "two"}, shared])
+    with pytest.raises(DeltaMismatch):
+        other.apply(encoder.delta([{"role": "user", "content": "one"}, shared, shared]))
+
+
+def test_reset_counts_the_new_conversation_from_zero() -> None:
+    session = SessionPrompt()
+    session.extend(agent_run(3))
+    other = [{"role": "user", "content": "hé"}, {"role": "user", "content": None}]
+    session.reset(other)
+    assert session.chars == 2
+    assert session.messages == other
