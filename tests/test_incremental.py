@@ -207,7 +207,7 @@ def test_deltas_rebuild_every_prompt_with_the_longest_common_prefix(
 ) -> None:
     """Shared and equal-but-distinct message objects, right and wrong ``stable`` hints."""
     encoder, decoder = DeltaEncoder(), DeltaDecoder()
-    previous: list[Any] = []
+    previous: list[Any] = []  # the objects the encoder holds: a kept prefix stays the old ones
     for prompt, stable in rounds:
         hint = min(stable, len(previous), len(prompt))
         # a hint whose last message is the same object vouches for the whole
@@ -222,7 +222,7 @@ def test_deltas_rebuild_every_prompt_with_the_longest_common_prefix(
         assert delta.checksum == _plain_checksum(prompt[: delta.keep])
         assert delta.append == prompt[delta.keep :]
         assert decoder.apply(msgspec.to_builtins(delta)) == prompt
-        previous = list(prompt)
+        previous = previous[: delta.keep] + prompt[delta.keep :]
 
 
 def test_a_delta_over_another_history_with_the_same_last_message_is_refused() -> None:
