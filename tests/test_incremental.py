@@ -128,7 +128,7 @@ def test_decoder_rejects_a_delta_for_another_prefix() -> None:
         DeltaDecoder().apply({"keep": 5, "append": [], "checksum": 0})
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     messages=agent_conversations(max_steps=70),
     cuts=st.lists(st.integers(min_value=0, max_value=120), max_size=15),
@@ -200,7 +200,7 @@ _POOL = [{"role": "user", "content": text} for text in ("a", "b", "c", "d")]
 _prompts = st.lists(st.one_of(st.sampled_from(_POOL), st.sampled_from(_POOL).map(dict)), max_size=6)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(rounds=st.lists(st.tuples(_prompts, st.integers(0, 7)), min_size=1, max_size=6))
 def test_deltas_rebuild_every_prompt_with_the_longest_common_prefix(
     rounds: list[tuple[list[Any], int]],

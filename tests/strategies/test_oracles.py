@@ -28,7 +28,7 @@ from . import oracle
 from .conversations import agent_conversations
 from .test_properties import SMALL
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EPOCH = {"shorten_tools_epoch": False, "shorten_tools_epoch_increment": True}
 RUNNERS = {"shorten_tools_epoch": shorten_tools_epoch}
 RUNNERS["shorten_tools_epoch_increment"] = shorten_tools_epoch_increment
