@@ -301,7 +301,9 @@ def test_session_open_wants_a_positive_pid(pid: int | None, valid: bool) -> None
         with pytest.raises(ProtocolError) as caught:
             decode_params(request, protocol.SessionOpenParams)
         assert caught.value.code == protocol.INVALID_PARAMS
-        assert "pid must be a positive process id" in caught.value.message
+        assert caught.value.message == (
+            "invalid params: pid must be a positive process id - at `$.params`"
+        )
 
 
 def _prepare_params(params: dict[str, object]) -> protocol.PreparePromptParams:
@@ -335,12 +337,13 @@ def test_prepare_params_combinations(params: dict[str, object], error: str | Non
     with pytest.raises(ProtocolError) as caught:
         _prepare_params(params)
     assert caught.value.code == protocol.INVALID_PARAMS and caught.value.id == 3
-    assert error in caught.value.message
+    assert caught.value.message.startswith(f"invalid params: {error}")
 
 
 def test_error_messages_name_their_kind() -> None:
     assert error_of(b"{").message.startswith("parse error: ")
     assert error_of(b"\xff").message.startswith("parse error: ")
+    assert error_of(b"[1, 2").message.startswith("parse error: ")  # an array, cut short
     assert error_of(b'{"jsonrpc":"2.0","id":"x"}').message.startswith("invalid request: ")
     assert error_of(b"[]").message == "invalid request: batch requests are not supported"
 
