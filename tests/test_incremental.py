@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scoutd import prepare
 from scoutd.config import Config
 from scoutd.incremental import DeltaDecoder, DeltaEncoder, DeltaMismatch, SessionPrompt
+from scoutd.strategies.inbox import write_notice
 
 from .strategies.conversations import agent_conversations, agent_run, call, conversations, output
 from .strategies.test_oracles import features
@@ -242,3 +243,36 @@ def test_reset_counts_the_new_conversation_from_zero() -> None:
     session.reset(other)
     assert session.chars == 2
     assert session.messages == other
+
+
+@pytest.mark.parametrize("bad", [5, "text", b"bytes", None])
+def test_extend_wants_a_list_of_messages(bad: Any) -> None:
+    with pytest.raises(TypeError, match=r"^messages must be a list of messages$"):
+        SessionPrompt().extend(bad)
+
+
+def test_chars_add_up_over_rounds() -> None:
+    session = SessionPrompt()
+    session.extend([{"role": "user", "content": "abc"}])
+    session.extend([{"role": "user", "content": "de"}, {"role": "user", "content": 7}])
+    assert session.chars == 5
+
+
+def test_rounds_follow_the_configured_strategies_and_pass_the_save_file(tmp_path: Any) -> None:
+    save_file = str(tmp_path / "agent.chat")
+    run = agent_run(40)
+    fixed = Config(prompt=msgspec.structs.replace(SMALL, prompt_strategies="shorten_tools_epoch"))
+    session = SessionPrompt()
+    session.extend(run)
+    # a round without an epoch strategy first, then the configured ones
+    write_notice(save_file, "hello")
+    got, _ = session.prepare("inbox", fixed, save_file=save_file)
+    assert got.messages[-1]["content"].endswith("hello")
+    got, _ = session.prepare(None, fixed)
+    assert got.messages == prepare(run, config=fixed).messages
+    assert got.report[0].strategy == "shorten_tools_epoch"
+
+
+def test_a_refused_delta_names_what_the_receiver_holds() -> None:
+    with pytest.raises(DeltaMismatch, match=r"^prompt delta does not apply: keep=5 of 0 messages$"):
+        DeltaDecoder().apply({"keep": 5, "append": [], "checksum": 0})
