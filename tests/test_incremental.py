@@ -271,6 +271,9 @@ def test_rounds_follow_the_configured_strategies_and_pass_the_save_file(tmp_path
     got, _ = session.prepare(None, fixed)
     assert got.messages == prepare(run, config=fixed).messages
     assert got.report[0].strategy == "shorten_tools_epoch"
+    write_notice(save_file, "after the epoch strategy")  # the save file reaches the inbox
+    got, _ = session.prepare("shorten_tools_epoch,inbox", fixed, save_file=save_file)
+    assert got.messages[-1]["content"].endswith("after the epoch strategy")
 
 
 def test_a_refused_delta_names_what_the_receiver_holds() -> None:
