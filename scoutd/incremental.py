@@ -66,7 +66,8 @@ class _Repeats:
     def add(self, index: ToolIndex, call_slots: Sequence[int]) -> None:
         """Count the pairs completed by ``call_slots`` (O(log n) each, usually)."""
         keys = call_keys([index.bodies[s] for s in call_slots])
-        for slot, key in zip(call_slots, keys, strict=True):
+        # no mutate: call_keys gives one key per slot, so strict= never matters
+        for slot, key in zip(call_slots, keys, strict=True):  # pragma: no mutate
             number = index.numbers[slot]
             seen = self.occurrences.setdefault(key, [])
             place = bisect.bisect(seen, (slot, number))
@@ -75,9 +76,9 @@ class _Repeats:
                 continue
             # Every occurrence after the first, in call order, is a repeat: a late
             # pair that is first in call order turns the former first into one.
-            other = seen[1][1] if place == 0 else seen[0][1]
-            bisect.insort(self.numbers, other if place == 0 else number)
-            self.latest[key] = max(self.latest.get(key, 0), number, other)
+            bisect.insort(self.numbers, seen[1][1] if place == 0 else number)
+            # pairs complete in output order: this one has the key's newest output
+            self.latest[key] = number
 
 
 @dataclass(slots=True)
@@ -146,7 +147,9 @@ class SessionPrompt:
     def reset(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
-        self.index, self._repeats, self._late_pairing = ToolIndex(), _Repeats(), False
+        self.index, self._repeats = ToolIndex(), _Repeats()
+        # no mutate: with _last None the next epoch round recomputes all anyway
+        self._late_pairing = False  # pragma: no mutate
         self._signals = {}
         self.extend(messages, size)
 

@@ -7,9 +7,18 @@ configuration: no system config file, no ``SCOUTD_CONFIG`` and none of the
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import Phase, settings
 
 import scoutd.config
+
+if "MUTANT_UNDER_TEST" in os.environ:
+    # Under mutmut (scripts/mutation) one failing example kills the mutant:
+    # shrinking it would only cost minutes per killed mutant.
+    settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    settings.load_profile("mutation")
 
 
 @pytest.fixture

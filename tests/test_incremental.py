@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import zlib
 from typing import Any
 
+import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from scoutd import prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.incremental import DeltaDecoder, DeltaEncoder, DeltaMismatch, SessionPrompt
+from scoutd.strategies.inbox import write_notice
 
-from .strategies.conversations import agent_run, call, conversations, output
+from .strategies.conversations import agent_conversations, agent_run, call, conversations, output
+from .strategies.test_oracles import features
 from .strategies.test_properties import SMALL
 
 # The append-only fast path is the epoch strategies' (docs/STRATEGIES.md); "default"
@@ -127,4 +132,156 @@ def test_decoder_rejects_a_delta_for_another_prefix() -> None:
     with pytest.raises(DeltaMismatch):
         other.apply(delta)
     with pytest.raises(DeltaMismatch):
+        DeltaDecoder().apply({"keep": 5, "append": [], "checksum": 0})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=agent_conversations(max_steps=70),
+    cuts=st.lists(st.integers(min_value=0, max_value=120), max_size=15),
+    strategies=st.sampled_from(STRATEGIES[:3]),
+)
+def test_agent_like_rounds_equal_the_full_computation(
+    messages: list[Any], cuts: list[int], strategies: str | None
+) -> None:
+    """Out-of-order and missing outputs, duplicate ids: still the full computation's prompt."""
+    for case in sorted(features(messages)):
+        event(case)
+    session = SessionPrompt()
+    ends = sorted({min(cut, len(messages)) for cut in cuts} | {len(messages)})
+    start = 0
+    for end in ends:
+        session.extend(messages[start:end])
+        start = end
+        got, _ = session.prepare(strategies, CONFIGS["small"])
+        expected = prepare(messages[:end], strategies, config=CONFIGS["small"])
+        assert (got.messages, got.report) == (expected.messages, expected.report)
+
+
+def test_a_late_repeat_first_in_call_order_keeps_rounds_exact() -> None:
+    """Two calls with one key answered newest first: the older call becomes the first
+    occurrence only when its output arrives, and the other one becomes the repeat."""
+    same = {"p": 1}
+    head: list[Any] = [{"role": "user", "content": "go"}]
+    for n in range(6):
+        head += [call("grep", {"n": n}, f"h{n}"), output("grep", "o" * 500, f"h{n}")]
+    rounds: list[list[Any]] = [
+        [call("read", same, "old"), call("read", same, "new")],
+        [output("read", "second", "new")],
+    ]
+    for n in range(5):  # the two outputs land in different epochs
+        rounds.append([call("grep", {"m": n}, f"m{n}"), output("grep", "o" * 500, f"m{n}")])
+    rounds.append([output("read", "first", "old")])
+    for n in range(8):
+        rounds.append([call("grep", {"t": n}, f"t{n}"), output("grep", "o" * 500, f"t{n}")])
+    session = SessionPrompt()
+    session.extend(head)
+    conversation = list(head)
+    for added in rounds:
+        session.extend(added)
+        conversation += added
+        for name in ("shorten_tools_epoch_increment", "shorten_tools_epoch"):
+            got, _ = session.prepare(name, CONFIGS["small"])
+            expected = prepare(conversation, name, config=CONFIGS["small"])
+            assert (got.messages, got.report) == (expected.messages, expected.report)
+    report = prepare(conversation, config=CONFIGS["small"]).report[0]
+    assert report.calls_protected + report.outputs_protected > 0
+
+
+def _plain_checksum(messages: list[Any]) -> int:
+    """CRC-32 of the compact JSON of each message, one after the other (docs/PROTOCOL.md)."""
+    text = b"".join(
+        json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode() for m in messages
+    )
+    return zlib.crc32(text)
+
+
+def _common_prefix(a: list[Any], b: list[Any]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+_POOL = [{"role": "user", "content": text} for text in ("a", "b", "c", "d")]
+_prompts = st.lists(st.one_of(st.sampled_from(_POOL), st.sampled_from(_POOL).map(dict)), max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rounds=st.lists(st.tuples(_prompts, st.integers(0, 7)), min_size=1, max_size=6))
+def test_deltas_rebuild_every_prompt_with_the_longest_common_prefix(
+    rounds: list[tuple[list[Any], int]],
+) -> None:
+    """Shared and equal-but-distinct message objects, right and wrong ``stable`` hints."""
+    encoder, decoder = DeltaEncoder(), DeltaDecoder()
+    previous: list[Any] = []  # the objects the encoder holds: a kept prefix stays the old ones
+    for prompt, stable in rounds:
+        hint = min(stable, len(previous), len(prompt))
+        # a hint whose last message is the same object vouches for the whole
+        # prefix: it must be true (the caller's promise); any other is checked
+        assume(
+            not hint
+            or previous[hint - 1] is not prompt[hint - 1]
+            or all(p is q for p, q in zip(previous[:hint], prompt[:hint], strict=True))
+        )
+        delta = encoder.delta(prompt, stable)
+        assert delta.keep == _common_prefix(previous, prompt)
+        assert delta.checksum == _plain_checksum(prompt[: delta.keep])
+        assert delta.append == prompt[delta.keep :]
+        assert decoder.apply(msgspec.to_builtins(delta)) == prompt
+        previous = previous[: delta.keep] + prompt[delta.keep :]
+
+
+def test_a_delta_over_another_history_with_the_same_last_message_is_refused() -> None:
+    shared = {"role": "user", "content": "same"}
+    encoder = DeltaEncoder()
+    encoder.delta([{"role": "user", "content": "one"}, shared])
+    other = DeltaDecoder()
+    other.full([{"role": "user", "content": "two"}, shared])
+    with pytest.raises(DeltaMismatch):
+        other.apply(encoder.delta([{"role": "user", "content": "one"}, shared, shared]))
+
+
+def test_reset_counts_the_new_conversation_from_zero() -> None:
+    session = SessionPrompt()
+    session.extend(agent_run(3))
+    other = [{"role": "user", "content": "hé"}, {"role": "user", "content": None}]
+    session.reset(other)
+    assert session.chars == 2
+    assert session.messages == other
+
+
+@pytest.mark.parametrize("bad", [5, "text", b"bytes", None])
+def test_extend_wants_a_list_of_messages(bad: Any) -> None:
+    with pytest.raises(TypeError, match=r"^messages must be a list of messages$"):
+        SessionPrompt().extend(bad)
+
+
+def test_chars_add_up_over_rounds() -> None:
+    session = SessionPrompt()
+    session.extend([{"role": "user", "content": "abc"}])
+    session.extend([{"role": "user", "content": "de"}, {"role": "user", "content": 7}])
+    assert session.chars == 5
+
+
+def test_rounds_follow_the_configured_strategies_and_pass_the_save_file(tmp_path: Any) -> None:
+    save_file = str(tmp_path / "agent.chat")
+    run = agent_run(40)
+    fixed = Config(prompt=msgspec.structs.replace(SMALL, prompt_strategies="shorten_tools_epoch"))
+    session = SessionPrompt()
+    session.extend(run)
+    # a round without an epoch strategy first, then the configured ones
+    write_notice(save_file, "hello")
+    got, _ = session.prepare("inbox", fixed, save_file=save_file)
+    assert got.messages[-1]["content"].endswith("hello")
+    got, _ = session.prepare(None, fixed)
+    assert got.messages == prepare(run, config=fixed).messages
+    assert got.report[0].strategy == "shorten_tools_epoch"
+    write_notice(save_file, "after the epoch strategy")  # the save file reaches the inbox
+    got, _ = session.prepare("shorten_tools_epoch,inbox", fixed, save_file=save_file)
+    assert got.messages[-1]["content"].endswith("after the epoch strategy")
+
+
+def test_a_refused_delta_names_what_the_receiver_holds() -> None:
+    with pytest.raises(DeltaMismatch, match=r"^prompt delta does not apply: keep=5 of 0 messages$"):
         DeltaDecoder().apply({"keep": 5, "append": [], "checksum": 0})

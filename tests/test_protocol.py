@@ -208,3 +208,157 @@ def test_one_pass_prepare_decoding_agrees_with_the_general_path() -> None:
         line[:-1],
     ):
         assert protocol.decode_prepare_request(other) is None
+
+
+class _PlainReader:
+    """The framing rules byte by byte: the reference for :class:`LineReader`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.line, self.discarding = limit, bytearray(), False
+        self.started: float | None = None
+
+    def feed(self, data: bytes, now: float) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for byte in data:
+            if byte == ord("\n"):
+                line = bytes(self.line).removesuffix(b"\r")
+                if not self.discarding:
+                    if len(line) > self.limit:
+                        out.append(None)
+                    elif line.strip():
+                        out.append(line)
+                self.line, self.discarding, self.started = bytearray(), False, None
+                continue
+            if self.started is None:
+                self.started = now
+            if self.discarding:
+                continue
+            self.line.append(byte)
+            if len(self.line) > self.limit + 1:  # a "\r" may still come before the newline
+                out.append(None)
+                self.line, self.discarding = bytearray(), True
+        return out
+
+
+@given(
+    st.lists(
+        st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")) | st.just(b"0123456789\r"),
+        max_size=6,
+    ),
+    st.booleans(),
+    st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=6),
+)
+def test_line_reader_gives_up_as_soon_as_a_line_passes_the_limit(
+    lines: list[bytes], unfinished: bool, cuts: list[int]
+) -> None:
+    """Chunk by chunk, not only in the end: an endless line is never buffered."""
+    data = b"".join(line + b"\n" for line in lines)
+    if unfinished:
+        data += b"x" * 30  # a line that never ends
+    reader, plain = LineReader(limit=10), _PlainReader(limit=10)
+    position, i = 0, 0
+    while position < len(data):
+        chunk = data[position : position + cuts[i % len(cuts)]]
+        assert reader.feed(chunk, now=float(i)) == plain.feed(chunk, now=float(i))
+        assert (reader.partial, reader.started) == (plain.started is not None, plain.started)
+        position += len(chunk)
+        i += 1
+
+
+def test_a_line_in_many_chunks_is_cut_off_at_the_limit() -> None:
+    reader = LineReader(limit=100)
+    outputs = [reader.feed(b"y" * 10, now=float(n)) for n in range(10)]
+    assert outputs == [[]] * 10
+    assert reader.feed(b"y" * 2, now=10.0) == [None]  # 102 bytes: more than the limit and a "\r"
+    assert reader.feed(b"y" * 10**6, now=11.0) == []  # discarded, not kept
+    assert reader.started == 0.0 and reader.partial
+    assert reader.feed(b"y\nok\n", now=12.0) == [b"ok"]
+    assert not reader.partial
+
+
+def test_responses_carry_the_version_and_the_request_id() -> None:
+    assert json.loads(protocol.encode_result(7, {"ok": True})) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": {"ok": True},
+    }
+    assert json.loads(protocol.encode_error("r1", protocol.ABORTED, "stop")) == {
+        "jsonrpc": "2.0",
+        "id": "r1",
+        "error": {"code": protocol.ABORTED, "message": "stop"},
+    }
+
+
+@pytest.mark.parametrize(("pid", "valid"), [(None, True), (1, True), (4321, True), (0, False)])
+def test_session_open_wants_a_positive_pid(pid: int | None, valid: bool) -> None:
+    params = {"save_file": "/a.chat"} if pid is None else {"save_file": "/a.chat", "pid": pid}
+    request = decode_request(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session.open", "params": params}).encode()
+    )
+    if valid:
+        assert decode_params(request, protocol.SessionOpenParams).pid == pid
+    else:
+        with pytest.raises(ProtocolError) as caught:
+            decode_params(request, protocol.SessionOpenParams)
+        assert caught.value.code == protocol.INVALID_PARAMS
+        assert caught.value.message == (
+            "invalid params: pid must be a positive process id - at `$.params`"
+        )
+
+
+def _prepare_params(params: dict[str, object]) -> protocol.PreparePromptParams:
+    line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "prepare_prompt", "params": params})
+    return decode_params(decode_request(line.encode()), protocol.PreparePromptParams)
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"messages": []}, None),
+        ({"session": "s"}, None),
+        ({"session": "s", "messages": []}, None),
+        ({"session": "s", "append": [], "base": 0, "delta": True}, None),
+        ({"session": "s", "append": []}, None),
+        ({"session": "s", "base": 2}, None),
+        ({}, "`messages` is required without a `session`"),
+        ({"delta": True}, "`messages` is required without a `session`"),
+        ({"messages": [], "append": []}, "`append`, `base` and `delta` need a `session`"),
+        ({"messages": [], "base": 0}, "`append`, `base` and `delta` need a `session`"),
+        ({"messages": [], "delta": True}, "`append`, `base` and `delta` need a `session`"),
+        ({"session": "s", "messages": [], "append": []}, "give either `messages` or `append`"),
+        ({"session": "s", "messages": [], "base": 1}, "give either `messages` or `append`"),
+    ],
+)
+def test_prepare_params_combinations(params: dict[str, object], error: str | None) -> None:
+    if error is None:
+        decoded = _prepare_params(params)
+        assert (decoded.session, decoded.base) == (params.get("session"), params.get("base"))
+        return
+    with pytest.raises(ProtocolError) as caught:
+        _prepare_params(params)
+    assert caught.value.code == protocol.INVALID_PARAMS and caught.value.id == 3
+    assert caught.value.message.startswith(f"invalid params: {error}")
+
+
+def test_error_messages_name_their_kind() -> None:
+    assert error_of(b"{").message.startswith("parse error: ")
+    assert error_of(b"\xff").message.startswith("parse error: ")
+    assert error_of(b"[1, 2").message.startswith("parse error: ")  # an array, cut short
+    assert error_of(b'{"jsonrpc":"2.0","id":"x"}').message.startswith("invalid request: ")
+    assert error_of(b"[]").message == "invalid request: batch requests are not supported"
+
+
+def test_the_one_pass_path_gives_a_notification_a_null_id() -> None:
+    line = b'{"jsonrpc":"2.0","method":"prepare_prompt","params":{"messages":[]}}'
+    decoded = protocol.decode_prepare_request(line)
+    assert decoded is not None
+    request, _ = decoded
+    assert request.notification and request.id is None
+
+
+def test_after_an_oversize_line_the_next_one_is_counted_from_zero() -> None:
+    reader = LineReader(limit=10)
+    assert reader.feed(b"x" * 12, now=0.0) == [None]
+    # the next line: 10 bytes and its "\r", then the newline in another chunk
+    assert reader.feed(b"\n" + b"y" * 10 + b"\r", now=1.0) == []
+    assert reader.feed(b"\n", now=2.0) == [b"y" * 10]

@@ -211,7 +211,7 @@ def test_a_half_sent_line_is_cut_after_read_timeout(daemon: Daemon) -> None:
         assert reply["error"]["code"] == protocol.INVALID_REQUEST
         assert "read timeout" in reply["error"]["message"]
         assert c.read_line(timeout=10) == b""  # then the daemon closes the connection
-        assert 0.9 <= time.monotonic() - started < 8
+        assert time.monotonic() - started >= 0.9  # not before the read timeout
         assert "result" in other.call("status")
 
 
@@ -240,10 +240,10 @@ def test_a_slow_request_does_not_stall_other_clients() -> None:
         big = conversation(2000, output_size=2000)
         slow = a.request("prepare_prompt", {"messages": big, "strategies": "gate,shorten_tools"})
         wait_for(lambda: os.path.exists(os.path.join(d.dir, "gate.started")), 10, "the gate")
-        started = time.monotonic()
+        # answered while the slow request is still held at the gate (how fast is
+        # a matter for scripts/bench)
         reply = b.call("prepare_prompt", {"messages": conversation(10)}, timeout=10)
         assert "result" in reply
-        assert time.monotonic() - started < 5
         release(d)
         reply = a.response(slow, timeout=60)
         assert len(reply["result"]["messages"]) < len(big) + 1
@@ -373,7 +373,11 @@ def test_status_reports_counts_and_latency(daemon: Daemon) -> None:
             "generation": 1,
             "last_reload_error": None,
         }
-        assert result["counts"]["connections"] >= 1
+        with daemon.connect() as other:
+            assert "result" in other.call("status")
+            # exactly the two open ones (an earlier test's closed one may take a moment)
+            wait_for(lambda: _connections(c) == 2, 10, "two open connections")
+        wait_for(lambda: _connections(c) == 1, 10, "the closed connection to be counted")
         assert result["latency"]["count"] >= 4
         assert 0 < result["latency"]["p50_ms"] <= result["latency"]["max_ms"]
 
@@ -382,6 +386,8 @@ def test_socat_session_from_the_protocol_doc(daemon: Daemon) -> None:
     """The one-liner of docs/PROTOCOL.md works as written."""
     socat = subprocess.run(["sh", "-c", "command -v socat"], capture_output=True, text=True)
     if socat.returncode != 0:
+        if os.environ.get("CI") == "true":  # CI installs it: a skip there would hide a failure
+            pytest.fail("socat is not installed")
         pytest.skip("socat is not installed")
     run = subprocess.run(
         ["socat", "-", f"UNIX-CONNECT:{daemon.socket_path}"],

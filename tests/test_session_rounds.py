@@ -157,6 +157,30 @@ def test_session_message_limit() -> None:
         _round(client, {"session": session, "append": [], "base": 8})
 
 
+def test_session_character_limit() -> None:
+    """``max_session_bytes`` bounds the characters of content a session holds, at open,
+    on replace and on append; a refused request leaves the session as it was."""
+
+    def user(chars: int) -> dict[str, Any]:
+        return {"role": "user", "content": "é" * chars}
+
+    with Daemon(daemon={"max_session_bytes": 100}) as small, small.connect() as client:
+        save_file = os.path.join(small.dir, "limit.chat")
+        answer = client.call("session.open", {"save_file": save_file, "messages": [user(101)]})
+        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, 100)
+        session = _open(client, small)
+        answer = client.call(
+            "prepare_prompt", {"session": session, "messages": [user(60), user(41)]}
+        )
+        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, 100)
+        _round(client, {"session": session, "messages": [user(60), {"role": "tool"}]})
+        _round(client, {"session": session, "append": [user(40)], "base": 2})  # exactly 100
+        answer = client.call("prepare_prompt", {"session": session, "append": [user(1)], "base": 3})
+        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, 100)
+        result = _round(client, {"session": session, "append": [], "base": 3})
+        assert [len(m.get("content", "")) for m in result["messages"]] == [60, 0, 40]
+
+
 def test_client_session_is_incremental_and_transparent(daemon: Daemon) -> None:
     run = agent_run(30)
     with (

@@ -89,7 +89,7 @@ def content_chars(messages: Sequence[Any]) -> int:
     """Characters of all string contents of a message list."""
     try:
         contents = list(map(_get_content, messages))
-        if set(map(type, contents)) <= {str}:
+        if set(map(type, contents)) <= {str}:  # len() of a list content is no character count
             return sum(map(len, contents))
     except (KeyError, TypeError, IndexError):
         pass  # a message without a content: count the string ones one by one

@@ -17,7 +17,10 @@ def truncate_string(s: str, max: int = 150) -> str:
     length = len(s)
     if length <= max:
         return s
-    digest = hashlib.md5(s.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()
+    data = s.encode("utf-8", "surrogatepass")
+    # pragma below: its mutants only change usedforsecurity (False, None or absent
+    # differ only on a FIPS-restricted build, where the marker is no security use)
+    digest = hashlib.md5(data, usedforsecurity=False).hexdigest()  # pragma: no mutate
     middle = f"<...{length} - {digest[:5]}...>"
     keep = (max - len(middle)) // 2
     if keep < 1:

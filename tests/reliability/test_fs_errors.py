@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
+import pathlib
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -155,7 +155,7 @@ print("done", flush=True)
 
 
 def test_notices_swapped_for_fifos_and_directories_during_pickup(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, tmp_path: pathlib.Path
 ) -> None:
     """A real race: another process keeps replacing ``note`` while the strategy picks up.
 
@@ -164,7 +164,7 @@ def test_notices_swapped_for_fifos_and_directories_during_pickup(
     removed directory under its private ``.claim-`` name, with a warning. No
     record name ever holds anything but a delivered regular file.
     """
-    base = tempfile.mkdtemp(prefix="sd")
+    base = str(tmp_path)  # removed by pytest, unlike a bare mkdtemp
     save_file = os.path.join(base, "swap.chat")
     os.makedirs(inbox_dir(save_file))
     stop = os.path.join(base, "stop")
@@ -178,9 +178,8 @@ def test_notices_swapped_for_fifos_and_directories_during_pickup(
     try:
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and swapper.poll() is None:
-            started = time.monotonic()
+            # a call blocked on a FIFO never returns: the suite's timeout fails it
             out, _ = inbox([], config, save_file=save_file)
-            assert time.monotonic() - started < 2.0  # never blocked on a FIFO
             delivered.extend(m["content"] for m in out)
     finally:
         open(stop, "w").close()
@@ -217,9 +216,7 @@ def test_an_abort_swapped_for_fifos_and_directories_is_claimed_only_as_a_file() 
         try:
             deadline = time.monotonic() + 1.5
             while time.monotonic() < deadline:  # the daemon stays responsive meanwhile
-                started = time.monotonic()
                 assert "result" in c.call("status", timeout=5)
-                assert time.monotonic() - started < 2.0
                 time.sleep(0.05)
         finally:
             open(stop, "w").close()

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 from scoutd import protocol
 from scoutd.strategies.inbox import inbox_dir, write_abort, write_notice
 from tests.reliability.harness import NOBODY, ROOT, unprivileged_prefix
-from tests.support.daemon import Daemon
+from tests.support.daemon import Daemon, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to uid 65534 needs root")
 
@@ -146,9 +145,10 @@ def test_an_abort_never_signals_a_process_of_another_uid() -> None:
                 assert keeper.stdout.readline().strip() == "open"
                 write_abort(save_file, "try to kill root's process")
                 assert keeper.stdout.readline().strip() == "aborted"
-                time.sleep(0.3)
+                # the daemon logs its refusal once it has decided: only then is a
+                # still-living victim proof of anything
+                wait_for(lambda: "not signalling pid" in d.log(), 10, "the refusal")
                 assert victim.poll() is None  # still alive
-                assert "not signalling pid" in d.log()
             finally:
                 keeper.kill()
                 keeper.wait(10)

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from scoutd import prepare
@@ -17,13 +17,13 @@ from scoutd.strategies.report import content_chars
 from scoutd.strategies.tool_messages import (
     CALL,
     OUTPUT,
-    call_keys,
     index_tools,
     repeated_pairs,
     role_of,
 )
 
-from .conversations import conversations
+from . import oracle
+from .conversations import agent_conversations, conversations
 
 COMPACTING = ["shorten_tools", "shorten_tools_epoch", "shorten_tools_epoch_increment"]
 
@@ -77,35 +77,52 @@ def test_never_mutates_its_input_and_never_raises(messages: list[Any], strategy:
 
 
 @PROPERTY
-@given(messages=conversations(), strategy=st.sampled_from(COMPACTING))
+@given(
+    messages=st.one_of(conversations(), agent_conversations()),
+    strategy=st.sampled_from(COMPACTING),
+)
 def test_pair_integrity(messages: list[Any], strategy: str) -> None:
-    """No output survives whose call was dropped, and no call whose output was dropped."""
-    index = index_tools(messages)
-    pairs = [
-        (index.bodies[slot].id, index.indices[index.partners[slot]])
-        for slot in range(len(index.indices))
-        if index.is_call[slot] and index.partners[slot] >= 0
-    ]
-    result = prepare(messages, strategy, config=SMALL).messages
-    calls, outputs = set(map(str, _ids(result, CALL))), set(map(str, _ids(result, OUTPUT)))
-    for ident, _ in pairs:
-        assert (str(ident) in calls) == (str(ident) in outputs), ident
+    """No output survives whose call was dropped, and no call whose output was dropped.
+
+    Every message carries its input index in an extra key (a rewritten message
+    keeps its keys), and the pairs come from the plain reference.
+    """
+    tagged = [dict(m, _at=at) if isinstance(m, dict) else m for at, m in enumerate(messages)]
+    result = prepare(tagged, strategy, config=SMALL).messages
+    survivors = {m["_at"] for m in result if isinstance(m, dict) and "_at" in m}
+    pairing = oracle.pair(messages)
+    for tool in pairing.tools:
+        if tool.is_call and tool.partner is not None:
+            output_at = pairing.tools[tool.partner].at
+            assert (tool.at in survivors) == (output_at in survivors), tool
 
 
 @PROPERTY
-@given(messages=conversations(), strategy=st.sampled_from(COMPACTING))
+@given(
+    messages=st.one_of(conversations(), agent_conversations()),
+    strategy=st.sampled_from(COMPACTING),
+)
 def test_report_counts_match_the_output(messages: list[Any], strategy: str) -> None:
+    """Each count against what happened to the messages, told apart by identity:
+    a kept tool message is the input object, a truncated one a new object."""
     prepared = prepare(messages, strategy, config=SMALL)
     report = prepared.report[0]
-    before, after = index_tools(messages), index_tools(prepared.messages)
-    calls_in = sum(before.is_call)
-    outputs_in = len(before.indices) - calls_in
-    calls_out = sum(after.is_call)
-    outputs_out = len(after.indices) - calls_out
-    assert report.calls_kept + report.calls_protected + report.calls_truncated == calls_out
-    assert report.outputs_kept + report.outputs_protected + report.outputs_truncated == outputs_out
-    assert report.calls_dropped == calls_in - calls_out
-    assert report.outputs_dropped == outputs_in - outputs_out
+    usable = index_tools(messages)
+    out_ids = {id(m) for m in prepared.messages}
+    in_ids = {id(m) for m in messages}
+    new = [m for m in prepared.messages if id(m) not in in_ids]
+    for is_call, side in ((True, "calls"), (False, "outputs")):
+        tools = [
+            messages[at]
+            for slot, at in enumerate(usable.indices)
+            if usable.is_call[slot] == is_call
+        ]
+        same = sum(id(m) in out_ids for m in tools)
+        rewritten = sum(role_of(m) == (CALL if is_call else OUTPUT) for m in new)
+        kept = getattr(report, f"{side}_kept") + getattr(report, f"{side}_protected")
+        assert kept == same
+        assert getattr(report, f"{side}_truncated") == rewritten
+        assert getattr(report, f"{side}_dropped") == len(tools) - same - rewritten
     assert report.chars_before == content_chars(messages)
     assert report.chars_after == content_chars(prepared.messages)
     notices = len(prepared.messages) - (
@@ -114,7 +131,7 @@ def test_report_counts_match_the_output(messages: list[Any], strategy: str) -> N
     assert notices == int(report.notice)
 
 
-def _pinned(messages: list[Any], strategy: str) -> int | None:
+def _engine_pinned(messages: list[Any], strategy: str) -> int | None:
     index = index_tools(messages)
     if strategy == "shorten_tools_epoch":
         window = fixed_window(index.outputs, SMALL)
@@ -129,13 +146,12 @@ def _repeats_an_earlier_call(prefix: list[Any], added: list[Any]) -> bool:
     Completed, not called: a call already in ``prefix`` whose output arrives in
     ``added`` becomes a pair only now, and then counts as new.
     """
-    index = index_tools(prefix + added)
-    keys = call_keys(index.bodies)
-    seen: set[bytes] = set()
+    pairing = oracle.pair(prefix + added)
+    seen: set[str] = set()
     pairs = sorted(
-        (index.indices[index.partners[slot]], keys[slot])
-        for slot in range(len(index.indices))
-        if index.is_call[slot] and index.partners[slot] >= 0
+        (pairing.tools[tool.partner].at, oracle.call_key(tool.body))
+        for tool in pairing.tools
+        if tool.is_call and tool.partner is not None
     )  # by the position of the output that completes each pair
     for completed_at, key in pairs:
         if completed_at >= len(prefix) and key in seen:
@@ -151,16 +167,25 @@ def _repeats_an_earlier_call(prefix: list[Any], added: list[Any]) -> bool:
     data=st.data(),
 )
 def test_prefix_stable_inside_an_epoch(messages: list[Any], strategy: str, data: Any) -> None:
-    """Inside one epoch, P(n) is a prefix of P(n+k) unless a new call repeats an old one."""
-    cut = data.draw(st.integers(min_value=0, max_value=len(messages)))
-    grown = data.draw(st.integers(min_value=cut, max_value=len(messages)))
+    """Inside one epoch, P(n) is a prefix of P(n+k) unless a new call repeats an old one.
+
+    Only cuts inside a compacting epoch are drawn (``assume`` rejects a
+    conversation without one, and Hypothesis fails the test when it rejects
+    too many), so every example compares a compacted prompt with a longer one.
+    """
+    # the engine's own windows only choose the cuts (fast); test_oracles checks them
+    pinned = [_engine_pinned(messages[:end], strategy) for end in range(len(messages) + 1)]
+    cuts = [end for end, start in enumerate(pinned) if start is not None and end < len(messages)]
+    assume(cuts)
+    cut = data.draw(st.sampled_from(cuts))
+    same = [end for end in range(cut + 1, len(messages) + 1) if pinned[end] == pinned[cut]]
+    grown = data.draw(st.sampled_from(same or [cut]))
     shorter, longer = messages[:cut], messages[:grown]
-    if _pinned(shorter, strategy) != _pinned(longer, strategy):
-        return
-    if _repeats_an_earlier_call(shorter, messages[cut:grown]):
-        return
+    assume(not _repeats_an_earlier_call(shorter, messages[cut:grown]))
     small = prepare(shorter, strategy, config=SMALL).messages
     large = prepare(longer, strategy, config=SMALL).messages
+    event("the shorter prompt is compacted" if small != shorter else "nothing to compact yet")
+    event("the longer prompt grew" if len(large) > len(small) else "same length")
     assert large[: len(small)] == small
 
 
@@ -176,13 +201,13 @@ def test_prefix_stability_holds_over_a_whole_growing_run(strategy: str) -> None:
     for end in range(4, len(run) + 1, 2):
         prefix = run[:end]
         prompt = prepare(prefix, strategy).messages
-        index = index_tools(prefix)
-        window = (
-            fixed_window(index.outputs, PromptConfig())
+        outputs = sum(m["role"] == OUTPUT for m in prefix)  # every call is answered, no repeats
+        bands = (
+            oracle.fixed_bands(outputs, PromptConfig())
             if strategy == "shorten_tools_epoch"
-            else increment_window(index.outputs, [], PromptConfig())
+            else oracle.increment_bands(outputs, [], PromptConfig())
         )
-        pinned = None if window is None else window.pinned
+        pinned = None if bands is None else bands.pinned
         if previous is not None and pinned is not None and pinned == previous_pinned:
             assert prompt[: len(previous)] == previous
             same_epoch_steps += 1

@@ -1,0 +1,249 @@
+"""The engine against the plain reference in ``oracle.py``, on agent-like conversations.
+
+Each property records with ``event()`` which interesting cases an example
+reached; ``test_the_generator_reaches_every_interesting_case`` fails when the
+generator stops producing one of them, so a property cannot pass vacuously.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from itertools import pairwise
+from typing import Any
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from scoutd.config import PromptConfig
+from scoutd.strategies.epoch import (
+    fixed_window,
+    increment_window,
+    shorten_tools_epoch,
+    shorten_tools_epoch_increment,
+)
+from scoutd.strategies.tool_messages import index_tools
+
+from . import oracle
+from .conversations import agent_conversations
+from .test_properties import SMALL
+
+PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EPOCH = {"shorten_tools_epoch": False, "shorten_tools_epoch_increment": True}
+RUNNERS = {"shorten_tools_epoch": shorten_tools_epoch}
+RUNNERS["shorten_tools_epoch_increment"] = shorten_tools_epoch_increment
+
+
+def features(messages: list[Any], config: PromptConfig = SMALL) -> set[str]:
+    """The interesting cases ``messages`` contains, judged by the reference."""
+    found: set[str] = set()
+    pairing = oracle.pair(messages)
+    tools = pairing.tools
+    paired = [t for t in tools if t.is_call and t.partner is not None]
+    for t in paired:
+        if not isinstance(t.body.get("id"), str):
+            found.add("non-string id paired")
+    answered = [t.partner for t in paired]  # in call order
+    if any(a > b for a, b in pairwise(answered)):
+        found.add("outputs out of call order")
+    if any(
+        t.is_call and t.partner is None and any(not o.is_call and o.at > t.at for o in tools)
+        for t in tools
+    ):
+        found.add("call without output mid-conversation")
+    ids = [json.dumps(t.body.get("id")) for t in tools if t.is_call]
+    if len(ids) != len(set(ids)):
+        found.add("duplicate call ids")
+    if any(t.is_call and t.body.get("arguments") is None for t in tools):
+        found.add("None or missing arguments")
+    if any(t.is_call and not isinstance(t.body.get("arguments", {}), dict) for t in tools):
+        found.add("non-object arguments")
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        content, role = message.get("content"), message.get("role")
+        if "role" in message and not isinstance(role, str):
+            found.add("non-string role")
+        if content is not None and not isinstance(content, str):
+            found.add("non-string content")
+        if isinstance(content, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in content):
+            found.add("lone surrogate")
+    by_key: dict[str, list[tuple[int, int]]] = {}
+    for t in paired:
+        by_key.setdefault(oracle.call_key(t.body), []).append((t.at, tools[t.partner].at))
+    for pairs in by_key.values():
+        # the first call of a key is answered after a later call of the same key
+        if len(pairs) > 1 and min(pairs)[1] > min(done for _, done in pairs):
+            found.add("late repeat first in call order")
+    for name, increment in EPOCH.items():
+        _, fates = oracle.epoch_fates(messages, config, increment)
+        for tool, fate in zip(tools, fates, strict=True):
+            if fate != "kept":
+                found.add(f"{'call' if tool.is_call else 'output'} {fate} ({name})")
+    return found
+
+
+INTERESTING = {
+    "non-string id paired",
+    "outputs out of call order",
+    "call without output mid-conversation",
+    "duplicate call ids",
+    "None or missing arguments",
+    "non-object arguments",
+    "non-string role",
+    "non-string content",
+    "lone surrogate",
+    "late repeat first in call order",
+    *(
+        f"{side} {fate} ({name})"
+        for side in ("call", "output")
+        for fate in ("truncated", "dropped", "protected")
+        for name in EPOCH
+    ),
+}
+
+
+def test_the_generator_reaches_every_interesting_case() -> None:
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
+    @given(messages=agent_conversations())
+    def collect(messages: list[Any]) -> None:
+        seen.update(features(messages))
+
+    collect()
+    rare = {case: seen[case] for case in INTERESTING if seen[case] < 5}
+    assert not rare, f"cases reached fewer than 5 times in 200 examples: {rare}"
+
+
+def _tag(messages: list[Any]) -> None:
+    for name in sorted(features(messages)):
+        event(name)
+
+
+@PROPERTY
+@given(messages=agent_conversations())
+def test_pairing_and_positions_match_the_reference(messages: list[Any]) -> None:
+    _tag(messages)
+    reference = oracle.pair(messages)
+    index = index_tools(messages)
+    assert index.indices == [t.at for t in reference.tools]
+    assert index.is_call == [t.is_call for t in reference.tools]
+    assert index.partners == [-1 if t.partner is None else t.partner for t in reference.tools]
+    assert index.numbers == [t.number for t in reference.tools]
+    assert index.positions == [reference.position(t) for t in reference.tools]
+    assert index.outputs == reference.outputs
+
+
+configs = st.builds(
+    PromptConfig,
+    epoch_tool_call_threshold=st.integers(0, 12),
+    epoch_full_tool_calls=st.integers(0, 4),
+    epoch_compacted_tool_calls=st.integers(0, 5),
+    epoch_size=st.integers(0, 6),
+    epoch_increment_epochs_per_increase=st.integers(0, 3),
+    epoch_increment_size_increase=st.integers(0, 3),
+    epoch_increment_repeat_increase=st.integers(0, 4),
+    epoch_increment_max_size=st.integers(0, 14),
+    epoch_increment_max_compacted_tool_calls=st.integers(0, 12),
+    epoch_increment_compacted_growth_ratio=st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.25]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    config=configs,
+    outputs=st.integers(0, 80),
+    repeat_at=st.lists(st.integers(1, 80), max_size=8).map(sorted),
+)
+def test_windows_match_the_reference(
+    config: PromptConfig, outputs: int, repeat_at: list[int]
+) -> None:
+    repeat_at = [n for n in repeat_at if n <= outputs]
+    for window, bands in (
+        (fixed_window(outputs, config), oracle.fixed_bands(outputs, config)),
+        (
+            increment_window(outputs, repeat_at, config),
+            oracle.increment_bands(outputs, repeat_at, config),
+        ),
+    ):
+        event("window" if window is not None else "no window")
+        if window is None or bands is None:
+            assert window is None and bands is None
+            continue
+        assert window.pinned == bands.pinned
+        # newest-first band edges against oldest-first ones
+        assert outputs + 1 - window.keep_full == bands.full_from + 1
+        assert outputs + 1 - window.truncate_to == bands.truncate_from + 1
+
+
+def _expected_messages(
+    messages: list[Any], pairing: oracle.Pairing, fates: list[str], config: PromptConfig
+) -> list[Any]:
+    fate_at = {tool.at: fate for tool, fate in zip(pairing.tools, fates, strict=True)}
+    out = [m for at, m in enumerate(messages) if fate_at.get(at) != "dropped"]
+    truncated, dropped = fates.count("truncated"), fates.count("dropped")
+    if truncated or dropped:
+        first = next(
+            (
+                i
+                for i, m in enumerate(out)
+                if isinstance(m, dict) and m.get("role") in (oracle.CALL, oracle.OUTPUT)
+            ),
+            len(out),
+        )
+        text = config.compaction_notice.replace("{compacted}", str(truncated))
+        out.insert(first, {"role": "user", "content": text.replace("{removed}", str(dropped))})
+    return out
+
+
+def _same_but_shortened(got: Any, original: Any) -> None:
+    """A truncated tool message: same keys, and only its long strings cut."""
+    assert got.keys() == original.keys()
+    assert {k: v for k, v in got.items() if k != "content"} == {
+        k: v for k, v in original.items() if k != "content"
+    }
+    new, old = json.loads(got["content"]), json.loads(original["content"])
+    assert list(new) == list(old)
+    field = "arguments" if "arguments" in new and isinstance(new["arguments"], dict) else "content"
+    assert {k: v for k, v in new.items() if k != field} == {
+        k: v for k, v in old.items() if k != field
+    }
+    if field == "content":
+        _cut(new["content"], oracle.output_text(old) or "", oracle.OUTPUT_LIMIT)
+    else:
+        for name, value in old["arguments"].items():
+            cut = new["arguments"][name]
+            if isinstance(value, str) and len(value) > oracle.ARGUMENT_LIMIT:
+                _cut(cut, value, oracle.ARGUMENT_LIMIT)
+            else:
+                assert cut == value
+
+
+def _cut(cut: str, text: str, limit: int) -> None:
+    prefix = f"Truncated ({len(text)}): "
+    assert cut.startswith(prefix) and f"<...{len(text)} - " in cut
+    assert len(cut) <= len(prefix) + limit
+
+
+@PROPERTY
+@given(messages=agent_conversations(), strategy=st.sampled_from(sorted(EPOCH)))
+def test_epoch_strategies_match_the_reference(messages: list[Any], strategy: str) -> None:
+    _tag(messages)
+    pairing, fates = oracle.epoch_fates(messages, SMALL, EPOCH[strategy])
+    got, report = RUNNERS[strategy](messages, SMALL, detail=True)
+    assert [action.action for action in report.actions or []] == fates
+    counts = oracle.report_counts(pairing, fates)
+    assert {name: getattr(report, name) for name in counts} == counts
+    assert report.chars_before == oracle.chars(messages)
+    assert report.chars_after == oracle.chars(got)
+    expected = _expected_messages(messages, pairing, fates, SMALL)
+    assert report.notice == ("truncated" in fates or "dropped" in fates)
+    assert len(got) == len(expected)
+    truncated_at = {t.at for t, f in zip(pairing.tools, fates, strict=True) if f == "truncated"}
+    originals = {id(m): at for at, m in enumerate(messages)}
+    for new, old in zip(got, expected, strict=True):
+        if originals.get(id(old)) in truncated_at:
+            _same_but_shortened(new, old)
+        else:
+            assert new == old
