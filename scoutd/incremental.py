@@ -31,6 +31,7 @@ from .config import DEFAULT_STRATEGIES, Config, strategy_names
 from .errors import ScoutdError
 from .formats import AUTO, SCOUT, format_of, signals
 from .formats.cache import stable_prefix
+from .paths import safe_value
 from .prepare import Prepared, prepare
 from .strategies.epoch import Window, compact, fixed_window, increment_window
 from .strategies.report import StrategyReport, content_chars
@@ -252,7 +253,12 @@ class SessionPrompt:
 
 def json_size(messages: Sequence[Any]) -> int:
     """Bytes of ``messages`` as compact JSON (the commas between them included)."""
-    return len(_encode(messages))
+    try:
+        return len(_encode(messages))
+    except UnicodeEncodeError:
+        # A lone surrogate in a caller's string (JSON text cannot hold one): count
+        # it as the escape the daemon would send in its place (docs/PROTOCOL.md).
+        return len(_encode(safe_value(messages)))
 
 
 def _holds_tool(last: _Round | None, roles: list[Any]) -> bool:

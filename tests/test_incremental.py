@@ -184,8 +184,8 @@ def test_a_late_repeat_first_in_call_order_keeps_rounds_exact() -> None:
             got, _ = session.prepare(name, CONFIGS["small"])
             expected = prepare(conversation, name, config=CONFIGS["small"])
             assert (got.messages, got.report) == (expected.messages, expected.report)
-    report = prepare(conversation, config=CONFIGS["small"]).report[0]
-    assert report.calls_protected + report.outputs_protected > 0
+    prepared = prepare(conversation, "shorten_tools_epoch_increment", config=CONFIGS["small"])
+    assert prepared.report[0].calls_protected + prepared.report[0].outputs_protected > 0
 
 
 def _plain_checksum(messages: list[Any]) -> int:
@@ -285,3 +285,13 @@ def test_rounds_follow_the_configured_strategies_and_pass_the_save_file(tmp_path
 def test_a_refused_delta_names_what_the_receiver_holds() -> None:
     with pytest.raises(DeltaMismatch, match=r"^prompt delta does not apply: keep=5 of 0 messages$"):
         DeltaDecoder().apply({"keep": 5, "append": [], "checksum": 0})
+
+
+def test_a_lone_surrogate_is_stored_and_counted() -> None:
+    # JSON text cannot hold a lone surrogate, but a caller's str can: the session
+    # keeps it and counts it as the escape sent in its place.
+    session = SessionPrompt()
+    session.extend([{"role": "user", "content": "\ud800 lone"}])
+    assert session.size == len(b'[{"role":"user","content":"\\\\ud800 lone"}]')
+    got, _ = session.prepare(None, CONFIGS["small"])
+    assert got.messages[0]["content"] == "\ud800 lone"
