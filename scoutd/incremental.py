@@ -252,13 +252,20 @@ class SessionPrompt:
 
 
 def json_size(messages: Sequence[Any]) -> int:
-    """Bytes of ``messages`` as compact JSON (the commas between them included)."""
+    """The sum of each message's bytes as compact JSON.
+
+    Additive, so that a session's size is the sum over its appends: the list's
+    brackets and commas are not counted (an empty append adds nothing).
+    """
+    if not messages:
+        return 0
     try:
-        return len(_encode(messages))
+        encoded = len(_encode(messages))
     except UnicodeEncodeError:
         # A lone surrogate in a caller's string (JSON text cannot hold one): count
         # it as the escape the daemon would send in its place (docs/PROTOCOL.md).
-        return len(_encode(safe_value(messages)))
+        encoded = len(_encode(safe_value(messages)))
+    return encoded - len(messages) - 1  # "[" + ",".join(items) + "]"
 
 
 def _holds_tool(last: _Round | None, roles: list[Any]) -> bool:

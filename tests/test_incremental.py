@@ -292,6 +292,6 @@ def test_a_lone_surrogate_is_stored_and_counted() -> None:
     # keeps it and counts it as the escape sent in its place.
     session = SessionPrompt()
     session.extend([{"role": "user", "content": "\ud800 lone"}])
-    assert session.size == len(b'[{"role":"user","content":"\\\\ud800 lone"}]')
+    assert session.size == len(b'{"role":"user","content":"\\\\ud800 lone"}')
     got, _ = session.prepare(None, CONFIGS["small"])
     assert got.messages[0]["content"] == "\ud800 lone"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -157,28 +158,42 @@ def test_session_message_limit() -> None:
         _round(client, {"session": session, "append": [], "base": 8})
 
 
-def test_session_character_limit() -> None:
-    """``max_session_bytes`` bounds the characters of content a session holds, at open,
-    on replace and on append; a refused request leaves the session as it was."""
+def test_session_byte_limit() -> None:
+    """``max_session_bytes`` bounds the compact JSON bytes of the messages a session
+    holds, at open, on replace and on append; a refused request leaves the session
+    as it was."""
 
-    def user(chars: int) -> dict[str, Any]:
-        return {"role": "user", "content": "é" * chars}
-
-    with Daemon(daemon={"max_session_bytes": 100}) as small, small.connect() as client:
-        save_file = os.path.join(small.dir, "limit.chat")
-        answer = client.call("session.open", {"save_file": save_file, "messages": [user(101)]})
-        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, 100)
-        session = _open(client, small)
-        answer = client.call(
-            "prepare_prompt", {"session": session, "messages": [user(60), user(41)]}
+    def size(*messages: Any) -> int:  # a plain count: each message as compact UTF-8 JSON
+        return sum(
+            len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode()) for m in messages
         )
-        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, 100)
-        _round(client, {"session": session, "messages": [user(60), {"role": "tool"}]})
-        _round(client, {"session": session, "append": [user(40)], "base": 2})  # exactly 100
-        answer = client.call("prepare_prompt", {"session": session, "append": [user(1)], "base": 3})
-        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, 100)
+
+    def user(text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
+    limit = 200
+    first, bare = user("é" * 60), {"role": "tool"}  # two bytes a character
+    filler = user("x" * (limit - size(first, bare, user(""))))
+    assert size(first, bare, filler) == limit
+    with Daemon(daemon={"max_session_bytes": limit}) as small, small.connect() as client:
+        save_file = os.path.join(small.dir, "limit.chat")
+        answer = client.call(
+            "session.open", {"save_file": save_file, "messages": [user("é" * 100)]}
+        )
+        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, limit)
+        session = _open(client, small)
+        answer = client.call("prepare_prompt", {"session": session, "messages": [first, first]})
+        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, limit)
+        _round(client, {"session": session, "messages": [first, bare]})
+        for _ in range(3):  # empty appends add nothing
+            _round(client, {"session": session, "append": [], "base": 2})
+        _round(client, {"session": session, "append": [filler], "base": 2})  # exactly the limit
+        answer = client.call(
+            "prepare_prompt", {"session": session, "append": [user("")], "base": 3}
+        )
+        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, limit)
         result = _round(client, {"session": session, "append": [], "base": 3})
-        assert [len(m.get("content", "")) for m in result["messages"]] == [60, 0, 40]
+        assert result["messages"] == [first, bare, filler]
 
 
 def test_client_session_is_incremental_and_transparent(daemon: Daemon) -> None:

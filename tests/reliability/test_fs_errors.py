@@ -134,6 +134,9 @@ for n in range(rounds):
         if kind == "r":
             with open(tmp, "w") as handle:
                 handle.write(f"regular {n}")
+            # dated back, as scoutd's own writers do: complete at once when renamed in
+            past = time.time() - 1
+            os.utime(tmp, (past, past))
             os.rename(tmp, path)
         elif kind == "f":
             os.mkfifo(tmp)
