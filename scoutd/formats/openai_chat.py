@@ -141,9 +141,8 @@ def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dic
             ident, arguments = entry.get("id"), function.get("arguments")
             if type(ident) is not str or type(arguments) is not str:
                 return 0
-            parts.append(
-                {"role": "function_call", "content": call_text(function.get("name"), ident, arguments)}
-            )
+            body = call_text(function.get("name"), ident, arguments)
+            parts.append({"role": "function_call", "content": body})
             called.append(ident)
         for answer in messages[i + 1 : end]:
             if type(answer) is not dict or answer.get("role") != "tool":
