@@ -11,6 +11,7 @@ a string. Anything else passes through untouched and is counted as malformed
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from .view import (
@@ -96,6 +97,10 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             i += 1
             continue
         i = _add_any_group(result, messages, i, message)
+    if not mark:  # the common way always marks what it makes
+        for made, ref in zip(out, refs, strict=True):
+            if ref != PASSTHROUGH:
+                made.pop(VIEW_KEY, None)
     return result
 
 
@@ -104,9 +109,9 @@ def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dic
 
     The common shape: no calls at all, or ``tool_calls`` entries with a string
     ``id`` and ``arguments``, each answered once by the dict ``tool`` messages
-    right after (string contents, no other ``tool`` message following). Returns
-    the index after the group, or 0 (nothing added) for any other shape, which
-    :func:`_add_any_group` then reads (and counts when malformed).
+    right after (string contents and ids, no other ``tool`` message following).
+    Returns the index after the group, or 0 (nothing added) for any other
+    shape, which :func:`_add_any_group` then reads (and counts when malformed).
     """
     out = result.messages
     entries = message.get("tool_calls")
@@ -115,52 +120,54 @@ def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dic
         result.refs.append(PASSTHROUGH)
         result.starts.append(len(out))
         return i + 1
-    calls = len(entries)
-    end = i + 1 + calls
-    if end > len(messages):
-        return 0
-    if end < len(messages):
-        following = messages[end]
-        if type(following) is dict:
-            if following.get("role") == "tool":
-                return 0
-        elif _is_tool(following):
+    end = i + 1 + len(entries)
+    if end >= len(messages):
+        if end > len(messages):
             return 0
-    parts: list[dict[str, Any]] = []
+    else:
+        following = messages[end]
+        if following.get("role") == "tool" if type(following) is dict else _is_tool(following):
+            return 0
     content = message.get("content")
-    if content:
-        text = content if type(content) is str else blocks_text(content)
-        if text:
-            parts.append({"role": "assistant", "content": text})
-    called, answered = [], []
+    text = (content if type(content) is str else blocks_text(content)) if content else None
+    base = len(out)
+    if text:
+        out.append({"role": "assistant", "content": text, VIEW_KEY: base})
+    waiting = set()  # the ids of the calls not answered yet
     try:
         for entry in entries:
             function = entry.get("function") if type(entry) is dict else None
             if type(function) is not dict:
-                return 0
+                break
             ident, arguments = entry.get("id"), function.get("arguments")
             if type(ident) is not str or type(arguments) is not str:
-                return 0
+                break
             body = call_text(function.get("name"), ident, arguments)
-            parts.append({"role": "function_call", "content": body})
-            called.append(ident)
-        for answer in messages[i + 1 : end]:
-            if type(answer) is not dict or answer.get("role") != "tool":
-                return 0
-            output = answer.get("content")
-            if type(output) is not str:
-                return 0
-            ident = answer.get("tool_call_id")
-            parts.append({"role": "function_call_output", "content": output_text(ident, output)})
-            answered.append(ident)
+            out.append({"role": "function_call", "content": body, VIEW_KEY: len(out)})
+            waiting.add(ident)
+        else:
+            for answer in messages[i + 1 : end] if len(waiting) == len(entries) else ():
+                if type(answer) is not dict or answer.get("role") != "tool":
+                    break
+                output, ident = answer.get("content"), answer.get("tool_call_id")
+                if type(output) is not str or type(ident) is not str or ident not in waiting:
+                    break
+                waiting.discard(ident)
+                body = output_text(ident, output)
+                out.append({"role": "function_call_output", "content": body, VIEW_KEY: len(out)})
     except Malformed:
+        pass
+    if waiting or len(out) != base + bool(text) + 2 * len(entries):
+        del out[base:]  # not of the common shape: nothing added
         return 0
-    if calls == 1:
-        if answered[0] != called[0]:
-            return 0
-    elif len(set(answered)) != calls or set(answered) != set(called):
-        return 0
-    _commit(result, parts, calls)
+    calls = len(entries)
+    head = base + bool(text) + calls  # the end of the assistant message's own view messages
+    refs = result.refs
+    if text:
+        refs.append(TEXT_PART)
+    refs.extend(range(calls))
+    refs.extend(repeat(0, calls))
+    result.starts.extend(range(head, head + calls + 1))
     return end
 
 
