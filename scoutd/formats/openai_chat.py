@@ -36,6 +36,8 @@ from .view import (
 
 __all__ = ["rebuild", "view"]
 
+_ONE_CALL = (0, 0)  # the refs of a call (slot 0) and its output
+
 
 def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
     """The (name, id, arguments) of each call; None without calls.
@@ -160,14 +162,18 @@ def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dic
     if waiting or len(out) != base + bool(text) + 2 * len(entries):
         del out[base:]  # not of the common shape: nothing added
         return 0
-    calls = len(entries)
-    head = base + bool(text) + calls  # the end of the assistant message's own view messages
-    refs = result.refs
+    refs, starts = result.refs, result.starts
     if text:
         refs.append(TEXT_PART)
+    if end == i + 2:  # one call, the most common group
+        refs += _ONE_CALL
+        starts.append(len(out) - 1)
+        starts.append(len(out))
+        return end
+    calls = len(entries)
     refs.extend(range(calls))
     refs.extend(repeat(0, calls))
-    result.starts.extend(range(head, head + calls + 1))
+    starts.extend(range(len(out) - calls, len(out) + 1))
     return end
 
 
