@@ -245,6 +245,8 @@ def _answered(calls: list[tuple[Any, Any, str]], ids: list[Any], texts: list[Any
         return False
     if len(calls) == 1:
         return bool(ids[0] == calls[0][1])
+    if any(type(ident) is not str for ident in ids):
+        return False  # call ids are strings; an unhashable one must not reach set()
     return len(set(ids)) == len(ids) and set(ids) == {ident for _, ident, _ in calls}
 
 
