@@ -11,6 +11,7 @@ a string. Anything else passes through untouched and is counted as malformed
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from .view import (
@@ -25,13 +26,17 @@ from .view import (
     View,
     blocks_text,
     call_message,
+    call_text,
     encode_arguments,
     output_message,
+    output_text,
     rewritten_arguments,
     rewritten_output,
 )
 
 __all__ = ["rebuild", "view"]
+
+_ONE_CALL = (0, 0)  # the refs of a call (slot 0) and its output
 
 
 def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
@@ -69,8 +74,9 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     """The scout view of an OpenAI Chat conversation.
 
     Written for speed (docs/PERFORMANCE.md): it runs over every message of
-    every prepare call, so the common case (dict messages, string contents) is
-    handled inline.
+    every prepare call, so the common case (dict messages, string contents, a
+    well-formed group) is handled by :func:`_add_plain_group` in one pass; any
+    other group takes the general way, which gives the same view.
     """
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
@@ -79,7 +85,12 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     while i < count:
         message = messages[i]
         role = message.get("role") if type(message) is dict else None
-        if role is not None and role != "assistant" and role not in SCOUT_TOOL_ROLES:
+        if role == "assistant":
+            end = _add_plain_group(result, messages, i, message)
+            if end:
+                i = end
+                continue
+        elif role is not None and role not in SCOUT_TOOL_ROLES:
             if role == "tool":
                 result.malformed += 1
             out.append(message)
@@ -87,47 +98,145 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             starts.append(len(out))
             i += 1
             continue
-        try:
-            calls = _calls(message)
-        except Malformed:
-            calls = []
-        if calls is None:
-            result.malformed += _is_tool(message)
-            result.passthrough(message)
-            i += 1
-            continue
-        end = i + 1
-        texts: list[str | None] = []
-        ids: list[Any] = []
-        while end < count:
-            answer = messages[end]
-            if type(answer) is not dict or answer.get("role") != "tool":
-                if _is_tool(answer):
-                    texts.append(None)  # a tool message of another mapping type
-                    end += 1
-                    continue
-                break
-            content = answer.get("content")
-            texts.append(content if type(content) is str else blocks_text(content))
-            ids.append(answer.get("tool_call_id"))
-            end += 1
-        if not _answered(calls, ids, texts):
-            pending = bool(calls) and end == i + 1 and end == count
-            result.malformed += 0 if pending else end - i
-            for passed in messages[i:end]:
-                result.passthrough(passed)
-            i = end
-            continue
-        saved = len(out), len(starts)
-        try:
-            _add_group(result, message, calls, ids, texts)  # type: ignore[arg-type]
-        except Malformed:
-            result.rollback(*saved)
-            result.malformed += end - i
-            for passed in messages[i:end]:
-                result.passthrough(passed)
-        i = end
+        i = _add_any_group(result, messages, i, message)
+    if not mark:  # the common way always marks what it makes
+        for made, ref in zip(out, refs, strict=True):
+            if ref != PASSTHROUGH:
+                made.pop(VIEW_KEY, None)
     return result
+
+
+def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dict[str, Any]) -> int:
+    """Add an assistant message and its answers when all are of the common shape.
+
+    The common shape: no calls at all, or ``tool_calls`` entries with a string
+    ``id`` and ``arguments``, each answered once by the dict ``tool`` messages
+    right after (string contents and ids, no other ``tool`` message following).
+    Returns the index after the group, or 0 (nothing added) for any other
+    shape, which :func:`_add_any_group` then reads (and counts when malformed).
+    """
+    out = result.messages
+    entries = message.get("tool_calls")
+    if type(entries) is not list or not entries:
+        out.append(message)  # an assistant message without calls: as it is
+        result.refs.append(PASSTHROUGH)
+        result.starts.append(len(out))
+        return i + 1
+    end = i + 1 + len(entries)
+    if end >= len(messages):
+        if end > len(messages):
+            return 0
+    else:
+        following = messages[end]
+        if following.get("role") == "tool" if type(following) is dict else _is_tool(following):
+            return 0
+    content = message.get("content")
+    text = (content if type(content) is str else blocks_text(content)) if content else None
+    base = len(out)
+    if text:
+        out.append({"role": "assistant", "content": text, VIEW_KEY: base})
+    waiting = set()  # the ids of the calls not answered yet
+    try:
+        for entry in entries:
+            function = entry.get("function") if type(entry) is dict else None
+            if type(function) is not dict:
+                break
+            ident, arguments = entry.get("id"), function.get("arguments")
+            if type(ident) is not str or type(arguments) is not str:
+                break
+            body = call_text(function.get("name"), ident, arguments)
+            out.append({"role": "function_call", "content": body, VIEW_KEY: len(out)})
+            waiting.add(ident)
+        else:
+            for answer in messages[i + 1 : end] if len(waiting) == len(entries) else ():
+                if type(answer) is not dict or answer.get("role") != "tool":
+                    break
+                output, ident = answer.get("content"), answer.get("tool_call_id")
+                if type(output) is not str or type(ident) is not str or ident not in waiting:
+                    break
+                waiting.discard(ident)
+                body = output_text(ident, output)
+                out.append({"role": "function_call_output", "content": body, VIEW_KEY: len(out)})
+    except Malformed:
+        pass
+    if waiting or len(out) != base + bool(text) + 2 * len(entries):
+        del out[base:]  # not of the common shape: nothing added
+        return 0
+    refs, starts = result.refs, result.starts
+    if text:
+        refs.append(TEXT_PART)
+    if end == i + 2:  # one call, the most common group
+        refs += _ONE_CALL
+        starts.append(len(out) - 1)
+        starts.append(len(out))
+        return end
+    calls = len(entries)
+    refs.extend(range(calls))
+    refs.extend(repeat(0, calls))
+    starts.extend(range(len(out) - calls, len(out) + 1))
+    return end
+
+
+def _commit(result: View, parts: list[dict[str, Any]], calls: int) -> None:
+    """Add a group's view messages: the assistant's text (if any), its ``calls``, their outputs."""
+    out, refs = result.messages, result.refs
+    base = len(out)
+    if result.mark:
+        for offset, part in enumerate(parts, base):
+            part[VIEW_KEY] = offset
+    out.extend(parts)
+    head = len(parts) - calls  # the view messages of the assistant message itself
+    if head > calls:
+        refs.append(TEXT_PART)
+    refs.extend(range(calls))
+    refs.extend([0] * calls)
+    result.starts.extend(range(base + head, base + head + calls + 1))
+
+
+def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) -> int:
+    """Add the message at ``i`` (and its answers, if it has calls) in any shape.
+
+    Returns the index after what was added.
+    """
+    try:
+        calls = _calls(message)
+    except Malformed:
+        calls = []
+    if calls is None:
+        result.malformed += _is_tool(message)
+        result.passthrough(message)
+        return i + 1
+    count = len(messages)
+    end = i + 1
+    texts: list[str | None] = []
+    ids: list[Any] = []
+    while end < count:
+        answer = messages[end]
+        if type(answer) is not dict or answer.get("role") != "tool":
+            if _is_tool(answer):
+                texts.append(None)  # a tool message of another mapping type
+                end += 1
+                continue
+            break
+        content = answer.get("content")
+        texts.append(content if type(content) is str else blocks_text(content))
+        ids.append(answer.get("tool_call_id"))
+        end += 1
+    if not _answered(calls, ids, texts):
+        pending = bool(calls) and end == i + 1 and end == count
+        result.malformed += 0 if pending else end - i
+        for passed in messages[i:end]:
+            result.passthrough(passed)
+        return end
+    saved = len(result.messages), len(result.starts)
+    try:
+        _add_group(result, message, calls, ids, texts)  # type: ignore[arg-type]
+    except Malformed:
+        result.rollback(*saved)
+        result.malformed += end - i
+        for passed in messages[i:end]:
+            result.passthrough(passed)
+    return end
 
 
 def _answered(calls: list[tuple[Any, Any, str]], ids: list[Any], texts: list[Any]) -> bool:
@@ -136,6 +245,8 @@ def _answered(calls: list[tuple[Any, Any, str]], ids: list[Any], texts: list[Any
         return False
     if len(calls) == 1:
         return bool(ids[0] == calls[0][1])
+    if any(type(ident) is not str for ident in ids):
+        return False  # call ids are strings; an unhashable one must not reach set()
     return len(set(ids)) == len(ids) and set(ids) == {ident for _, ident, _ in calls}
 
 
@@ -147,29 +258,12 @@ def _add_group(
     texts: list[str],
 ) -> None:
     """Add an assistant message's text and calls, and their answers, to the view."""
-    out, refs, starts, mark = result.messages, result.refs, result.starts, result.mark
     content = message.get("content")
     text = blocks_text(content) if content else None
-    if text:
-        part: dict[str, Any] = {"role": "assistant", "content": text}
-        if mark:
-            part[VIEW_KEY] = len(out)
-        out.append(part)
-        refs.append(TEXT_PART)
-    for slot, (name, ident, arguments) in enumerate(calls):
-        part = call_message(name, ident, arguments)
-        if mark:
-            part[VIEW_KEY] = len(out)
-        out.append(part)
-        refs.append(slot)
-    starts.append(len(out))
-    for ident, output in zip(ids, texts, strict=True):
-        part = output_message(ident, output)
-        if mark:
-            part[VIEW_KEY] = len(out)
-        out.append(part)
-        refs.append(0)
-        starts.append(len(out))
+    parts = [{"role": "assistant", "content": text}] if text else []
+    parts.extend(call_message(name, ident, arguments) for name, ident, arguments in calls)
+    parts.extend(output_message(ident, output) for ident, output in zip(ids, texts, strict=True))
+    _commit(result, parts, len(calls))
 
 
 def new_message(message: Any) -> Any:

@@ -31,9 +31,11 @@ __all__ = [
     "View",
     "blocks_text",
     "call_message",
+    "call_text",
     "encode_arguments",
     "outcome",
     "output_message",
+    "output_text",
     "rewritten_arguments",
     "rewritten_output",
 ]
@@ -198,10 +200,19 @@ def encode_arguments(arguments: Any) -> str:
 
 
 def call_message(name: Any, ident: Any, arguments: Any) -> dict[str, Any]:
-    """A scout ``function_call`` view message.
+    """A scout ``function_call`` view message."""
+    return {"role": "function_call", "content": call_text(name, ident, arguments)}
+
+
+def call_text(name: Any, ident: Any, arguments: Any) -> str:
+    """The content of a ``function_call`` view message.
 
     ``arguments`` is an object, or a provider's arguments text: used as it is
-    when it is a JSON object text, else kept as a string (never truncated).
+    when it is a JSON object text (not decoded and encoded again), else kept as
+    a string (never truncated).
+
+    Raises:
+        Malformed: a value JSON cannot hold (a lone surrogate, ...).
     """
     try:
         if type(arguments) is str:
@@ -209,25 +220,30 @@ def call_message(name: Any, ident: Any, arguments: Any) -> dict[str, Any]:
                 valid = type(_decode(arguments)) is dict
             except _DECODE_ERRORS:
                 valid = False
-            if valid:
-                text = (
-                    f'{{"name":{_encode(name).decode()},"id":{_encode(ident).decode()},'
-                    f'"arguments":{arguments}}}'
-                )
-                return {"role": "function_call", "content": text}
-        body = {"name": name, "id": ident, "arguments": arguments}
-        return {"role": "function_call", "content": _encode(body).decode("utf-8")}
+            if valid:  # the arguments text goes in as it is
+                name_text = _encode(name).decode("utf-8")
+                ident_text = _encode(ident).decode("utf-8")
+                return f'{{"name":{name_text},"id":{ident_text},"arguments":{arguments}}}'
+        return _encode({"name": name, "id": ident, "arguments": arguments}).decode("utf-8")
     except _ENCODE_ERRORS as exc:  # lone surrogates, values JSON cannot hold
         raise Malformed(str(exc)) from None
 
 
 def output_message(ident: Any, text: str) -> dict[str, Any]:
     """A scout ``function_call_output`` view message."""
+    return {"role": "function_call_output", "content": output_text(ident, text)}
+
+
+def output_text(ident: Any, text: str) -> str:
+    """The content of a ``function_call_output`` view message.
+
+    Raises:
+        Malformed: a value JSON cannot hold (a lone surrogate, ...).
+    """
     try:
-        body = _encode({"id": ident, "content": text})
+        return _encode({"id": ident, "content": text}).decode("utf-8")
     except _ENCODE_ERRORS as exc:
         raise Malformed(str(exc)) from None
-    return {"role": "function_call_output", "content": body.decode("utf-8")}
 
 
 def _body(rewritten: Any) -> Mapping[str, Any] | None:
