@@ -128,3 +128,20 @@ def test_well_formed_conversations_with_one_hostile_value(
     except (AttributeError, TypeError, KeyError):
         problems = None  # the test's checker cannot read such a structure; scoutd did
     assert not problems or prepared.report[-1].malformed
+
+
+def test_an_unhashable_answer_id_after_parallel_calls_is_malformed() -> None:
+    calls = [
+        {"id": ident, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        for ident in ("a", "b")
+    ]
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": ["x"], "content": "out"},
+        {"role": "tool", "tool_call_id": "b", "content": "out"},
+    ]
+    before = copy.deepcopy(messages)
+    prepared = prepare(messages, "shorten_tools_epoch", format="openai-chat")
+    assert prepared.messages == before == messages
+    assert prepared.report[-1].malformed > 0
