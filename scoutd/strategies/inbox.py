@@ -71,6 +71,7 @@ from ..errors import Aborted
 from .inbox_files import (
     ABORT_NAME,
     MAX_NAMES,
+    SETTLE_TIME,
     WRITE_FLAGS,
     InboxDirs,
     numbered,
@@ -241,6 +242,11 @@ def _drop(save_file: str, text: str, names: Iterable[str], *, keep: bool = False
                 data = memoryview(text.encode("utf-8"))
                 while data:
                     data = data[os.write(fd, data) :]
+                # Dated back past the settle time: a reader that finds the file by a
+                # scan, before any event, sees it complete at once, however coarse
+                # the filesystem's timestamps (docs/OPERATIONS.md, files written in place).
+                past = time.time_ns() - 2 * int(SETTLE_TIME * 1e9)
+                os.utime(fd, ns=(past, past))
                 os.fsync(fd)
             finally:
                 os.close(fd)

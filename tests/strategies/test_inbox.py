@@ -760,3 +760,16 @@ def test_each_file_is_delivered_at_most_once(
         record_texts = sorted(read(os.path.join(removed, name)) for name in records)
         expected = [f"record {n}" for n in recorded] + [f"pending {n}" for n in pending]
         assert record_texts == sorted(expected)
+
+
+def test_written_notices_and_aborts_are_complete_to_a_scan_at_once(tmp_path: pathlib.Path) -> None:
+    # Found by a scan before any event (an inbox created that instant), a file
+    # renamed in within the same timestamp tick as its last write would wait one
+    # settle time; scoutd's writers date theirs back so that it never does.
+    from scoutd.strategies.inbox_files import SETTLE_TIME, settled
+
+    save_file = str(tmp_path / "a.chat")
+    for path in (write_notice(save_file, "hello"), write_abort(save_file, "stop")):
+        st = os.stat(path)
+        assert time.time() - st.st_mtime >= SETTLE_TIME
+        assert settled(st)
