@@ -366,7 +366,7 @@ def _take_abort(dirs: InboxDirs, max_bytes: int, *, complete: bool, wait: bool) 
             log.debug("abort file %r was taken by another consumer", source)
             return None
         return _claim_abort_in_inbox(dirs, max_bytes, exc)
-    text, unread = _read_abort(claim, rfd, max_bytes)
+    text, unread = _read_abort(claim, rfd, max_bytes, source)
     return Taken(_record(dirs, claim, ABORT_NAME, rfd, by_rename=unread is not None), text, unread)
 
 
@@ -409,8 +409,10 @@ def _signature(st: os.stat_result) -> tuple[int, int, int]:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _read_abort(name: str, dir_fd: int, max_bytes: int) -> tuple[str, str | None]:
+def _read_abort(name: str, dir_fd: int, max_bytes: int, shown: str) -> tuple[str, str | None]:
     """The text of abort entry ``name`` and, when it is not a regular file, its kind.
+
+    ``shown``: the entry's inbox path, for the log.
 
     A non-regular entry is never opened. A regular one that cannot be read
     gives "" (logged): it aborts all the same.
@@ -418,7 +420,7 @@ def _read_abort(name: str, dir_fd: int, max_bytes: int) -> tuple[str, str | None
     try:
         kind = entry_kind(os.lstat(name, dir_fd=dir_fd).st_mode)
         if kind is not None:
-            log.error("abort entry %r is %s: it aborts, unread", name, kind)
+            log.error("abort entry %r is %s: it aborts all the same, unread", shown, kind)
             return "", kind
         fd, st = _open_regular(name, dir_fd)
         try:
@@ -426,7 +428,7 @@ def _read_abort(name: str, dir_fd: int, max_bytes: int) -> tuple[str, str | None
         finally:
             os.close(fd)
     except OSError as exc:
-        log.error("abort file %r could not be read (it aborts all the same): %s", name, exc)
+        log.error("abort file %r could not be read (it aborts all the same): %s", shown, exc)
         return "", None
 
 
@@ -455,7 +457,7 @@ def _claim_abort_in_inbox(dirs: InboxDirs, max_bytes: int, problem: OSError) -> 
             problem,
             exc,
         )
-        return Taken(source, *_read_abort(ABORT_NAME, dirs.ifd, max_bytes))
+        return Taken(source, *_read_abort(ABORT_NAME, dirs.ifd, max_bytes, source))
     record = os.path.join(dirs.inbox, hidden)
     log.error(
         "abort file %r could not be moved to %r (%s): the agent is aborted and the abort"
@@ -465,4 +467,4 @@ def _claim_abort_in_inbox(dirs: InboxDirs, max_bytes: int, problem: OSError) -> 
         problem,
         record,
     )
-    return Taken(record, *_read_abort(hidden, dirs.ifd, max_bytes))
+    return Taken(record, *_read_abort(hidden, dirs.ifd, max_bytes, source))
