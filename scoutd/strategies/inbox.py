@@ -8,9 +8,10 @@ appended to the prompt as a ``user`` message; a file named ``abort`` raises
 
 1. *Check in place*: open with ``O_NOFOLLOW | O_NONBLOCK`` and ``fstat``. A
    symlink fails (``ELOOP``), a FIFO swapped in after the listing opens without
-   waiting for a writer; what is not a readable regular file stays put. A
-   file written in place is taken once complete (unchanged for a short
-   settle time, or closed by its writer as the daemon's watcher sees).
+   waiting for a writer; a notice that is not a readable regular file stays
+   put (an ``abort`` of any type is claimed, see below). A file written in
+   place is taken once complete (unchanged for a short settle time, or closed
+   by its writer as the daemon's watcher sees).
 2. *Claim*: ``rename`` it to a private ``.claim-<pid>-<random>`` name in the
    removed directory. Of N racing consumers exactly one rename succeeds; the
    others get ``ENOENT`` and skip. The claimed entry is checked again by its
