@@ -142,6 +142,25 @@ def test_an_abort_that_is_not_a_regular_file_aborts_unread(slow_daemon: Daemon, 
     assert "Traceback" not in slow_daemon.log()
 
 
+def test_an_abort_directory_sends_the_abort_signal() -> None:
+    """``abort_signal`` reaches the agent's pid for an odd abort entry too."""
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with Daemon(daemon={"rescan_interval": 60.0, "abort_signal": "TERM"}) as d:
+            save_file = os.path.join(d.dir, "signalled.chat")
+            os.makedirs(inbox_dir(save_file))
+            with d.connect() as c:
+                reply = c.call("session.open", {"save_file": save_file, "pid": agent.pid})
+                assert "result" in reply, reply
+                os.mkdir(os.path.join(inbox_dir(save_file), "abort"))
+                c.notification("session.aborted", 5)
+                assert agent.wait(timeout=10) == -15  # ended by SIGTERM
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(timeout=10)
+
+
 def test_names_with_newlines_and_invalid_utf8_are_delivered_and_recorded(daemon: Daemon) -> None:
     save_file = os.path.join(daemon.dir, "names.chat")
     inbox = os.fsencode(inbox_dir(save_file))
