@@ -338,7 +338,9 @@ def _record(dirs: InboxDirs, claim: str, name: str, rfd: int, *, by_rename: bool
         return record
 
 
-def _take_abort(dirs: InboxDirs, max_bytes: int, *, complete: bool, wait: bool) -> Taken | None:
+def _take_abort(
+    dirs: InboxDirs, max_bytes: int, *, complete: bool, wait: bool, retries: int = 3
+) -> Taken | None:
     """Claim the ``abort`` entry, whatever its type: it always aborts (fails closed).
 
     A regular file is read once complete (or after MAX_SETTLE_WAIT, as it is).
@@ -365,6 +367,10 @@ def _take_abort(dirs: InboxDirs, max_bytes: int, *, complete: bool, wait: bool) 
         if not _lexists(ABORT_NAME, dirs.ifd):
             log.debug("abort file %r was taken by another consumer", source)
             return None
+        if isinstance(exc, FileNotFoundError) and retries > 0:
+            # taken by another consumer and a new abort already in its place (or the
+            # removed directory went meanwhile): claim the new one like any other
+            return _take_abort(dirs, max_bytes, complete=complete, wait=wait, retries=retries - 1)
         return _claim_abort_in_inbox(dirs, max_bytes, exc)
     text, unread = _read_abort(claim, rfd, max_bytes, source)
     return Taken(_record(dirs, claim, ABORT_NAME, rfd, by_rename=unread is not None), text, unread)
