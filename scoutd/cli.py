@@ -325,9 +325,13 @@ def _cmd_notify(args: argparse.Namespace) -> int:
 
 
 def _cmd_abort(args: argparse.Namespace) -> int:
-    from .strategies.inbox import inbox_removed_dir, record_problem, write_abort
+    from .strategies.inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
 
-    print(write_abort(args.save_file, args.reason))
+    try:
+        print(write_abort(args.save_file, args.reason))
+    except AbortNotWritten as exc:
+        # Fails closed all the same: the entry already there aborts the agent.
+        return _fail(f"{exc.filename!r}: {exc.strerror}; see docs/OPERATIONS.md")
     problem = record_problem(args.save_file)
     if problem is None:
         return EXIT_OK

@@ -4,10 +4,11 @@ A session ties a running agent (its save file, pid and connection) to the
 inbox beside its save file. The registry watches the inbox's *parent*
 directory and the inbox itself; the watcher anchors whichever does not exist
 yet to its nearest existing ancestor, so an abort is seen at once even in a
-chat directory created after ``session.open``. When an ``abort`` file shows up, the
-registry claims it with :func:`scoutd.strategies.inbox.claim_abort` in a
-worker thread — the move is the claim, so exactly one party (this watcher or
-an inference's ``inbox`` strategy) consumes each abort file — then marks the
+chat directory created after ``session.open``. When an ``abort`` entry (of any
+type: a directory or FIFO aborts too, unread) shows up, the registry claims
+it with :func:`scoutd.strategies.inbox.claim_abort` in a worker thread — the
+move is the claim, so exactly one party (this watcher or an inference's
+``inbox`` strategy) consumes each abort entry — then marks the
 sessions of that inbox aborted and pushes ``session.aborted`` to their
 connections at once. An abort that cannot be moved still aborts (it fails
 closed, see :mod:`scoutd.strategies.inbox_files`); one that cannot be moved at

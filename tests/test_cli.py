@@ -320,6 +320,35 @@ def test_abort_says_when_its_record_cannot_be_written(home: Path, sabotage: str)
     assert last == "scoutd: aborted: stop anyway"
 
 
+def test_abort_says_when_an_abort_that_is_not_a_file_is_already_waiting(home: Path) -> None:
+    """The agent made ``abort`` a directory: it still stops, but the reason is not written."""
+    save_file = home / "agent.chat"
+    planted = Path(scoutd.inbox_dir(str(save_file))) / "abort"
+    planted.mkdir(parents=True)
+    aborted = run(home, "abort", str(save_file), "my reason")
+    assert aborted.returncode == 1 and aborted.stdout == ""
+    message = one_error_line(aborted)
+    assert "is a directory" in message and "could not be written" in message
+    assert "aborted with a generic reason" in message
+    stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert stopped.returncode == 3 and "Traceback" not in stopped.stderr
+    last = stopped.stderr.strip().splitlines()[-1]
+    assert last == "scoutd: aborted: aborted by operator (the abort entry is a directory; not read)"
+    assert planted.is_dir() is False
+    assert (Path(scoutd.inbox_removed_dir(str(save_file))) / "abort").is_dir()
+
+
+def test_a_second_abort_keeps_the_waiting_one(home: Path) -> None:
+    """Documented: while an abort waits, another ``scoutd abort`` changes nothing (exit 0)."""
+    save_file = home / "agent.chat"
+    first = run(home, "abort", str(save_file), "first")
+    second = run(home, "abort", str(save_file), "second")
+    assert first.returncode == second.returncode == 0
+    assert first.stdout == second.stdout
+    stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert stopped.stderr.strip().splitlines()[-1] == "scoutd: aborted: first"
+
+
 # ------------------------------------------------------------------ config show / check
 
 

@@ -8,9 +8,10 @@ appended to the prompt as a ``user`` message; a file named ``abort`` raises
 
 1. *Check in place*: open with ``O_NOFOLLOW | O_NONBLOCK`` and ``fstat``. A
    symlink fails (``ELOOP``), a FIFO swapped in after the listing opens without
-   waiting for a writer; what is not a readable regular file stays put. A
-   file written in place is taken once complete (unchanged for a short
-   settle time, or closed by its writer as the daemon's watcher sees).
+   waiting for a writer; a notice that is not a readable regular file stays
+   put (an ``abort`` of any type is claimed, see below). A file written in
+   place is taken once complete (unchanged for a short settle time, or closed
+   by its writer as the daemon's watcher sees).
 2. *Claim*: ``rename`` it to a private ``.claim-<pid>-<random>`` name in the
    removed directory. Of N racing consumers exactly one rename succeeds; the
    others get ``ENOENT`` and skip. The claimed entry is checked again by its
@@ -31,7 +32,11 @@ An abort fails closed: when step 2 fails (the removed directory is a regular
 file or a dangling symlink, lies on another file system, refuses the rename),
 the abort is claimed under a hidden ``.abort-<ns>-<pid>`` name in the inbox
 itself, or, if even that fails, read in place and left there. It aborts all
-the same, and the failure is logged at error level.
+the same, and the failure is logged at error level. An entry named ``abort``
+that is not a regular file (directory, symlink, FIFO, socket, device: the
+agent can make one in its own chat directory) aborts too, at once, with a
+generic reason naming its kind; it is moved like any abort (a rename moves the
+entry itself, never a target) and never opened, followed or read.
 
 Both directories are opened once per pickup with ``O_NOFOLLOW | O_DIRECTORY``
 and every step names entries relative to those descriptors (``*at`` calls). An
@@ -60,6 +65,7 @@ read. The writers raise ``OSError`` to their caller.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import time
@@ -68,22 +74,24 @@ from typing import Any
 
 from ..config import PromptConfig
 from ..errors import Aborted
+from .inbox_entries import entry_kind, removed_dir_problem
 from .inbox_files import (
     ABORT_NAME,
     MAX_NAMES,
     SETTLE_TIME,
     WRITE_FLAGS,
     InboxDirs,
+    Taken,
     numbered,
     open_dir,
     place,
-    removed_dir_problem,
     take,
 )
 from .report import StrategyReport, content_chars
 
 __all__ = [
     "ABORT_NAME",
+    "AbortNotWritten",
     "claim_abort",
     "inbox",
     "inbox_dir",
@@ -123,8 +131,10 @@ def record_problem(save_file: str | os.PathLike[str]) -> str | None:
     return removed_dir_problem(inbox_dir(save_file), inbox_removed_dir(save_file))
 
 
-def _abort_reason(text: str, record: str) -> str:
-    return text.strip() or f"aborted by operator (abort file {record})"
+def _abort_reason(taken: Taken) -> str:
+    if taken.unread is not None:  # never opened: no text, and no path to render
+        return f"aborted by operator (the abort entry is {taken.unread}; not read)"
+    return taken.text.strip() or f"aborted by operator (abort file {taken.record})"
 
 
 def inbox(
@@ -157,12 +167,11 @@ def inbox(
                     continue
                 if taken is None:
                     continue
-                record, text = taken
                 if name == ABORT_NAME:
-                    raise Aborted(_abort_reason(text, record))
-                out.append({"role": "user", "content": text})
+                    raise Aborted(_abort_reason(taken))
+                out.append({"role": "user", "content": taken.text})
                 delivered += 1
-                budget -= len(text.encode("utf-8"))
+                budget -= len(taken.text.encode("utf-8"))
         finally:
             dirs.close()
     return out, StrategyReport(
@@ -189,13 +198,14 @@ def _open_inbox(save_file: str | os.PathLike[str]) -> InboxDirs | None:
 
 
 def _pending(dirs: InboxDirs) -> list[str]:
-    """Sorted names of the regular, non-dot files of an open inbox."""
+    """Sorted names of the regular, non-dot files of an open inbox, and ``abort`` of any type."""
     try:
         with os.scandir(dirs.ifd) as entries:
             names = [
                 entry.name
                 for entry in entries
-                if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)
+                if entry.name == ABORT_NAME
+                or (not entry.name.startswith(".") and entry.is_file(follow_symlinks=False))
             ]
     except OSError as exc:
         log.warning("cannot list inbox %r: %s", dirs.inbox, exc)
@@ -208,9 +218,10 @@ def claim_abort(
 ) -> str | None:
     """Consume only the ``abort`` file of ``save_file``'s inbox; return its reason.
 
-    None when there is no abort file, it is not a regular file, or another
-    party consumed it first. An abort that cannot be moved still returns its
-    reason (it fails closed). ``complete``: the caller saw its writer close it
+    None when there is no abort entry or another party consumed it first. An
+    abort that cannot be moved still returns its reason (it fails closed); one
+    that is not a regular file returns a generic reason naming its kind,
+    unread. ``complete``: the caller saw its writer close it
     or rename it in, so no settle wait. ``wait=False``: a file modified less
     than the settle time ago raises
     :class:`~scoutd.strategies.inbox_files.NotSettled` instead of being waited
@@ -226,7 +237,7 @@ def claim_abort(
         return None
     finally:
         dirs.close()
-    return None if taken is None else _abort_reason(taken[1], taken[0])
+    return None if taken is None else _abort_reason(taken)
 
 
 def _drop(save_file: str, text: str, names: Iterable[str], *, keep: bool = False) -> str:
@@ -286,9 +297,40 @@ def write_notice(save_file: str, text: str, *, name: str | None = None) -> str:
     return _drop(save_file, text, (numbered(name, n) for n in range(MAX_NAMES)))
 
 
+class AbortNotWritten(FileExistsError):
+    """A non-regular ``abort`` entry was already waiting: the reason was not written.
+
+    The agent is aborted all the same, with a generic reason naming the
+    entry's kind (``kind``); the operator's reason is lost.
+    """
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(
+            errno.EEXIST,
+            f"an abort entry that is {kind} is already waiting: the agent will be aborted"
+            " with a generic reason, but yours could not be written",
+            path,
+        )
+        self.kind = kind
+
+
 def write_abort(save_file: str, reason: str = "") -> str:
     """Drop an ``abort`` file into ``save_file``'s inbox; an abort already waiting is kept.
 
-    Returns the path of the ``abort`` file. Raises ``OSError`` as :func:`write_notice`.
+    Returns the path of the ``abort`` file. When a regular abort is already
+    waiting, it stays as it is and ``reason`` is dropped: the agent is aborted
+    once, with the first reason (docs/OPERATIONS.md, "Aborting an agent").
+
+    Raises:
+        AbortNotWritten: the waiting ``abort`` is not a regular file (it aborts,
+            with a generic reason).
+        OSError: as :func:`write_notice`.
     """
-    return _drop(save_file, reason, [ABORT_NAME], keep=True)
+    path = _drop(save_file, reason, [ABORT_NAME], keep=True)
+    try:
+        kind = entry_kind(os.lstat(path).st_mode)
+    except FileNotFoundError:  # already claimed: it was an abort all the same
+        return path
+    if kind is not None:
+        raise AbortNotWritten(path, kind)
+    return path

@@ -17,7 +17,10 @@ Two rules of this module keep an operator in control of a hostile agent:
   (a regular file or dangling symlink in its place, another file system, any
   rename error), the abort is claimed under a hidden name in the inbox itself
   and, if even that fails, read where it is and left there. Either way it
-  aborts, and the failure is logged at error level.
+  aborts, and the failure is logged at error level. An ``abort`` that is not a
+  regular file (directory, symlink, FIFO, socket, device) aborts too, at once
+  and with a generic reason naming its kind: it is moved like any abort but
+  never opened, followed or read.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import os
 import stat
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
+
+from .inbox_entries import entry_kind
 
 log = logging.getLogger("scoutd.inbox")
 
@@ -259,20 +264,35 @@ class NotSettled(Exception):
     """The file changed less than :data:`SETTLE_TIME` ago, and the caller would not wait."""
 
 
+class Taken(NamedTuple):
+    """One claimed inbox entry: where it is recorded and what it said.
+
+    ``unread`` names the kind of an ``abort`` that is not a regular file ("a
+    directory", "a FIFO", ...): it aborts all the same but is never opened,
+    followed or read, so ``text`` is empty.
+    """
+
+    record: str
+    text: str
+    unread: str | None = None
+
+
 def take(
     dirs: InboxDirs, name: str, max_bytes: int, *, complete: bool = False, wait: bool = True
-) -> tuple[str, str] | None:
+) -> Taken | None:
     """Claim, read and record one inbox file (steps 1-5 of the inbox module).
 
     ``complete``: the caller knows the file is whole (its writer closed it, or
     it arrived by rename), so the settle wait is skipped. ``wait=False``:
     raise :class:`NotSettled` instead of waiting (the caller retries later,
-    and may learn meanwhile that the file is complete). Returns
-    ``(record_path, text)``, or None when the file stays in (or went back to)
+    and may learn meanwhile that the file is complete). Returns the
+    :class:`Taken` entry, or None when the file stays in (or went back to)
     the inbox or another consumer took it. Raises ``OSError`` for a failure
-    before the claim; the file is then still in the inbox. An ``abort`` never
-    fails at the claim: see :func:`_claim_abort_in_inbox`.
+    before the claim; the file is then still in the inbox. An ``abort`` goes
+    to :func:`_take_abort`: it never stays in the inbox unclaimed.
     """
+    if name == ABORT_NAME:
+        return _take_abort(dirs, max_bytes, complete=complete, wait=wait)
     source = os.path.join(dirs.inbox, name)
     try:
         fd, st = _open_regular(name, dirs.ifd)
@@ -280,26 +300,20 @@ def take(
         log.debug("inbox file %r was taken by another consumer", source)
         return None
     os.close(fd)
-    is_abort = name == ABORT_NAME
     if not complete and not wait and not settled(st):
         raise NotSettled(source)
-    if not complete and not wait_complete(name, dirs.ifd, st) and not is_abort:
+    if not complete and not wait_complete(name, dirs.ifd, st):
         log.info("inbox file %r is still being written: left for the next pickup", source)
         return None
     claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
     try:
         rfd = dirs.removed_fd()
         os.rename(name, claim, src_dir_fd=dirs.ifd, dst_dir_fd=rfd)
-    except OSError as exc:
-        if not is_abort:
-            if isinstance(exc, FileNotFoundError) and not _lexists(name, dirs.ifd):
-                log.debug("inbox file %r was taken by another consumer", source)
-                return None
+    except FileNotFoundError:
+        if _lexists(name, dirs.ifd):
             raise
-        if not _lexists(name, dirs.ifd):
-            log.debug("abort file %r was taken by another consumer", source)
-            return None
-        return _claim_abort_in_inbox(dirs, max_bytes, exc)
+        log.debug("inbox file %r was taken by another consumer", source)
+        return None
     try:
         fd, st = _open_regular(claim, rfd)
         try:
@@ -310,13 +324,56 @@ def take(
         log.warning("inbox file %r not delivered: %s", source, exc)
         _put_back(dirs, claim, name)
         return None
+    return Taken(_record(dirs, claim, name, rfd), text)
+
+
+def _record(dirs: InboxDirs, claim: str, name: str, rfd: int, *, by_rename: bool = False) -> str:
+    """Give the claimed entry its record name (``name``, ``name.1``, ...); its path."""
     names = (numbered(name, n) for n in range(MAX_NAMES))
     try:
-        record = place(claim, dirs.removed, names, dir_fd=rfd)
+        return place(claim, dirs.removed, names, dir_fd=rfd, by_rename=by_rename)
     except OSError as exc:
         record = os.path.join(dirs.removed, claim)
-        log.warning("inbox file %r delivered, recorded as %r: %s", source, record, exc)
-    return record, text
+        log.warning("inbox file %r delivered, recorded as %r: %s", name, record, exc)
+        return record
+
+
+def _take_abort(
+    dirs: InboxDirs, max_bytes: int, *, complete: bool, wait: bool, retries: int = 3
+) -> Taken | None:
+    """Claim the ``abort`` entry, whatever its type: it always aborts (fails closed).
+
+    A regular file is read once complete (or after MAX_SETTLE_WAIT, as it is).
+    Anything else (directory, symlink, FIFO, socket, device) has nothing to
+    settle and is claimed at once without being opened, followed or read:
+    a rename moves the entry itself, never a symlink's target.
+    """
+    source = os.path.join(dirs.inbox, ABORT_NAME)
+    try:
+        st = os.lstat(ABORT_NAME, dir_fd=dirs.ifd)
+    except FileNotFoundError:
+        log.debug("abort file %r was taken by another consumer", source)
+        return None
+    regular = entry_kind(st.st_mode) is None
+    if regular and not complete:
+        if not wait and not settled(st):
+            raise NotSettled(source)
+        wait_complete(ABORT_NAME, dirs.ifd, st)  # still changing: taken as it is
+    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
+    try:
+        rfd = dirs.removed_fd()
+        os.rename(ABORT_NAME, claim, src_dir_fd=dirs.ifd, dst_dir_fd=rfd)
+    except OSError as exc:
+        if not _lexists(ABORT_NAME, dirs.ifd):
+            log.debug("abort file %r was taken by another consumer", source)
+            return None
+        if isinstance(exc, FileNotFoundError) and retries > 0:
+            # taken by another consumer and a new abort already in its place (or the
+            # removed directory went meanwhile): claim the new one like any other
+            return _take_abort(dirs, max_bytes, complete=complete, wait=wait, retries=retries - 1)
+        return _claim_abort_in_inbox(dirs, max_bytes, exc)
+    text, unread = _read_abort(claim, rfd, max_bytes, source)
+    return Taken(_record(dirs, claim, ABORT_NAME, rfd, by_rename=unread is not None), text, unread)
 
 
 def settled(st: os.stat_result) -> bool:
@@ -358,22 +415,30 @@ def _signature(st: os.stat_result) -> tuple[int, int, int]:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _read_entry(name: str, dir_fd: int, max_bytes: int) -> str:
-    """The text of regular file ``name``, or "" when it cannot be read (logged)."""
+def _read_abort(name: str, dir_fd: int, max_bytes: int, shown: str) -> tuple[str, str | None]:
+    """The text of abort entry ``name`` and, when it is not a regular file, its kind.
+
+    ``shown``: the entry's inbox path, for the log.
+
+    A non-regular entry is never opened. A regular one that cannot be read
+    gives "" (logged): it aborts all the same.
+    """
     try:
+        kind = entry_kind(os.lstat(name, dir_fd=dir_fd).st_mode)
+        if kind is not None:
+            log.error("abort entry %r is %s: it aborts all the same, unread", shown, kind)
+            return "", kind
         fd, st = _open_regular(name, dir_fd)
         try:
-            return _read(fd, st.st_size, max_bytes)
+            return _read(fd, st.st_size, max_bytes), None
         finally:
             os.close(fd)
     except OSError as exc:
-        log.error("abort file %r could not be read (it aborts all the same): %s", name, exc)
-        return ""
+        log.error("abort file %r could not be read (it aborts all the same): %s", shown, exc)
+        return "", None
 
 
-def _claim_abort_in_inbox(
-    dirs: InboxDirs, max_bytes: int, problem: OSError
-) -> tuple[str, str] | None:
+def _claim_abort_in_inbox(dirs: InboxDirs, max_bytes: int, problem: OSError) -> Taken | None:
     """Claim an abort that cannot go to the removed directory; it aborts all the same.
 
     First choice: rename it to a hidden ``.abort-<ns>-<pid>`` name in the
@@ -398,7 +463,7 @@ def _claim_abort_in_inbox(
             problem,
             exc,
         )
-        return source, _read_entry(ABORT_NAME, dirs.ifd, max_bytes)
+        return Taken(source, *_read_abort(ABORT_NAME, dirs.ifd, max_bytes, source))
     record = os.path.join(dirs.inbox, hidden)
     log.error(
         "abort file %r could not be moved to %r (%s): the agent is aborted and the abort"
@@ -408,37 +473,4 @@ def _claim_abort_in_inbox(
         problem,
         record,
     )
-    return record, _read_entry(hidden, dirs.ifd, max_bytes)
-
-
-def removed_dir_problem(inbox_path: str, removed: str) -> str | None:
-    """Why records cannot be written to ``removed`` (None: they can, as far as seen).
-
-    Checks what makes every claim fail: something other than a real directory
-    in its place, another file system than the inbox, no write permission.
-    """
-    try:
-        inbox_dev = os.stat(inbox_path).st_dev
-    except OSError as exc:
-        return f"the inbox cannot be examined: {exc.strerror or exc}"
-    try:
-        st = os.lstat(removed)
-    except FileNotFoundError:
-        parent = os.path.dirname(removed) or "."
-        try:
-            if os.stat(parent).st_dev != inbox_dev:
-                return "it would lie on another file system than the inbox"
-        except OSError as exc:
-            return f"its directory cannot be examined: {exc.strerror or exc}"
-        return None if os.access(parent, os.W_OK | os.X_OK) else "it cannot be created"
-    except OSError as exc:
-        return f"it cannot be examined: {exc.strerror or exc}"
-    if stat.S_ISLNK(st.st_mode):
-        return "it is a symbolic link"
-    if not stat.S_ISDIR(st.st_mode):
-        return "it is not a directory"
-    if st.st_dev != inbox_dev:
-        return "it lies on another file system than the inbox"
-    if not os.access(removed, os.W_OK | os.X_OK):
-        return "it is not writable"
-    return None
+    return Taken(record, *_read_abort(hidden, dirs.ifd, max_bytes, source))

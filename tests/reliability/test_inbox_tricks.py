@@ -1,21 +1,19 @@
 """Inbox tricks: only a regular file in the inbox is ever delivered, nothing else is opened.
 
 A symlink to a secret file, a hard link, a FIFO, a device node, a socket, names
-with newlines or invalid UTF-8 — as notices (``prepare_prompt``) and as the
-reserved ``abort`` (the session watcher's claim). A FIFO is the witness that
-nothing was opened: a writer blocked in ``open()`` on it is released by any
-reader's ``open()``, even a non-blocking one.
+with newlines or invalid UTF-8 as notices (``prepare_prompt``): never delivered.
+As the reserved ``abort`` (the session watcher's claim and the inbox strategy):
+it aborts all the same (fail closed), unread. A FIFO is the witness that
+nothing was opened (tests/support/odd_entries.py).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,14 +22,27 @@ import pytest
 
 from scoutd.strategies.inbox import inbox_dir, inbox_removed_dir, write_abort
 from tests.reliability.harness import NOBODY
-from tests.support.daemon import Daemon, LineClient, wait_for
-
-SECRET = "the secret"
+from tests.support.daemon import Daemon, LineClient
+from tests.support.odd_entries import (
+    KIND_WORDS,
+    KINDS,
+    SECRET,
+    FifoWitness,
+    OddEntry,
+    make_socket_file,
+)
 
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
     with Daemon(daemon={"rescan_interval": 0.2}) as d:
+        yield d
+
+
+@pytest.fixture
+def slow_daemon() -> Iterator[Daemon]:
+    """A daemon whose rescan never comes during a test: what arrives came by file event."""
+    with Daemon(daemon={"rescan_interval": 60.0}) as d:
         yield d
 
 
@@ -49,47 +60,6 @@ def secret_file(d: Daemon) -> str:
         handle.write(SECRET)
     os.chmod(path, 0o600)
     return path
-
-
-# where the kernel shows a task blocked opening a FIFO without a partner
-FIFO_OPEN_WAITS = frozenset(("wait_for_partner", "fifo_open"))
-
-
-def _read(path: str) -> str:
-    with open(path) as handle:
-        return handle.read().strip()
-
-
-class FifoWitness:
-    """A writer blocked opening ``path``; ``opened`` is set once anyone opens it to read."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.opened = threading.Event()
-        self._thread = threading.Thread(target=self._write, daemon=True)
-        self._thread.start()
-        # the writer must be inside open() before the daemon looks, or a daemon that
-        # opened the FIFO would go unseen
-        wchan = f"/proc/self/task/{self._thread.native_id}/wchan"
-        wait_for(lambda: _read(wchan) in FIFO_OPEN_WAITS, 10, "the writer to block in open()")
-
-    def _write(self) -> None:
-        fd = os.open(self.path, os.O_WRONLY)  # blocks until a reader opens the FIFO
-        self.opened.set()
-        os.close(fd)
-
-    def release(self) -> None:
-        """Unblock the writer ourselves (the test is over)."""
-        if not self.opened.is_set():
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-            self._thread.join(5)
-            os.close(fd)
-
-
-def make_socket_file(path: str) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(path)
-    return sock
 
 
 def test_notices_that_are_not_regular_files_are_left_alone(daemon: Daemon) -> None:
@@ -127,45 +97,68 @@ def test_notices_that_are_not_regular_files_are_left_alone(daemon: Daemon) -> No
         assert handle.read() == SECRET
 
 
-@pytest.mark.parametrize("kind", ["symlink", "fifo", "dir", "socket", "device"])
-def test_an_abort_that_is_not_a_regular_file_is_never_claimed(daemon: Daemon, kind: str) -> None:
-    save_file = os.path.join(daemon.dir, f"{kind}.chat")
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_abort_that_is_not_a_regular_file_aborts_unread(slow_daemon: Daemon, kind: str) -> None:
+    """Fail closed: the agent cannot make itself un-abortable with an odd ``abort`` entry.
+
+    Pushed at once by the session watcher (by file event), then, for a
+    second such entry in a chat no session watches, refused by a session-less
+    ``prepare_prompt`` (the inbox strategy). Never opened, followed or read; the
+    entry itself is recorded.
+    """
+    save_file = os.path.join(slow_daemon.dir, f"{kind}.chat")
     inbox = inbox_dir(save_file)
     os.makedirs(inbox)
     abort = os.path.join(inbox, "abort")
-    secret = secret_file(daemon)
-    witness: FifoWitness | None = None
-    listener: socket.socket | None = None
-    if kind == "symlink":
-        os.symlink(secret, abort)
-    elif kind == "fifo":
-        os.mkfifo(abort)
-        witness = FifoWitness(abort)
-    elif kind == "dir":
-        os.mkdir(abort)
-    elif kind == "socket":
-        listener = make_socket_file(abort)
-    else:
+    reason = f"aborted by operator (the abort entry is {KIND_WORDS[kind]}; not read)"
+    scratch = os.path.join(slow_daemon.dir, "scratch")
+    with slow_daemon.connect() as c:
+        session = c.call("session.open", {"save_file": save_file})["result"]["session"]
+        entry = OddEntry(abort, kind, scratch)
         try:
-            os.mknod(abort, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
-        except PermissionError:
-            pytest.skip("creating a device node needs CAP_MKNOD")
+            note = c.notification("session.aborted", 5)
+            assert note["params"] == {"session": session, "save_file": save_file, "reason": reason}
+            refused = c.call("prepare_prompt", {"messages": [], "session": session})
+            assert refused["error"]["code"] == -32001
+            entry.assert_moved_to(os.path.join(inbox_removed_dir(save_file), "abort"))
+            entry.assert_untouched()
+        finally:
+            entry.close()
+    other = os.path.join(slow_daemon.dir, f"{kind}-sessionless.chat")  # never watched
+    os.makedirs(inbox_dir(other))
+    second = OddEntry(os.path.join(inbox_dir(other), "abort"), kind, os.path.join(scratch, "2"))
     try:
-        with daemon.connect() as c:
-            c.call("session.open", {"save_file": save_file})
-            time.sleep(0.6)  # three rescans
-            assert prepare(c, save_file) == []  # the strategy does not take it either
-            assert c.notifications == []
+        with slow_daemon.connect() as c:
+            reply = c.call(
+                "prepare_prompt", {"messages": [], "strategies": "inbox", "save_file": other}
+            )
+            assert reply["error"]["code"] == -32001, reply
+            assert reply["error"]["data"]["reason"] == reason
             assert "result" in c.call("status")
-        if witness is not None:
-            assert not witness.opened.is_set(), "the daemon opened a FIFO"
+        second.assert_moved_to(os.path.join(inbox_removed_dir(other), "abort"))
+        second.assert_untouched()
     finally:
-        if witness is not None:
-            witness.release()
-        if listener is not None:
-            listener.close()
-    assert os.path.lexists(abort)
-    assert not os.path.exists(inbox_removed_dir(save_file))
+        second.close()
+    assert "Traceback" not in slow_daemon.log()
+
+
+def test_an_abort_directory_sends_the_abort_signal() -> None:
+    """``abort_signal`` reaches the agent's pid for an odd abort entry too."""
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with Daemon(daemon={"rescan_interval": 60.0, "abort_signal": "TERM"}) as d:
+            save_file = os.path.join(d.dir, "signalled.chat")
+            os.makedirs(inbox_dir(save_file))
+            with d.connect() as c:
+                reply = c.call("session.open", {"save_file": save_file, "pid": agent.pid})
+                assert "result" in reply, reply
+                os.mkdir(os.path.join(inbox_dir(save_file), "abort"))
+                c.notification("session.aborted", 5)
+                assert agent.wait(timeout=10) == -15  # ended by SIGTERM
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(timeout=10)
 
 
 def test_names_with_newlines_and_invalid_utf8_are_delivered_and_recorded(daemon: Daemon) -> None:

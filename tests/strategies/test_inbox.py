@@ -223,7 +223,6 @@ def test_only_regular_files_are_delivered(short_dir: str) -> None:
     drop(save, ".hidden", "hidden")
     os.mkdir(os.path.join(directory, "subdir"))
     os.symlink(secret, os.path.join(directory, "link"))
-    os.symlink(secret, os.path.join(directory, ABORT_NAME))
     os.mkfifo(os.path.join(directory, "fifo"))
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -234,24 +233,10 @@ def test_only_regular_files_are_delivered(short_dir: str) -> None:
     assert contents(out) == ["visible"]
     assert report.inbox_delivered == 1
     assert "SECRET" not in json.dumps(out)
-    assert listing(directory) == [".hidden", "abort", "fifo", "link", "sock", "subdir"]
+    assert listing(directory) == [".hidden", "fifo", "link", "sock", "subdir"]
     assert os.path.islink(os.path.join(directory, "link"))
     assert listing(inbox_removed_dir(save)) == ["regular"]
     assert read(secret) == "SECRET"
-
-
-def test_fifo_or_symlink_abort_is_not_claimed(save_file: str) -> None:
-    """claim_abort checks the named file without opening it blocking or following it."""
-    directory = inbox_dir(save_file)
-    os.makedirs(directory)
-    os.mkfifo(os.path.join(directory, ABORT_NAME))
-    assert run_bounded(lambda: claim_abort(save_file)) is None
-    assert stat.S_ISFIFO(os.lstat(os.path.join(directory, ABORT_NAME)).st_mode)
-    os.unlink(os.path.join(directory, ABORT_NAME))
-    os.symlink(save_file, os.path.join(directory, ABORT_NAME))
-    assert claim_abort(save_file) is None
-    assert os.path.islink(os.path.join(directory, ABORT_NAME))
-    assert not os.path.exists(inbox_removed_dir(save_file))
 
 
 _UNPRIVILEGED_CODE = """

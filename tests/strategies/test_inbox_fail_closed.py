@@ -16,6 +16,7 @@ import pytest
 from scoutd import Aborted, PromptConfig
 from scoutd.strategies import inbox_files
 from scoutd.strategies.inbox import (
+    AbortNotWritten,
     claim_abort,
     inbox,
     inbox_dir,
@@ -24,6 +25,7 @@ from scoutd.strategies.inbox import (
     write_abort,
     write_notice,
 )
+from tests.support.odd_entries import KIND_WORDS, KINDS, OddEntry
 
 CONFIG = PromptConfig()
 
@@ -164,3 +166,80 @@ def test_a_notice_still_changing_is_left_for_the_next_call(
         thread.join(timeout=10)
     out, _ = inbox([], CONFIG, save_file=save_file)
     assert len(out) == 1 and out[0]["content"].startswith("start 0 1 2")
+
+
+def unread_reason(kind: str) -> str:
+    return f"aborted by operator (the abort entry is {KIND_WORDS[kind]}; not read)"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_abort_entry_of_any_type_aborts_unread(
+    save_file: str, tmp_path: pathlib.Path, kind: str
+) -> None:
+    """The agent can make ``abort`` a directory, FIFO, symlink...: it still aborts, unread.
+
+    Both consumers: the inbox strategy (``prepare_prompt``) and ``claim_abort``
+    (the daemon's watcher). The entry itself is recorded, never its target.
+    """
+    abort = os.path.join(inbox_dir(save_file), "abort")
+    removed = inbox_removed_dir(save_file)
+    os.makedirs(inbox_dir(save_file))
+    entry = OddEntry(abort, kind, str(tmp_path / "1"))
+    try:
+        with pytest.raises(Aborted) as raised:
+            inbox([], CONFIG, save_file=save_file)
+        assert raised.value.reason == unread_reason(kind)
+        entry.assert_moved_to(os.path.join(removed, "abort"))
+        entry.assert_untouched()
+    finally:
+        entry.close()
+    second = OddEntry(abort, kind, str(tmp_path / "2"))
+    try:
+        started = time.monotonic()
+        assert claim_abort(save_file, wait=False) == unread_reason(kind)  # nothing to settle
+        assert time.monotonic() - started < inbox_files.MAX_SETTLE_WAIT
+        second.assert_moved_to(os.path.join(removed, "abort.1"))
+        second.assert_untouched()
+    finally:
+        second.close()
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo", "symlink-to-fifo"])
+def test_an_odd_abort_that_cannot_be_moved_aborts_unread_in_place(
+    save_file: str, tmp_path: pathlib.Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both sabotages at once: the record goes to a hidden name in the inbox, unread."""
+    os.makedirs(inbox_dir(save_file))
+    SABOTAGE["regular-file"](inbox_removed_dir(save_file))
+    entry = OddEntry(os.path.join(inbox_dir(save_file), "abort"), kind, str(tmp_path))
+    try:
+        with caplog.at_level(logging.ERROR, "scoutd.inbox"), pytest.raises(Aborted) as raised:
+            inbox([], CONFIG, save_file=save_file)
+        assert raised.value.reason == unread_reason(kind)
+        [record] = hidden(save_file)
+        entry.assert_moved_to(os.path.join(inbox_dir(save_file), record))
+        entry.assert_untouched()
+    finally:
+        entry.close()
+    assert any(r.levelno == logging.ERROR and "recorded as" in r.message for r in caplog.records)
+
+
+def test_write_abort_says_when_an_odd_abort_already_waits(save_file: str) -> None:
+    """The operator learns that the reason was not written; the odd entry still aborts."""
+    abort = os.path.join(inbox_dir(save_file), "abort")
+    os.makedirs(abort)
+    with pytest.raises(AbortNotWritten) as raised:
+        write_abort(save_file, "my reason")
+    assert raised.value.kind == "a directory" and raised.value.filename == abort
+    assert os.listdir(inbox_dir(save_file)) == ["abort"]  # no temporary file left
+    assert claim_abort(save_file) == unread_reason("dir")
+
+
+def test_a_second_abort_keeps_the_first_reason(save_file: str) -> None:
+    """Documented behaviour: an abort already waiting is kept; the later reason is dropped."""
+    first = write_abort(save_file, "first")
+    assert write_abort(save_file, "second") == first
+    assert pathlib.Path(first).read_text() == "first"
+    assert claim_abort(save_file) == "first"
+    assert write_abort(save_file, "third") == first  # consumed: a new abort is written
+    assert claim_abort(save_file) == "third"
