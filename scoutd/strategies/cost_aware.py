@@ -17,8 +17,9 @@ when all of these hold (derivation in docs/ECONOMY.md):
   rounds so far) repays the rewrite.
 
 Above ``compaction_limit_share`` of the window it always compacts, as far as
-needed to fit. The newest ``cost_full_tool_outputs`` outputs stay verbatim
-(fewer only when they alone would not fit), the ``cost_compacted_tool_calls``
+needed to fit. The newest ``cost_full_tool_outputs`` outputs stay verbatim,
+or ``cost_full_share`` of the outputs so far when that is more (fewer only
+when they alone would not fit), the ``cost_compacted_tool_calls``
 pairs before them are shortened as in the epoch strategies, and older pairs are
 dropped, repeated calls included (the default notice says so), together with
 the assistant remarks made among them; user turns always stay.
@@ -251,7 +252,8 @@ def plan_compaction(
     window = config.context_window
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
-    full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
+    least_full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
+    full_share = config.cost_full_share
     premium = max(prices.write - prices.read, 0.0)
     risk = config.compaction_risk_share
     dropped = shortened = decided = 0
@@ -263,6 +265,7 @@ def plan_compaction(
         billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
         previous = prompt
         forced = prompt > limit
+        full = max(least_full, int(number * full_share))
         if number - full <= shortened and not forced:
             continue
         new_dropped, new_shortened = _fit(tokens, number, full, band, limit)

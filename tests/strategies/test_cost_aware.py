@@ -122,6 +122,22 @@ def test_remarks_among_dropped_pairs_go_with_them_and_user_turns_stay() -> None:
     assert prepared[:2] == messages[:2]  # the head is never touched
 
 
+def test_a_long_run_keeps_a_share_of_its_outputs_verbatim() -> None:
+    messages = run(300, size=1500)
+    outputs = [m for m in messages if m["role"] == "function_call_output"]
+    found = {}
+    for share in (0.0, 0.2):
+        overrides = {"context_window": 100_000, "cost_full_share": share}
+        prepared, report = shorten_tools_cost_aware(
+            messages, load_config(None, overrides=overrides).prompt
+        )
+        assert report.outputs_dropped > 0
+        found[share] = verbatim_outputs(messages, prepared)
+        if share:
+            assert all(m in prepared for m in outputs[-60:])  # 20% of 300
+    assert found[0.0] < 60 <= found[0.2]
+
+
 COUNTED: list[str] = []
 
 
@@ -163,8 +179,9 @@ def test_pricing_follows_the_format_and_the_config() -> None:
     [
         ("compaction_trigger_share", 1.5),
         ("compaction_limit_share", -0.1),
-        ("chars_per_token", 0),
         ("cache_pricing", "cheap"),
+        ("cost_full_share", 1.5),
+        ("chars_per_token", 0),
         ("context_window", 0),
     ],
 )
