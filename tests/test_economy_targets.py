@@ -7,10 +7,12 @@ granularity: the default bills at most 1.05x sending the whole conversation on
 every run, at most 1.00x on average, and at most 0.90x on average over runs of
 100 or more outputs.
 
-Synthetic: on a 400-call run the default keeps the last 20 outputs verbatim in
-every round, never overflows, bills no more than the cheapest peer emulation
-with Anthropic prices and the breakpoint cache model, and at most 1.10x the
-cheapest with OpenAI prices and prefix caching.
+Synthetic: on runs of 400 and 1,000 calls the default keeps the last 20
+outputs verbatim in every round, never overflows, bills no more than the
+cheapest peer emulation with Anthropic prices and the breakpoint cache model,
+and at most 1.10x the cheapest with OpenAI prices and prefix caching; at 400
+calls it keeps more outputs verbatim than any peer. (2,000 calls take minutes:
+their figures are recorded in docs/ECONOMY.md.)
 """
 
 from __future__ import annotations
@@ -59,22 +61,24 @@ def test_the_default_pays_for_itself_on_real_runs(provider: str) -> None:
     assert statistics.mean(long_ratios) <= 0.90
 
 
-@pytest.fixture(scope="module")
-def synthetic_400() -> dict[str, dict[str, StrategyResult]]:
-    workload = synthetic_run(400)
+Results = dict[str, dict[str, StrategyResult]]
+
+
+@pytest.fixture(scope="module", params=[400, 1000])
+def synthetic(request: pytest.FixtureRequest) -> tuple[int, Results]:
+    calls: int = request.param
+    workload = synthetic_run(calls)
     names = [DEFAULT_STRATEGY, *PEERS]
     found = {}
     for provider, model in (("anthropic", "breakpoints"), ("openai", "prefix")):
         settings = provider_settings(provider, model)
         result = simulate(workload, names, settings, keep_series=False)
         found[provider] = {r.strategy: r for r in result.strategies}
-    return found
+    return calls, found
 
 
-def test_synthetic_default_keeps_recent_outputs_and_fits(
-    synthetic_400: dict[str, dict[str, StrategyResult]],
-) -> None:
-    for results in synthetic_400.values():
+def test_synthetic_default_keeps_recent_outputs_and_fits(synthetic: tuple[int, Results]) -> None:
+    for results in synthetic[1].values():
         default = results[DEFAULT_STRATEGY]
         assert not default.failed
         assert default.retention.recent_verbatim == 1.0  # the last 20, in every round
@@ -82,10 +86,21 @@ def test_synthetic_default_keeps_recent_outputs_and_fits(
 
 
 def test_synthetic_default_bills_no_more_than_the_cheapest_peer(
-    synthetic_400: dict[str, dict[str, StrategyResult]],
+    synthetic: tuple[int, Results],
 ) -> None:
     """Anthropic prices, breakpoints: at most the cheapest peer; OpenAI, prefix: 1.10x."""
-    anthropic = synthetic_400["anthropic"]
+    anthropic = synthetic[1]["anthropic"]
     assert anthropic[DEFAULT_STRATEGY].billed <= min(anthropic[name].billed for name in PEERS)
-    openai = synthetic_400["openai"]
+    openai = synthetic[1]["openai"]
     assert openai[DEFAULT_STRATEGY].billed <= 1.10 * min(openai[name].billed for name in PEERS)
+
+
+def test_synthetic_default_keeps_more_outputs_verbatim_than_any_peer(
+    synthetic: tuple[int, Results],
+) -> None:
+    calls, found = synthetic
+    if calls != 400:
+        pytest.skip("not met at 1,000 calls: summarize keeps more (docs/ECONOMY.md)")
+    for results in found.values():
+        verbatim = results[DEFAULT_STRATEGY].retention.verbatim
+        assert verbatim > max(results[name].retention.verbatim for name in PEERS)
