@@ -434,7 +434,7 @@ def test_json_output_has_the_documented_keys(capsys: pytest.CaptureFixture[str])
         "truncated",
         "dropped",
     }
-    assert data["model"]["prices"] == {"input": 1.0, "write": 1.25, "read": 0.1}
+    assert data["model"]["prices"] == {"input": 1.0, "write": 1.25, "read": 0.1, "output": 5.0}
 
 
 def test_same_seed_same_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -461,11 +461,12 @@ def test_the_table_and_the_strict_flag(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_pricing_preset_and_price_flags(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_main(
-        capsys, "--calls", "5", "--json", "--pricing", "openai", "--price-read", "0.1"
-    )
+        capsys, "--calls", "5", "--json", "--pricing", "openai", "--price-read", "0.1",
+        "--price-output", "8",
+    )  # fmt: skip
     assert code == 0
     model = json.loads(out)["model"]
-    assert model["prices"] == {"input": 1.0, "write": 1.0, "read": 0.1}
+    assert model["prices"] == {"input": 1.0, "write": 1.0, "read": 0.1, "output": 8.0}
     assert model["cache_granularity"] == 128 and model["cache_min_tokens"] == 1024
 
 

@@ -10,11 +10,18 @@ from typing import Any
 
 import pytest
 
-from scoutd.simulate import CacheModel, CacheSettings, Prices, main, mask_last_n
-from scoutd.simulate.peers import MASK_PLACEHOLDER, SummaryState, summarize
+from scoutd.simulate import PRESETS, CacheModel, CacheSettings, Prices, main, mask_last_n
+from scoutd.simulate.cache import segment_text
+from scoutd.simulate.peers import (
+    MASK_PLACEHOLDER,
+    SUMMARISER_EVENT_CHARS,
+    SUMMARISER_PROMPT_CHARS,
+    SummaryState,
+    summarize,
+)
 from scoutd.simulate.progress import Progress
 from scoutd.simulate.provider import provider_rounds
-from scoutd.simulate.runners import PeerSettings, make_runner
+from scoutd.simulate.runners import PeerSettings, SummarizeRunner, make_runner, side_cost
 from scoutd.simulate.runs import bucket_of
 
 FLAT = Prices(1.0, 1.25, 0.1)
@@ -119,7 +126,32 @@ def test_summarize_rolls_over_in_batches() -> None:
         assert first_kept is None or first_kept["role"] != "function_call_output"
     assert state.number >= 2  # 201 messages: at least two condensations
     assert min(sizes[150:]) >= 55  # it never shrinks below about half the maximum
-    assert state.take_unbilled_chars() > 0 and state.take_unbilled_chars() == 0
+    read, written = state.take_unbilled_chars()
+    assert read > 0 and written == 2000 * state.number
+    assert state.take_unbilled_chars() == (0, 0)
+
+
+def test_the_summarisers_calls_are_billed_as_a_provider_bills_them() -> None:
+    """Its instructions, the forgotten messages and the previous summary as uncached
+    input; the summary it writes at the output price (5x input at Anthropic)."""
+    messages = pairs(100)
+    runner = SummarizeRunner(PeerSettings())
+    forgotten: list[Any] = []
+    for end in range(2, len(messages) + 1):
+        before = runner.state.start or 4
+        runner(messages[:end])
+        if runner.state.number == 1 and not forgotten:
+            forgotten = messages[before : runner.state.start]
+            break
+    assert forgotten
+    read = SUMMARISER_PROMPT_CHARS + sum(
+        len(segment_text(m)) + SUMMARISER_EVENT_CHARS for m in forgotten
+    )
+    prices = PRESETS["anthropic"][0]
+    assert prices.output == 5.0 and PRESETS["openai"][0].output == 4.0
+    expected = (read * prices.input + 2000 * prices.output) / 4.0
+    assert side_cost(runner, prices, 4.0) == pytest.approx(expected)
+    assert side_cost(runner, prices, 4.0) == 0.0  # billed once
 
 
 # --- runs files and the progress bar -----------------------------------------------

@@ -51,6 +51,7 @@ class Prices:
     input: float = 1.0  # uncached input token
     write: float = 1.25  # token written to the cache (Anthropic: 1.25 x input)
     read: float = 0.1  # token read from the cache (Anthropic: 0.1 x input)
+    output: float = 5.0  # generated token, paid by a summariser (Anthropic: 5 x input)
 
 
 CACHE_MODELS = ("prefix", "breakpoints")
@@ -92,7 +93,7 @@ class CacheSettings:
 
 def _preset(name: str, granularity: int) -> tuple[Prices, CacheSettings]:
     found = PRICE_PRESETS[name]
-    prices = Prices(found.input, found.write, found.read)
+    prices = Prices(found.input, found.write, found.read, found.output)
     return prices, CacheSettings(granularity, 1024, ttl=found.ttl)
 
 

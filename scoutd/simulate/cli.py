@@ -110,6 +110,7 @@ def _settings(
         input=preset_prices.input if args.price_input is None else args.price_input,
         write=preset_prices.write if args.price_write is None else args.price_write,
         read=preset_prices.read if args.price_read is None else args.price_read,
+        output=preset_prices.output if args.price_output is None else args.price_output,
     )
     try:
         cache = CacheSettings(

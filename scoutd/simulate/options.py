@@ -169,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--price-write", type=_price, help="price of a token written to the cache")
     model.add_argument("--price-read", type=_price, help="price of a token read from the cache")
     model.add_argument(
+        "--price-output", type=_price, help="price of a generated token (a summariser's summary)"
+    )
+    model.add_argument(
         "--cache-granularity",
         type=_count,
         help="cached prefix rounded down to a multiple of N tokens",

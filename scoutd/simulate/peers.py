@@ -259,6 +259,11 @@ def clear_tool_uses(
 # OpenHands' LLM summarising condenser: its summary is an LLM's text; here a
 # placeholder of a fixed size, numbered so that every condensation changes it.
 SUMMARY_TEXT = "[Summary {number} of the earlier conversation] "
+# What the summariser's own call reads beyond the forgotten messages: OpenHands
+# sends its summarising instructions (about 2,000 characters) as a system
+# message and wraps each forgotten event in an <EVENT> tag pair.
+SUMMARISER_PROMPT_CHARS = 2000
+SUMMARISER_EVENT_CHARS = len("<EVENT>\n\n</EVENT>\n")
 
 
 @dataclass(slots=True)
@@ -267,13 +272,17 @@ class SummaryState:
 
     start: int = 0  # first message kept after the summary (0: no summary yet)
     number: int = 0  # condensations so far
-    # Characters the summariser read (the forgotten messages and the previous
-    # summary), not yet billed: each condensation is a model call of its own.
+    # Characters the summariser read (its instructions, the forgotten messages
+    # and the previous summary) and wrote (the summary), not yet billed: each
+    # condensation is a model call of its own, billed as uncached input and
+    # generated output.
     unbilled_chars: int = 0
+    unbilled_output_chars: int = 0
 
-    def take_unbilled_chars(self) -> int:
-        """The summariser's input characters since the last call, then zero."""
-        taken, self.unbilled_chars = self.unbilled_chars, 0
+    def take_unbilled_chars(self) -> tuple[int, int]:
+        """The summariser's input and output characters since the last call, then zero."""
+        taken = (self.unbilled_chars, self.unbilled_output_chars)
+        self.unbilled_chars = self.unbilled_output_chars = 0
         return taken
 
 
@@ -306,8 +315,12 @@ def summarize(
             cut -= 1
         if cut > start or not state.number:
             forgotten = messages[start:cut]
-            state.unbilled_chars += sum(len(segment_text(m)) for m in forgotten)
-            state.unbilled_chars += summary_chars if state.number else 0
+            state.unbilled_chars += SUMMARISER_PROMPT_CHARS
+            state.unbilled_chars += sum(
+                len(segment_text(m)) + SUMMARISER_EVENT_CHARS for m in forgotten
+            )
+            state.unbilled_chars += summary_chars + SUMMARISER_EVENT_CHARS if state.number else 0
+            state.unbilled_output_chars += summary_chars
             state.start, state.number = cut, state.number + 1
     if not state.number:
         return list(messages)

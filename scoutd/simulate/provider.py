@@ -84,7 +84,7 @@ def replay_in_format(
         outcome = model.step(segments, now=number * settings.round_seconds)
         billed += outcome.cost
         if peer is not None:
-            billed += side_cost(peer, settings.prices.input, settings.estimator.chars_per_token)
+            billed += side_cost(peer, settings.prices, settings.estimator.chars_per_token)
         breaks += outcome.cache_break
         peak = max(peak, outcome.prompt_tokens)
         overflow += outcome.prompt_tokens > settings.context_window

@@ -296,7 +296,7 @@ def run_strategy(
         segments = [texts.get(id(m)) or segment_text(m) for m in prepared]
         outcome = model.step(segments, now=number * settings.round_seconds)
         billed += outcome.cost + side_cost(
-            runner, settings.prices.input, settings.estimator.chars_per_token
+            runner, settings.prices, settings.estimator.chars_per_token
         )
         breaks += outcome.cache_break
         written += outcome.written_tokens

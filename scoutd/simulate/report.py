@@ -59,8 +59,9 @@ def format_header(simulation: Simulation, *, exclude: str | None = None) -> str:
     lines = [
         f"{what}: {w['messages']:,} messages, {w['rounds']:,} rounds, {w['chars']:,} characters",
         f"pricing {m['pricing']} (input {prices['input']:g}, write {prices['write']:g}, read "
-        f"{prices['read']:g}); cache {match}, min {m['cache_min_tokens']:,} tokens; tokens = "
-        f"{m['tokens']}; context window {m['context_window']:,} tokens",
+        f"{prices['read']:g}, output {prices.get('output', 0):g}); cache {match}, min "
+        f"{m['cache_min_tokens']:,} tokens; tokens = {m['tokens']}; context window "
+        f"{m['context_window']:,} tokens",
     ]
     overrides = {k: v for k, v in m["config_overrides"].items() if k != exclude}
     if overrides:

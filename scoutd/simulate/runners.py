@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..prepare import prepare
-from .cache import Estimator
+from .cache import Estimator, Prices
 from .peers import PeerMemo, SummaryState, clear_tool_uses, mask_last_n, summarize
 
 __all__ = [
@@ -107,18 +107,24 @@ class SummarizeRunner:
             summary_chars=peers.summary_chars,
         )
 
-    def take_unbilled_chars(self) -> int:
-        """Characters the summariser read since the last call (billed as plain input)."""
+    def take_unbilled_chars(self) -> tuple[int, int]:
+        """Characters the summariser read and wrote since the last call."""
         return self.state.take_unbilled_chars()
 
 
-def side_cost(runner: Runner, settings_input_price: float, chars_per_token: float) -> float:
-    """The cost of a runner's own model calls this round (the summariser's input)."""
+def side_cost(runner: Runner, prices: Prices, chars_per_token: float) -> float:
+    """The cost of a runner's own model calls this round: the summariser's calls.
+
+    What it reads is billed as uncached input (a new batch of forgotten
+    messages each time), the summary it writes at the output price.
+    """
     take = getattr(runner, "take_unbilled_chars", None)
     if take is None:
         return 0.0
-    chars: int = take()
-    return chars / chars_per_token * settings_input_price
+    read: int
+    written: int
+    read, written = take()
+    return (read * prices.input + written * prices.output) / chars_per_token
 
 
 def _clearing(peers: PeerSettings, estimator: Estimator) -> Runner:

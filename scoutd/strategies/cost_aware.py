@@ -17,10 +17,12 @@ when all of these hold (derivation in docs/ECONOMY.md):
   rounds so far) repays the rewrite.
 
 Above ``compaction_limit_share`` of the window it always compacts, as far as
-needed to fit. The newest ``cost_full_tool_outputs`` outputs stay verbatim
-(fewer only when they alone would not fit), the ``cost_compacted_tool_calls``
+needed to fit. The newest ``cost_full_tool_outputs`` outputs stay verbatim,
+or ``cost_full_share`` of the outputs so far when that is more (fewer only
+when they alone would not fit), the ``cost_compacted_tool_calls``
 pairs before them are shortened as in the epoch strategies, and older pairs are
-dropped, repeated calls included; the default notice says so.
+dropped, repeated calls included (the default notice says so), together with
+the assistant remarks made among them; user turns always stay.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ COST_AWARE_NOTICE = (
 MESSAGE_OVERHEAD_TOKENS = 4
 # Characters of a shortened tool message beyond its kept text: marker, JSON keys, id.
 SHORTENED_OVERHEAD_CHARS = 120
+# The role of the model's remarks between tool calls, dropped with their pair.
+REMARK_ROLE = "assistant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +168,34 @@ def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
     return [count(_text(m)) + overhead for m in messages]
 
 
+def _remarks(index: ToolIndex) -> list[tuple[int, int]]:
+    """``(message index, pair number)`` of each assistant remark among the tool traffic.
+
+    A remark belongs to the pair of the next tool message: it is what the model
+    said before that call, and it is dropped with it (a remark after the newest
+    output, or before the first tool message, belongs to no pair).
+    """
+    found: list[tuple[int, int]] = []
+    indices, numbers, outputs = index.indices, index.numbers, index.outputs
+    if not indices:
+        return found
+    slot = 0
+    for position in range(indices[0] + 1, indices[-1]):
+        if index.roles[position] != REMARK_ROLE:
+            continue
+        while indices[slot] < position:
+            slot += 1
+        if numbers[slot] <= outputs:
+            found.append((position, numbers[slot]))
+    return found
+
+
 class _Tokens:
-    """Token counts of the conversation, by message and by pair, as prefix sums."""
+    """Token counts of the conversation, by message and by pair, as prefix sums.
+
+    A pair's counts include the assistant remarks that belong to it (kept
+    whole when the pair is shortened, dropped with it).
+    """
 
     def __init__(self, messages: Sequence[Any], index: ToolIndex, count: TokenCounter) -> None:
         per_message = _message_tokens(messages, count)
@@ -188,6 +218,9 @@ class _Tokens:
             shortened[number] += min(tokens, limits[is_call] + MESSAGE_OVERHEAD_TOKENS)
             if not is_call:
                 self.output_end[number] = position + 1
+        for position, number in _remarks(index):
+            whole[number] += per_message[position]
+            shortened[number] += per_message[position]
         self.whole = list(accumulate(whole))
         self.shortened = list(accumulate(shortened))
         first_tool = index.indices[0] if index.indices else len(messages)
@@ -219,7 +252,8 @@ def plan_compaction(
     window = config.context_window
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
-    full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
+    least_full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
+    full_share = config.cost_full_share
     premium = max(prices.write - prices.read, 0.0)
     risk = config.compaction_risk_share
     dropped = shortened = decided = 0
@@ -231,6 +265,7 @@ def plan_compaction(
         billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
         previous = prompt
         forced = prompt > limit
+        full = max(least_full, int(number * full_share))
         if number - full <= shortened and not forced:
             continue
         new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
@@ -296,6 +331,8 @@ def _compact(
     keep_full, truncate_to = window.keep_full, window.truncate_to
     positions = index.positions
     changes.dropped = [slot for slot, position in enumerate(positions) if position > truncate_to]
+    dropped_pairs = index.outputs - truncate_to  # oldest-first numbers up to it
+    changes.narration = [at for at, number in _remarks(index) if number <= dropped_pairs]
     shortened = [
         slot for slot, position in enumerate(positions) if keep_full < position <= truncate_to
     ]

@@ -140,11 +140,14 @@ class Changes:
 
     ``rewrites`` maps truncated slots to their new content; ``protected`` lists
     slots kept whole only because they are the newest of a repeated call.
+    ``narration`` lists the message indexes of assistant remarks dropped with
+    the tool traffic around them (only ``shorten_tools_cost_aware`` does).
     """
 
     dropped: list[int] = field(default_factory=list)
     rewrites: dict[int, str] = field(default_factory=dict)
     protected: list[int] = field(default_factory=list)
+    narration: list[int] = field(default_factory=list)
 
 
 def apply_changes(
@@ -186,6 +189,9 @@ def apply_changes(
     keep = bytearray(b"\x01") * len(out)
     for position in map(index.indices.__getitem__, changes.dropped):
         keep[position] = 0
+    for position in changes.narration:
+        keep[position] = 0
+    report.narration_dropped = len(changes.narration)
     compacted = len(changes.rewrites)
     removed = len(changes.dropped)
     if notice is not None and (compacted or removed):
@@ -196,7 +202,7 @@ def apply_changes(
         out.insert(first, {"role": "user", "content": text})
         keep.insert(first, 1)
         report.notice = True
-    if removed:
+    if removed or changes.narration:
         out = list(compress(out, keep))
     if detail:
         report.actions = _actions(messages, index, changes)

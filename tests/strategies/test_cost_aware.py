@@ -100,6 +100,44 @@ def test_pairs_share_one_fate_and_the_notice_promises_nothing_about_repeats() ->
     assert any(m["content"].startswith("cut ") for m in custom)  # a configured notice is used
 
 
+def test_remarks_among_dropped_pairs_go_with_them_and_user_turns_stay() -> None:
+    messages = run(250, size=3000, remark_every=3)
+    messages.insert(200, {"role": "user", "content": "Also check the docs."})
+    messages.insert(201, {"role": "assistant", "content": "Noted."})
+    prepared, report = shorten_tools_cost_aware(
+        messages, load_config(None, overrides={"context_window": 50_000}).prompt
+    )
+    kept_ids = {
+        json.loads(m["content"])["id"] for m in prepared if m["role"] == "function_call_output"
+    }
+    oldest_kept = min(int(i[1:]) for i in kept_ids)
+    remarks = [m["content"] for m in prepared if m["role"] == "assistant"]
+    steps = [int(text.split()[-1].rstrip(".")) for text in remarks if text.startswith("Looking")]
+    assert report.outputs_dropped > 0 and oldest_kept > 100
+    # The remark before the first call is part of the head; every other one
+    # about a dropped pair is gone, every one about a kept pair stays.
+    assert steps == [0, *(n for n in range(oldest_kept, 250) if n % 3 == 0)]
+    assert report.narration_dropped == 84 - len(steps) + ("Noted." not in remarks)
+    assert {"role": "user", "content": "Also check the docs."} in prepared  # users stay
+    assert prepared[:2] == messages[:2]  # the head is never touched
+
+
+def test_a_long_run_keeps_a_share_of_its_outputs_verbatim() -> None:
+    messages = run(300, size=1500)
+    outputs = [m for m in messages if m["role"] == "function_call_output"]
+    found = {}
+    for share in (0.0, 0.2):
+        overrides = {"context_window": 100_000, "cost_full_share": share}
+        prepared, report = shorten_tools_cost_aware(
+            messages, load_config(None, overrides=overrides).prompt
+        )
+        assert report.outputs_dropped > 0
+        found[share] = verbatim_outputs(messages, prepared)
+        if share:
+            assert all(m in prepared for m in outputs[-60:])  # 20% of 300
+    assert found[0.0] < 60 <= found[0.2]
+
+
 COUNTED: list[str] = []
 
 
@@ -141,8 +179,9 @@ def test_pricing_follows_the_format_and_the_config() -> None:
     [
         ("compaction_trigger_share", 1.5),
         ("compaction_limit_share", -0.1),
-        ("chars_per_token", 0),
         ("cache_pricing", "cheap"),
+        ("cost_full_share", 1.5),
+        ("chars_per_token", 0),
         ("context_window", 0),
     ],
 )
