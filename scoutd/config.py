@@ -65,7 +65,7 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     prompt_strategies: str | tuple[str, ...] | None = None
     compaction_notice: str = DEFAULT_NOTICE
-    # shorten_tools (SPEC section 4)
+    # shorten_tools (docs/STRATEGIES.md)
     full_tool_calls: Count = 0
     full_tool_outputs: Count = 10
     max_tool_calls: Count = 40

@@ -4,7 +4,7 @@ An agent prepares its prompt before every inference with a conversation that
 only grows. :class:`SessionPrompt` keeps that conversation with its tool index
 (each tool message parsed once, pairs and repeats tracked as they arrive), so a
 round decodes and schedules only the new messages. Inside an epoch the epoch
-strategies only append to the prompt (SPEC sections 5 and 6), so the prepared
+strategies only append to the prompt (docs/STRATEGIES.md), so the prepared
 prompt of the last round is reused and extended; the full walk runs again only
 when the epoch moves, a repeat moves the protection, or a late output changes
 an older call's place.

@@ -1,4 +1,4 @@
-"""Who may talk to the daemon, and which save files it may touch (SPEC section 10).
+"""Who may talk to the daemon, and which save files it may touch (docs/OPERATIONS.md).
 
 Pure checks over data the kernel vouches for: SO_PEERCRED credentials and
 paths resolved with ``os.path.realpath``. The server calls them at accept time

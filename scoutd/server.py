@@ -1,4 +1,4 @@
-"""``scoutd serve``: the daemon (SPEC sections 8-10).
+"""``scoutd serve``: the daemon (docs/PROTOCOL.md, docs/OPERATIONS.md).
 
 Layout: :func:`run` resolves the configuration, binds (or receives from
 systemd) the listening socket and runs :meth:`Server.serve` on anyio's asyncio

@@ -1,4 +1,4 @@
-"""Peer credentials and save-file confinement (SPEC section 10)."""
+"""Peer credentials and save-file confinement (docs/OPERATIONS.md)."""
 
 from __future__ import annotations
 

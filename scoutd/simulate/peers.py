@@ -107,7 +107,7 @@ class PeerMemo:
 
 
 def output_data(message: Any) -> dict[str, Any] | None:
-    """The decoded JSON object of a usable tool output (SPEC section 1), else None."""
+    """The decoded JSON object of a usable tool output (docs/STRATEGIES.md), else None."""
     if role_of(message) != OUTPUT:
         return None
     content = message.get("content")

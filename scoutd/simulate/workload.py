@@ -265,7 +265,7 @@ class ChatError(ValueError):
 
 
 def load_chat(path: str) -> Workload:
-    """Read a recorded conversation: a JSON list of messages (SPEC section 1).
+    """Read a recorded conversation: a JSON list of messages (docs/STRATEGIES.md).
 
     ``{"messages": [...]}`` is accepted too; ``-`` reads standard input.
     """

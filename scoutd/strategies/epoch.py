@@ -1,4 +1,4 @@
-"""The cache-friendly epoch strategies (SPEC sections 5 and 6).
+"""The cache-friendly epoch strategies (docs/STRATEGIES.md).
 
 The compaction boundary is pinned to an epoch: inside one epoch every tool
 message keeps its band, so the prepared prompt only grows at its end and the

@@ -53,7 +53,7 @@ class ToolAction(msgspec.Struct, kw_only=True):
 
 
 class StrategyReport(msgspec.Struct, kw_only=True):
-    """Counts of one strategy run (SPEC section 3).
+    """Counts of one strategy run (docs/STRATEGIES.md, the report).
 
     ``chars_before``/``chars_after`` count the characters of every string
     ``content`` of the message list before and after the strategy.

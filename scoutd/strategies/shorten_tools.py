@@ -1,4 +1,4 @@
-"""``shorten_tools`` (SPEC section 4): recomputed on every turn.
+"""``shorten_tools`` (docs/STRATEGIES.md): recomputed on every turn.
 
 Walks newest-first. The newest tool messages, those of the newest user turn,
 and those that fit the character budget stay whole; older ones are truncated,

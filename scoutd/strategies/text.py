@@ -1,4 +1,4 @@
-"""The truncation marker (SPEC section 2): pure string helpers."""
+"""The truncation marker (docs/STRATEGIES.md, tool messages): pure string helpers."""
 
 from __future__ import annotations
 

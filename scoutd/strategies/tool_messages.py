@@ -2,7 +2,7 @@
 
 Every strategy starts with :func:`index_tools`, which parses each tool
 message's JSON exactly once and works out the pairs and the newest-first
-positions (SPEC sections 1 and 5). A tool message whose content is not a JSON
+positions (docs/STRATEGIES.md). A tool message whose content is not a JSON
 object is *unusable*: it is not indexed, so it counts nowhere and is passed
 through unchanged.
 

@@ -1,4 +1,4 @@
-"""Crash during delivery (SPEC section 7): SIGKILL the consumer at random moments.
+"""Crash during delivery (docs/STRATEGIES.md, inbox): SIGKILL the consumer at random moments.
 
 CI size: 5 kills over 300 notices per consumer kind; the full size (50 kills over
 5,000 notices) is ``scripts/chaos-inbox kill`` with its defaults, recorded in

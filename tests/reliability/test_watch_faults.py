@@ -1,4 +1,4 @@
-"""Watch faults (SPEC section 9): missed file events never lose an abort.
+"""Watch faults (docs/OPERATIONS.md): missed file events never lose an abort.
 
 The inbox deleted and re-created under an open session, a flood of thousands
 of files, a hand-off queue that overflows, an exception in the watchdog handler

@@ -1,4 +1,4 @@
-"""The growing-epoch schedule of shorten_tools_epoch_increment (SPEC section 6)."""
+"""The growing-epoch schedule of shorten_tools_epoch_increment (docs/STRATEGIES.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .vectors import vector_params
 
 DEFAULTS = PromptConfig()
 
-# SPEC 6 worked example (defaults, no repeats): (epoch start, size, compacted window)
+# docs/STRATEGIES.md example (defaults, no repeats): (epoch start, size, compacted window)
 WORKED_EXAMPLE = [
     (50, 20, 80), (70, 20, 80), (90, 20, 80),
     (110, 30, 100), (140, 30, 100), (170, 30, 100),
