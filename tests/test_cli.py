@@ -205,7 +205,7 @@ def test_prepare_set_overrides(home: Path) -> None:
     assert named.returncode == 0, named.stderr
     assert json.loads(named.stdout) == messages
     bad = run(home, "prepare", "--local", "--set", "epoch_sise=3", input="[]")
-    assert bad.returncode == 1
+    assert bad.returncode == 2
     assert "epoch_sise" in one_error_line(bad)
 
 
@@ -225,9 +225,9 @@ def test_prepare_bad_json_exits_1_with_position(home: Path) -> None:
     assert "nope.json" in one_error_line(missing)
 
 
-def test_unknown_strategy_exits_1_listing_available(home: Path) -> None:
+def test_unknown_strategy_exits_2_listing_available(home: Path) -> None:
     result = run(home, "prepare", "--local", "--strategies", "shorten_tools,nope", input="[]")
-    assert result.returncode == 1
+    assert result.returncode == 2
     line = one_error_line(result)
     assert "'nope'" in line
     for name in ("inbox", "none", "shorten_tools", "shorten_tools_epoch_increment"):
@@ -271,7 +271,7 @@ def test_notify_and_abort_write_into_inbox(home: Path) -> None:
     assert named.returncode == 0, named.stderr
     assert Path(named.stdout.strip()) == inbox / "note.txt"
     hidden = run(home, "notify", "--name", ".hidden", str(save_file), "x")
-    assert hidden.returncode == 1
+    assert hidden.returncode == 2
     assert ".hidden" in one_error_line(hidden)
     assert len(list(inbox.iterdir())) == 3
 
@@ -380,9 +380,9 @@ def test_config_show_lists_origins(home: Path) -> None:
     assert values["daemon.allowed_roots"] == {"value": ["/"], "origin": "default"}
 
 
-def test_config_show_bad_env_exits_1(home: Path) -> None:
+def test_config_show_bad_env_exits_2(home: Path) -> None:
     result = run(home, "config", "show", env={"EPOCH_SIZE": "lots"})
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "EPOCH_SIZE" in one_error_line(result)
 
 
@@ -403,12 +403,12 @@ def test_config_check(home: Path) -> None:
         bad = home / "bad.toml"
         bad.write_text(text)
         result = run(home, "config", "check", str(bad))
-        assert result.returncode == 1, text
+        assert result.returncode == 2, text
         line = one_error_line(result)
         assert named in line and "bad.toml" in line, line
         assert result.stdout == ""
     missing = run(home, "config", "check", str(home / "absent.toml"))
-    assert missing.returncode == 1
+    assert missing.returncode == 2
     assert "absent.toml" in one_error_line(missing)
 
 
@@ -527,7 +527,7 @@ def test_prepare_through_the_daemon(home: Path, daemon: Daemon) -> None:
 
     unknown = run(home, "prepare", "--socket", daemon.socket_path, "--strategies", "nope",
                   input="[]")  # fmt: skip
-    assert unknown.returncode == 1
+    assert unknown.returncode == 2
     assert "'nope'" in one_error_line(unknown)
 
 

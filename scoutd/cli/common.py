@@ -1,0 +1,259 @@
+"""What every ``scoutd`` verb shares: exit codes, errors, input and output, options.
+
+Exit codes are part of the interface, so that agents' wrapper scripts can
+branch on them (docs/OPERATIONS.md, "The command line"):
+
+* 0: success;
+* 1: a runtime failure (one line on stderr, never a traceback);
+* 2: a usage or configuration mistake (a bad option, an unknown strategy,
+  an invalid ``--set`` or config file, a path outside the daemon's roots);
+* 3: the agent was aborted by an operator (an ``abort`` file in its inbox).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import msgspec
+
+from ..config import Config, resolve_config, with_overrides
+from ..formats import AUTO, FORMATS
+
+__all__ = [
+    "EXIT_ABORTED",
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "Parser",
+    "UsageError",
+    "Verb",
+    "add_client",
+    "add_config",
+    "add_format",
+    "add_strategies",
+    "config_path",
+    "read_messages",
+    "snapshot",
+    "write_json",
+]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2  # also what argparse itself exits with on a bad command line
+EXIT_ABORTED = 3
+
+encode = msgspec.json.Encoder().encode
+
+
+class CliError(Exception):
+    """A runtime failure the CLI reports as one line and exit code 1."""
+
+    exit_code = EXIT_ERROR
+
+
+class UsageError(CliError):
+    """A mistake in what the user asked for: one line and exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One ``scoutd`` verb: its help, its options and the function that runs it.
+
+    ``examples`` end its ``--help``; ``actions`` make it a group of verbs
+    (``scoutd config show``) instead of a verb with a ``run`` of its own;
+    ``passthrough`` hands every argument after the verb, ``--help`` included,
+    to ``run`` as ``args.args`` (a verb with its own parser, like ``simulate``).
+    """
+
+    name: str
+    help: str
+    examples: tuple[str, ...] = ()
+    configure: Callable[[argparse.ArgumentParser], None] | None = None
+    run: Handler | None = None
+    actions: tuple[Verb, ...] = field(default=())
+    passthrough: bool = False
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with usage errors kept to the usage line and one error line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+# ---------------------------------------------------------------- input / output
+
+
+def read_input(source: str) -> bytes:
+    """The bytes of FILE, or of stdin when ``source`` is ``-``."""
+    if source == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(source, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise CliError(f"cannot read {source}: {exc.strerror or exc}") from exc
+
+
+_BYTE_POSITION = re.compile(r"\(byte (\d+)\)")
+
+
+def _json_error(source: str, data: bytes, exc: msgspec.DecodeError) -> CliError:
+    """A decode error with its line and column, which msgspec gives as a byte offset."""
+    name = "<stdin>" if source == "-" else source
+    message = str(exc)
+    found = _BYTE_POSITION.search(message)
+    if found is None:
+        if not data.strip():
+            return CliError(f"invalid JSON in {name}: the input is empty")
+        return CliError(f"invalid JSON in {name}: {message}")
+    offset = int(found.group(1))
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    detail = _BYTE_POSITION.sub("", message).strip()
+    return CliError(f"invalid JSON in {name} at line {line}, column {column}: {detail}")
+
+
+def read_messages(source: str) -> list[Any]:
+    """A message list from a JSON list, or from an object with a ``messages`` list."""
+    data = read_input(source)
+    try:
+        document = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise _json_error(source, data, exc) from exc
+    if isinstance(document, dict) and "messages" in document:
+        document = document["messages"]
+    if not isinstance(document, list):
+        name = "<stdin>" if source == "-" else source
+        raise CliError(
+            f"{name}: expected a JSON list of messages or an object with a 'messages' list"
+        )
+    return document
+
+
+def write_json(value: Any) -> None:
+    """One JSON document (compact, UTF-8) on stdout."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(encode(value) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def warn(message: str) -> None:
+    """One ``scoutd: warning:`` line on stderr."""
+    print(f"scoutd: warning: {message}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- options
+
+
+def _parse_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` for ``--set``: VALUE is JSON when it parses, else a string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip().removeprefix("prompt.")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value: Any = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        value = raw
+    return key, value
+
+
+def _positive_seconds(text: str) -> float:
+    """``--timeout``: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--set`` overrides of a command line, as a mapping."""
+    return dict(getattr(args, "set", None) or ())
+
+
+def config_path(args: argparse.Namespace) -> str | None:
+    """``--config`` after the verb wins over one before it; else the library decides."""
+    path: str | None = getattr(args, "config", None) or getattr(args, "global_config", None)
+    return path
+
+
+def snapshot(args: argparse.Namespace) -> Config:
+    """The effective config: file, environment, defaults, then ``--set`` overrides."""
+    return with_overrides(resolve_config(config_path(args)), overrides(args))
+
+
+def add_config(parser: argparse.ArgumentParser, *, overrides: bool = True) -> None:
+    """``--config`` (and ``--set`` unless ``overrides`` is false)."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $SCOUTD_CONFIG, else /etc/scoutd/scoutd.toml if present)",
+    )
+    if overrides:
+        parser.add_argument(
+            "--set",
+            metavar="KEY=VALUE",
+            action="append",
+            type=_parse_setting,
+            help="override a [prompt] key for this call (VALUE as JSON, else a string); repeatable",
+        )
+
+
+def add_client(parser: argparse.ArgumentParser) -> None:
+    """``--socket`` and ``--timeout``, for verbs that talk to the daemon."""
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="daemon socket (default: found as docs/OPERATIONS.md says: $SCOUTD_SOCKET, "
+        "the config's socket_path, $XDG_RUNTIME_DIR/scoutd/scoutd.sock, ...)",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=60.0,
+        help="give up on the daemon after this long (default: %(default)s)",
+    )
+
+
+def add_strategies(parser: argparse.ArgumentParser) -> None:
+    """``--strategies``."""
+    parser.add_argument(
+        "--strategies",
+        metavar="S",
+        help="comma-separated strategy names (default: [prompt].prompt_strategies, "
+        "else shorten_tools_cost_aware,inbox)",
+    )
+
+
+def add_format(parser: argparse.ArgumentParser) -> None:
+    """``--format``."""
+    parser.add_argument(
+        "--format",
+        choices=(AUTO, *FORMATS),
+        default=AUTO,
+        help="message format (default: detected from the messages; see docs/FORMATS.md)",
+    )
+
+
+def examples_epilog(examples: Sequence[str]) -> str | None:
+    """The ``examples:`` block that ends a verb's ``--help``."""
+    if not examples:
+        return None
+    return "examples:\n" + "\n".join(f"  {line}" for line in examples)

@@ -1,0 +1,108 @@
+"""``scoutd config show`` and ``scoutd config check``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..config import Config, DaemonConfig, PromptConfig
+from .common import EXIT_OK, Verb, add_config, encode, snapshot, write_json
+
+__all__ = ["CONFIG"]
+
+
+def _render(key: str, value: Any) -> str:
+    """A value as it would be written in the TOML file."""
+    if key == "daemon.socket_mode" and isinstance(value, int):
+        return format(value, "#o")
+    if value is None:
+        return "(unset)"
+    return encode(value).decode()
+
+
+def _effective(config: Config) -> list[tuple[str, Any, str]]:
+    """Every (key, value, origin) of a snapshot, in table then field order."""
+    rows: list[tuple[str, Any, str]] = []
+    tables: list[tuple[str, PromptConfig | DaemonConfig]] = [
+        ("prompt", config.prompt),
+        ("daemon", config.daemon),
+    ]
+    for table, struct in tables:
+        for field in struct.__struct_fields__:
+            key = f"{table}.{field}"
+            rows.append((key, getattr(struct, field), config.origins.get(key, "default")))
+    for name, target in sorted(config.plugins.items()):
+        key = f"plugins.{name}"
+        rows.append((key, target, config.origins.get(key, "file")))
+    return rows
+
+
+def _show(args: argparse.Namespace) -> int:
+    config = snapshot(args)
+    rows = _effective(config)
+    if args.json:
+        write_json(
+            {
+                "path": config.path,
+                "values": {key: {"value": value, "origin": origin} for key, value, origin in rows},
+            }
+        )
+        return EXIT_OK
+    source = config.path or "none (built-in defaults and environment)"
+    print(f"# config file: {source}")
+    for key, value, origin in rows:
+        print(f"{key} = {_render(key, value)}  ({origin})")
+    return EXIT_OK
+
+
+def _configure_show(parser: argparse.ArgumentParser) -> None:
+    add_config(parser)
+    parser.add_argument("--json", action="store_true", help="print as JSON")
+
+
+def _check(args: argparse.Namespace) -> int:
+    # The file alone: environment variables would be a different thing to check.
+    from ..server import load_daemon_config  # the daemon's modules: loaded only when needed
+
+    load_daemon_config(args.file, environ={})
+    print(f"ok: {args.file}")
+    return EXIT_OK
+
+
+def _configure_check(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file", metavar="FILE", help="the TOML file to validate as the daemon would"
+    )
+
+
+CONFIG = Verb(
+    name="config",
+    help="show or check the configuration",
+    examples=(
+        "scoutd config show",
+        "scoutd config show --config run/scoutd.toml --set epoch_size=40 --json",
+        "scoutd config check new.toml && mv new.toml /etc/scoutd/scoutd.toml",
+    ),
+    actions=(
+        Verb(
+            name="show",
+            help="every effective value and where it came from",
+            examples=(
+                "scoutd config show",
+                "scoutd config show --config run/scoutd.toml --json",
+            ),
+            configure=_configure_show,
+            run=_show,
+        ),
+        Verb(
+            name="check",
+            help="validate a config file (exit 2 when it is invalid)",
+            examples=(
+                "scoutd config check config/scoutd.toml",
+                "scoutd config check new.toml && mv new.toml /etc/scoutd/scoutd.toml",
+            ),
+            configure=_configure_check,
+            run=_check,
+        ),
+    ),
+)

@@ -1,0 +1,82 @@
+"""``scoutd serve`` and ``scoutd status``: run the daemon, ask it how it is."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import EXIT_OK, Verb, add_client, add_config, config_path, encode, write_json
+from .prompt import client_socket
+
+__all__ = ["SERVE", "STATUS"]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .. import server
+
+    return server.run(config_path=config_path(args), socket_path=args.socket)
+
+
+def _configure_serve(parser: argparse.ArgumentParser) -> None:
+    add_config(parser, overrides=False)
+    parser.add_argument(
+        "--socket", metavar="PATH", help="listen here instead of [daemon].socket_path"
+    )
+
+
+SERVE = Verb(
+    name="serve",
+    help="run the daemon in the foreground",
+    examples=(
+        "scoutd serve --config /etc/scoutd/scoutd.toml",
+        'scoutd serve --config run/scoutd.toml --socket "$XDG_RUNTIME_DIR/scoutd/scoutd.sock"',
+        "scripts/serve    # from a checkout: install, write a config, serve",
+    ),
+    configure=_configure_serve,
+    run=_serve,
+)
+
+
+def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+    elif isinstance(value, str):
+        out.append((prefix, value))
+    else:
+        out.append((prefix, "-" if value is None else encode(value).decode()))
+
+
+def _status(args: argparse.Namespace) -> int:
+    from ..client import Client
+
+    with Client(client_socket(args), timeout=args.timeout) as client:
+        status = client.status()
+    if args.json:
+        write_json(status)
+        return EXIT_OK
+    rows: list[tuple[str, str]] = []
+    _flatten("", status, rows)
+    width = max((len(key) for key, _ in rows), default=0)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}")
+    return EXIT_OK
+
+
+def _configure_status(parser: argparse.ArgumentParser) -> None:
+    add_client(parser)
+    add_config(parser, overrides=False)
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+STATUS = Verb(
+    name="status",
+    help="show the daemon's status (finds the local daemon's socket by itself)",
+    examples=(
+        "scoutd status",
+        "scoutd status --json --socket /run/scoutd/scoutd.sock",
+        "SCOUTD_SOCKET=/tmp/test.sock scoutd status --timeout 2",
+    ),
+    configure=_configure_status,
+    run=_status,
+)

@@ -1,0 +1,151 @@
+"""The ``scoutd`` command line: the parser built from the verb table, and ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from .._version import __version__
+from ..errors import Aborted, ConfigError, ScoutdError, UnknownStrategy
+from ..formats import FormatError
+from .common import (
+    EXIT_ABORTED,
+    EXIT_ERROR,
+    EXIT_USAGE,
+    CliError,
+    Handler,
+    Parser,
+    Verb,
+    examples_epilog,
+)
+from .registry import VERBS
+from .simulate import run_simulate, simulate_argv
+
+__all__ = ["build_parser", "main"]
+
+# Set to show the traceback of an unexpected error (a bug, or a broken plugin)
+# instead of the one-line message.
+DEBUG_ENV = "SCOUTD_DEBUG"
+
+_EPILOG = (
+    "exit codes: 0 ok, 1 runtime failure, 2 usage or configuration mistake, 3 aborted\n"
+    "docs: README.md, docs/OPERATIONS.md ('scoutd COMMAND --help' for each command)"
+)
+
+
+def _add_verb(verbs: Any, verb: Verb) -> None:
+    """Add ``verb`` (and its actions) under the subparsers action ``verbs``."""
+    sub: argparse.ArgumentParser = verbs.add_parser(
+        verb.name,
+        help=verb.help,
+        description=verb.help,
+        epilog=examples_epilog(verb.examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=not verb.passthrough,
+    )
+    # The innermost parser wins: an unknown option is reported with its usage.
+    sub.set_defaults(handler=verb.run, verb_parser=sub)
+    if verb.passthrough:
+        sub.add_argument("args", nargs=argparse.REMAINDER, help="the verb's own arguments")
+    if verb.configure is not None:
+        verb.configure(sub)
+    if verb.actions:
+        actions = sub.add_subparsers(dest=f"{verb.name}_action", metavar="ACTION", required=True)
+        for action in verb.actions:
+            _add_verb(actions, action)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line (exposed for documentation and tests)."""
+    parser = Parser(
+        prog="scoutd",
+        description="Prompt strategies, inbox notices and the scoutd daemon.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"scoutd {__version__}")
+    parser.add_argument(
+        "--config",
+        dest="global_config",
+        metavar="FILE",
+        help="config file for any command (default: $SCOUTD_CONFIG, else "
+        "/etc/scoutd/scoutd.toml if present)",
+    )
+    parser.set_defaults(verb_parser=parser)
+    verbs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for verb in VERBS:
+        _add_verb(verbs, verb)
+    return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; an unknown option is reported with the usage of its own verb."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        owner: argparse.ArgumentParser = args.verb_parser
+        if args.command in argv and argv.index(extras[0]) < argv.index(args.command):
+            owner = parser  # given before the verb: the top level's mistake
+        owner.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def _dispatch(argv: list[str]) -> int:
+    simulate = simulate_argv(argv)
+    if simulate is not None:
+        simulate_args, config = simulate
+        if config is not None:
+            # The simulator reads the config like the library: through the environment.
+            os.environ["SCOUTD_CONFIG"] = config
+        return run_simulate(simulate_args)
+    parser = build_parser()
+    try:
+        args = _parse(parser, argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    handler: Handler = args.handler
+    return handler(args)
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> int:
+    print(f"scoutd: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``scoutd`` command; return its exit code (docs/OPERATIONS.md)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(arguments)
+    except Aborted as exc:
+        return _fail(f"aborted: {exc.reason}", EXIT_ABORTED)
+    except CliError as exc:
+        return _fail(str(exc), exc.exit_code)
+    except (ConfigError, UnknownStrategy) as exc:
+        # A mistake in what was asked, whether found here or by the daemon.
+        return _fail(str(exc), EXIT_USAGE)
+    except (ScoutdError, FormatError) as exc:
+        return _fail(str(exc))
+    except BrokenPipeError:
+        # The reader went away (``scoutd prepare ... | head``): not worth a message.
+        _silence_stdout()
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}")
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        return _fail(f"unexpected error: {type(exc).__name__}: {exc}")
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

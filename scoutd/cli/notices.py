@@ -1,0 +1,170 @@
+"""``scoutd notify`` and ``scoutd abort``: drop files into a chat's inbox.
+
+Both work on files directly (no daemon needed); the daemon, or the library
+in the agent's own process, delivers them (docs/OPERATIONS.md, "Notices and
+aborts").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import sys
+
+from ..config import resolve_config
+from ..security import Forbidden, check_save_file, resolve_roots
+from .common import EXIT_OK, CliError, UsageError, Verb, add_config, config_path, warn
+
+__all__ = ["ABORT", "NOTIFY"]
+
+# The most of a waiting abort's reason shown when a second abort is refused.
+_SHOWN_REASON_BYTES = 200
+
+
+def _outside_roots(args: argparse.Namespace) -> str | None:
+    """Why the save file lies outside the daemon's ``allowed_roots``, or None.
+
+    The roots come from the config this command line resolves, the one the
+    daemon reads too. Nothing is created before this check.
+    """
+    roots = resolve_config(config_path(args)).daemon.allowed_roots
+    try:
+        check_save_file(os.path.abspath(args.save_file), resolve_roots(roots))
+    except Forbidden as exc:
+        return f"{exc}: {', '.join(roots)}"
+    return None
+
+
+def _notify(args: argparse.Namespace) -> int:
+    from ..strategies.inbox import write_notice
+
+    problem = _outside_roots(args)
+    if problem is not None:
+        raise UsageError(f"refusing to write a notice the daemon would never deliver: {problem}")
+    if args.text == "-":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CliError(f"the notice on stdin is not UTF-8: {exc}") from exc
+    else:
+        text = args.text
+    if not text.strip():
+        raise UsageError("the notice is empty")
+    try:
+        path = write_notice(os.path.abspath(args.save_file), text, name=args.name)
+    except ValueError as exc:  # a bad --name
+        raise UsageError(str(exc)) from exc
+    print(path)
+    return EXIT_OK
+
+
+def _configure_notify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "save_file",
+        metavar="SAVE_FILE",
+        help="the agent's chat file; the notice goes to the inbox beside it "
+        "(SAVE_FILE without its extension, plus .inbox/)",
+    )
+    parser.add_argument("text", metavar="TEXT", help="the notice ('-' reads it from stdin)")
+    parser.add_argument(
+        "--name",
+        help="file name in the inbox (default: a unique name that sorts in drop order)",
+    )
+    add_config(parser, overrides=False)
+
+
+NOTIFY = Verb(
+    name="notify",
+    help="drop a notice into a chat's inbox",
+    examples=(
+        'scoutd notify ~/chats/a1/agent.chat "Please wrap up and write the summary."',
+        "echo 'Use the staging database.' | scoutd notify ~/chats/a1/agent.chat -",
+        'scoutd notify --name 01-priority.txt ~/chats/a1/agent.chat "Read this first."',
+    ),
+    configure=_configure_notify,
+    run=_notify,
+)
+
+
+def _waiting_reason(path: str) -> str | None:
+    """The start of the reason in the regular ``abort`` file at ``path``, if it can be read.
+
+    Opened without following symlinks and without blocking, as the inbox is
+    the agent's to tamper with.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _SHOWN_REASON_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    text = data[:_SHOWN_REASON_BYTES].decode("utf-8", "replace")
+    return text + ("..." if len(data) > _SHOWN_REASON_BYTES else "")
+
+
+def _abort(args: argparse.Namespace) -> int:
+    from ..strategies.inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
+
+    save_file = os.path.abspath(args.save_file)
+    problem = _outside_roots(args)
+    if problem is not None:
+        # Written all the same: an agent using the library in its own process sees it.
+        warn(f"the daemon will not push this abort to a session: {problem}")
+    try:
+        path = write_abort(save_file, args.reason)
+    except AbortNotWritten as exc:
+        # Fails closed all the same: the entry already there aborts the agent.
+        raise CliError(f"{exc.filename!r}: {exc.strerror}; see docs/OPERATIONS.md") from exc
+    print(path)
+    waiting = _waiting_reason(path)
+    if waiting is not None and waiting != args.reason:
+        # An abort was already waiting: it is kept, with its reason (docs/OPERATIONS.md).
+        warn(
+            f"an abort is already waiting in {os.path.dirname(path)!r} with the reason"
+            f" {waiting!r}: the agent will be aborted with that reason; yours was not written"
+        )
+    problem = record_problem(save_file)
+    if problem is not None:
+        # The abort still stops the agent (it fails closed), but the operator must know
+        # that its record will not be in the removed directory, and why.
+        raise CliError(
+            f"the abort stops the agent, but its record cannot be written to"
+            f" {inbox_removed_dir(save_file)!r} ({problem}): it goes to a hidden"
+            " .abort-* file in the inbox, or the abort stays in place; see docs/OPERATIONS.md"
+        )
+    return EXIT_OK
+
+
+def _configure_abort(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "save_file",
+        metavar="SAVE_FILE",
+        help="the agent's chat file; the abort goes to the inbox beside it",
+    )
+    parser.add_argument(
+        "reason",
+        metavar="REASON",
+        nargs="?",
+        default="",
+        help="why, shown to the agent as Aborted(REASON) (default: empty)",
+    )
+    add_config(parser, overrides=False)
+
+
+ABORT = Verb(
+    name="abort",
+    help="ask the agent of a chat to stop (a second abort keeps the first reason)",
+    examples=(
+        'scoutd abort ~/chats/a1/agent.chat "Runaway loop, stopping."',
+        "scoutd abort ~/chats/a1/agent.chat",
+    ),
+    configure=_configure_abort,
+    run=_abort,
+)

@@ -1,0 +1,161 @@
+"""``scoutd prepare`` and ``scoutd explain``: run the strategies on a message list."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ..discovery import discover_socket
+from ..strategies.report import StrategyReport
+from .common import (
+    EXIT_OK,
+    Verb,
+    add_client,
+    add_config,
+    add_format,
+    add_strategies,
+    config_path,
+    overrides,
+    read_messages,
+    snapshot,
+    warn,
+    write_json,
+)
+from .explain_table import explain_lines
+
+__all__ = ["EXPLAIN", "PREPARE", "client_socket"]
+
+
+def client_socket(args: argparse.Namespace) -> str:
+    """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon")."""
+    return discover_socket(getattr(args, "socket", None), config_path=config_path(args))
+
+
+def warn_foreign(report: Sequence[StrategyReport]) -> None:
+    """Foreign tool traffic is never a silent no-op: say so on stderr."""
+    for entry in report:
+        for warning in entry.warnings or ():
+            warn(warning)
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    messages = read_messages(args.file)
+    if args.local:
+        from ..prepare import prepare
+
+        prepared = prepare(
+            messages,
+            args.strategies,
+            save_file=args.save_file,
+            config=snapshot(args),
+            format=args.format,
+        )
+        result_messages: list[Any] = prepared.messages
+        report: Any = prepared.report
+    else:
+        from ..client import Client
+
+        # The daemon runs elsewhere: it needs the absolute path, not ours relative to our cwd.
+        save_file = os.path.abspath(args.save_file) if args.save_file else None
+        with Client(client_socket(args), timeout=args.timeout) as client:
+            remote = client.prepare(
+                messages,
+                args.strategies,
+                save_file=save_file,
+                config=overrides(args) or None,
+                format=args.format,
+            )
+        result_messages, report = remote.messages, remote.report
+    warn_foreign(report)
+    if args.report:
+        write_json({"messages": result_messages, "report": report})
+    else:
+        write_json(result_messages)
+    return EXIT_OK
+
+
+def _configure_prepare(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="the conversation: a JSON list of messages, or an object with a 'messages' "
+        "list ('-' or nothing: stdin)",
+    )
+    add_strategies(parser)
+    parser.add_argument("--save-file", metavar="F", help="the chat's save file (enables its inbox)")
+    add_config(parser)
+    parser.add_argument("--local", action="store_true", help="run in this process, not the daemon")
+    add_client(parser)
+    parser.add_argument("--report", action="store_true", help="print {messages, report}")
+    add_format(parser)
+
+
+PREPARE = Verb(
+    name="prepare",
+    help="prepare a prompt and print the messages as JSON",
+    examples=(
+        "scoutd prepare --local examples/chats/scout.json",
+        "scoutd prepare chat.json --save-file ~/chats/a1/agent.chat --report",
+        "cat chat.json | scoutd prepare --local --set epoch_size=40 --strategies "
+        "shorten_tools_epoch",
+    ),
+    configure=_configure_prepare,
+    run=_prepare,
+)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from ..prepare import prepare
+
+    messages = read_messages(args.file)
+    # No save_file, ever: explaining must not consume an agent's inbox.
+    prepared = prepare(
+        messages, args.strategies, config=snapshot(args), detail=True, format=args.format
+    )
+    warn_foreign(prepared.report)
+    if args.json:
+        write_json(prepared.report)
+        return EXIT_OK
+    lines: list[str] = []
+    for report in prepared.report:
+        if lines:
+            lines.append("")
+        lines.extend(explain_lines(report))
+    lines.append("")
+    lines.append(
+        f"{len(messages)} messages in, {len(prepared.messages)} messages out"
+        f" ({prepared.format} format, stable prefix {prepared.stable_prefix})"
+    )
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def _configure_explain(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="the conversation: a JSON list of messages, or an object with a 'messages' "
+        "list ('-' for stdin)",
+    )
+    add_strategies(parser)
+    add_config(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_format(parser)
+
+
+EXPLAIN = Verb(
+    name="explain",
+    help="show what each strategy does to each tool message (never touches an inbox)",
+    examples=(
+        "scoutd explain examples/chats/scout.json",
+        "scoutd explain examples/chats/openai_chat.json --strategies shorten_tools "
+        "--set full_tool_outputs=1",
+        "scoutd explain --json examples/chats/anthropic.json",
+    ),
+    configure=_configure_explain,
+    run=_explain,
+)

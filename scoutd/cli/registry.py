@@ -1,0 +1,31 @@
+"""Every ``scoutd`` verb, in the order ``scoutd --help`` lists them.
+
+To add a verb: write a module in this package that defines one
+:class:`~scoutd.cli.common.Verb` (name, help, two or three examples, a
+``configure`` that adds its options with a description for every positional
+argument, and a ``run`` that returns an exit code and raises
+:class:`~scoutd.cli.common.UsageError` for usage mistakes), then list it here.
+tests/test_cli.py checks every verb listed here for examples and exit codes.
+"""
+
+from __future__ import annotations
+
+from .common import Verb
+from .config_verbs import CONFIG
+from .daemon import SERVE, STATUS
+from .notices import ABORT, NOTIFY
+from .prompt import EXPLAIN, PREPARE
+from .simulate import SIMULATE
+
+__all__ = ["VERBS"]
+
+VERBS: tuple[Verb, ...] = (
+    SERVE,
+    PREPARE,
+    EXPLAIN,
+    NOTIFY,
+    ABORT,
+    STATUS,
+    CONFIG,
+    SIMULATE,
+)

@@ -1,0 +1,97 @@
+"""Where a client finds the local daemon's socket when it is not told.
+
+The order, first match wins (docs/OPERATIONS.md, "Finding the daemon"):
+
+1. the socket given explicitly (``--socket``, ``Client(path)``);
+2. ``$SCOUTD_SOCKET``;
+3. ``[daemon] socket_path`` set in the config file (``--config``,
+   ``$SCOUTD_CONFIG``, else ``/etc/scoutd/scoutd.toml`` if it exists);
+4. the first of these that is a socket: the user's own socket,
+   ``$XDG_RUNTIME_DIR/scoutd/scoutd.sock`` (or, without ``$XDG_RUNTIME_DIR``,
+   ``/tmp/scoutd-<uid>/scoutd.sock``), where ``scripts/serve`` listens by
+   default, then the system socket ``/run/scoutd/scoutd.sock`` (systemd);
+5. else the system socket, so that the error names where the daemon was
+   expected.
+
+A user socket counts only in a directory owned by the caller that nobody else
+may write to, so another account cannot plant a socket there to impersonate
+the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+
+from .config import DaemonConfig, resolve_config
+
+__all__ = ["SOCKET_ENV", "SYSTEM_SOCKET", "discover_socket", "socket_candidates", "user_socket"]
+
+SOCKET_ENV = "SCOUTD_SOCKET"
+SYSTEM_SOCKET: str = DaemonConfig.__struct_defaults__[
+    DaemonConfig.__struct_fields__.index("socket_path")
+]
+SOCKET_NAME = "scoutd.sock"
+
+
+def user_socket(environ: Mapping[str, str] | None = None) -> str:
+    """The current user's own socket path: under ``$XDG_RUNTIME_DIR``, else under /tmp."""
+    environ = os.environ if environ is None else environ
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime):
+        return os.path.join(runtime, "scoutd", SOCKET_NAME)
+    return os.path.join("/tmp", f"scoutd-{os.getuid()}", SOCKET_NAME)
+
+
+def _private_socket(path: str) -> bool:
+    """Whether ``path`` is a socket in a directory of ours that no one else may write."""
+    try:
+        directory = os.lstat(os.path.dirname(path))
+        entry = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(directory.st_mode)
+        and directory.st_uid == os.getuid()
+        and not directory.st_mode & 0o022
+        and stat.S_ISSOCK(entry.st_mode)
+    )
+
+
+def socket_candidates(
+    config_path: str | None = None, environ: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """Every place looked at, in order, as ``(path, where it comes from)``.
+
+    Reads the config file (raising ConfigError if it is invalid) only when no
+    earlier source names the socket.
+    """
+    environ = os.environ if environ is None else environ
+    found: list[tuple[str, str]] = []
+    if environ.get(SOCKET_ENV):
+        found.append((environ[SOCKET_ENV], f"${SOCKET_ENV}"))
+        return found
+    config = resolve_config(config_path, environ=environ)
+    if config.origins.get("daemon.socket_path") == "file":
+        found.append((config.daemon.socket_path, f"socket_path in {config.path}"))
+        return found
+    found.append((user_socket(environ), "the user's socket"))
+    found.append((SYSTEM_SOCKET, "the system socket"))
+    return found
+
+
+def discover_socket(
+    explicit: str | None = None,
+    *,
+    config_path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The socket a client should connect to, found in the order of this module's doc."""
+    if explicit:
+        return explicit
+    candidates = socket_candidates(config_path, environ)
+    if len(candidates) == 1:
+        return candidates[0][0]
+    user, system = candidates[0][0], candidates[1][0]
+    return user if _private_socket(user) else system
