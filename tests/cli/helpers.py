@@ -1,0 +1,95 @@
+"""Helpers for the ``scoutd`` command tests, which run it as a real subprocess.
+
+Every run gets an explicit, empty config file through ``$SCOUTD_CONFIG`` and
+none of the ``[prompt]`` environment variables, so that a config installed on
+the test machine cannot change the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import scoutd
+from scoutd.config import PromptConfig, resolve_config
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+CLI_TIMEOUT = 60.0  # seconds for one CLI run: generous for a slow CI machine
+DAEMON_START_TIMEOUT = 20.0
+TOOL_ROLES = ("function_call", "function_call_output")
+
+# Variables that would change the effective configuration of a run.
+_CONFIG_ENV = {
+    "SCOUTD_CONFIG",
+    "SCOUTD_SOCKET",
+    "PROMPT_STRATEGY",
+    *(key.upper() for key in PromptConfig.__struct_fields__),
+}
+
+
+def conversation(pairs: int, size: int = 600) -> list[dict[str, Any]]:
+    """A system prompt, a task, ``pairs`` tool call/output pairs, a user turn.
+
+    Outputs are ``size`` characters (long enough to be truncated) and carry
+    non-ASCII text, which must come out as UTF-8, not ``\\u`` escapes.
+    """
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Fix the build — vite"},
+    ]
+    for i in range(pairs):
+        call = {"name": "read_file", "arguments": {"path": f"src/f{i}.py"}, "id": f"c{i}"}
+        output = {"name": "read_file", "content": f"é{i} " + "x" * size, "id": f"c{i}"}
+        messages.append({"role": "function_call", "content": json.dumps(call, ensure_ascii=False)})
+        messages.append(
+            {"role": "function_call_output", "content": json.dumps(output, ensure_ascii=False)}
+        )
+    messages.append({"role": "user", "content": "continue"})
+    return messages
+
+
+def run(
+    home: Path,
+    *args: str,
+    input: str | bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m scoutd ARGS`` with a clean environment; stdout/stderr as text."""
+    environ = {k: v for k, v in os.environ.items() if k not in _CONFIG_ENV}
+    environ["SCOUTD_CONFIG"] = str(home / "empty.toml")
+    environ.update(env or {})
+    data = input.encode() if isinstance(input, str) else input
+    proc = subprocess.run(
+        [sys.executable, "-m", "scoutd", *args],
+        input=data,
+        capture_output=True,
+        env=environ,
+        cwd=home,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    )
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The single stderr line of a failed run (no traceback)."""
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def write_json(path: Path, value: Any) -> Path:
+    path.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def empty_snapshot(home: Path) -> scoutd.Config:
+    return resolve_config(home / "empty.toml", environ={})

@@ -1,0 +1,128 @@
+"""``scoutd notify`` and ``scoutd abort``: real files in real inboxes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import scoutd
+
+from .helpers import (
+    conversation,
+    one_error_line,
+    run,
+)
+
+
+def test_abort_file_makes_prepare_exit_3(home: Path) -> None:
+    save_file = home / "agent.chat"
+    inbox = Path(scoutd.inbox_dir(str(save_file)))
+    inbox.mkdir()
+    (inbox / "abort").write_text("  budget exhausted \n")
+    result = run(
+        home, "prepare", "--local", "--save-file", str(save_file), input=json.dumps(conversation(3))
+    )
+    assert result.returncode == 3
+    assert one_error_line(result) == "scoutd: aborted: budget exhausted"
+    assert result.stdout == ""
+    assert not (inbox / "abort").exists()
+    assert (Path(scoutd.inbox_removed_dir(str(save_file))) / "abort").is_file()
+
+
+def test_notify_and_abort_write_into_inbox(home: Path) -> None:
+    """notify/abort create the inbox; the next prepare delivers, then aborts."""
+    save_file = home / "chats" / "agent.chat"
+    save_file.parent.mkdir()
+    inbox = Path(scoutd.inbox_dir(str(save_file)))
+    assert not inbox.exists()
+
+    first = run(home, "notify", str(save_file), "Please wrap up — soon.")
+    assert first.returncode == 0, first.stderr
+    first_path = Path(first.stdout.strip())
+    assert first_path.parent == inbox and first_path.is_file()
+    assert first_path.read_text(encoding="utf-8") == "Please wrap up — soon."
+
+    second = run(home, "notify", str(save_file), "-", input="from stdin\n")
+    assert second.returncode == 0, second.stderr
+    named = run(home, "notify", "--name", "note.txt", str(save_file), "named")
+    assert named.returncode == 0, named.stderr
+    assert Path(named.stdout.strip()) == inbox / "note.txt"
+    hidden = run(home, "notify", "--name", ".hidden", str(save_file), "x")
+    assert hidden.returncode == 2
+    assert ".hidden" in one_error_line(hidden)
+    assert len(list(inbox.iterdir())) == 3
+
+    messages = [{"role": "user", "content": "start"}]
+    delivered = run(home, "prepare", "--local", "--save-file", str(save_file), "--report",
+                    input=json.dumps(messages))  # fmt: skip
+    assert delivered.returncode == 0, delivered.stderr
+    printed = json.loads(delivered.stdout)
+    contents = [m["content"] for m in printed["messages"]]
+    assert contents[0] == "start"
+    assert sorted(contents[1:]) == sorted(["Please wrap up — soon.", "from stdin\n", "named"])
+    assert printed["report"][-1]["inbox_delivered"] == 3
+    assert list(inbox.iterdir()) == []
+
+    again = run(
+        home, "prepare", "--local", "--save-file", str(save_file), input=json.dumps(messages)
+    )
+    assert json.loads(again.stdout) == messages  # at most once
+
+    aborted = run(home, "abort", str(save_file), "operator says stop")
+    assert aborted.returncode == 0, aborted.stderr
+    assert Path(aborted.stdout.strip()) == inbox / "abort"
+    stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert stopped.returncode == 3
+    assert "operator says stop" in one_error_line(stopped)
+
+
+@pytest.mark.parametrize("sabotage", ["regular-file", "dangling-symlink"])
+def test_abort_says_when_its_record_cannot_be_written(home: Path, sabotage: str) -> None:
+    """The abort is written and still stops the agent; exit 1 tells the operator to act."""
+    save_file = home / "agent.chat"
+    removed = Path(scoutd.inbox_removed_dir(str(save_file)))
+    if sabotage == "regular-file":
+        removed.write_text("planted by the agent")
+    else:
+        removed.symlink_to(home / "nowhere")
+    aborted = run(home, "abort", str(save_file), "stop anyway")
+    assert aborted.returncode == 1
+    assert Path(aborted.stdout.strip()) == Path(scoutd.inbox_dir(str(save_file))) / "abort"
+    message = one_error_line(aborted)
+    assert "the abort stops the agent" in message and "inbox_removed" in message
+    stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert stopped.returncode == 3 and "Traceback" not in stopped.stderr
+    logged, last = stopped.stderr.strip().splitlines()
+    assert "could not be moved" in logged and "recorded as" in logged  # loudly
+    assert last == "scoutd: aborted: stop anyway"
+
+
+def test_abort_says_when_an_abort_that_is_not_a_file_is_already_waiting(home: Path) -> None:
+    """The agent made ``abort`` a directory: it still stops, but the reason is not written."""
+    save_file = home / "agent.chat"
+    planted = Path(scoutd.inbox_dir(str(save_file))) / "abort"
+    planted.mkdir(parents=True)
+    aborted = run(home, "abort", str(save_file), "my reason")
+    assert aborted.returncode == 1 and aborted.stdout == ""
+    message = one_error_line(aborted)
+    assert "is a directory" in message and "could not be written" in message
+    assert "aborted with a generic reason" in message
+    stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert stopped.returncode == 3 and "Traceback" not in stopped.stderr
+    last = stopped.stderr.strip().splitlines()[-1]
+    assert last == "scoutd: aborted: aborted by operator (the abort entry is a directory; not read)"
+    assert planted.is_dir() is False
+    assert (Path(scoutd.inbox_removed_dir(str(save_file))) / "abort").is_dir()
+
+
+def test_a_second_abort_keeps_the_waiting_one(home: Path) -> None:
+    """Documented: while an abort waits, another ``scoutd abort`` changes nothing (exit 0)."""
+    save_file = home / "agent.chat"
+    first = run(home, "abort", str(save_file), "first")
+    second = run(home, "abort", str(save_file), "second")
+    assert first.returncode == second.returncode == 0
+    assert first.stdout == second.stdout
+    stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert stopped.stderr.strip().splitlines()[-1] == "scoutd: aborted: first"
