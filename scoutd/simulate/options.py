@@ -44,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
             "several prompt strategies and compare prompt size, prompt-cache hits and billed "
             "input cost."
         ),
+        epilog=(
+            "examples:\n"
+            "  scoutd simulate --calls 200\n"
+            "  scoutd simulate --chat examples/recorded_run.json --strategies none,shorten_tools\n"
+            "  scoutd simulate --chat examples/chats/anthropic.json --json"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     work = parser.add_argument_group("workload")
     source = work.add_mutually_exclusive_group()

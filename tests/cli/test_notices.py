@@ -117,12 +117,56 @@ def test_abort_says_when_an_abort_that_is_not_a_file_is_already_waiting(home: Pa
     assert (Path(scoutd.inbox_removed_dir(str(save_file))) / "abort").is_dir()
 
 
-def test_a_second_abort_keeps_the_waiting_one(home: Path) -> None:
-    """Documented: while an abort waits, another ``scoutd abort`` changes nothing (exit 0)."""
+def test_a_second_abort_keeps_the_waiting_one_and_says_so(home: Path) -> None:
+    """Documented: while an abort waits, another ``scoutd abort`` keeps it, says so, exits 0."""
     save_file = home / "agent.chat"
     first = run(home, "abort", str(save_file), "first")
+    assert first.returncode == 0 and first.stderr == "", first.stderr
     second = run(home, "abort", str(save_file), "second")
-    assert first.returncode == second.returncode == 0
+    assert second.returncode == 0
     assert first.stdout == second.stdout
+    warning = one_error_line(second)
+    assert warning.startswith("scoutd: warning: an abort is already waiting in ")
+    assert "'first'" in warning and "yours was not written" in warning
+    same = run(home, "abort", str(save_file), "first")  # the same reason: nothing to say
+    assert same.returncode == 0 and same.stderr == ""
     stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
     assert stopped.stderr.strip().splitlines()[-1] == "scoutd: aborted: first"
+    # Once consumed, the next abort is written with its own reason, without a warning.
+    third = run(home, "abort", str(save_file), "third")
+    assert third.returncode == 0 and third.stderr == ""
+    again = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert again.stderr.strip().splitlines()[-1] == "scoutd: aborted: third"
+
+
+def test_notify_refuses_a_chat_outside_the_daemons_roots(home: Path) -> None:
+    """Checked against the config's allowed_roots before any directory is created."""
+    allowed = home / "agents"
+    config = home / "roots.toml"
+    config.write_text(f'[daemon]\nallowed_roots = ["{allowed}"]\n')
+    outside = home / "elsewhere" / "deep" / "agent.chat"
+    refused = run(home, "notify", "--config", str(config), str(outside), "hello")
+    assert refused.returncode == 2
+    line = one_error_line(refused)
+    assert "outside allowed_roots" in line and str(allowed) in line, line
+    assert not (home / "elsewhere").exists()  # nothing created
+    # The same through the environment's config, and with a relative path that escapes.
+    via_env = run(home, "notify", "agents/../elsewhere/agent.chat", "hi",
+                  env={"SCOUTD_CONFIG": str(config)})  # fmt: skip
+    assert via_env.returncode == 2 and not (home / "elsewhere").exists()
+
+    inside = allowed / "a1" / "agent.chat"
+    accepted = run(home, "notify", "--config", str(config), str(inside), "hello")
+    assert accepted.returncode == 0, accepted.stderr
+    assert Path(accepted.stdout.strip()).read_text() == "hello"
+
+
+def test_abort_outside_the_roots_is_written_with_a_warning(home: Path) -> None:
+    """An abort always aborts: in-process agents see it, so it is written, with a warning."""
+    config = home / "roots.toml"
+    config.write_text(f'[daemon]\nallowed_roots = ["{home / "agents"}"]\n')
+    save_file = home / "elsewhere" / "agent.chat"
+    result = run(home, "abort", "--config", str(config), str(save_file), "stop")
+    assert result.returncode == 0
+    assert "will not push this abort" in one_error_line(result)
+    assert Path(result.stdout.strip()).read_text() == "stop"

@@ -200,6 +200,10 @@ def test_prepare_through_the_daemon(home: Path, daemon: Daemon) -> None:
                   input="[]")  # fmt: skip
     assert unknown.returncode == 2
     assert "'nope'" in one_error_line(unknown)
+    typo = run(home, "prepare", "--socket", daemon.socket_path, "--set", "epoch_sise=3",
+               input="[]")  # fmt: skip
+    assert typo.returncode == 2  # the daemon's answer is the same mistake as --local's
+    assert "epoch_sise" in one_error_line(typo)
 
 
 def test_prepare_through_the_daemon_aborts_with_3(home: Path, daemon: Daemon) -> None:
