@@ -37,7 +37,8 @@ import anyio
 import anyio.abc
 import msgspec
 
-from .config import Config, PromptConfig, load_config
+from .config import Config, PromptConfig
+from .discovery import discover_socket
 from .errors import (
     Aborted,
     ConfigError,
@@ -236,8 +237,8 @@ def _unavailable(socket_path: str, exc: BaseException, attempts: int) -> DaemonU
 
 
 def default_socket_path() -> str:
-    """The socket used when none is given: ``$SCOUTD_SOCKET``, else the configured one."""
-    return os.environ.get(SOCKET_ENV) or load_config().daemon.socket_path
+    """The socket used when none is given (docs/OPERATIONS.md, "Finding the daemon")."""
+    return discover_socket()
 
 
 def _overrides(config: Overrides) -> dict[str, Any] | None:

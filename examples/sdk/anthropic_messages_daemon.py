@@ -1,0 +1,48 @@
+import subprocess
+
+import anthropic
+
+import scoutd
+
+TOOLS = [
+    {
+        "name": "bash",
+        "description": "Run a shell command and return its output.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    }
+]
+
+
+def run_bash(command: str) -> str:
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=120)
+    return (done.stdout + done.stderr)[-20000:]
+
+
+client = anthropic.Anthropic()
+messages = [{"role": "user", "content": "Make the test suite pass."}]
+with scoutd.Client() as daemon, daemon.session(
+    "/var/lib/agent/run-3.chat", format="anthropic"
+) as session:
+    for _ in range(100):
+        prepared = session.prepare(messages)
+        response = client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=8192,
+            system="You are a careful coding agent.",
+            tools=TOOLS,
+            messages=prepared.messages,
+        )
+        content = [block.model_dump(exclude_none=True) for block in response.content]
+        messages.append({"role": "assistant", "content": content})
+        if response.stop_reason != "tool_use":
+            break
+        results = []
+        for block in response.content:
+            if block.type == "tool_use":
+                output = run_bash(block.input["command"])
+                results.append({"type": "tool_result", "tool_use_id": block.id, "content": output})
+        messages.append({"role": "user", "content": results})
