@@ -50,6 +50,9 @@ def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
 def _status(args: argparse.Namespace) -> int:
     from ..client import Client
 
+    if args.print_socket:
+        print(client_socket(args))
+        return EXIT_OK
     with Client(client_socket(args), timeout=args.timeout) as client:
         status = client.status()
     if args.json:
@@ -67,6 +70,11 @@ def _configure_status(parser: argparse.ArgumentParser) -> None:
     add_client(parser)
     add_config(parser, overrides=False)
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    parser.add_argument(
+        "--print-socket",
+        action="store_true",
+        help="print the socket path this command would use, without connecting",
+    )
 
 
 STATUS = Verb(
@@ -75,7 +83,7 @@ STATUS = Verb(
     examples=(
         "scoutd status",
         "scoutd status --json --socket /run/scoutd/scoutd.sock",
-        "SCOUTD_SOCKET=/tmp/test.sock scoutd status --timeout 2",
+        'socat - UNIX-CONNECT:"$(scoutd status --print-socket)"',
     ),
     configure=_configure_status,
     run=_status,

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -172,3 +173,28 @@ def test_serve_script_runs_the_daemon(home: Path) -> None:
     assert "\n  scoutd status\n" in printed
     assert code == 0, printed
     assert not sock.exists()  # removed on graceful shutdown
+
+
+def test_status_print_socket_follows_the_discovery_order(home: Path) -> None:
+    """--socket, $SCOUTD_SOCKET, the config's socket_path, the user's socket, /run/scoutd."""
+    xdg = {"XDG_RUNTIME_DIR": str(home / "x")}
+    config = home / "with_socket.toml"
+    config.write_text('[daemon]\nsocket_path = "/from/config.sock"\n')
+
+    def printed(*args: str, **env: str) -> str:
+        result = run(home, "status", "--print-socket", *args, env={**xdg, **env})
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert printed() == "/run/scoutd/scoutd.sock"  # nothing found: where systemd puts it
+    (home / "x" / "scoutd").mkdir(parents=True, mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(str(home / "x" / "scoutd" / "scoutd.sock"))
+        assert printed() == str(home / "x" / "scoutd" / "scoutd.sock")
+        assert printed("--config", str(config)) == "/from/config.sock"
+        assert printed(SCOUTD_CONFIG=str(config)) == "/from/config.sock"
+        assert printed("--config", str(config), SCOUTD_SOCKET="/env.sock") == "/env.sock"
+        assert printed("--socket", "/given.sock", SCOUTD_SOCKET="/env.sock") == "/given.sock"
+    finally:
+        listener.close()
