@@ -29,7 +29,7 @@ from typing import Any
 
 import scoutd
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).absolute().parent  # not resolved: a linked checkout stays itself
 RECORDED_RUN = HERE / "recorded_run.json"
 DEFAULT_SAVE_FILE = HERE.parent / "run" / "example" / "agent.chat"
 
@@ -92,33 +92,35 @@ def run(args: argparse.Namespace) -> int:
     if overrides:
         overrides = {key: json.loads(value) for key, value in overrides.items()}
     sent = whole = 0
-    with scoutd.Client(args.socket) as client:
-        with client.session(save_file, format="openai-chat") as session:
-            for round_number in range(1, args.rounds + 1):
-                try:
-                    prompt = session.prepare_prompt(messages, args.strategies, config=overrides)
-                except scoutd.Aborted as exc:
-                    print(f"round {round_number}: aborted by the operator: {exc.reason}")
-                    return 3
-                # Notices from the inbox come last in the prompt, as user messages: keep
-                # them in the conversation, so that the model goes on seeing them.
-                notices = prompt[len(prompt) - _new_tail(prompt, messages) :]
-                for notice in notices:
-                    print(f"round {round_number}: operator notice: {notice['content']!r}")
-                messages += notices
-                sent, whole = sent + size(prompt), whole + size(messages)
-                if not args.quiet:
-                    print(
-                        f"round {round_number}: {len(messages)} messages, prompt of"
-                        f" {len(prompt)} messages and {size(prompt):,} characters"
-                        f" (whole conversation {size(messages):,})"
-                    )
-                answer = model.reply(prompt)
-                messages.append(answer)
-                if not answer.get("tool_calls"):
-                    break
-                messages += model.tool_outputs(answer)
-                time.sleep(args.pause)
+    with (
+        scoutd.Client(args.socket) as client,
+        client.session(save_file, format="openai-chat") as session,
+    ):
+        for round_number in range(1, args.rounds + 1):
+            try:
+                prompt = session.prepare_prompt(messages, args.strategies, config=overrides)
+            except scoutd.Aborted as exc:
+                print(f"round {round_number}: aborted by the operator: {exc.reason}")
+                return 3
+            # Notices from the inbox come last in the prompt, as user messages: keep
+            # them in the conversation, so that the model goes on seeing them.
+            notices = prompt[len(prompt) - _new_tail(prompt, messages) :]
+            for notice in notices:
+                print(f"round {round_number}: operator notice: {notice['content']!r}")
+            messages += notices
+            sent, whole = sent + size(prompt), whole + size(messages)
+            if not args.quiet:
+                print(
+                    f"round {round_number}: {len(messages)} messages, prompt of"
+                    f" {len(prompt)} messages and {size(prompt):,} characters"
+                    f" (whole conversation {size(messages):,})"
+                )
+            answer = model.reply(prompt)
+            messages.append(answer)
+            if not answer.get("tool_calls"):
+                break
+            messages += model.tool_outputs(answer)
+            time.sleep(args.pause)
     print(
         f"done: {model.calls} model calls; prompts sent {sent:,} characters,"
         f" the whole conversation each time would have been {whole:,}"
@@ -165,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except scoutd.DaemonUnavailable as exc:
         print(f"agent_loop: {exc}; start it with scripts/serve", file=sys.stderr)
+        return 1
+    except scoutd.ScoutdError as exc:  # e.g. a save file outside the daemon's allowed_roots
+        print(f"agent_loop: {exc}", file=sys.stderr)
         return 1
 
 
