@@ -504,8 +504,9 @@ class Client:
     """A blocking client of the scoutd daemon (plain :mod:`socket`, thread-safe).
 
     Args:
-        socket_path: the daemon's socket; default ``$SCOUTD_SOCKET``, else the
-            configured ``[daemon] socket_path``.
+        socket_path: the daemon's socket; default: found as docs/OPERATIONS.md
+            says ("Finding the daemon": ``$SCOUTD_SOCKET``, the configured
+            ``[daemon] socket_path``, the user's socket, the system socket).
         timeout: seconds allowed for connecting and for each answer (``None``:
             no limit).
         reconnect: when the daemon cannot be reached (not running, restarting),
@@ -1001,8 +1002,9 @@ class AsyncClient:
     and each ``session.aborted`` notification to its session, as they arrive.
 
     Args:
-        socket_path: the daemon's socket; default ``$SCOUTD_SOCKET``, else the
-            configured ``[daemon] socket_path``.
+        socket_path: the daemon's socket; default: found as docs/OPERATIONS.md
+            says ("Finding the daemon": ``$SCOUTD_SOCKET``, the configured
+            ``[daemon] socket_path``, the user's socket, the system socket).
         timeout: seconds allowed for connecting and for each answer (``None``:
             no limit).
         reconnect: when the daemon cannot be reached (not running, restarting),
