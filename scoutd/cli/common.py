@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 import msgspec
 
 from ..config import Config, resolve_config, with_overrides
+from ..discovery import discover_socket
 from ..formats import AUTO, FORMATS
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "add_config",
     "add_format",
     "add_strategies",
+    "client_socket",
     "config_path",
     "read_messages",
     "snapshot",
@@ -196,6 +198,11 @@ def config_path(args: argparse.Namespace) -> str | None:
 def snapshot(args: argparse.Namespace) -> Config:
     """The effective config: file, environment, defaults, then ``--set`` overrides."""
     return with_overrides(resolve_config(config_path(args)), overrides(args))
+
+
+def client_socket(args: argparse.Namespace) -> str:
+    """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon")."""
+    return discover_socket(getattr(args, "socket", None), config_path=config_path(args))
 
 
 def add_config(parser: argparse.ArgumentParser, *, overrides: bool = True) -> None:

@@ -5,8 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import EXIT_OK, Verb, add_client, add_config, config_path, encode, write_json
-from .prompt import client_socket
+from .common import (
+    EXIT_OK,
+    Verb,
+    add_client,
+    add_config,
+    client_socket,
+    config_path,
+    encode,
+    write_json,
+)
 
 __all__ = ["SERVE", "STATUS"]
 

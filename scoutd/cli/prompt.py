@@ -7,7 +7,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..discovery import discover_socket
 from ..strategies.report import StrategyReport
 from .common import (
     EXIT_OK,
@@ -16,7 +15,7 @@ from .common import (
     add_config,
     add_format,
     add_strategies,
-    config_path,
+    client_socket,
     overrides,
     read_messages,
     snapshot,
@@ -25,12 +24,9 @@ from .common import (
 )
 from .explain_table import explain_lines
 
-__all__ = ["EXPLAIN", "PREPARE", "client_socket"]
+__all__ = ["EXPLAIN", "PREPARE"]
 
-
-def client_socket(args: argparse.Namespace) -> str:
-    """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon")."""
-    return discover_socket(getattr(args, "socket", None), config_path=config_path(args))
+_CONVERSATION = "the conversation: a JSON list of messages, or an object with a 'messages' list"
 
 
 def warn_foreign(report: Sequence[StrategyReport]) -> None:
@@ -82,8 +78,7 @@ def _configure_prepare(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         default="-",
         metavar="FILE",
-        help="the conversation: a JSON list of messages, or an object with a 'messages' "
-        "list ('-' or nothing: stdin)",
+        help=f"{_CONVERSATION} ('-' or nothing: stdin)",
     )
     add_strategies(parser)
     parser.add_argument("--save-file", metavar="F", help="the chat's save file (enables its inbox)")
@@ -138,8 +133,7 @@ def _configure_explain(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
         metavar="FILE",
-        help="the conversation: a JSON list of messages, or an object with a 'messages' "
-        "list ('-' for stdin)",
+        help=f"{_CONVERSATION} ('-' for stdin)",
     )
     add_strategies(parser)
     add_config(parser)

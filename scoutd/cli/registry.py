@@ -5,7 +5,14 @@ To add a verb: write a module in this package that defines one
 ``configure`` that adds its options with a description for every positional
 argument, and a ``run`` that returns an exit code and raises
 :class:`~scoutd.cli.common.UsageError` for usage mistakes), then list it here.
-tests/test_cli.py checks every verb listed here for examples and exit codes.
+tests/cli/test_main.py checks every verb listed here: its ``--help`` ends with
+examples, its positional arguments are described, an unknown option prints
+its own usage.
+
+Shared pieces live in :mod:`scoutd.cli.common`: ``client_socket(args)`` (the
+daemon's socket, found as docs/OPERATIONS.md says), ``add_client`` (``--socket``
+and ``--timeout``), ``add_config``, ``read_messages``, ``write_json``,
+``CliError`` (exit 1) and ``UsageError`` (exit 2).
 """
 
 from __future__ import annotations
