@@ -48,7 +48,7 @@ def to_chat(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     for index, message in enumerate(messages):
         item: dict[str, Any] = {
             "role": _ROLES.get(message.type, "user"),
-            "content": message.text,
+            "content": str(message.text),  # a str subclass in LangChain 1.x
             ORIGIN: index,
         }
         if isinstance(message, AIMessage) and message.tool_calls:
