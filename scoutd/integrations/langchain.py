@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 
@@ -29,6 +29,7 @@ from ._run import Overrides, RunPreparer, Strategies, missing_extra
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
     from langchain.agents.middleware.types import ModelCallResult, ModelResponse
+    from langchain_core.messages import AnyMessage
     from langgraph.runtime import Runtime
 
     from ._langchain_messages import from_chat, to_chat
@@ -88,7 +89,9 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(request.messages)
         sent = to_chat(messages)
         prepared = self.preparer.prepare(sent).messages
-        return request.override(messages=from_chat(prepared, sent, messages))
+        # The agent's own message objects, or copies of them: the same union of types.
+        chosen = cast("list[AnyMessage]", from_chat(prepared, sent, messages))
+        return request.override(messages=chosen)
 
     def wrap_model_call(
         self,
