@@ -1,4 +1,4 @@
-"""LangChain messages to OpenAI Chat messages and back (scoutd/integrations/_langchain_messages.py)."""
+"""LangChain messages to OpenAI Chat messages and back (the middleware's mapping)."""
 
 from __future__ import annotations
 
