@@ -10,6 +10,7 @@ reason, so a run that catches it and carries on still never reaches the model.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -22,10 +23,23 @@ from ..errors import Aborted
 from ..formats import check_format_name
 from ..prepare import Prepared, prepare
 
-__all__ = ["Overrides", "RunPreparer", "Strategies", "missing_extra"]
+__all__ = ["Overrides", "RunPreparer", "Strategies", "missing_extra", "round_summary"]
+
+log = logging.getLogger("scoutd.integrations")
 
 Overrides = Config | PromptConfig | Mapping[str, Any] | None
 Strategies = str | Sequence[str] | Callable[[list[Any]], Any] | None
+
+
+def round_summary(received: int, prepared: Prepared) -> str:
+    """One line about a round, for the debug log: what the model gets instead of what it had."""
+    notice = any(r.notice for r in prepared.report)
+    delivered = sum(r.inbox_delivered for r in prepared.report)
+    return (
+        f"prepared {received} messages into {len(prepared.messages)} ({prepared.format}; "
+        f"compaction notice: {'yes' if notice else 'no'}; inbox notices: {delivered}; "
+        f"stable prefix: {prepared.stable_prefix})"
+    )
 
 
 def missing_extra(module: str, extra: str, exc: ImportError) -> ImportError:
@@ -155,6 +169,7 @@ class RunPreparer:
         self._engine: _Engine | None = None
         self._aborted: str | None = None
         self._closed = False
+        self.last: Prepared | None = None  # the latest round, with its report
 
     @property
     def aborted(self) -> str | None:
@@ -173,10 +188,15 @@ class RunPreparer:
             if self._closed:
                 raise RuntimeError("this scoutd hook was closed: make a new one for a new run")
             try:
-                return self._open().prepare(messages)
+                prepared = self._open().prepare(messages)
             except Aborted as exc:
                 self._aborted = exc.reason
+                log.warning("run aborted before the model call: %s", exc.reason)
                 raise
+            self.last = prepared
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s", round_summary(len(messages), prepared))
+            return prepared
 
     def _open(self) -> _Engine:
         if self._engine is None:

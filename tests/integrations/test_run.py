@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -37,12 +38,17 @@ def daemon() -> Iterator[Daemon]:
         yield running
 
 
-def test_in_process_equals_the_library(tmp_path: Any) -> None:
+def test_in_process_equals_the_library(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
     config = {"max_tool_chars": 100}
-    with RunPreparer(save_file=str(tmp_path / "a.chat"), config=config) as preparer:
+    with (
+        caplog.at_level(logging.DEBUG, logger="scoutd.integrations"),
+        RunPreparer(save_file=str(tmp_path / "a.chat"), config=config) as preparer,
+    ):
         got = preparer.prepare(CONVERSATION)
     assert got.messages == scoutd.prepare(CONVERSATION, config=config).messages
     assert got.format == "openai-chat"
+    assert preparer.last is got
+    assert "prepared 3 messages into 3 (openai-chat;" in caplog.text
 
 
 def test_a_strategy_callable_runs_in_process_only(daemon: Daemon) -> None:
