@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self, TypedDict
 
 from ..client import Client, Session, default_socket_path
 from ..config import Config, PromptConfig
@@ -23,7 +23,15 @@ from ..errors import Aborted
 from ..formats import check_format_name
 from ..prepare import Prepared, prepare
 
-__all__ = ["Overrides", "RunPreparer", "Strategies", "missing_extra", "round_summary"]
+__all__ = [
+    "ClosedByWith",
+    "HookOptions",
+    "Overrides",
+    "RunPreparer",
+    "Strategies",
+    "missing_extra",
+    "round_summary",
+]
 
 log = logging.getLogger("scoutd.integrations")
 
@@ -125,7 +133,35 @@ class _ThroughDaemon:
             self.client.close()
 
 
-class RunPreparer:
+class HookOptions(TypedDict, total=False):
+    """The keyword arguments every framework hook takes (see :class:`RunPreparer`)."""
+
+    save_file: str | os.PathLike[str] | None
+    socket: str | os.PathLike[str] | bool | None
+    strategies: Strategies
+    config: Overrides
+    timeout: float | None
+
+
+class ClosedByWith:
+    """``with`` support for an object with a ``close()``: the block's end closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class RunPreparer(ClosedByWith):
     """Prepares the prompt of one agent run before each model call.
 
     Args:
@@ -221,14 +257,3 @@ class RunPreparer:
             engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
-
-    def __enter__(self) -> RunPreparer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

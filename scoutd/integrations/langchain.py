@@ -17,14 +17,13 @@ Needs the extra ``scoutd[langchain]``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import anyio.to_thread
 
 from ..formats import OPENAI_CHAT
-from ._run import Overrides, RunPreparer, Strategies, missing_extra
+from ._run import HookOptions, RunPreparer, missing_extra
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -42,30 +41,17 @@ __all__ = ["ScoutdMiddleware"]
 class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """LangChain agent middleware that prepares each model call's messages with scoutd.
 
-    The arguments are those of the engine: ``save_file`` (the chat whose inbox
-    is read), ``socket`` (the daemon's socket path, or ``True`` for the default;
-    ``None`` prepares in this process), ``strategies``, ``config``
+    The keyword arguments are those of
+    :class:`~scoutd.integrations._run.RunPreparer`: ``save_file`` (the chat
+    whose inbox is read), ``socket`` (the daemon's socket path, or ``True`` for
+    the default; ``None`` prepares in this process), ``strategies``, ``config``
     (``[prompt]`` overrides for every call) and ``timeout``. One middleware
     serves one chat: its runs follow one another, each with a fresh session.
     """
 
-    def __init__(
-        self,
-        *,
-        save_file: str | os.PathLike[str] | None = None,
-        socket: str | os.PathLike[str] | bool | None = None,
-        strategies: Strategies = None,
-        config: Overrides = None,
-        timeout: float | None = 60.0,
-    ) -> None:
+    def __init__(self, **options: Unpack[HookOptions]) -> None:
         super().__init__()
-        self._options: dict[str, Any] = {
-            "save_file": save_file,
-            "socket": socket,
-            "strategies": strategies,
-            "config": config,
-            "timeout": timeout,
-        }
+        self._options = options
         self.preparer = self._new_preparer()
 
     def _new_preparer(self) -> RunPreparer:

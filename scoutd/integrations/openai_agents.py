@@ -16,15 +16,13 @@ Needs the extra ``scoutd[openai-agents]``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 import anyio.to_thread
 
 from ..formats import OPENAI_RESPONSES
-from ._run import Overrides, RunPreparer, Strategies, missing_extra
+from ._run import ClosedByWith, HookOptions, RunPreparer, missing_extra
 
 try:
     from agents.run_config import CallModelData, ModelInputData
@@ -34,35 +32,21 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
 __all__ = ["ScoutdInputFilter"]
 
 
-class ScoutdInputFilter:
+class ScoutdInputFilter(ClosedByWith):
     """A ``call_model_input_filter`` that prepares each model call's input with scoutd.
 
     One filter is one run's scoutd session: make one per ``Runner.run``, and
     close it after the run (``with ScoutdInputFilter(...) as f:``), which ends
-    its daemon session. The arguments are those of the engine: ``save_file``
-    (the chat whose inbox is read), ``socket`` (the daemon's socket path, or
-    ``True`` for the default; ``None`` prepares in this process),
-    ``strategies``, ``config`` (``[prompt]`` overrides for every call) and
-    ``timeout``. The items are read as OpenAI Responses input items.
+    its daemon session. The keyword arguments are those of
+    :class:`~scoutd.integrations._run.RunPreparer`: ``save_file`` (the chat
+    whose inbox is read), ``socket`` (the daemon's socket path, or ``True`` for
+    the default; ``None`` prepares in this process), ``strategies``, ``config``
+    (``[prompt]`` overrides for every call) and ``timeout``. The items are read
+    as OpenAI Responses input items.
     """
 
-    def __init__(
-        self,
-        *,
-        save_file: str | os.PathLike[str] | None = None,
-        socket: str | os.PathLike[str] | bool | None = None,
-        strategies: Strategies = None,
-        config: Overrides = None,
-        timeout: float | None = 60.0,
-    ) -> None:
-        self.preparer = RunPreparer(
-            save_file=save_file,
-            socket=socket,
-            strategies=strategies,
-            config=config,
-            format=OPENAI_RESPONSES,
-            timeout=timeout,
-        )
+    def __init__(self, **options: Unpack[HookOptions]) -> None:
+        self.preparer = RunPreparer(format=OPENAI_RESPONSES, **options)
 
     def prepare_items(self, items: Sequence[Any]) -> list[Any]:
         """The prepared input items (blocking; :meth:`__call__` runs it in a thread)."""
@@ -81,14 +65,3 @@ class ScoutdInputFilter:
     def close(self) -> None:
         """End the run's scoutd session (idempotent)."""
         self.preparer.close()
-
-    def __enter__(self) -> ScoutdInputFilter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

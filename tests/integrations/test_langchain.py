@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import pytest
@@ -45,7 +45,6 @@ from tests.integrations.replay import (
     contains,
     load_replay,
 )
-from tests.support.daemon import Daemon
 
 NOTICE_AT = 8
 ABORT_AT = 5
@@ -151,16 +150,6 @@ def _wire(call: tuple[str, str, Any]) -> dict[str, Any]:
 
 def _plain(call: dict[str, Any]) -> tuple[str, str, Any]:
     return (call["id"], call["function"]["name"], json.loads(call["function"]["arguments"]))
-
-
-@pytest.fixture(params=["in-process", "daemon"])
-def socket(request: pytest.FixtureRequest) -> Iterator[tuple[str | None, str]]:
-    """``(socket path or None, a directory for the chat)`` for each mode."""
-    if request.param == "in-process":
-        yield None, str(request.getfixturevalue("tmp_path"))
-        return
-    with Daemon() as daemon:
-        yield daemon.socket_path, daemon.dir
 
 
 def run_replay(

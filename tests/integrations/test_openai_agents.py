@@ -9,7 +9,6 @@ Each scenario runs in process and through a real daemon subprocess.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,7 +37,6 @@ from tests.integrations.replay import (
     contains,
     load_replay,
 )
-from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -103,17 +101,6 @@ def bash_tool(replay: Replay) -> FunctionTool:
         return replay.outputs[ctx.tool_call_id]
 
     return bash
-
-
-@pytest.fixture(params=["in-process", "daemon"])
-def socket(request: pytest.FixtureRequest) -> Iterator[tuple[str | None, str]]:
-    """``(socket path or None, a directory for the chat)`` for each mode."""
-    if request.param == "in-process":
-        directory = request.getfixturevalue("tmp_path")
-        yield None, str(directory)
-        return
-    with Daemon() as daemon:
-        yield daemon.socket_path, daemon.dir
 
 
 async def run_replay(
