@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from scoutd.strategies.inbox import write_abort, write_notice
+from tests.support.daemon import wait_for
 from tests.support.real_runs import FILES, real_dir
 
 # Small enough for compaction to pay long before the run ends (docs/ECONOMY.md).
@@ -143,3 +145,18 @@ def check_rounds(
     # The replay is long enough for compaction to kick in, again and again.
     assert compacted >= 10, f"only {compacted} of {len(full)} calls were compacted"
     assert contains(seen[-1], "[Context compaction]")
+
+
+def daemon_sessions(directory: str) -> tuple[int, int]:
+    """Sessions opened and closed so far, from the log of the test daemon in ``directory``."""
+    with open(os.path.join(directory, "daemon.log"), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    opened = sum(" session " in line and " opened for " in line for line in lines)
+    closed = sum(" session " in line and line.endswith(" closed") for line in lines)
+    return opened, closed
+
+
+def check_one_daemon_session(socket_path: str | None, directory: str) -> None:
+    """In daemon mode: the run used one session, and it is closed now."""
+    if socket_path is not None:
+        wait_for(lambda: daemon_sessions(directory) == (1, 1), 10, "one session, closed")

@@ -41,6 +41,7 @@ from tests.integrations.replay import (
     NOTICE,
     Events,
     Replay,
+    check_one_daemon_session,
     check_rounds,
     contains,
     load_replay,
@@ -212,6 +213,7 @@ def test_whole_run_sees_prepared_prompts(socket: tuple[str | None, str]) -> None
     assert state[-1].content == replay.final
     assert not contains(chat(state), NOTICE) and not contains(chat(state), "[Context compaction]")
     assert middleware.preparer.aborted is None
+    check_one_daemon_session(socket_path, directory)
 
 
 def test_abort_stops_the_run_before_the_next_model_call(socket: tuple[str | None, str]) -> None:

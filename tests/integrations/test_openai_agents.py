@@ -33,6 +33,7 @@ from tests.integrations.replay import (
     NOTICE,
     Events,
     Replay,
+    check_one_daemon_session,
     check_rounds,
     contains,
     load_replay,
@@ -140,6 +141,7 @@ async def test_whole_run_sees_prepared_prompts(socket: tuple[str | None, str]) -
     outputs = [i["output"] for i in history if i.get("type") == "function_call_output"]
     assert outputs == [replay.outputs[c[0]] for t in replay.turns for c in t.calls]
     assert not contains(history, NOTICE) and not contains(history, "[Context compaction]")
+    check_one_daemon_session(socket_path, directory)
 
 
 async def test_abort_stops_the_run_before_the_next_model_call(
