@@ -242,7 +242,7 @@ class RunPreparer(ClosedByWith):
                 assert not callable(self.strategies)
                 self._engine = _ThroughDaemon(
                     self.socket_path,
-                    self.save_file,
+                    None if self.save_file is None else os.path.abspath(self.save_file),
                     self.strategies,
                     self.config,
                     self.format,

@@ -187,3 +187,10 @@ def test_frameworks_are_installed_for_ci() -> None:
         pytest.skip("checked under CI only (a local checkout may lack the extras)")
     import agents  # noqa: F401
     import langchain.agents  # noqa: F401
+
+
+def test_daemon_takes_a_relative_save_file(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(daemon.dir)
+    write_notice("rel.chat", "relative hello")
+    with RunPreparer(save_file="rel.chat", socket=daemon.socket_path) as preparer:
+        assert "relative hello" in preparer.prepare(CONVERSATION).messages[-1]["content"]
