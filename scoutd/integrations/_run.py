@@ -1,0 +1,259 @@
+"""The engine behind the framework hooks: one scoutd session per agent run.
+
+:class:`RunPreparer` prepares the prompt of one run before each model call,
+in process or through the daemon (docs/INTEGRATIONS.md). It is synchronous and
+thread-safe; the async hooks run it in a worker thread, so there is one code
+path for both. An abort is sticky: once a round raised
+:class:`~scoutd.Aborted`, every later round raises it again with the same
+reason, so a run that catches it and carries on still never reaches the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Protocol, Self, TypedDict
+
+from ..client import Client, Session, default_socket_path
+from ..config import Config, PromptConfig
+from ..errors import Aborted
+from ..formats import check_format_name
+from ..prepare import Prepared, prepare
+
+__all__ = [
+    "ClosedByWith",
+    "HookOptions",
+    "Overrides",
+    "RunPreparer",
+    "Strategies",
+    "missing_extra",
+    "round_summary",
+]
+
+log = logging.getLogger("scoutd.integrations")
+
+Overrides = Config | PromptConfig | Mapping[str, Any] | None
+Strategies = str | Sequence[str] | Callable[[list[Any]], Any] | None
+
+
+def round_summary(received: int, prepared: Prepared) -> str:
+    """One line about a round, for the debug log: what the model gets instead of what it had."""
+    notice = any(r.notice for r in prepared.report)
+    delivered = sum(r.inbox_delivered for r in prepared.report)
+    return (
+        f"prepared {received} messages into {len(prepared.messages)} ({prepared.format}; "
+        f"compaction notice: {'yes' if notice else 'no'}; inbox notices: {delivered}; "
+        f"stable prefix: {prepared.stable_prefix})"
+    )
+
+
+def missing_extra(module: str, extra: str, exc: ImportError) -> ImportError:
+    """The one-line error of an integration whose framework is not installed."""
+    return ImportError(
+        f"{module} needs the optional dependencies of scoutd[{extra}] "
+        f"(missing: {exc.name or exc}); install them with: pip install 'scoutd[{extra}]'"
+    )
+
+
+class _Engine(Protocol):
+    def prepare(self, messages: Sequence[Any]) -> Prepared: ...
+
+    def close(self) -> None: ...
+
+
+class _InProcess:
+    """The library in this process: the strategies run here, on every round."""
+
+    def __init__(
+        self, save_file: str | None, strategies: Strategies, config: Overrides, format: str
+    ) -> None:
+        self.save_file = save_file
+        self.strategies = strategies
+        self.config = config
+        self.format = format
+
+    def prepare(self, messages: Sequence[Any]) -> Prepared:
+        # Each round prepares the whole conversation. The incremental
+        # in-process session replaces this one call (same arguments, built once
+        # in __init__ as Session(save_file, strategies=..., config=..., format=...)
+        # and called here as session.prepare_prompt(messages)).
+        return prepare(
+            messages,
+            self.strategies,
+            save_file=self.save_file,
+            config=self.config,
+            format=self.format,
+        )
+
+    def close(self) -> None:
+        """Nothing to release in process."""
+
+
+class _ThroughDaemon:
+    """A daemon session for the run's save file: each round sends only what is new."""
+
+    def __init__(
+        self,
+        socket_path: str,
+        save_file: str | None,
+        strategies: str | Sequence[str] | None,
+        config: Overrides,
+        format: str,
+        timeout: float | None,
+    ) -> None:
+        self.strategies = strategies
+        self.config = config
+        self.format = format
+        self.client = Client(socket_path, timeout=timeout)
+        self.session: Session | None = None
+        if save_file is not None:
+            try:
+                self.session = self.client.open_session(save_file, format=format)
+            except BaseException:
+                self.client.close()
+                raise
+
+    def prepare(self, messages: Sequence[Any]) -> Prepared:
+        if self.session is None:  # no chat, no inbox: a plain call each round
+            return self.client.prepare(
+                messages, self.strategies, config=self.config, format=self.format
+            )
+        if self.session.aborted:  # pushed by the daemon while the model was working
+            raise Aborted(self.session.reason or "aborted by operator")
+        return self.session.prepare(messages, self.strategies, config=self.config)
+
+    def close(self) -> None:
+        try:
+            if self.session is not None:
+                self.session.close()
+        finally:
+            self.client.close()
+
+
+class HookOptions(TypedDict, total=False):
+    """The keyword arguments every framework hook takes (see :class:`RunPreparer`)."""
+
+    save_file: str | os.PathLike[str] | None
+    socket: str | os.PathLike[str] | bool | None
+    strategies: Strategies
+    config: Overrides
+    timeout: float | None
+
+
+class ClosedByWith:
+    """``with`` support for an object with a ``close()``: the block's end closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class RunPreparer(ClosedByWith):
+    """Prepares the prompt of one agent run before each model call.
+
+    Args:
+        save_file: the chat's save file; its inbox (notices, ``abort``) beside
+            it is read before every round (docs/OPERATIONS.md). ``None``: no inbox.
+        socket: the daemon's socket path, or ``True`` for the default one
+            (``$SCOUTD_SOCKET``, else the configured ``[daemon] socket_path``);
+            ``None`` (the default) prepares in this process.
+        strategies: strategy names (a callable too, in process only); ``None``
+            uses the configured ones.
+        config: ``[prompt]`` overrides applied to every round.
+        format: the message format of the conversation (docs/FORMATS.md).
+        timeout: seconds allowed for each daemon answer.
+
+    The daemon session opens at the first round, so building a hook costs
+    nothing until the run starts; :meth:`close` ends it (the daemon also ends it
+    when this process goes away).
+    """
+
+    def __init__(
+        self,
+        *,
+        save_file: str | os.PathLike[str] | None = None,
+        socket: str | os.PathLike[str] | bool | None = None,
+        strategies: Strategies = None,
+        config: Overrides = None,
+        format: str = "auto",
+        timeout: float | None = 60.0,
+    ) -> None:
+        self.save_file = None if save_file is None else os.fspath(save_file)
+        self.format = check_format_name(format)
+        if socket is True:
+            socket = default_socket_path()
+        self.socket_path = None if socket is None or socket is False else os.fspath(socket)
+        if self.socket_path is not None and callable(strategies):
+            raise TypeError("a strategy callable cannot run in the daemon: pass strategy names")
+        self.strategies = strategies
+        self.config = config
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._engine: _Engine | None = None
+        self._aborted: str | None = None
+        self._closed = False
+        self.last: Prepared | None = None  # the latest round, with its report
+
+    @property
+    def aborted(self) -> str | None:
+        """The abort reason once the run was aborted, else ``None``."""
+        return self._aborted
+
+    def prepare(self, messages: Sequence[Any]) -> Prepared:
+        """The prepared prompt for the run's whole conversation so far.
+
+        Raises:
+            Aborted: an operator aborted the run (now or at an earlier round).
+        """
+        with self._lock:
+            if self._aborted is not None:
+                raise Aborted(self._aborted)
+            if self._closed:
+                raise RuntimeError("this scoutd hook was closed: make a new one for a new run")
+            try:
+                prepared = self._open().prepare(messages)
+            except Aborted as exc:
+                self._aborted = exc.reason
+                log.warning("run aborted before the model call: %s", exc.reason)
+                raise
+            self.last = prepared
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s", round_summary(len(messages), prepared))
+            return prepared
+
+    def _open(self) -> _Engine:
+        if self._engine is None:
+            if self.socket_path is None:
+                self._engine = _InProcess(self.save_file, self.strategies, self.config, self.format)
+            else:
+                assert not callable(self.strategies)
+                self._engine = _ThroughDaemon(
+                    self.socket_path,
+                    None if self.save_file is None else os.path.abspath(self.save_file),
+                    self.strategies,
+                    self.config,
+                    self.format,
+                    self.timeout,
+                )
+        return self._engine
+
+    def close(self) -> None:
+        """End the run's scoutd session (idempotent)."""
+        with self._lock:
+            self._closed = True
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()

@@ -1,0 +1,96 @@
+"""scoutd in front of every model call of a LangChain agent (docs/INTEGRATIONS.md).
+
+One line::
+
+    agent = create_agent(model, tools, middleware=[ScoutdMiddleware(save_file="/srv/a/run.chat")])
+
+Before each model call the middleware prepares the request's messages (the
+agent's conversation, without the system message) by way of the OpenAI Chat
+mapping and hands the model the prepared ones. The agent's state is never
+touched: only what the model sees changes. Each run (``invoke``/``ainvoke``)
+has its own scoutd session, opened at its first model call and ended when the
+agent finishes. An operator's ``abort`` raises :class:`scoutd.Aborted` out of
+``invoke`` before the next model call.
+
+Needs the extra ``scoutd[langchain]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Unpack, cast
+
+import anyio.to_thread
+
+from ..formats import OPENAI_CHAT
+from ._run import HookOptions, RunPreparer, missing_extra
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+    from langchain.agents.middleware.types import ModelCallResult, ModelResponse
+    from langchain_core.messages import AnyMessage
+    from langgraph.runtime import Runtime
+
+    from ._langchain_messages import from_chat, to_chat
+except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
+    raise missing_extra(__name__, "langchain", exc) from None
+
+__all__ = ["ScoutdMiddleware"]
+
+
+class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """LangChain agent middleware that prepares each model call's messages with scoutd.
+
+    The keyword arguments are those of
+    :class:`~scoutd.integrations._run.RunPreparer`: ``save_file`` (the chat
+    whose inbox is read), ``socket`` (the daemon's socket path, or ``True`` for
+    the default; ``None`` prepares in this process), ``strategies``, ``config``
+    (``[prompt]`` overrides for every call) and ``timeout``. One middleware
+    serves one chat: its runs follow one another, each with a fresh session.
+    """
+
+    def __init__(self, **options: Unpack[HookOptions]) -> None:
+        super().__init__()
+        self._options = options
+        self.preparer = self._new_preparer()
+
+    def _new_preparer(self) -> RunPreparer:
+        return RunPreparer(format=OPENAI_CHAT, **self._options)
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """A run starts: a fresh scoutd session (the previous run's is ended)."""
+        previous, self.preparer = self.preparer, self._new_preparer()
+        previous.close()
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """The run is over: end its scoutd session."""
+        self.preparer.close()
+
+    def prepared_request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """``request`` with the prepared messages (blocking; the async hook uses a thread).
+
+        Raises:
+            Aborted: an operator aborted the run.
+        """
+        messages = list(request.messages)
+        sent = to_chat(messages)
+        prepared = self.preparer.prepare(sent).messages
+        # The agent's own message objects, or copies of them: the same union of types.
+        chosen = cast("list[AnyMessage]", from_chat(prepared, sent, messages))
+        return request.override(messages=chosen)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelCallResult[Any]:
+        """Call the model with the prepared messages."""
+        return handler(self.prepared_request(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult[Any]:
+        """Call the model with the prepared messages (the async agent loop)."""
+        return await handler(await anyio.to_thread.run_sync(self.prepared_request, request))

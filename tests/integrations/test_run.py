@@ -1,0 +1,196 @@
+"""The engine behind the framework hooks: one scoutd session per run (docs/INTEGRATIONS.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import scoutd
+from scoutd.integrations._run import RunPreparer
+from scoutd.strategies.inbox import write_abort, write_notice
+from tests.support.daemon import Daemon, wait_for
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CONVERSATION: list[dict[str, Any]] = [
+    {"role": "user", "content": "list the files"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py\n" * 400},
+]
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    with Daemon() as running:
+        yield running
+
+
+def test_in_process_equals_the_library(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    config = {"max_tool_chars": 100}
+    with (
+        caplog.at_level(logging.DEBUG, logger="scoutd.integrations"),
+        RunPreparer(save_file=str(tmp_path / "a.chat"), config=config) as preparer,
+    ):
+        got = preparer.prepare(CONVERSATION)
+    assert got.messages == scoutd.prepare(CONVERSATION, config=config).messages
+    assert got.format == "openai-chat"
+    assert preparer.last is got
+    assert "prepared 3 messages into 3 (openai-chat;" in caplog.text
+
+
+def test_a_strategy_callable_runs_in_process_only(daemon: Daemon) -> None:
+    rounds: list[int] = []
+
+    def spy(messages: list[Any]) -> list[Any]:
+        rounds.append(len(messages))
+        return messages
+
+    with RunPreparer(strategies=spy) as preparer:
+        assert preparer.prepare(CONVERSATION).messages == CONVERSATION
+    assert rounds == [3]
+    with pytest.raises(TypeError, match="cannot run in the daemon"):
+        RunPreparer(strategies=spy, socket=daemon.socket_path)
+
+
+def test_abort_is_sticky_in_process(tmp_path: Any) -> None:
+    save_file = str(tmp_path / "a.chat")
+    preparer = RunPreparer(save_file=save_file)
+    preparer.prepare(CONVERSATION)
+    write_abort(save_file, "stop now")
+    for _ in range(2):  # the file is consumed by the first round; the abort stays
+        with pytest.raises(scoutd.Aborted, match="stop now"):
+            preparer.prepare(CONVERSATION)
+    assert preparer.aborted == "stop now"
+    assert not os.path.exists(os.path.join(scoutd.inbox_dir(save_file), "abort"))
+
+
+def test_closed_preparer_refuses_rounds(tmp_path: Any) -> None:
+    preparer = RunPreparer()
+    preparer.close()
+    preparer.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        preparer.prepare(CONVERSATION)
+
+
+def test_daemon_session_is_incremental_and_equals_the_library(daemon: Daemon) -> None:
+    save_file = os.path.join(daemon.dir, "inc.chat")
+    config = {"max_tool_chars": 100}
+    with RunPreparer(save_file=save_file, socket=daemon.socket_path, config=config) as preparer:
+        first = preparer.prepare(CONVERSATION[:1])
+        grown = preparer.prepare(CONVERSATION)
+        engine = preparer._engine
+        assert engine is not None and getattr(engine, "session", None) is not None
+        status = engine.client.status()  # type: ignore[attr-defined]
+        assert status["counts"]["sessions"] == 1
+    assert first.messages == CONVERSATION[:1]
+    assert grown.messages == scoutd.prepare(CONVERSATION, config=config).messages
+    # Closing the preparer ended the daemon session.
+    with scoutd.Client(daemon.socket_path) as client:
+        wait_for(lambda: client.status()["counts"]["sessions"] == 0, 10, "the session to close")
+
+
+def test_daemon_without_save_file_and_default_socket(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCOUTD_SOCKET", daemon.socket_path)
+    with RunPreparer(socket=True, config={"max_tool_chars": 100}) as preparer:
+        assert preparer.socket_path == daemon.socket_path
+        got = preparer.prepare(CONVERSATION)
+    assert got.messages == scoutd.prepare(CONVERSATION, config={"max_tool_chars": 100}).messages
+
+
+def test_daemon_abort_pushed_between_rounds(daemon: Daemon) -> None:
+    save_file = os.path.join(daemon.dir, "push.chat")
+    write_notice(save_file, "hello")  # makes the inbox
+    with RunPreparer(save_file=save_file, socket=daemon.socket_path) as preparer:
+        assert "hello" in preparer.prepare(CONVERSATION).messages[-1]["content"]
+        write_abort(save_file, "pushed abort")
+        # The daemon consumes the abort at once; the next round refuses, with its reason.
+        wait_for(
+            lambda: not os.path.exists(os.path.join(scoutd.inbox_dir(save_file), "abort")),
+            10,
+            "the daemon to consume the abort",
+        )
+        for _ in range(2):
+            with pytest.raises(scoutd.Aborted, match="pushed abort"):
+                preparer.prepare(CONVERSATION)
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": REPOSITORY}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=REPOSITORY,
+    )
+
+
+def test_import_scoutd_never_imports_a_framework() -> None:
+    done = run_python(
+        """
+        import sys
+        import scoutd, scoutd.integrations
+        loaded = sorted(m for m in ("agents", "langchain", "langchain_core", "langgraph")
+                        if m in sys.modules)
+        print(loaded)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("module", "blocked", "extra"),
+    [
+        ("scoutd.integrations.openai_agents", "agents", "openai-agents"),
+        ("scoutd.integrations.langchain", "langchain", "langchain"),
+    ],
+)
+def test_missing_extra_is_one_line_naming_it(module: str, blocked: str, extra: str) -> None:
+    done = run_python(
+        f"""
+        import sys
+        sys.modules[{blocked!r}] = None  # as if the framework were not installed
+        try:
+            import {module}
+        except ImportError as exc:
+            print(str(exc))
+        else:
+            raise SystemExit("imported without the framework")
+        """
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    message = done.stdout.strip()
+    assert "\n" not in message
+    assert f"pip install 'scoutd[{extra}]'" in message and module in message
+
+
+def test_frameworks_are_installed_for_ci() -> None:
+    """CI installs the test extra, which brings both frameworks: their tests never skip there."""
+    if os.environ.get("CI") != "true":
+        pytest.skip("checked under CI only (a local checkout may lack the extras)")
+    import agents  # noqa: F401
+    import langchain.agents  # noqa: F401
+
+
+def test_daemon_takes_a_relative_save_file(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(daemon.dir)
+    write_notice("rel.chat", "relative hello")
+    with RunPreparer(save_file="rel.chat", socket=daemon.socket_path) as preparer:
+        assert "relative hello" in preparer.prepare(CONVERSATION).messages[-1]["content"]
