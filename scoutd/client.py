@@ -47,7 +47,7 @@ from .errors import (
     UnknownStrategy,
 )
 from .formats import check_format_name
-from .incremental import DeltaDecoder, DeltaMismatch, PromptDelta
+from .delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from .prepare import Prepared
 from .protocol import (
     ABORTED,

@@ -9,10 +9,8 @@ prompt of the last round is reused and extended; the full walk runs again only
 when the epoch moves, a repeat moves the protection, or a late output changes
 an older call's place.
 
-:class:`DeltaEncoder` and :class:`DeltaDecoder` carry the prepared prompt as
-"the first ``keep`` messages of the previous prompt, then ``append``", with a
-CRC-32 of the kept prefix (over each message's compact JSON) so the receiver
-can check that both sides agree on it.
+How the prepared prompt travels as a change of the previous one is
+:mod:`scoutd.delta`'s job.
 
 Everything here is pure: no I/O except through the ``inbox`` strategy.
 """
@@ -20,15 +18,13 @@ Everything here is pure: no I/O except through the ``inbox`` strategy.
 from __future__ import annotations
 
 import bisect
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, strategy_names
-from .errors import ScoutdError
 from .formats import AUTO, SCOUT, format_of, signals
 from .formats.cache import stable_prefix
 from .paths import safe_value
@@ -37,23 +33,12 @@ from .strategies.epoch import Window, compact, fixed_window, increment_window
 from .strategies.report import StrategyReport, content_chars
 from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
 
-__all__ = [
-    "DeltaDecoder",
-    "DeltaEncoder",
-    "DeltaMismatch",
-    "PromptDelta",
-    "SessionPrompt",
-    "json_size",
-]
+__all__ = ["SessionPrompt", "json_size"]
 
 EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
 # Strategies that leave the messages they get in place (they may only append).
 APPENDING_STRATEGIES = frozenset(("inbox", "none"))
 _encode = msgspec.json.Encoder().encode
-
-
-class DeltaMismatch(ScoutdError):
-    """A prompt delta does not apply to the prompt the receiver holds."""
 
 
 class _Repeats:
@@ -304,88 +289,3 @@ def _extended_report(
         chars_before=report.chars_before + added,
         chars_after=report.chars_after + added,
     )
-
-
-class PromptDelta(msgspec.Struct, kw_only=True):
-    """The prepared prompt as a change of the previous one.
-
-    The new prompt is the first ``keep`` messages of the previous prepared
-    prompt followed by ``append``; ``checksum`` is the CRC-32 of the compact
-    JSON of those ``keep`` messages, one after the other.
-    """
-
-    keep: int
-    append: list[Any]
-    checksum: int
-
-
-def _running_crcs(messages: Sequence[Any], start: int) -> list[int]:
-    crcs = []
-    crc = start
-    for message in messages:
-        crc = zlib.crc32(_encode(message), crc)
-        crcs.append(crc)
-    return crcs
-
-
-class _Checksummed:
-    """A prepared prompt with the running CRC after each of its messages."""
-
-    def __init__(self) -> None:
-        self.prompt: list[Any] = []
-        self.crcs: list[int] = []
-
-    def prefix_crc(self, keep: int) -> int:
-        return self.crcs[keep - 1] if keep else 0
-
-    def replace(self, keep: int, append: list[Any]) -> None:
-        del self.prompt[keep:], self.crcs[keep:]
-        self.crcs += _running_crcs(append, self.prefix_crc(keep))
-        self.prompt += append
-
-
-class DeltaEncoder(_Checksummed):
-    """Sender side: turns each new prepared prompt into a :class:`PromptDelta`."""
-
-    def delta(self, prompt: list[Any], stable: int = 0) -> PromptDelta:
-        """The delta from the previous prompt to ``prompt``.
-
-        ``stable`` leading messages are known to be unchanged (they are not
-        compared again).
-        """
-        previous = self.prompt
-        keep = min(stable, len(previous), len(prompt))
-        if keep and previous[keep - 1] is not prompt[keep - 1]:
-            keep = 0  # the hint does not hold (a stable prefix shares its objects)
-        limit = min(len(previous), len(prompt))
-        while keep < limit and (previous[keep] is prompt[keep] or previous[keep] == prompt[keep]):
-            keep += 1
-        checksum = self.prefix_crc(keep)
-        append = prompt[keep:]
-        self.replace(keep, append)
-        return PromptDelta(keep=keep, append=append, checksum=checksum)
-
-    def forget(self) -> None:
-        """Forget the previous prompt: the next delta carries everything."""
-        self.prompt, self.crcs = [], []
-
-
-class DeltaDecoder(_Checksummed):
-    """Receiver side: applies deltas to the prompt it holds, checking the prefix."""
-
-    def apply(self, delta: PromptDelta | Mapping[str, Any]) -> list[Any]:
-        """The new prepared prompt. Raises :class:`DeltaMismatch` if the prefix differs."""
-        if isinstance(delta, Mapping):
-            delta = msgspec.convert(delta, PromptDelta)
-        if delta.keep > len(self.prompt) or self.prefix_crc(delta.keep) != delta.checksum:
-            raise DeltaMismatch(
-                f"prompt delta does not apply: keep={delta.keep} of {len(self.prompt)} messages"
-            )
-        self.replace(delta.keep, list(delta.append))
-        return list(self.prompt)
-
-    def full(self, prompt: list[Any]) -> list[Any]:
-        """Take a full prompt (the sender forgot the previous one)."""
-        self.prompt, self.crcs = [], []
-        self.replace(0, list(prompt))
-        return list(self.prompt)
