@@ -26,12 +26,19 @@ import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, strategy_names
 from .formats import AUTO, SCOUT, format_of, signals
-from .formats.cache import stable_prefix
+from .formats.cache import STABLE_STRATEGIES, stable_prefix
 from .paths import safe_value
 from .prepare import Prepared, prepare
+from .strategies import BUILTINS
 from .strategies.epoch import Window, compact, fixed_window, increment_window
 from .strategies.report import StrategyReport, content_chars
-from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
+from .strategies.tool_messages import (
+    TOOL_ROLES,
+    RewriteCache,
+    ToolIndex,
+    call_keys,
+    remembering_rewrites,
+)
 
 __all__ = ["SessionPrompt", "json_size"]
 
@@ -100,6 +107,7 @@ class SessionPrompt:
     _late_pairing: bool = False
     format: str = AUTO  # the session's message format (docs/FORMATS.md)
     _signals: dict[str, tuple[int, str]] = field(default_factory=dict)
+    rewrites: RewriteCache = field(default_factory=RewriteCache)  # kept across resets
 
     def extend(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Append messages to the conversation (O(len(messages))).
@@ -158,9 +166,22 @@ class SessionPrompt:
     ) -> tuple[Prepared, int]:
         """The prepared prompt and the number of leading messages unchanged since last round.
 
-        Provider formats (docs/FORMATS.md) are prepared whole each round; the
-        delta sent to the client still carries only what changed.
+        Provider formats (docs/FORMATS.md) and the strategies without an
+        incremental form are prepared whole each round (the delta sent to the
+        client still carries only what changed); every strategy reuses the
+        session's rewrites (:class:`~scoutd.strategies.tool_messages.RewriteCache`).
         """
+        with remembering_rewrites(self.rewrites):
+            return self._prepare(strategies, config, save_file, format, cache_control)
+
+    def _prepare(
+        self,
+        strategies: str | Sequence[str] | None,
+        config: Config,
+        save_file: str | None,
+        format: str | None,
+        cache_control: bool | None,
+    ) -> tuple[Prepared, int]:
         names = strategy_names(strategies) if strategies is not None else None
         if names is None:
             names = strategy_names(config.prompt.prompt_strategies) or list(DEFAULT_STRATEGIES)
@@ -180,16 +201,16 @@ class SessionPrompt:
                 cache_control=cache_control,
             ), 0
         core, report, stable = self._epoch_round(tuple(names), config)
-        reports = [report]
-        prompt = core
-        if names[1:]:
-            rest = prepare(core, names[1:], save_file=save_file, config=config)
-            if not APPENDING_STRATEGIES.issuperset(names[1:]):
-                stable = 0  # a later strategy may rewrite the core: nothing is known to stay
+        tail = names[1:]
+        if APPENDING_STRATEGIES.issuperset(tail):
+            prompt, reports = _appended(core, report, tail, config, save_file)
+        else:
+            rest = prepare(core, tail, save_file=save_file, config=config)
+            stable = 0  # a later strategy may rewrite the core: nothing is known to stay
             prompt, reports = rest.messages, [report, *rest.report]
         delivered = sum(r.inbox_delivered for r in reports)
         protected = sum(r.calls_protected + r.outputs_protected for r in reports)
-        prefix = stable_prefix(names, self.messages, prompt, delivered, protected, SCOUT)
+        prefix = _stable_prefix(names, self.messages, prompt, delivered, protected)
         reports[-1] = msgspec.structs.replace(reports[-1], stable_prefix=prefix)
         return Prepared(messages=prompt, report=reports), stable
 
@@ -234,6 +255,51 @@ class SessionPrompt:
         )
         self._late_pairing = False
         return core, report, stable
+
+
+def _appended(
+    core: list[Any],
+    report: StrategyReport,
+    names: Sequence[str],
+    config: Config,
+    save_file: str | None,
+) -> tuple[list[Any], list[StrategyReport]]:
+    """Run strategies that only append after the core, without walking the core again.
+
+    Each one is given an empty list, so what it returns is what it appends;
+    its report's character counts are then shifted by the core's (they add up).
+    """
+    appended: list[Any] = []
+    reports = [report]
+    chars = report.chars_after
+    for name in names:
+        added, step = BUILTINS[name]([], config.prompt, save_file, False, SCOUT)
+        appended += added
+        step.chars_before += chars
+        step.chars_after += chars
+        chars = step.chars_after
+        reports.append(step)
+    return [*core, *appended], reports
+
+
+def _stable_prefix(
+    names: Sequence[str], messages: Sequence[Any], prompt: list[Any], delivered: int, protected: int
+) -> int:
+    """:func:`~scoutd.formats.cache.stable_prefix` of a scout round, without a full walk.
+
+    Where that function counts the input's own messages before the first tool
+    traffic of the prompt, only the prompt's leading run of the input's own
+    messages needs looking at: the count is the first tool traffic within that
+    run, or its length.
+    """
+    if not protected and STABLE_STRATEGIES.issuperset(names):
+        return stable_prefix(names, messages, prompt, delivered, protected, SCOUT)
+    same = 0
+    for given, sent in zip(messages, prompt, strict=False):
+        if given is not sent:
+            break
+        same += 1
+    return min((where for where, _ in signals(prompt[:same]).values()), default=same)
 
 
 def json_size(messages: Sequence[Any]) -> int:
