@@ -38,6 +38,7 @@ import anyio.abc
 import msgspec
 
 from .config import Config, PromptConfig, load_config
+from .delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from .errors import (
     Aborted,
     ConfigError,
@@ -47,7 +48,6 @@ from .errors import (
     UnknownStrategy,
 )
 from .formats import check_format_name
-from .delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from .prepare import Prepared
 from .protocol import (
     ABORTED,

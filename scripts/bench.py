@@ -443,7 +443,7 @@ def bench_rpc(
 
 
 def _session_round_samples(
-    session: scoutd.Session, prefixes: Sequence[list[dict[str, Any]]]
+    session: scoutd.client.Session, prefixes: Sequence[list[dict[str, Any]]]
 ) -> list[float]:
     """Prepare the first prefix untimed, then time one round per further prefix."""
     session.prepare_prompt(prefixes[0])
@@ -526,9 +526,11 @@ def _save_files(directory: str, sessions: int, dirs: int, *, inboxes: bool) -> l
     return paths
 
 
-def _open_sessions(clients: Sequence[scoutd.Client], paths: Sequence[str]) -> list[scoutd.Session]:
+def _open_sessions(
+    clients: Sequence[scoutd.Client], paths: Sequence[str]
+) -> list[scoutd.client.Session]:
     """Open one session per path, the clients taking turns, one thread per client."""
-    sessions: list[scoutd.Session | None] = [None] * len(paths)
+    sessions: list[scoutd.client.Session | None] = [None] * len(paths)
     errors: list[BaseException] = []
 
     def work(k: int) -> None:
