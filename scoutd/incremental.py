@@ -27,9 +27,11 @@ import msgspec
 from .config import DEFAULT_STRATEGIES, Config, strategy_names
 from .formats import AUTO, SCOUT, format_of, signals
 from .formats.cache import STABLE_STRATEGIES, stable_prefix
+from .incremental_cost import CostPlanner
 from .paths import safe_value
 from .prepare import Prepared, prepare
 from .strategies import BUILTINS
+from .strategies.cost_aware import apply_plan
 from .strategies.epoch import Window, compact, fixed_window, increment_window
 from .strategies.report import StrategyReport, content_chars
 from .strategies.tool_messages import (
@@ -43,6 +45,9 @@ from .strategies.tool_messages import (
 __all__ = ["SessionPrompt", "json_size"]
 
 EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
+COST_AWARE = "shorten_tools_cost_aware"
+# Strategies computed round by round in a session; any other is prepared whole.
+INCREMENTAL_STRATEGIES = EPOCH_STRATEGIES | {COST_AWARE}
 # Strategies that leave the messages they get in place (they may only append).
 APPENDING_STRATEGIES = frozenset(("inbox", "none"))
 _encode = msgspec.json.Encoder().encode
@@ -80,8 +85,8 @@ class _Round:
 
     names: tuple[str, ...]
     config: Config
-    window: Window | None
-    protected: frozenset[int]  # output numbers
+    bands: Any  # what places every older tool message: equal bands, same places
+    planner: CostPlanner | None  # the cost-aware replay, carried on
     messages: int  # conversation length then
     tools: int  # indexed tool messages then
     core: list[Any]  # the epoch strategy's output
@@ -103,6 +108,7 @@ class SessionPrompt:
     size: int = 0  # bytes of the messages as compact JSON: what the session stores
     index: ToolIndex = field(default_factory=ToolIndex)
     _repeats: _Repeats = field(default_factory=_Repeats)
+    _unrepeated: list[int] = field(default_factory=list)  # paired calls not yet in _repeats
     _last: _Round | None = None
     _late_pairing: bool = False
     format: str = AUTO  # the session's message format (docs/FORMATS.md)
@@ -136,12 +142,12 @@ class SessionPrompt:
         if any(slot < tools for slot in self.index.paired):
             self._late_pairing = True  # an older call took its own output's place
         if self.index.paired:
-            self._repeats.add(self.index, self.index.paired)
+            self._unrepeated += self.index.paired  # counted when an epoch strategy asks
 
     def reset(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
-        self.index, self._repeats = ToolIndex(), _Repeats()
+        self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
         # no mutate: with _last None the next epoch round recomputes all anyway
         self._late_pairing = False  # pragma: no mutate
         self._signals = {}
@@ -190,7 +196,7 @@ class SessionPrompt:
             scout = format_of(self._signals) == SCOUT
         else:  # a declared scout session with foreign traffic goes the long way, to warn
             scout = requested == SCOUT and set(self._signals) <= {SCOUT}
-        if not names or names[0] not in EPOCH_STRATEGIES or not scout or cache_control:
+        if not names or names[0] not in INCREMENTAL_STRATEGIES or not scout or cache_control:
             self._last = None
             return prepare(
                 self.messages,
@@ -200,7 +206,7 @@ class SessionPrompt:
                 format=requested,
                 cache_control=cache_control,
             ), 0
-        core, report, stable = self._epoch_round(tuple(names), config)
+        core, report, stable = self._core_round(tuple(names), config)
         tail = names[1:]
         if APPENDING_STRATEGIES.issuperset(tail):
             prompt, reports = _appended(core, report, tail, config, save_file)
@@ -210,34 +216,60 @@ class SessionPrompt:
             prompt, reports = rest.messages, [report, *rest.report]
         delivered = sum(r.inbox_delivered for r in reports)
         protected = sum(r.calls_protected + r.outputs_protected for r in reports)
-        prefix = _stable_prefix(names, self.messages, prompt, delivered, protected)
-        reports[-1] = msgspec.structs.replace(reports[-1], stable_prefix=prefix)
+        first = self._signals[SCOUT][0] if SCOUT in self._signals else len(self.messages)
+        prefix = _stable_prefix(names, self.messages[: first + 1], prompt, delivered, protected)
+        # as prepare() sets them on the last report of a scout conversation
+        reports[-1] = msgspec.structs.replace(
+            reports[-1], stable_prefix=prefix, malformed=0, narration_dropped=0
+        )
         return Prepared(messages=prompt, report=reports), stable
 
-    def _epoch_round(
+    def _core_round(
         self, names: tuple[str, ...], config: Config
     ) -> tuple[list[Any], StrategyReport, int]:
+        """The first strategy's prompt: the last round's extended when its bands stand."""
         index, prompt = self.index, config.prompt
         name = names[0]
-        if name == "shorten_tools_epoch":
-            window = fixed_window(index.outputs, prompt)
-        else:
-            window = increment_window(index.outputs, self._repeats.numbers, prompt)
-        protected = frozenset(self._repeats.latest.values()) if window is not None else frozenset()
         last = self._last
-        if (
+        same_run = (
             last is not None
             and last.names == names
             and last.config is config
-            and _same_bands(last.window, window)
-            and last.protected == protected
             and not self._late_pairing
+        )
+        planner = plan = window = None
+        protected: frozenset[int] = frozenset()
+        if name == COST_AWARE:
+            planner = last.planner if same_run and last is not None else None
+            if planner is None:
+                planner = CostPlanner(prompt)
+            self._last = None  # the planner moves on: a failure here leaves nothing half done
+            plan = planner.plan(self.messages, index, prompt)
+            bands: Any = plan
+        else:
+            if self._unrepeated:
+                self._repeats.add(index, self._unrepeated)
+                self._unrepeated = []
+            if name == "shorten_tools_epoch":
+                window = fixed_window(index.outputs, prompt)
+            else:
+                window = increment_window(index.outputs, self._repeats.numbers, prompt)
+            if window is not None:
+                protected = frozenset(self._repeats.latest.values())
+            bands = _bands(window), protected
+        if (
+            same_run
+            and last is not None
+            and last.bands == bands
             and (last.tool_present or not last.report.notice)
         ):
             new = self.messages[last.messages :]
             core = last.core + new
             report = _extended_report(last.report, index, last.tools, new)
             stable = len(last.core)
+        elif plan is not None:
+            core, report = apply_plan(self.messages, index, plan, prompt, False)
+            stable = 0
         else:
             positions = {index.outputs - number + 1 for number in protected}
             core, report = compact(name, self.messages, index, window, positions, prompt)
@@ -245,8 +277,8 @@ class SessionPrompt:
         self._last = _Round(
             names=names,
             config=config,
-            window=window,
-            protected=protected,
+            bands=bands,
+            planner=planner,
             messages=len(self.messages),
             tools=len(index.indices),
             core=core,
@@ -290,7 +322,8 @@ def _stable_prefix(
     Where that function counts the input's own messages before the first tool
     traffic of the prompt, only the prompt's leading run of the input's own
     messages needs looking at: the count is the first tool traffic within that
-    run, or its length.
+    run, or its length. ``messages`` may stop just after the input's first tool
+    traffic: the run cannot go past it.
     """
     if not protected and STABLE_STRATEGIES.issuperset(names):
         return stable_prefix(names, messages, prompt, delivered, protected, SCOUT)
@@ -327,19 +360,16 @@ def _holds_tool(last: _Round | None, roles: list[Any]) -> bool:
     return any(role in TOOL_ROLES for role in roles[start:])
 
 
-def _same_bands(before: Window | None, after: Window | None) -> bool:
-    """True when every older tool message keeps its band.
+def _bands(window: Window | None) -> tuple[int, int] | None:
+    """What keeps every older tool message in its band while it stays the same.
 
     Counted oldest-first, the bands stay where they are while the epoch start
     and the compacted window stay (the full window comes from the config,
     which is the same snapshot).
     """
-    if before is None or after is None:
-        return before is after
-    return (
-        before.pinned == after.pinned
-        and before.truncate_to - before.keep_full == after.truncate_to - after.keep_full
-    )
+    if window is None:
+        return None
+    return window.pinned, window.truncate_to - window.keep_full
 
 
 def _extended_report(

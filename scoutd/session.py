@@ -101,9 +101,9 @@ class Session:
         held = len(state.messages)
         if len(messages) >= held and _same_prefix(messages, state.messages):
             if len(messages) > held:
-                state.extend(messages[held:])
+                state.extend(messages[held:], size=0)  # the daemon's byte limits only
             return
-        state.reset(messages)
+        state.reset(messages, size=0)
 
     def close(self) -> None:
         """Forget the conversation (idempotent); the session prepares nothing more."""

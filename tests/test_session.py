@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd import Aborted, Session, prepare
 from scoutd.config import Config, PromptConfig
+from scoutd.incremental import SessionPrompt
 from scoutd.session import SessionClosed
 from scoutd.strategies.inbox import write_abort, write_notice
 
@@ -21,10 +23,18 @@ from .strategies.conversations import agent_conversations, agent_run, call, conv
 from .strategies.test_properties import SMALL
 
 EPOCH_DEFAULT = PromptConfig(prompt_strategies=("shorten_tools_epoch_increment", "inbox"))
+# The cost-aware default with a window small enough that test conversations get compacted.
+COST_SMALL = PromptConfig(
+    context_window=1200,
+    cost_full_tool_outputs=2,
+    cost_compacted_tool_calls=3,
+    compaction_trigger_share=0.2,
+)
 CONFIGS = {
     "small": Config(prompt=SMALL),
     "epoch": Config(prompt=EPOCH_DEFAULT),
     "default": Config(prompt=PromptConfig()),
+    "cost": Config(prompt=COST_SMALL),
 }
 STRATEGIES = [
     None,  # the configured list: the default strategies for "default" and "small"
@@ -119,6 +129,26 @@ def test_a_long_run_pair_by_pair_equals_prepare_and_reuses_rewrites() -> None:
     # each shortened message was computed once, then served from memory
     assert rewrites.hits > 0
     assert rewrites.misses <= len(run)
+
+
+def test_cost_aware_rounds_replay_only_what_is_new() -> None:
+    """The default strategies, compacting: equal to prepare(), and most rounds extend the last."""
+    run = agent_run(120, repeat_every=9, output_size=300)
+    config = Config(prompt=msgspec.structs.replace(COST_SMALL, context_window=3000))
+    state = SessionPrompt()
+    reused = compacted = 0
+    for end in range(4, len(run) + 1, 2):
+        state.extend(run[end - 2 : end] if end > 4 else run[:end])
+        got, stable = state.prepare(None, config)
+        expected = prepare(run[:end], config=config)
+        assert (got.messages, got.report) == (expected.messages, expected.report)
+        reused += stable > 0
+        compacted += got.report[0].outputs_dropped > 0
+    rounds = (len(run) - 4) // 2 + 1
+    assert compacted > rounds // 2  # the window is small: most rounds are compacted
+    assert reused > rounds // 2  # and most of them only extend the previous prompt
+    assert state._last is not None and state._last.planner is not None
+    assert state._last.planner.replay.rounds == 120  # each round was replayed once
 
 
 def test_a_replaced_earlier_message_recomputes_the_prompt() -> None:
