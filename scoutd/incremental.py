@@ -113,7 +113,7 @@ class SessionPrompt:
     _late_pairing: bool = False
     format: str = AUTO  # the session's message format (docs/FORMATS.md)
     _signals: dict[str, tuple[int, str]] = field(default_factory=dict)
-    rewrites: RewriteCache = field(default_factory=RewriteCache)  # kept across resets
+    rewrites: RewriteCache = field(default_factory=RewriteCache)
 
     def extend(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Append messages to the conversation (O(len(messages))).
@@ -148,6 +148,7 @@ class SessionPrompt:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
         self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
+        self.rewrites.forget()  # what it holds is keyed by the old conversation's strings
         # no mutate: with _last None the next epoch round recomputes all anyway
         self._late_pairing = False  # pragma: no mutate
         self._signals = {}

@@ -270,6 +270,11 @@ class RewriteCache:
         self.hits = 0
         self.misses = 0
 
+    def forget(self) -> None:
+        """Drop every remembered rewrite (the conversation was replaced)."""
+        self.calls.clear()
+        self.outputs.clear()
+
     def remember(self, table: dict[str, str | None], content: str, new: str | None) -> None:
         """Store ``new`` as the rewrite of ``content`` in ``table`` (calls or outputs)."""
         self.misses += 1
