@@ -43,6 +43,10 @@ class Session:
     ``aborted`` and ``reason`` are set when a round meets an ``abort`` file;
     every later round raises :class:`~scoutd.Aborted` again (an abort is never
     forgotten).
+
+    One round at a time: a session is not shared between threads. A round is
+    CPU work plus the inbox's small file reads, so an asyncio agent runs it in
+    a worker thread (``anyio.to_thread.run_sync(session.prepare_prompt, messages)``).
     """
 
     def __init__(
