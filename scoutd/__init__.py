@@ -9,7 +9,7 @@ that serves all of it to local agents over a Unix socket.
 from __future__ import annotations
 
 from ._version import __version__
-from .client import AsyncClient, AsyncSession, Client, Session
+from .client import AsyncClient, AsyncSession, Client
 from .config import Config, DaemonConfig, PromptConfig, load_config
 from .errors import (
     Aborted,
@@ -28,6 +28,7 @@ from .prepare import (
     register_strategy,
     unregister_strategy,
 )
+from .session import Session
 from .strategies.inbox import inbox_dir, inbox_removed_dir
 from .strategies.report import StrategyReport, ToolAction
 from .strategies.text import shorten_string, truncate_string
@@ -39,6 +40,7 @@ __all__ = [
     "Prepared",
     "StrategyReport",
     "ToolAction",
+    "Session",
     # strategies
     "available_strategies",
     "register_strategy",
@@ -51,7 +53,6 @@ __all__ = [
     "AsyncClient",
     "AsyncSession",
     "Client",
-    "Session",
     # configuration
     "Config",
     "DaemonConfig",

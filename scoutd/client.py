@@ -38,6 +38,7 @@ import anyio.abc
 import msgspec
 
 from .config import Config, PromptConfig
+from .delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from .discovery import discover_socket
 from .errors import (
     Aborted,
@@ -48,7 +49,6 @@ from .errors import (
     UnknownStrategy,
 )
 from .formats import check_format_name
-from .incremental import DeltaDecoder, DeltaMismatch, PromptDelta
 from .prepare import Prepared
 from .protocol import (
     ABORTED,

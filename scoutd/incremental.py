@@ -9,10 +9,8 @@ prompt of the last round is reused and extended; the full walk runs again only
 when the epoch moves, a repeat moves the protection, or a late output changes
 an older call's place.
 
-:class:`DeltaEncoder` and :class:`DeltaDecoder` carry the prepared prompt as
-"the first ``keep`` messages of the previous prompt, then ``append``", with a
-CRC-32 of the kept prefix (over each message's compact JSON) so the receiver
-can check that both sides agree on it.
+How the prepared prompt travels as a change of the previous one is
+:mod:`scoutd.delta`'s job.
 
 Everything here is pure: no I/O except through the ``inbox`` strategy.
 """
@@ -20,40 +18,39 @@ Everything here is pure: no I/O except through the ``inbox`` strategy.
 from __future__ import annotations
 
 import bisect
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, strategy_names
-from .errors import ScoutdError
 from .formats import AUTO, SCOUT, format_of, signals
-from .formats.cache import stable_prefix
+from .formats.cache import STABLE_STRATEGIES, stable_prefix
+from .incremental_cost import CostPlanner
 from .paths import safe_value
 from .prepare import Prepared, prepare
+from .strategies import BUILTINS
+from .strategies.cost_aware import apply_plan
 from .strategies.epoch import Window, compact, fixed_window, increment_window
 from .strategies.report import StrategyReport, content_chars
-from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
+from .strategies.tool_messages import (
+    TOOL_ROLES,
+    RewriteCache,
+    ToolIndex,
+    call_keys,
+    remembering_rewrites,
+)
 
-__all__ = [
-    "DeltaDecoder",
-    "DeltaEncoder",
-    "DeltaMismatch",
-    "PromptDelta",
-    "SessionPrompt",
-    "json_size",
-]
+__all__ = ["SessionPrompt", "json_size"]
 
 EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
+COST_AWARE = "shorten_tools_cost_aware"
+# Strategies computed round by round in a session; any other is prepared whole.
+INCREMENTAL_STRATEGIES = EPOCH_STRATEGIES | {COST_AWARE}
 # Strategies that leave the messages they get in place (they may only append).
 APPENDING_STRATEGIES = frozenset(("inbox", "none"))
 _encode = msgspec.json.Encoder().encode
-
-
-class DeltaMismatch(ScoutdError):
-    """A prompt delta does not apply to the prompt the receiver holds."""
 
 
 class _Repeats:
@@ -88,8 +85,8 @@ class _Round:
 
     names: tuple[str, ...]
     config: Config
-    window: Window | None
-    protected: frozenset[int]  # output numbers
+    bands: Any  # what places every older tool message: equal bands, same places
+    planner: CostPlanner | None  # the cost-aware replay, carried on
     messages: int  # conversation length then
     tools: int  # indexed tool messages then
     core: list[Any]  # the epoch strategy's output
@@ -111,10 +108,12 @@ class SessionPrompt:
     size: int = 0  # bytes of the messages as compact JSON: what the session stores
     index: ToolIndex = field(default_factory=ToolIndex)
     _repeats: _Repeats = field(default_factory=_Repeats)
+    _unrepeated: list[int] = field(default_factory=list)  # paired calls not yet in _repeats
     _last: _Round | None = None
     _late_pairing: bool = False
     format: str = AUTO  # the session's message format (docs/FORMATS.md)
     _signals: dict[str, tuple[int, str]] = field(default_factory=dict)
+    rewrites: RewriteCache = field(default_factory=RewriteCache)
 
     def extend(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Append messages to the conversation (O(len(messages))).
@@ -143,12 +142,13 @@ class SessionPrompt:
         if any(slot < tools for slot in self.index.paired):
             self._late_pairing = True  # an older call took its own output's place
         if self.index.paired:
-            self._repeats.add(self.index, self.index.paired)
+            self._unrepeated += self.index.paired  # counted when an epoch strategy asks
 
     def reset(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
-        self.index, self._repeats = ToolIndex(), _Repeats()
+        self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
+        self.rewrites.forget()  # what it holds is keyed by the old conversation's strings
         # no mutate: with _last None the next epoch round recomputes all anyway
         self._late_pairing = False  # pragma: no mutate
         self._signals = {}
@@ -173,9 +173,22 @@ class SessionPrompt:
     ) -> tuple[Prepared, int]:
         """The prepared prompt and the number of leading messages unchanged since last round.
 
-        Provider formats (docs/FORMATS.md) are prepared whole each round; the
-        delta sent to the client still carries only what changed.
+        Provider formats (docs/FORMATS.md) and the strategies without an
+        incremental form are prepared whole each round (the delta sent to the
+        client still carries only what changed); every strategy reuses the
+        session's rewrites (:class:`~scoutd.strategies.tool_messages.RewriteCache`).
         """
+        with remembering_rewrites(self.rewrites):
+            return self._prepare(strategies, config, save_file, format, cache_control)
+
+    def _prepare(
+        self,
+        strategies: str | Sequence[str] | None,
+        config: Config,
+        save_file: str | None,
+        format: str | None,
+        cache_control: bool | None,
+    ) -> tuple[Prepared, int]:
         names = strategy_names(strategies) if strategies is not None else None
         if names is None:
             names = strategy_names(config.prompt.prompt_strategies) or list(DEFAULT_STRATEGIES)
@@ -184,7 +197,7 @@ class SessionPrompt:
             scout = format_of(self._signals) == SCOUT
         else:  # a declared scout session with foreign traffic goes the long way, to warn
             scout = requested == SCOUT and set(self._signals) <= {SCOUT}
-        if not names or names[0] not in EPOCH_STRATEGIES or not scout or cache_control:
+        if not names or names[0] not in INCREMENTAL_STRATEGIES or not scout or cache_control:
             self._last = None
             return prepare(
                 self.messages,
@@ -194,44 +207,70 @@ class SessionPrompt:
                 format=requested,
                 cache_control=cache_control,
             ), 0
-        core, report, stable = self._epoch_round(tuple(names), config)
-        reports = [report]
-        prompt = core
-        if names[1:]:
-            rest = prepare(core, names[1:], save_file=save_file, config=config)
-            if not APPENDING_STRATEGIES.issuperset(names[1:]):
-                stable = 0  # a later strategy may rewrite the core: nothing is known to stay
+        core, report, stable = self._core_round(tuple(names), config)
+        tail = names[1:]
+        if APPENDING_STRATEGIES.issuperset(tail):
+            prompt, reports = _appended(core, report, tail, config, save_file)
+        else:
+            rest = prepare(core, tail, save_file=save_file, config=config)
+            stable = 0  # a later strategy may rewrite the core: nothing is known to stay
             prompt, reports = rest.messages, [report, *rest.report]
         delivered = sum(r.inbox_delivered for r in reports)
         protected = sum(r.calls_protected + r.outputs_protected for r in reports)
-        prefix = stable_prefix(names, self.messages, prompt, delivered, protected, SCOUT)
-        reports[-1] = msgspec.structs.replace(reports[-1], stable_prefix=prefix)
+        first = self._signals[SCOUT][0] if SCOUT in self._signals else len(self.messages)
+        prefix = _stable_prefix(names, self.messages[: first + 1], prompt, delivered, protected)
+        # as prepare() sets them on the last report of a scout conversation
+        reports[-1] = msgspec.structs.replace(
+            reports[-1], stable_prefix=prefix, malformed=0, narration_dropped=0
+        )
         return Prepared(messages=prompt, report=reports), stable
 
-    def _epoch_round(
+    def _core_round(
         self, names: tuple[str, ...], config: Config
     ) -> tuple[list[Any], StrategyReport, int]:
+        """The first strategy's prompt: the last round's extended when its bands stand."""
         index, prompt = self.index, config.prompt
         name = names[0]
-        if name == "shorten_tools_epoch":
-            window = fixed_window(index.outputs, prompt)
-        else:
-            window = increment_window(index.outputs, self._repeats.numbers, prompt)
-        protected = frozenset(self._repeats.latest.values()) if window is not None else frozenset()
         last = self._last
-        if (
+        same_run = (
             last is not None
             and last.names == names
             and last.config is config
-            and _same_bands(last.window, window)
-            and last.protected == protected
             and not self._late_pairing
+        )
+        planner = plan = window = None
+        protected: frozenset[int] = frozenset()
+        if name == COST_AWARE:
+            planner = last.planner if same_run and last is not None else None
+            if planner is None:
+                planner = CostPlanner(prompt)
+            self._last = None  # the planner moves on: a failure here leaves nothing half done
+            plan = planner.plan(self.messages, index, prompt)
+            bands: Any = plan
+        else:
+            if self._unrepeated:
+                self._repeats.add(index, self._unrepeated)
+                self._unrepeated = []
+            if name == "shorten_tools_epoch":
+                window = fixed_window(index.outputs, prompt)
+            else:
+                window = increment_window(index.outputs, self._repeats.numbers, prompt)
+            if window is not None:
+                protected = frozenset(self._repeats.latest.values())
+            bands = _bands(window), protected
+        if (
+            same_run
+            and last is not None
+            and last.bands == bands
             and (last.tool_present or not last.report.notice)
         ):
             new = self.messages[last.messages :]
             core = last.core + new
             report = _extended_report(last.report, index, last.tools, new)
             stable = len(last.core)
+        elif plan is not None:
+            core, report = apply_plan(self.messages, index, plan, prompt, False)
+            stable = 0
         else:
             positions = {index.outputs - number + 1 for number in protected}
             core, report = compact(name, self.messages, index, window, positions, prompt)
@@ -239,8 +278,8 @@ class SessionPrompt:
         self._last = _Round(
             names=names,
             config=config,
-            window=window,
-            protected=protected,
+            bands=bands,
+            planner=planner,
             messages=len(self.messages),
             tools=len(index.indices),
             core=core,
@@ -249,6 +288,52 @@ class SessionPrompt:
         )
         self._late_pairing = False
         return core, report, stable
+
+
+def _appended(
+    core: list[Any],
+    report: StrategyReport,
+    names: Sequence[str],
+    config: Config,
+    save_file: str | None,
+) -> tuple[list[Any], list[StrategyReport]]:
+    """Run strategies that only append after the core, without walking the core again.
+
+    Each one is given an empty list, so what it returns is what it appends;
+    its report's character counts are then shifted by the core's (they add up).
+    """
+    appended: list[Any] = []
+    reports = [report]
+    chars = report.chars_after
+    for name in names:
+        added, step = BUILTINS[name]([], config.prompt, save_file, False, SCOUT)
+        appended += added
+        step.chars_before += chars
+        step.chars_after += chars
+        chars = step.chars_after
+        reports.append(step)
+    return [*core, *appended], reports
+
+
+def _stable_prefix(
+    names: Sequence[str], messages: Sequence[Any], prompt: list[Any], delivered: int, protected: int
+) -> int:
+    """:func:`~scoutd.formats.cache.stable_prefix` of a scout round, without a full walk.
+
+    Where that function counts the input's own messages before the first tool
+    traffic of the prompt, only the prompt's leading run of the input's own
+    messages needs looking at: the count is the first tool traffic within that
+    run, or its length. ``messages`` may stop just after the input's first tool
+    traffic: the run cannot go past it.
+    """
+    if not protected and STABLE_STRATEGIES.issuperset(names):
+        return stable_prefix(names, messages, prompt, delivered, protected, SCOUT)
+    same = 0
+    for given, sent in zip(messages, prompt, strict=False):
+        if given is not sent:
+            break
+        same += 1
+    return min((where for where, _ in signals(prompt[:same]).values()), default=same)
 
 
 def json_size(messages: Sequence[Any]) -> int:
@@ -276,19 +361,16 @@ def _holds_tool(last: _Round | None, roles: list[Any]) -> bool:
     return any(role in TOOL_ROLES for role in roles[start:])
 
 
-def _same_bands(before: Window | None, after: Window | None) -> bool:
-    """True when every older tool message keeps its band.
+def _bands(window: Window | None) -> tuple[int, int] | None:
+    """What keeps every older tool message in its band while it stays the same.
 
     Counted oldest-first, the bands stay where they are while the epoch start
     and the compacted window stay (the full window comes from the config,
     which is the same snapshot).
     """
-    if before is None or after is None:
-        return before is after
-    return (
-        before.pinned == after.pinned
-        and before.truncate_to - before.keep_full == after.truncate_to - after.keep_full
-    )
+    if window is None:
+        return None
+    return window.pinned, window.truncate_to - window.keep_full
 
 
 def _extended_report(
@@ -304,88 +386,3 @@ def _extended_report(
         chars_before=report.chars_before + added,
         chars_after=report.chars_after + added,
     )
-
-
-class PromptDelta(msgspec.Struct, kw_only=True):
-    """The prepared prompt as a change of the previous one.
-
-    The new prompt is the first ``keep`` messages of the previous prepared
-    prompt followed by ``append``; ``checksum`` is the CRC-32 of the compact
-    JSON of those ``keep`` messages, one after the other.
-    """
-
-    keep: int
-    append: list[Any]
-    checksum: int
-
-
-def _running_crcs(messages: Sequence[Any], start: int) -> list[int]:
-    crcs = []
-    crc = start
-    for message in messages:
-        crc = zlib.crc32(_encode(message), crc)
-        crcs.append(crc)
-    return crcs
-
-
-class _Checksummed:
-    """A prepared prompt with the running CRC after each of its messages."""
-
-    def __init__(self) -> None:
-        self.prompt: list[Any] = []
-        self.crcs: list[int] = []
-
-    def prefix_crc(self, keep: int) -> int:
-        return self.crcs[keep - 1] if keep else 0
-
-    def replace(self, keep: int, append: list[Any]) -> None:
-        del self.prompt[keep:], self.crcs[keep:]
-        self.crcs += _running_crcs(append, self.prefix_crc(keep))
-        self.prompt += append
-
-
-class DeltaEncoder(_Checksummed):
-    """Sender side: turns each new prepared prompt into a :class:`PromptDelta`."""
-
-    def delta(self, prompt: list[Any], stable: int = 0) -> PromptDelta:
-        """The delta from the previous prompt to ``prompt``.
-
-        ``stable`` leading messages are known to be unchanged (they are not
-        compared again).
-        """
-        previous = self.prompt
-        keep = min(stable, len(previous), len(prompt))
-        if keep and previous[keep - 1] is not prompt[keep - 1]:
-            keep = 0  # the hint does not hold (a stable prefix shares its objects)
-        limit = min(len(previous), len(prompt))
-        while keep < limit and (previous[keep] is prompt[keep] or previous[keep] == prompt[keep]):
-            keep += 1
-        checksum = self.prefix_crc(keep)
-        append = prompt[keep:]
-        self.replace(keep, append)
-        return PromptDelta(keep=keep, append=append, checksum=checksum)
-
-    def forget(self) -> None:
-        """Forget the previous prompt: the next delta carries everything."""
-        self.prompt, self.crcs = [], []
-
-
-class DeltaDecoder(_Checksummed):
-    """Receiver side: applies deltas to the prompt it holds, checking the prefix."""
-
-    def apply(self, delta: PromptDelta | Mapping[str, Any]) -> list[Any]:
-        """The new prepared prompt. Raises :class:`DeltaMismatch` if the prefix differs."""
-        if isinstance(delta, Mapping):
-            delta = msgspec.convert(delta, PromptDelta)
-        if delta.keep > len(self.prompt) or self.prefix_crc(delta.keep) != delta.checksum:
-            raise DeltaMismatch(
-                f"prompt delta does not apply: keep={delta.keep} of {len(self.prompt)} messages"
-            )
-        self.replace(delta.keep, list(delta.append))
-        return list(self.prompt)
-
-    def full(self, prompt: list[Any]) -> list[Any]:
-        """Take a full prompt (the sender forgot the previous one)."""
-        self.prompt, self.crcs = [], []
-        self.replace(0, list(prompt))
-        return list(self.prompt)

@@ -35,7 +35,8 @@ from typing import Protocol
 import anyio
 
 from . import protocol
-from .incremental import DeltaEncoder, SessionPrompt
+from .delta import DeltaEncoder
+from .incremental import SessionPrompt
 from .security import process_owned_by
 from .strategies import inbox_files
 from .strategies.inbox import ABORT_NAME, claim_abort, inbox_dir

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from scoutd import prepare
 from scoutd.config import Config, PromptConfig
-from scoutd.incremental import DeltaDecoder, DeltaEncoder, DeltaMismatch, SessionPrompt
+from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch
+from scoutd.incremental import SessionPrompt
 from scoutd.strategies.inbox import write_notice
 
 from .strategies.conversations import agent_conversations, agent_run, call, conversations, output

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import scoutd
 from scoutd.config import Config, PromptConfig
-from scoutd.incremental import DeltaDecoder
+from scoutd.delta import DeltaDecoder
 
 from .strategies.conversations import agent_run, call, conversations, output
 from .support.daemon import Daemon, LineClient, wait_for

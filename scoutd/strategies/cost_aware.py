@@ -53,7 +53,9 @@ from .tool_messages import (
 
 __all__ = [
     "Plan",
+    "Replay",
     "TokenCounter",
+    "apply_plan",
     "load_tokenizer",
     "plan_compaction",
     "shorten_tools_cost_aware",
@@ -245,10 +247,31 @@ def _fit(tokens: _Tokens, number: int, full: int, band: int, limit: float) -> tu
     return dropped, shortened
 
 
+@dataclass(slots=True)
+class Replay:
+    """Where a replay stopped, so that a session replays only its new rounds."""
+
+    rounds: int = 0
+    dropped: int = 0
+    shortened: int = 0
+    decided: int = 0
+    carried: float = 0.0
+    billed: float = 0.0
+    previous: int = 0
+
+
 def plan_compaction(
-    tokens: _Tokens, outputs: int, config: PromptConfig, prices: CachePrices
+    tokens: _Tokens,
+    outputs: int,
+    config: PromptConfig,
+    prices: CachePrices,
+    replay: Replay | None = None,
 ) -> Plan:
-    """Replay the decision of every round up to ``outputs`` and return the last bands."""
+    """Replay the decision of every round up to ``outputs`` and return the last bands.
+
+    ``replay``, when given, is where an earlier call over the same first rounds
+    stopped: only the rounds after it are replayed, and it is moved forward.
+    """
     window = config.context_window
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
@@ -256,11 +279,12 @@ def plan_compaction(
     full_share = config.cost_full_share
     premium = max(prices.write - prices.read, 0.0)
     risk = config.compaction_risk_share
-    dropped = shortened = decided = 0
-    carried = 0.0  # read cost paid since the last decision for what a compaction removes
-    billed = 0.0  # the estimated bill so far, with this plan
-    previous = 0
-    for number in range(1, outputs + 1):
+    state = Replay() if replay is None else replay
+    dropped, shortened, decided = state.dropped, state.shortened, state.decided
+    carried = state.carried  # read cost paid since the last decision for what a compaction removes
+    billed = state.billed  # the estimated bill so far, with this plan
+    previous = state.previous
+    for number in range(state.rounds + 1, outputs + 1):
         prompt = tokens.cumulative[tokens.output_end[number]] - tokens.saved(dropped, shortened)
         billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
         previous = prompt
@@ -288,6 +312,10 @@ def plan_compaction(
             carried = 0.0
             billed += rewrite - removed * prices.read
             previous = new_prompt
+    if replay is not None and outputs > replay.rounds:
+        replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
+        replay.decided, replay.carried, replay.billed = decided, carried, billed
+        replay.previous = previous
     return Plan(dropped, shortened, decided)
 
 
@@ -304,18 +332,26 @@ def shorten_tools_cost_aware(
     ``cache_pricing`` is ``auto`` (unknown: Anthropic's prices).
     """
     index = index_tools(messages)
+    plan = Plan(0, 0, 0)
     if index.outputs:
         tokens = _Tokens(messages, index, token_counter(config))
         plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
-        if plan.shortened:
-            outputs = index.outputs
-            window = Window(
-                pinned=plan.decided_at,
-                size=0,
-                keep_full=outputs - plan.shortened,
-                truncate_to=outputs - plan.dropped,
-            )
-            return _compact(messages, index, window, config, detail)
+    return apply_plan(messages, index, plan, config, detail)
+
+
+def apply_plan(
+    messages: Sequence[Any], index: ToolIndex, plan: Plan, config: PromptConfig, detail: bool
+) -> tuple[list[Any], StrategyReport]:
+    """The prompt and report of ``plan`` over ``messages``."""
+    if plan.shortened:
+        outputs = index.outputs
+        window = Window(
+            pinned=plan.decided_at,
+            size=0,
+            keep_full=outputs - plan.shortened,
+            truncate_to=outputs - plan.dropped,
+        )
+        return _compact(messages, index, window, config, detail)
     return apply_changes(NAME, messages, index, Changes(), detail=detail)
 
 

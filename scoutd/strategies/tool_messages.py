@@ -16,7 +16,9 @@ is validated but left undecoded (``msgspec.Raw``) until a strategy rewrites it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,7 @@ __all__ = [
     "CALL",
     "OUTPUT",
     "TOOL_ROLES",
+    "RewriteCache",
     "ToolBody",
     "ToolIndex",
     "call_keys",
@@ -36,6 +39,7 @@ __all__ = [
     "repeated_pairs",
     "role_of",
     "roles_of",
+    "remembering_rewrites",
     "shortened_call",
     "shortened_output",
     "with_content",
@@ -250,6 +254,69 @@ def _full_body(content: str) -> dict[str, Any]:
     return body
 
 
+class RewriteCache:
+    """Shortened contents remembered by their original content, for one session.
+
+    A rewrite depends on the message's content alone, and an agent sends the
+    same content strings every round, so within a session each tool message
+    is shortened once, not once per round. Bounded: past ``limit`` entries of
+    one kind the cache starts afresh (the next rounds recompute what they need).
+    """
+
+    def __init__(self, limit: int = 8192) -> None:
+        self.limit = limit
+        self.calls: dict[str, str | None] = {}
+        self.outputs: dict[str, str | None] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def forget(self) -> None:
+        """Drop every remembered rewrite (the conversation was replaced)."""
+        self.calls.clear()
+        self.outputs.clear()
+
+    def remember(self, table: dict[str, str | None], content: str, new: str | None) -> None:
+        """Store ``new`` as the rewrite of ``content`` in ``table`` (calls or outputs)."""
+        self.misses += 1
+        if len(table) >= self.limit:
+            table.clear()
+        table[content] = new
+
+
+_session_rewrites: ContextVar[RewriteCache | None] = ContextVar("scoutd_rewrites", default=None)
+_MISSING = object()
+
+
+@contextmanager
+def remembering_rewrites(cache: RewriteCache) -> Iterator[RewriteCache]:
+    """Within the block, :func:`shortened_call` and :func:`shortened_output` use ``cache``.
+
+    A context variable, so that concurrent sessions (threads or tasks) each see
+    their own cache, and the strategies' signatures stay as they are.
+    """
+    token = _session_rewrites.set(cache)
+    try:
+        yield cache
+    finally:
+        _session_rewrites.reset(token)
+
+
+def _remembered(table_of: str, content: str, compute: Any) -> str | None:
+    """``compute()``, or what it gave before for ``content`` in this session."""
+    cache = _session_rewrites.get()
+    if cache is None:
+        result: str | None = compute()
+        return result
+    table: dict[str, str | None] = getattr(cache, table_of)
+    found = table.get(content, _MISSING)
+    if found is not _MISSING:
+        cache.hits += 1
+        return found  # type: ignore[return-value]
+    result = compute()
+    cache.remember(table, content, result)
+    return result
+
+
 def shortened_call(body: ToolBody, content: str) -> str | None:
     """New content for a call with its long top-level string arguments shortened.
 
@@ -260,6 +327,10 @@ def shortened_call(body: ToolBody, content: str) -> str | None:
         return None
     if not any(type(v) is str and len(v) > ARGUMENT_SIZE for v in arguments.values()):
         return None
+    return _remembered("calls", content, lambda: _shortened_call(content))
+
+
+def _shortened_call(content: str) -> str:
     data = _full_body(content)
     data["arguments"] = {
         name: shorten_string(value, ARGUMENT_SIZE) if type(value) is str else value
@@ -277,6 +348,10 @@ def shortened_output(body: ToolBody, content: str) -> str | None:
     raw = body.content
     if isinstance(raw, msgspec.UnsetType) or len(raw) <= OUTPUT_SIZE:  # JSON is never shorter
         return None
+    return _remembered("outputs", content, lambda: _shortened_output(content))
+
+
+def _shortened_output(content: str) -> str | None:
     data = _full_body(content)
     value = data["content"]
     if value is None:

@@ -26,7 +26,7 @@ SDKS = {"openai", "anthropic"}
 # The objects the loops name, by variable: what their methods are checked against.
 RECEIVERS: dict[str, tuple[type, ...]] = {
     "daemon": (scoutd.Client, scoutd.AsyncClient),
-    "session": (scoutd.Session, scoutd.AsyncSession),
+    "session": (scoutd.client.Session, scoutd.AsyncSession),
 }
 
 

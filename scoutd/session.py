@@ -1,0 +1,139 @@
+"""In-process incremental sessions: the daemon's session engine inside the agent.
+
+An agent that calls scoutd in its own process prepares its prompt before every
+inference with a conversation that only grows. :class:`Session` keeps what
+the previous round computed (the tool index, the epoch schedule and the
+rewrites, see :mod:`scoutd.incremental`) so that a round costs in proportion
+to what is new, and answers exactly what :func:`scoutd.prepare` answers for
+the same conversation (docs/PERFORMANCE.md, in-process sessions).
+
+Messages are values: a message the session has seen must not be changed in
+place. Replacing one (a new object that is not equal to the old one) is
+noticed, and the round is then computed from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from .config import Config, PromptConfig
+from .errors import Aborted, ScoutdError
+from .formats import AUTO, check_format_name
+from .incremental import SessionPrompt
+from .prepare import Prepared, resolve_snapshot
+
+__all__ = ["Session", "SessionClosed"]
+
+
+class SessionClosed(ScoutdError):
+    """The session was closed: it prepares nothing more."""
+
+
+class Session:
+    """An in-process session over one growing conversation.
+
+    ``save_file`` names the conversation's save file: the ``inbox`` strategy
+    delivers the notices and aborts of its inbox. ``strategies``, ``config``,
+    ``format`` and ``cache_control`` mean what they mean for
+    :func:`scoutd.prepare`; ``config`` is resolved once, when the session
+    opens (a configuration file changed later is not read again).
+
+    ``aborted`` and ``reason`` are set when a round meets an ``abort`` file;
+    every later round raises :class:`~scoutd.Aborted` again (an abort is never
+    forgotten).
+
+    One round at a time: a session is not shared between threads. A round is
+    CPU work plus the inbox's small file reads, so an asyncio agent runs it in
+    a worker thread (``anyio.to_thread.run_sync(session.prepare_prompt, messages)``).
+    """
+
+    def __init__(
+        self,
+        save_file: str | None = None,
+        *,
+        strategies: str | Sequence[str] | None = None,
+        config: Config | PromptConfig | Mapping[str, Any] | None = None,
+        format: str = AUTO,
+        cache_control: bool | None = None,
+    ) -> None:
+        check_format_name(format)
+        self.save_file = save_file
+        self.strategies = strategies
+        self.config = resolve_snapshot(config)
+        self.format = format
+        self.cache_control = cache_control
+        self.aborted = False
+        self.reason: str | None = None
+        self.closed = False
+        self._state = SessionPrompt(format=format)
+
+    def prepare_prompt(self, messages: Sequence[Any]) -> Prepared:
+        """The prepared prompt of the whole conversation ``messages`` and its report.
+
+        Pass the whole, growing conversation every round: what was seen before
+        is recognised (by identity, else by equality) and only what is new is
+        indexed. Equal to :func:`scoutd.prepare` with the session's arguments.
+
+        Raises:
+            Aborted: this round, or an earlier one, met an ``abort`` file.
+            SessionClosed: the session was closed.
+        """
+        if self.closed:
+            raise SessionClosed("the session is closed")
+        if self.aborted:
+            raise Aborted(self.reason or "aborted")
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+        self._absorb(messages)
+        try:
+            prepared, _ = self._state.prepare(
+                self.strategies,
+                self.config,
+                save_file=self.save_file,
+                cache_control=self.cache_control,
+            )
+        except Aborted as exc:
+            self.aborted, self.reason = True, exc.reason
+            raise
+        return prepared
+
+    def _absorb(self, messages: Sequence[Any]) -> None:
+        """Bring the session's conversation to ``messages``: extend it, or start over."""
+        state = self._state
+        held = len(state.messages)
+        if len(messages) >= held and _same_prefix(messages, state.messages):
+            if len(messages) > held:
+                state.extend(messages[held:], size=0)  # the daemon's byte limits only
+            return
+        state.reset(messages, size=0)
+
+    def close(self) -> None:
+        """Forget the conversation (idempotent); the session prepares nothing more."""
+        self.closed = True
+        self._state = SessionPrompt(format=self.format)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _same_prefix(messages: Sequence[Any], held: list[Any]) -> bool:
+    """Whether ``messages`` starts with ``held`` (identity first, as list equality does)."""
+    if not held:
+        return True
+    try:
+        head = messages[: len(held)]
+        if type(head) is not list:
+            head = list(head)
+        return bool(head == held)
+    except Exception:  # a message whose comparison fails: treat it as changed
+        return False
