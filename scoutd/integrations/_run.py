@@ -22,6 +22,7 @@ from ..config import Config, PromptConfig
 from ..errors import Aborted
 from ..formats import check_format_name
 from ..prepare import Prepared, prepare
+from ..session import Session as InProcessSession
 
 __all__ = [
     "ClosedByWith",
@@ -65,7 +66,11 @@ class _Engine(Protocol):
 
 
 class _InProcess:
-    """The library in this process: the strategies run here, on every round."""
+    """The library in this process: one incremental :class:`scoutd.Session` per run.
+
+    A custom strategy function has no incremental engine: it runs over the
+    whole conversation on every round.
+    """
 
     def __init__(
         self, save_file: str | None, strategies: Strategies, config: Overrides, format: str
@@ -74,12 +79,15 @@ class _InProcess:
         self.strategies = strategies
         self.config = config
         self.format = format
+        self.session: InProcessSession | None = None
+        if not callable(strategies):
+            self.session = InProcessSession(
+                save_file, strategies=strategies, config=config, format=format
+            )
 
     def prepare(self, messages: Sequence[Any]) -> Prepared:
-        # Each round prepares the whole conversation. The incremental
-        # in-process session replaces this one call (same arguments, built once
-        # in __init__ as Session(save_file, strategies=..., config=..., format=...)
-        # and called here as session.prepare_prompt(messages)).
+        if self.session is not None:
+            return self.session.prepare_prompt(messages)
         return prepare(
             messages,
             self.strategies,
@@ -89,7 +97,8 @@ class _InProcess:
         )
 
     def close(self) -> None:
-        """Nothing to release in process."""
+        if self.session is not None:
+            self.session.close()
 
 
 class _ThroughDaemon:
