@@ -2,7 +2,7 @@
 
 The scripts run from a checkout: ``scripts/load ...`` re-executes itself with the
 checkout's ``.venv/bin/python`` when the running interpreter cannot import scoutd.
-Each script starts its own daemon (``python -m scoutd.server``) in a short temp dir
+Each script starts its own daemon (``python -m scoutd serve``) in a short temp dir
 under /tmp (Unix socket paths must stay under 108 bytes), talks to it only over
 that Unix socket, bounds every wait and loop, and prints one JSON object of
 figures on stdout (``--json``) or a readable summary.

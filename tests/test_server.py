@@ -1,4 +1,4 @@
-"""The daemon end to end: a real ``python -m scoutd.server`` on a real socket.
+"""The daemon end to end: a real ``python -m scoutd serve`` on a real socket.
 
 Each test starts its own daemon (tests/support/daemon.py) in a short temp dir
 and talks to it with raw sockets, so the wire format itself is under test.
@@ -285,7 +285,7 @@ def test_a_stale_socket_file_is_replaced_and_a_live_one_refused() -> None:
             with d.connect() as c:
                 assert "result" in c.call("status")
             second = subprocess.run(
-                [sys.executable, "-m", "scoutd.server", "--config", d.config_path],
+                [sys.executable, "-m", "scoutd", "serve", "--config", d.config_path],
                 capture_output=True,
                 text=True,
                 timeout=30,
@@ -312,7 +312,7 @@ def test_startup_errors_are_one_clear_line() -> None:
             (["--socket", os.path.join(d.dir, "missing", "s.sock")], "does not exist"),
         ):
             run = subprocess.run(
-                [sys.executable, "-m", "scoutd.server", "--config", d.config_path, *argv],
+                [sys.executable, "-m", "scoutd", "serve", "--config", d.config_path, *argv],
                 capture_output=True,
                 text=True,
                 timeout=30,
@@ -323,7 +323,7 @@ def test_startup_errors_are_one_clear_line() -> None:
         with open(d.config_path, "a") as handle:
             handle.write("\n[prompt]\nepoch_sise = 3\n")
         run = subprocess.run(
-            [sys.executable, "-m", "scoutd.server", "--config", d.config_path],
+            [sys.executable, "-m", "scoutd", "serve", "--config", d.config_path],
             capture_output=True,
             text=True,
             timeout=30,

@@ -1,4 +1,4 @@
-"""Run the real daemon (``python -m scoutd.server``) as a subprocess for tests.
+"""Run the real daemon (``python -m scoutd serve``) as a subprocess for tests.
 
 Usage::
 
@@ -172,7 +172,7 @@ class LineClient:
 
 
 class Daemon:
-    """One ``python -m scoutd.server`` subprocess with its own temp dir and config.
+    """One ``python -m scoutd serve`` subprocess with its own temp dir and config.
 
     ``prompt``/``daemon``/``plugins`` are written as the config file's tables;
     defaults suited to tests are added to ``[daemon]`` (socket in the temp dir,
@@ -236,7 +236,8 @@ class Daemon:
             *self.argv_prefix,
             sys.executable,
             "-m",
-            "scoutd.server",
+            "scoutd",
+            "serve",
             "--config",
             self.config_path,
             "--socket",

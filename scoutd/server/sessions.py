@@ -34,12 +34,12 @@ from typing import Protocol
 
 import anyio
 
-from . import protocol
-from .incremental import DeltaEncoder, SessionPrompt
-from .security import process_owned_by
-from .strategies import inbox_files
-from .strategies.inbox import ABORT_NAME, claim_abort, inbox_dir
-from .watcher import Batch, FsWatcher
+from .. import protocol
+from ..incremental import DeltaEncoder, SessionPrompt
+from ..security import process_owned_by
+from ..strategies import inbox_files
+from ..strategies.inbox import ABORT_NAME, claim_abort, inbox_dir
+from ..watcher import Batch, FsWatcher
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_UID",
