@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["LATENCY_WINDOW", "PREPARE_BUCKETS", "Gauges", "Metrics", "percentile"]
@@ -23,11 +23,17 @@ PREPARE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 OTHER_METHOD = "other"  # the label of requests naming no known method
 
 
-def percentile(ordered: list[float], fraction: float) -> float:
-    """The value at ``fraction`` (0..1) of an ascending list: nearest rank, 0.0 if empty."""
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile, ``q`` in 0..1, of an ascending sequence; 0.0 if empty.
+
+    The smallest value with at least ``q`` of the sample at or below it: of
+    1..100, p50 is 50 and p99 is 99. The one percentile of the daemon, the
+    test suite and the scripts.
+    """
     if not ordered:
         return 0.0
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+    rank = math.ceil(q * len(ordered))
+    return ordered[min(len(ordered), max(1, rank)) - 1]
 
 
 @dataclass(frozen=True, slots=True)
