@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 __all__ = ["LATENCY_WINDOW", "PREPARE_BUCKETS", "Gauges", "Metrics", "percentile"]
@@ -23,13 +23,14 @@ PREPARE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 OTHER_METHOD = "other"  # the label of requests naming no known method
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile, ``q`` in 0..1, of an ascending sequence; 0.0 if empty.
+def percentile(values: Iterable[float], q: float) -> float:
+    """Nearest-rank percentile, ``q`` in 0..1, of a sample; 0.0 if empty.
 
     The smallest value with at least ``q`` of the sample at or below it: of
     1..100, p50 is 50 and p99 is 99. The one percentile of the daemon, the
     test suite and the scripts.
     """
+    ordered = sorted(values)
     if not ordered:
         return 0.0
     rank = math.ceil(q * len(ordered))
@@ -97,11 +98,10 @@ class Metrics:
 
     def latency(self) -> tuple[int, float, float, float]:
         """(count, p50 ms, p99 ms, max ms) of the recent window, rounded to the microsecond."""
-        ordered = sorted(self.recent)
         return (
             self.latency_count,
-            round(percentile(ordered, 0.50), 3),
-            round(percentile(ordered, 0.99), 3),
+            round(percentile(self.recent, 0.50), 3),
+            round(percentile(self.recent, 0.99), 3),
             round(self.latency_max, 3),
         )
 

@@ -270,7 +270,8 @@ class SessionRegistry:
                 self._pending.popitem(last=False)
         signum = self._abort_signal()
         ids = sorted(self.by_inbox.get(inbox, ()))
-        log.warning("abort consumed for %s (%d session(s)): %s", inbox, len(ids), reason)
+        # One line per abort; repr() keeps a reason with line breaks on one line.
+        log.info("abort consumed for %r (%d session(s)): %r", inbox, len(ids), reason)
         for session_id in ids:
             session = self.sessions[session_id]
             session.aborted = reason
