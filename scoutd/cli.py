@@ -370,6 +370,15 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    """``scoutd metrics``: the daemon's counters as Prometheus text, for a textfile collector."""
+    from .client import Client
+
+    with Client(_socket_path(args), timeout=args.timeout) as client:
+        sys.stdout.write(client.metrics())
+    return EXIT_OK
+
+
 def _render(key: str, value: Any) -> str:
     """A value as it would be written in the TOML file."""
     if key == "daemon.socket_mode" and isinstance(value, int):
@@ -416,9 +425,11 @@ def _cmd_config_show(args: argparse.Namespace) -> int:
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
     # The file alone: environment variables would be a different thing to check.
-    from .server import load_daemon_config  # the daemon's modules: loaded only when needed
+    from .server import load_daemon_config, missing_roots  # loaded only when needed
 
-    load_daemon_config(args.file, environ={})
+    config, _, _ = load_daemon_config(args.file, environ={})
+    for root in missing_roots(config):
+        print(f"warning: allowed_roots entry {root} is not an existing directory", file=sys.stderr)
     print(f"ok: {args.file}")
     return EXIT_OK
 
@@ -548,6 +559,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client(status)
     _add_config(status, overrides=False)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+
+    metrics = verb("metrics", "print the daemon's counters as Prometheus text", _cmd_metrics)
+    _add_client(metrics)
+    _add_config(metrics, overrides=False)
 
     config = verbs.add_parser("config", help="show or check the configuration")
     config_verbs = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
