@@ -592,7 +592,7 @@ def _checkout_venv_ready() -> bool:
     if not (ROOT / ".venv" / "bin" / "scoutd").exists() or not python.exists():
         return False
     probe = subprocess.run(
-        [str(python), "-c", "import scoutd, anyio, watchdog, aiofiles, msgspec; "
+        [str(python), "-c", "import scoutd, anyio, watchdog, msgspec; "
          "print(scoutd.__file__)"],
         capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False,
     )  # fmt: skip
