@@ -61,6 +61,15 @@ class Call:
             id=self.id,
         )
 
+    def invalid_params(self, path: str, error: object) -> protocol.ProtocolError:
+        """``-32602`` naming the params field at ``path``."""
+        return protocol.ProtocolError(
+            protocol.INVALID_PARAMS,
+            f"invalid params: {error}",
+            {"path": path, "error": str(error)},
+            id=self.id,
+        )
+
     def unknown_session(self, session: str) -> protocol.ProtocolError:
         return protocol.ProtocolError(
             protocol.UNKNOWN_SESSION, f"unknown session {session!r}", id=self.id
@@ -222,12 +231,7 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
         try:
             config = with_overrides(config, params.config)
         except ConfigError as exc:
-            raise protocol.ProtocolError(
-                protocol.INVALID_PARAMS,
-                f"invalid params: {exc}",
-                {"path": "$.params.config", "error": str(exc)},
-                id=rid,
-            ) from None
+            raise call.invalid_params("$.params.config", exc) from None
     session: Session | None = None
     if params.session is not None:
         session = server.registry.get(params.session, call.conn.peer.uid, server.own_uid)
@@ -289,12 +293,7 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                 id=rid,
             ) from None
         except FormatError as exc:
-            raise protocol.ProtocolError(
-                protocol.INVALID_PARAMS,
-                f"invalid params: {exc}",
-                {"path": "$.params.messages", "error": str(exc)},
-                id=rid,
-            ) from None
+            raise call.invalid_params("$.params.messages", exc) from None
         else:
             server.metrics.observe_prepare(time.perf_counter() - started)
             server.metrics.notices_delivered += delivered

@@ -96,25 +96,24 @@ def check_session_size(
     Returns the JSON size of ``new``: the bytes stored, whatever their shape.
     """
     daemon = config.daemon
-    count = kept + len(new)
-    if count > daemon.max_session_messages:
-        raise protocol.ProtocolError(
+
+    def too_large(what: str, key: str, limit: int) -> protocol.ProtocolError:
+        return protocol.ProtocolError(
             protocol.TOO_LARGE,
-            f"too large: the session would hold {count} messages, "
-            f"more than max_session_messages = {daemon.max_session_messages}",
-            protocol.TooLargeData(limit=daemon.max_session_messages),
+            f"too large: the session{what}, more than {key} = {limit}",
+            protocol.TooLargeData(limit=limit),
             id=rid,
         )
+
+    count = kept + len(new)
+    if count > daemon.max_session_messages:
+        message = f" would hold {count} messages"
+        raise too_large(message, "max_session_messages", daemon.max_session_messages)
     added = json_size(new)
     size = (session.prompt.size if kept else 0) + added
     if size > daemon.max_session_bytes:
-        raise protocol.ProtocolError(
-            protocol.TOO_LARGE,
-            f"too large: the session's messages would take {size} bytes of JSON, "
-            f"more than max_session_bytes = {daemon.max_session_bytes}",
-            protocol.TooLargeData(limit=daemon.max_session_bytes),
-            id=rid,
-        )
+        message = f"'s messages would take {size} bytes of JSON"
+        raise too_large(message, "max_session_bytes", daemon.max_session_bytes)
     return added
 
 
