@@ -11,29 +11,33 @@ import anyio
 import pytest
 
 from scoutd import AsyncClient
-from scoutd.config import resolve_config
+from scoutd.config import Config, resolve_config
 from scoutd.server import Server, serve
 from scoutd.testing import toml_text
 
 pytestmark = pytest.mark.anyio
 
 
+def _config(directory: str) -> Config:
+    """A config file in ``directory``: its socket there, and the only allowed root."""
+    config_path = os.path.join(directory, "scoutd.toml")
+    daemon = {"socket_path": os.path.join(directory, "s.sock"), "allowed_roots": [directory]}
+    with open(config_path, "w", encoding="utf-8") as handle:
+        handle.write(toml_text({"daemon": daemon}))
+    return resolve_config(config_path)
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
     """A daemon served by this event loop on a socket in a short temp dir."""
     directory = tempfile.mkdtemp(prefix="sd", dir="/tmp")
-    config_path = os.path.join(directory, "scoutd.toml")
-    socket_path = os.path.join(directory, "s.sock")
-    with open(config_path, "w", encoding="utf-8") as handle:
-        handle.write(
-            toml_text({"daemon": {"socket_path": socket_path, "allowed_roots": [directory]}})
-        )
     try:
+        config = _config(directory)
         async with anyio.create_task_group() as tg:
-            running: Server = await tg.start(serve, resolve_config(config_path))
+            running: Server = await tg.start(serve, config)
             yield running
             running.stop()
-        assert not os.path.exists(socket_path)  # removed on the way out
+        assert not await anyio.Path(config.daemon.socket_path).exists()  # removed on the way out
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
