@@ -601,8 +601,8 @@ def _checkout_venv_ready() -> bool:
 
 def test_serve_script_runs_the_daemon(home: Path) -> None:
     """scripts/serve writes its config, prints the socket and serves until SIGTERM."""
-    if not (ROOT / "scoutd" / "server.py").exists():
-        pytest.fail("scoutd/server.py is missing: scripts/serve cannot serve")
+    if not (ROOT / "scoutd" / "server" / "__init__.py").exists():
+        pytest.fail("scoutd/server/ is missing: scripts/serve cannot serve")
     if not _checkout_venv_ready():
         pytest.skip("the checkout's .venv does not hold this checkout: the script would install")
     run_dir = home / "r"
