@@ -45,3 +45,16 @@ def test_config_check_warns_about_a_missing_root(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert run.stdout == f"ok: {config}\n"
     assert run.stderr == f"warning: allowed_roots entry {missing} is not an existing directory\n"
+
+
+def test_python_m_scoutd_server_is_scoutd_serve() -> None:
+    """Documented in docs/PERFORMANCE.md (profiling); it has no options of its own."""
+    run = subprocess.run(
+        [sys.executable, "-m", "scoutd.server", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: scoutd serve ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from scoutd.strategies.inbox import write_abort, write_notice
 from tests.support.daemon import Daemon, InProcessDaemon, conversation, toml_text, wait_for
@@ -68,3 +69,11 @@ def test_bad_reload_answers_once_and_missing_roots_warn() -> None:
         d.write_config(toml_text({"daemon": dict(d.daemon, allowed_roots=[d.dir, missing])}))
         assert c.call("config.reload")["result"]["generation"] == 2
         assert f"allowed_roots entry {missing} is not an existing directory" in d.log()
+
+
+def test_startup_warns_about_a_missing_root(tmp_path: Path) -> None:
+    missing = str(tmp_path / "not-mounted-yet")
+    with Daemon(directory=str(tmp_path), daemon={"allowed_roots": [str(tmp_path), missing]}) as d:
+        assert d.status()["config"]["generation"] == 1
+        log = d.log()
+    assert f"allowed_roots entry {missing} is not an existing directory" in log
