@@ -256,6 +256,7 @@ class InProcessDaemon(Daemon):
         self._server: Any = None
         self._future: Any = None
         self._handler: logging.Handler | None = None
+        self._level = logging.NOTSET  # the ``scoutd`` logger's level before start
 
     def start(self, *, wait: bool = True, timeout: float = START_TIMEOUT) -> Daemon:
         from anyio.from_thread import start_blocking_portal
@@ -269,6 +270,7 @@ class InProcessDaemon(Daemon):
         self._handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         logger = logging.getLogger("scoutd")
         logger.addHandler(self._handler)
+        self._level = logger.level
         set_level(config.daemon.log_level)
         self._portal_cm = start_blocking_portal(backend="asyncio")
         self._portal = self._portal_cm.__enter__()
@@ -287,7 +289,9 @@ class InProcessDaemon(Daemon):
             portal_cm, self._portal_cm = self._portal_cm, None
             portal_cm.__exit__(None, None, None)
         if self._handler is not None:
-            logging.getLogger("scoutd").removeHandler(self._handler)
+            logger = logging.getLogger("scoutd")
+            logger.removeHandler(self._handler)
+            logger.setLevel(self._level)  # the daemon's log level ends with it
             self._handler.close()
             self._handler = None
 
