@@ -60,6 +60,8 @@ from .protocol import (
     ConfigReloadParams,
     ConfigReloadResult,
     ErrorObject,
+    MetricsParams,
+    MetricsResult,
     PreparePromptParams,
     SessionAbortedParams,
     SessionCloseParams,
@@ -616,6 +618,10 @@ class Client:
         """The daemon's status: version, uptime, config, counts, latency."""
         return self._call("status", StatusParams(), dict[str, Any])
 
+    def metrics(self) -> str:
+        """The daemon's counters as Prometheus text exposition (docs/PROTOCOL.md, metrics)."""
+        return self._call("metrics", MetricsParams(), MetricsResult).text
+
     def reload_config(self) -> int:
         """Make the daemon re-read its configuration now; returns the new generation.
 
@@ -1100,6 +1106,10 @@ class AsyncClient:
     async def status(self) -> dict[str, Any]:
         """The daemon's status: version, uptime, config, counts, latency."""
         return await self._call("status", StatusParams(), dict[str, Any])
+
+    async def metrics(self) -> str:
+        """The daemon's counters as Prometheus text exposition (docs/PROTOCOL.md, metrics)."""
+        return (await self._call("metrics", MetricsParams(), MetricsResult)).text
 
     async def reload_config(self) -> int:
         """Make the daemon re-read its configuration now; returns the new generation."""

@@ -36,6 +36,8 @@ __all__ = [
     "ConfigReloadResult",
     "ConfigStatus",
     "Counts",
+    "MetricsParams",
+    "MetricsResult",
     "ErrorObject",
     "ForbiddenData",
     "Latency",
@@ -145,12 +147,17 @@ class ConfigReloadParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     pass
 
 
+class MetricsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
 METHOD_PARAMS: Final[dict[str, type[msgspec.Struct]]] = {
     "prepare_prompt": PreparePromptParams,
     "session.open": SessionOpenParams,
     "session.close": SessionCloseParams,
     "status": StatusParams,
     "config.reload": ConfigReloadParams,
+    "metrics": MetricsParams,
 }
 
 # --- results ----------------------------------------------------------------------------
@@ -207,6 +214,12 @@ class StatusResult(msgspec.Struct, kw_only=True):
     config: ConfigStatus
     counts: Counts
     latency: Latency
+
+
+class MetricsResult(msgspec.Struct, kw_only=True):
+    """The Prometheus text exposition of the daemon's counters (docs/PROTOCOL.md)."""
+
+    text: str
 
 
 class ConfigReloadResult(msgspec.Struct, kw_only=True):

@@ -27,10 +27,8 @@ import platform
 import random
 import selectors
 import shutil
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -69,18 +67,18 @@ from bench_formats import bench_formats  # noqa: E402
 from bench_speed import bench_speed, render_speed, speed_targets  # noqa: E402
 
 import scoutd  # noqa: E402
-from scoutd.config import PromptConfig  # noqa: E402
+from scoutd import testing  # noqa: E402
+from scoutd.config import DaemonConfig, PromptConfig  # noqa: E402
 from scoutd.simulate.workload import round_ends, synthetic_run  # noqa: E402
 from scoutd.strategies.inbox import inbox_dir  # noqa: E402
 from scoutd.strategies.tool_messages import TOOL_ROLES  # noqa: E402
+from scoutd.testing import inotify_usage, percentile, proc_status  # noqa: E402
 
 SEED = 20240501  # any fixed seed: the same seed gives the same conversations
 
 # Waiting for a daemon to answer its first `status`: interpreter start and imports.
 START_TIMEOUT = 30.0
-STOP_TIMEOUT = 15.0
 # Environment variables that would change the daemon's or the library's behaviour.
-_DAEMON_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS")
 _PROMPT_ENV = tuple(
     "PROMPT_STRATEGY" if key == "prompt_strategies" else key.upper()
     for key in PromptConfig.__struct_fields__
@@ -152,13 +150,6 @@ def progress(text: str) -> None:
 # -- statistics and timing --------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sample."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
 def ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
@@ -201,122 +192,43 @@ def interleaved(
 # -- the daemon -----------------------------------------------------------------------
 
 
-class Daemon:
-    """``python -m scoutd.server`` in a subprocess, with its own config and socket."""
+class Daemon(testing.Daemon):
+    """One bench phase's daemon (:class:`scoutd.testing.Daemon`): the built-in rescan
+    interval, logs at warning, and room for the 10,000 sessions of the memory phase."""
 
     def __init__(self, directory: str, name: str, roots: Sequence[str]) -> None:
-        self.socket_path = os.path.join(directory, f"{name}.sock")
-        self.config_path = os.path.join(directory, f"{name}.toml")
-        self.log_path = os.path.join(directory, f"{name}.log")
-        lines = [
-            "[daemon]",
-            f"socket_path = {json.dumps(self.socket_path)}",
-            "allowed_roots = [" + ", ".join(json.dumps(root) for root in roots) + "]",
-            'log_level = "warning"',
-            # the memory phase opens 10,000 sessions from this one uid
-            "max_sessions_per_uid = 1000000",
-            "",
-        ]
-        with open(self.config_path, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines))
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(
+            daemon={
+                "allowed_roots": list(roots),
+                "log_level": "warning",
+                "rescan_interval": DaemonConfig().rescan_interval,
+                "max_sessions_per_uid": 1_000_000,
+            },
+            directory=directory,
+            name=name,
+        )
 
-    def start(self) -> Daemon:
-        env = {k: v for k, v in os.environ.items() if k not in _DAEMON_ENV + _PROMPT_ENV}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "scoutd.server",
-                    "--config",
-                    self.config_path,
-                    "--socket",
-                    self.socket_path,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-            )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+    def start(self, *, wait: bool = True, timeout: float = START_TIMEOUT) -> Daemon:
+        super().start(wait=wait, timeout=timeout)
         return self
 
-    def _wait_ready(self) -> None:
-        """Poll ``status`` until the daemon answers (fail early if it exits)."""
-        assert self.proc is not None
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the daemon exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with scoutd.Client(self.socket_path, timeout=2) as client:
-                    client.status()
-                return
-            except (scoutd.DaemonUnavailable, scoutd.DaemonTimeout):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the daemon did not answer:\n{self.log()}") from None
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
-
-    def __enter__(self) -> Daemon:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
     def log(self) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as handle:
-                return handle.read()[-4000:]
-        except OSError:
-            return ""
+        return super().log()[-4000:]
 
-    def client(self, timeout: float = 120.0) -> scoutd.Client:
+    def client(self, timeout: float = 120.0) -> scoutd.Client:  # type: ignore[override]
         return scoutd.Client(self.socket_path, timeout=timeout)
 
     # /proc figures of the daemon process
 
-    def _status_field(self, name: str) -> int:
-        assert self.proc is not None
-        with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith(name + ":"):
-                    return int(line.split()[1])
-        raise RuntimeError(f"no {name} in /proc/{self.proc.pid}/status")
-
     def rss_kb(self) -> int:
-        return self._status_field("VmRSS")
+        return proc_status(self.pid, "VmRSS")
 
     def threads(self) -> int:
-        return self._status_field("Threads")
+        return proc_status(self.pid, "Threads")
 
     def inotify_watches(self) -> int:
         """Kernel inotify watches the daemon holds (``inotify wd:`` lines in fdinfo)."""
-        assert self.proc is not None
-        fd_dir = f"/proc/{self.proc.pid}/fd"
-        count = 0
-        for name in os.listdir(fd_dir):
-            with contextlib.suppress(OSError):
-                if os.readlink(os.path.join(fd_dir, name)) != "anon_inode:inotify":
-                    continue
-                with open(f"/proc/{self.proc.pid}/fdinfo/{name}", encoding="ascii") as info:
-                    count += sum(1 for line in info if line.startswith("inotify wd:"))
-        return count
+        return inotify_usage(self.pid)[1]
 
 
 def max_inotify_watches() -> int | None:
@@ -440,7 +352,7 @@ def bench_rpc(
         runs = plan.small_rpc_calls
         samples = interleaved({"small": lambda: client.prepare_prompt(small)}, runs, 20)
         results["small_rpc_us_p50"] = round(statistics.median(samples["small"]) * 1e6, 1)
-        results["small_rpc_us_p99"] = round(percentile(samples["small"], 99) * 1e6, 1)
+        results["small_rpc_us_p99"] = round(percentile(samples["small"], 0.99) * 1e6, 1)
 
 
 def _session_round_samples(
@@ -501,7 +413,7 @@ def bench_sessions(
             with client.session(save_file) as s:
                 samples = _session_round_samples(s, rounds)
             results[f"session_round_ms_{key}"] = ms(statistics.median(samples))
-            results[f"session_round_ms_p99_{key}"] = ms(percentile(samples, 99))
+            results[f"session_round_ms_p99_{key}"] = ms(percentile(samples, 0.99))
             progress(f"whole-conversation rounds from {start} calls")
             clock = time.perf_counter
             client.prepare_prompt(rounds[0], save_file=save_file)
@@ -602,8 +514,8 @@ def bench_abort(results: dict[str, Any], daemon: Daemon, directory: str, plan: P
             samples.append(elapsed)
             sessions[i].close()  # an aborted session stays aborted: open a fresh one
             sessions[i] = clients[i % len(clients)].open_session(paths[i])
-        results["abort_ms_p50"] = ms(percentile(samples, 50))
-        results["abort_ms_p99"] = ms(percentile(samples, 99))
+        results["abort_ms_p50"] = ms(percentile(samples, 0.50))
+        results["abort_ms_p99"] = ms(percentile(samples, 0.99))
         results["abort_ms_max"] = ms(max(samples))
         results["abort_samples"] = len(samples)
         results["abort_not_delivered"] = lost

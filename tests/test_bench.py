@@ -153,13 +153,3 @@ def test_table_shows_figures_and_targets(quick_results: dict[str, Any]) -> None:
     assert "NOT MET" not in table
     assert table.count("not judged (quick)") == len(quick_results["targets"])
     assert "in-process sessions (scoutd.Session)" in table
-
-
-def test_percentile_is_nearest_rank() -> None:
-    """p50 and p99 of 1..100 are 50 and 99; a single sample is every percentile."""
-    percentile = _load_bench().percentile
-    values = [float(v) for v in range(100, 0, -1)]
-    assert percentile(values, 50) == 50.0
-    assert percentile(values, 99) == 99.0
-    assert percentile(values, 100) == 100.0
-    assert percentile([7.0], 99) == 7.0

@@ -1,6 +1,6 @@
 """scoutd.Client and scoutd.AsyncClient against a real daemon subprocess.
 
-Each daemon runs ``python -m scoutd.server`` with its own config file and
+Each daemon runs ``python -m scoutd serve`` with its own config file and
 socket in a short temp directory (Unix socket paths must stay under 108
 bytes). The in-process library, given the same config file and environment,
 is the reference for every answer.

@@ -23,7 +23,7 @@ from scoutd.strategies.inbox import (
     write_abort,
     write_notice,
 )
-from tests.support.daemon import Daemon, LineClient, wait_for
+from tests.support.daemon import Daemon, InProcessDaemon, LineClient, wait_for
 
 PUSH_TIMEOUT = 5.0
 HELLO = [{"role": "user", "content": "hello"}]
@@ -31,7 +31,7 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 @pytest.fixture(params=["native", "poll"])
 def daemon(request: pytest.FixtureRequest) -> Iterator[Daemon]:
-    with Daemon(daemon={"watch_mode": request.param}) as d:
+    with InProcessDaemon(daemon={"watch_mode": request.param}) as d:
         yield d
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..config import Config, DaemonConfig, PromptConfig
@@ -62,9 +63,11 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     # The file alone: environment variables would be a different thing to check.
-    from ..server import load_daemon_config  # the daemon's modules: loaded only when needed
+    from ..server import load_daemon_config, missing_roots  # loaded only when needed
 
-    load_daemon_config(args.file, environ={})
+    config, _, _ = load_daemon_config(args.file, environ={})
+    for root in missing_roots(config):
+        print(f"warning: allowed_roots entry {root} is not an existing directory", file=sys.stderr)
     print(f"ok: {args.file}")
     return EXIT_OK
 

@@ -1,8 +1,9 @@
-"""``scoutd serve`` and ``scoutd status``: run the daemon, ask it how it is."""
+"""``scoutd serve``, ``scoutd status`` and ``scoutd metrics``: run the daemon, ask it how it is."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from .common import (
@@ -16,7 +17,7 @@ from .common import (
     write_json,
 )
 
-__all__ = ["SERVE", "STATUS"]
+__all__ = ["METRICS", "SERVE", "STATUS"]
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -95,4 +96,29 @@ STATUS = Verb(
     ),
     configure=_configure_status,
     run=_status,
+)
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    from ..client import Client
+
+    with Client(client_socket(args), timeout=args.timeout) as client:
+        sys.stdout.write(client.metrics())
+    return EXIT_OK
+
+
+def _configure_metrics(parser: argparse.ArgumentParser) -> None:
+    add_client(parser)
+    add_config(parser, overrides=False)
+
+
+METRICS = Verb(
+    name="metrics",
+    help="print the daemon's counters as Prometheus text, for a textfile collector",
+    examples=(
+        "scoutd metrics",
+        "scoutd metrics --socket /run/scoutd/scoutd.sock > /var/lib/node_exporter/scoutd.prom",
+    ),
+    configure=_configure_metrics,
+    run=_metrics,
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .common import Verb
 from .config_verbs import CONFIG
-from .daemon import SERVE, STATUS
+from .daemon import METRICS, SERVE, STATUS
 from .notices import ABORT, NOTIFY
 from .prompt import EXPLAIN, PREPARE
 from .simulate import SIMULATE
@@ -33,6 +33,7 @@ VERBS: tuple[Verb, ...] = (
     NOTIFY,
     ABORT,
     STATUS,
+    METRICS,
     CONFIG,
     SIMULATE,
 )

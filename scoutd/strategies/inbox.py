@@ -171,7 +171,9 @@ def inbox(
                     raise Aborted(_abort_reason(taken))
                 out.append({"role": "user", "content": taken.text})
                 delivered += 1
-                budget -= len(taken.text.encode("utf-8"))
+                size = len(taken.text.encode("utf-8"))
+                log.info("notice %r delivered (%d bytes), recorded as %r", name, size, taken.record)
+                budget -= size
         finally:
             dirs.close()
     return out, StrategyReport(

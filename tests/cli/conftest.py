@@ -26,7 +26,7 @@ def home() -> Iterator[Path]:
 
 @pytest.fixture
 def daemon(home: Path) -> Iterator[Daemon]:
-    """A real daemon (``python -m scoutd.server``) with its socket and config in ``home``."""
+    """A real daemon (``python -m scoutd serve``) with its socket and config in ``home``."""
     started = Daemon(directory=str(home), daemon={"shutdown_timeout": 2.0})
     try:
         started.start(timeout=DAEMON_START_TIMEOUT)

@@ -107,7 +107,7 @@ def _checkout_venv_ready() -> bool:
     if not (ROOT / ".venv" / "bin" / "scoutd").exists() or not python.exists():
         return False
     probe = subprocess.run(
-        [str(python), "-c", "import scoutd, anyio, watchdog, aiofiles, msgspec; "
+        [str(python), "-c", "import scoutd, anyio, watchdog, msgspec; "
          "print(scoutd.__file__)"],
         capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False,
     )  # fmt: skip
@@ -129,7 +129,7 @@ def test_serve_script_runs_the_daemon(home: Path) -> None:
 
     A second scripts/serve refuses before printing anything of its banner.
     """
-    if not (ROOT / "scoutd" / "server.py").exists() and not (ROOT / "scoutd" / "server").exists():
+    if not (ROOT / "scoutd" / "server" / "__init__.py").exists():
         pytest.fail("the daemon's module is missing: scripts/serve cannot serve")
     if not _checkout_venv_ready():
         pytest.skip("the checkout's .venv does not hold this checkout: the script would install")

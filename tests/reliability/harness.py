@@ -68,7 +68,10 @@ def give_away(top: str) -> None:
 # ``python -c`` boot line of a daemon with injected faults: import the test's fault
 # module (written into the daemon's directory, which is on its PYTHONPATH), then run
 # the real daemon with the real command line.
-_BOOT = "import sys, scoutd_faults; from scoutd.server import main; sys.exit(main(sys.argv[1:]))"
+_BOOT = (
+    "import sys, scoutd_faults; from scoutd.cli import main;"
+    " sys.exit(main(['serve', *sys.argv[1:]]))"
+)
 
 
 class FaultDaemon(Daemon):

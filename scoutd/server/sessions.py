@@ -34,13 +34,13 @@ from typing import Protocol
 
 import anyio
 
-from . import protocol
-from .delta import DeltaEncoder
-from .incremental import SessionPrompt
-from .security import process_owned_by
-from .strategies import inbox_files
-from .strategies.inbox import ABORT_NAME, claim_abort, inbox_dir
-from .watcher import Batch, FsWatcher
+from .. import protocol
+from ..delta import DeltaEncoder
+from ..incremental import SessionPrompt
+from ..security import process_owned_by
+from ..strategies import inbox_files
+from ..strategies.inbox import ABORT_NAME, claim_abort, inbox_dir
+from ..watcher import Batch, FsWatcher
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_UID",
@@ -271,7 +271,8 @@ class SessionRegistry:
                 self._pending.popitem(last=False)
         signum = self._abort_signal()
         ids = sorted(self.by_inbox.get(inbox, ()))
-        log.warning("abort consumed for %s (%d session(s)): %s", inbox, len(ids), reason)
+        # One line per abort; repr() keeps a reason with line breaks on one line.
+        log.info("abort consumed for %r (%d session(s)): %r", inbox, len(ids), reason)
         for session_id in ids:
             session = self.sessions[session_id]
             session.aborted = reason

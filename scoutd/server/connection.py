@@ -1,0 +1,285 @@
+"""One client connection: admit it, read its lines, answer them, apply the limits.
+
+The shell only moves bytes: it splits the stream into lines
+(:class:`scoutd.protocol.LineReader`), starts one task per request (handled by
+:func:`scoutd.server.handlers.dispatch`), writes the answers back under a lock
+and enforces the timeouts and size bounds of docs/OPERATIONS.md (limits).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+
+from .. import protocol
+from ..config import DaemonConfig
+from ..security import Forbidden, PeerCred, check_peer, peer_credentials
+
+if TYPE_CHECKING:
+    from .server import Server
+
+__all__ = ["MAX_IN_FLIGHT", "MAX_PRODUCING", "RECEIVE_SIZE", "Connection", "serve_client"]
+
+log = logging.getLogger("scoutd.server")
+
+MAX_IN_FLIGHT = 64  # requests per connection; reading pauses beyond (back-pressure)
+# Requests of one connection computing their answers at once: with the queued-answer
+# bound, what a connection that never reads can make the daemon hold is at most
+# max_queued_response_bytes plus this many answers.
+MAX_PRODUCING = 4
+RECEIVE_SIZE = 256 * 1024
+
+
+class Connection:
+    """One client connection: a reader loop, a task per request, a write lock.
+
+    Resource handling: :meth:`serve` owns the stream and closes it on return,
+    together with the sessions the connection opened. Error handling: a
+    broken peer ends the connection quietly; a send blocked for longer than
+    ``idle_timeout`` (a client that stopped reading) closes it.
+    """
+
+    def __init__(self, server: Server, stream: anyio.abc.SocketStream, peer: PeerCred) -> None:
+        self.server = server
+        self.stream = stream
+        self.peer = peer
+        self.closed = False
+        self.last_activity = time.monotonic()
+        self.in_flight = 0
+        self.queued = 0  # bytes of answers produced and not yet written to the socket
+        self._send_lock = anyio.Lock()
+        self._slots = anyio.Semaphore(MAX_IN_FLIGHT)
+        self._producing = anyio.Semaphore(MAX_PRODUCING)
+        self._drained = anyio.Event()  # set when `queued` falls below the bound
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def push(self, line: bytes) -> None:
+        """Queue a notification for this connection (never waits)."""
+        if self._tg is not None and not self.closed:
+            self._tg.start_soon(self.send, line)
+
+    async def send(self, line: bytes) -> None:
+        """Write one line; a peer that does not take it within ``idle_timeout`` is dropped."""
+        if self.closed:
+            return
+        self.queued += len(line)
+        try:
+            async with self._send_lock:
+                with anyio.fail_after(self.server.snapshot.config.daemon.idle_timeout):
+                    await self.stream.send(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, TimeoutError):
+            self.close()
+        finally:
+            self.queued -= len(line)
+            if not self._full():
+                self._drained.set()
+
+    def _full(self) -> bool:
+        return self.queued >= self.server.snapshot.config.daemon.max_queued_response_bytes
+
+    async def _room(self) -> None:
+        """Wait while this connection's unread answers fill its bound (back-pressure)."""
+        while self._full() and not self.closed:
+            if self._drained.is_set():  # waiters share one event until it is set
+                self._drained = anyio.Event()
+            await self._drained.wait()
+
+    def close(self) -> None:
+        """Stop this connection: cancels its reader and request tasks."""
+        self.closed = True
+        self._drained.set()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    async def _send_error(self, code: int, message: str, data: object = None) -> None:
+        """Answer a line that never became a request (no id), counted as an error."""
+        self.server.metrics.count_error(code)
+        await self.send(protocol.encode_error(None, code, message, data))
+
+    async def serve(self) -> None:
+        """Read and answer until EOF, a timeout or :meth:`close`; then clean up."""
+        reader = protocol.LineReader(self.server.snapshot.config.daemon.max_request_bytes)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await self._read_loop(tg, reader)
+                # EOF: requests already received still get their answers.
+        finally:
+            self._tg = None
+            self.closed = True
+            self._drained.set()
+            self.server.pending_request_bytes -= reader.pending
+            with anyio.CancelScope(shield=True):
+                await self.server.registry.close_owner(self)
+                await self.stream.aclose()
+
+    async def _read_loop(self, tg: anyio.abc.TaskGroup, reader: protocol.LineReader) -> None:
+        server = self.server
+        while True:
+            await self._room()
+            daemon = self.server.snapshot.config.daemon
+            reader.limit = daemon.max_request_bytes
+            now = time.monotonic()
+            if reader.started is not None:
+                timeout = reader.started + daemon.read_timeout - now
+                if timeout <= 0:
+                    await self._send_error(
+                        protocol.INVALID_REQUEST,
+                        f"read timeout: request line not completed within "
+                        f"{daemon.read_timeout:g} s; closing",
+                    )
+                    return
+            else:
+                timeout = self.last_activity + daemon.idle_timeout - now
+                if timeout <= 0:
+                    # Open sessions do not keep a silent connection: only requests do.
+                    if self.in_flight:
+                        self.last_activity = now
+                        continue
+                    log.debug("closing idle connection of pid %d", self.peer.pid)
+                    return
+            data = b""
+            with anyio.move_on_after(timeout):
+                try:
+                    data = await self.stream.receive(RECEIVE_SIZE)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    return
+            if not data:
+                continue  # a timeout: the checks at the top of the loop decide
+            self.last_activity = time.monotonic()
+            before = reader.pending
+            lines = reader.feed(data, self.last_activity)
+            server.pending_request_bytes += reader.pending - before
+            if server.pending_request_bytes > daemon.max_pending_request_bytes:
+                await self._too_much_pending(daemon.max_pending_request_bytes)
+                return
+            for line in lines:
+                if line is None:
+                    limit = reader.limit
+                    server.metrics.count_error(protocol.TOO_LARGE)
+                    tg.start_soon(
+                        self.send,
+                        protocol.encode_error(
+                            None,
+                            protocol.TOO_LARGE,
+                            f"request line longer than max_request_bytes ({limit})",
+                            protocol.TooLargeData(limit=limit),
+                        ),
+                    )
+                    continue
+                await self._slots.acquire()
+                self.in_flight += 1
+                server.pending_request_bytes += len(line)
+                tg.start_soon(self._handle, line)
+
+    async def _too_much_pending(self, limit: int) -> None:
+        log.warning("closing a connection of pid %d: unfinished requests too large", self.peer.pid)
+        await self._send_error(
+            protocol.TOO_LARGE,
+            f"too large: requests not yet complete on all connections exceed "
+            f"max_pending_request_bytes ({limit}); closing",
+            protocol.TooLargeData(limit=limit),
+        )
+
+    async def _handle(self, line: bytes) -> None:
+        server = self.server
+        server.in_flight += 1
+        response: bytes | None = None
+        held = len(line)  # counted in pending_request_bytes until decoded and answered
+        try:
+            async with self._producing:
+                await self._room()
+                try:
+                    response = await server.dispatch(self, line)
+                finally:
+                    server.pending_request_bytes -= held
+                    held = 0
+                    del line
+            if response is not None:
+                await self.send(response)
+        except Exception:
+            # Last resort: whatever went wrong ends this request, never the daemon.
+            log.error(
+                "request of pid %d failed unexpectedly; closing its connection", self.peer.pid
+            )
+            server.metrics.count_error(protocol.INTERNAL_ERROR)
+            self.close()
+        finally:
+            server.pending_request_bytes -= held  # cancelled before its turn
+            server.in_flight -= 1
+            if server.shutting_down and not server.in_flight:
+                server.drained.set()
+            self.in_flight -= 1
+            self.last_activity = time.monotonic()
+            self._slots.release()
+
+
+def _refusal(server: Server, daemon: DaemonConfig, peer: PeerCred) -> bytes | None:
+    """The error line refusing a new connection, or None to admit it."""
+    if server.metrics.connections >= daemon.max_connections:
+        server.metrics.count_error(protocol.TOO_LARGE)
+        return protocol.encode_error(
+            None,
+            protocol.TOO_LARGE,
+            f"too many connections (max_connections = {daemon.max_connections})",
+            protocol.TooLargeData(limit=daemon.max_connections),
+        )
+    if server.connections_by_uid.get(peer.uid, 0) >= daemon.max_connections_per_uid:
+        limit = daemon.max_connections_per_uid
+        server.metrics.count_error(protocol.TOO_LARGE)
+        return protocol.encode_error(
+            None,
+            protocol.TOO_LARGE,
+            f"too many connections of uid {peer.uid} (max_connections_per_uid = {limit})",
+            protocol.TooLargeData(limit=limit),
+        )
+    try:
+        check_peer(peer, daemon, server.own_uid)
+    except Forbidden as exc:
+        log.warning("refused connection: %s", exc)
+        server.metrics.count_error(protocol.FORBIDDEN)
+        return protocol.encode_error(
+            None,
+            protocol.FORBIDDEN,
+            f"forbidden: {exc}",
+            protocol.ForbiddenData(reason=str(exc)),
+        )
+    return None
+
+
+async def serve_client(server: Server, client: socket.socket) -> None:
+    """Admit an accepted socket (or refuse it with one error line) and serve it."""
+    try:
+        client.setblocking(False)
+        peer = peer_credentials(client)
+    except OSError:
+        client.close()
+        return
+    refusal = _refusal(server, server.snapshot.config.daemon, peer)
+    if refusal is not None:
+        try:
+            client.send(refusal)
+            client.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        client.close()
+        return
+    stream = await anyio.abc.UNIXSocketStream.from_socket(client)
+    server.metrics.connections += 1
+    by_uid = server.connections_by_uid
+    by_uid[peer.uid] = by_uid.get(peer.uid, 0) + 1
+    try:
+        await Connection(server, stream, peer).serve()
+    except Exception as exc:
+        # Last resort: one connection's failure never ends the daemon.
+        log.error("connection of pid %d ended by an unexpected %s", peer.pid, type(exc).__name__)
+    finally:
+        server.metrics.connections -= 1
+        by_uid[peer.uid] -= 1
+        if not by_uid[peer.uid]:
+            del by_uid[peer.uid]

@@ -1,0 +1,102 @@
+"""The configuration the daemon runs with: validation, generations, reload checks.
+
+One place decides whether a file is good enough to run with
+(:func:`load_daemon_config`, behind startup, every reload and ``scoutd config
+check``) and what a reload may and may not change (docs/OPERATIONS.md, reload).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..config import Config, DaemonConfig, resolve_config
+from ..errors import ConfigError
+from ..security import resolve_roots
+from .sessions import parse_signal
+
+__all__ = [
+    "ACCESS_KEYS",
+    "RESTART_KEYS",
+    "Snapshot",
+    "check_not_partial",
+    "load_daemon_config",
+    "missing_roots",
+    "restart_changes",
+    "warn_missing_roots",
+]
+
+log = logging.getLogger("scoutd.server")
+
+RESTART_KEYS = ("socket_path", "socket_mode", "socket_group", "watch_mode")
+# Keys that decide who may do what: a reload in which one of them, set by the
+# running file, falls back to its default is taken for a partly written file.
+ACCESS_KEYS = ("allowed_roots", "allowed_uids", "allowed_gids", "max_connections_per_uid")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One configuration generation and what is derived from it."""
+
+    config: Config
+    generation: int
+    roots: tuple[str, ...]
+    abort_signal: signal.Signals | None
+
+
+def load_daemon_config(
+    path: str | None, environ: Mapping[str, str] | None = None
+) -> tuple[Config, tuple[str, ...], signal.Signals | None]:
+    """Read and fully validate what the daemon runs with (ConfigError otherwise).
+
+    The one validation behind startup, every reload and ``scoutd config check``.
+    """
+    config = resolve_config(path, environ=environ, allow_empty=False)
+    try:
+        signum = parse_signal(config.daemon.abort_signal)
+    except ValueError as exc:
+        raise ConfigError(f"invalid [daemon] abort_signal: {exc}") from None
+    return config, resolve_roots(config.daemon.allowed_roots), signum
+
+
+def missing_roots(config: Config) -> list[str]:
+    """The ``allowed_roots`` entries that are not an existing directory.
+
+    Allowed (a root may be mounted later), but almost always a typo: startup,
+    reload and ``scoutd config check`` warn about each.
+    """
+    return [root for root in config.daemon.allowed_roots if not os.path.isdir(root)]
+
+
+def warn_missing_roots(config: Config) -> None:
+    """Log one warning per ``allowed_roots`` entry that is not a directory."""
+    for root in missing_roots(config):
+        log.warning("[daemon] allowed_roots entry %s is not an existing directory", root)
+
+
+def restart_changes(in_use: DaemonConfig, new: DaemonConfig) -> list[str]:
+    """The restart-only keys whose new value differs from the one in use.
+
+    ``in_use`` is the configuration the daemon started with, not the last file
+    read: changing a key and changing it back warns once, not twice.
+    """
+    return [key for key in RESTART_KEYS if getattr(in_use, key) != getattr(new, key)]
+
+
+def check_not_partial(running: Config, new: Config) -> None:
+    """Refuse a reload that drops an access key the running file set (ConfigError).
+
+    A file caught in the middle of a write parses as a shorter, valid file; its
+    missing keys would fall back to their defaults, the widest. Removing such a
+    key on purpose takes a restart.
+    """
+    for key in ACCESS_KEYS:
+        origin = f"daemon.{key}"
+        if running.origins.get(origin) == "file" and new.origins.get(origin) != "file":
+            raise ConfigError(
+                f"[daemon] {key} is no longer set in {new.path}: the file looks partly"
+                " written; keeping the running configuration (restart to remove the key)"
+            )

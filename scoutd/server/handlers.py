@@ -1,0 +1,318 @@
+"""The daemon's methods: one handler per method name, and the dispatch that routes to them.
+
+:func:`dispatch` turns one request line into one answer line: it decodes the
+envelope and the params (in a worker thread when the line is large), finds the
+method in :data:`HANDLERS`, and maps every failure to its error code
+(docs/PROTOCOL.md, errors). A handler gets the decoded params and returns the
+encoded answer; it raises :class:`scoutd.protocol.ProtocolError` to refuse.
+Adding a method: its params/result Structs in :mod:`scoutd.protocol`, a
+handler here, one entry in :data:`HANDLERS` (docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import msgspec
+
+from .. import protocol
+from ..config import with_overrides
+from ..errors import Aborted, ConfigError, UnknownStrategy
+from ..formats import FormatError
+from ..security import Forbidden
+from ..strategies.inbox import inbox_dir
+from . import workers
+from .daemon_config import Snapshot
+from .sessions import Session
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .server import Server
+
+__all__ = ["HANDLERS", "THREAD_DECODE_BYTES", "Call", "dispatch"]
+
+log = logging.getLogger("scoutd.server")
+
+# Lines above this are decoded in a worker thread: msgspec is fast, but 64 MiB of JSON
+# still takes tens of milliseconds that other clients must not wait for.
+THREAD_DECODE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What a handler may use: the server, the caller's connection, the request id and
+    the configuration generation the request runs under."""
+
+    server: Server
+    conn: Connection
+    id: protocol.RequestId
+    snap: Snapshot
+
+    def forbidden(self, exc: Forbidden) -> protocol.ProtocolError:
+        return protocol.ProtocolError(
+            protocol.FORBIDDEN,
+            f"forbidden: {exc}",
+            protocol.ForbiddenData(reason=str(exc)),
+            id=self.id,
+        )
+
+    def invalid_params(self, path: str, error: object) -> protocol.ProtocolError:
+        """``-32602`` naming the params field at ``path``."""
+        return protocol.ProtocolError(
+            protocol.INVALID_PARAMS,
+            f"invalid params: {error}",
+            {"path": path, "error": str(error)},
+            id=self.id,
+        )
+
+    def unknown_session(self, session: str) -> protocol.ProtocolError:
+        return protocol.ProtocolError(
+            protocol.UNKNOWN_SESSION, f"unknown session {session!r}", id=self.id
+        )
+
+    async def check_path(self, save_file: str) -> str:
+        """The save file resolved, inside the allowed roots and reachable by the peer."""
+        server = self.server
+        try:
+            return await anyio.to_thread.run_sync(
+                workers.checked_path,
+                save_file,
+                self.snap.roots,
+                self.conn.peer,
+                server.own_uid,
+                limiter=server.limiter,
+            )
+        except Forbidden as exc:
+            raise self.forbidden(exc) from None
+
+
+Handler = Callable[[Call, Any], Awaitable[bytes]]
+
+
+async def dispatch(server: Server, conn: Connection, line: bytes) -> bytes | None:
+    """Answer one request line (None for a client notification)."""
+    started = time.perf_counter()
+    request: protocol.Request | None = None
+    session: str | None = None
+    try:
+        request, params = await _decode(server, line)
+        if server.shutting_down:
+            raise protocol.ProtocolError(
+                protocol.SHUTTING_DOWN, "the daemon is shutting down", id=request.id
+            )
+        handler = HANDLERS.get(request.method)
+        kind = protocol.METHOD_PARAMS.get(request.method)
+        if handler is None or kind is None:
+            raise protocol.ProtocolError(
+                protocol.METHOD_NOT_FOUND, f"method not found: {request.method!r}", id=request.id
+            )
+        if params is None:  # else it came decoded with the envelope
+            if request.params is not None and len(request.params) > THREAD_DECODE_BYTES:
+                params = await anyio.to_thread.run_sync(
+                    protocol.decode_params, request, kind, limiter=server.limiter
+                )
+            else:
+                params = protocol.decode_params(request, kind)
+        session = getattr(params, "session", None)
+        response = await handler(Call(server, conn, request.id, server.snapshot), params)
+    except protocol.ProtocolError as exc:
+        server.metrics.count_error(exc.code)
+        response = protocol.encode_error(exc.id, exc.code, exc.message, exc.data)
+    except RecursionError:
+        # msgspec stops at the interpreter's recursion limit: JSON nested a few
+        # thousand levels deep is refused like other bad input, not as a bug.
+        log.debug("refused a request nested too deeply (pid %d)", conn.peer.pid)
+        response = workers.too_deep(request)
+        server.metrics.count_error(
+            protocol.PARSE_ERROR if request is None else protocol.INVALID_PARAMS
+        )
+    except Exception:
+        log.exception("internal error")
+        server.metrics.count_error(protocol.INTERNAL_ERROR)
+        rid = request.id if request is not None else None
+        response = protocol.encode_error(rid, protocol.INTERNAL_ERROR, "internal error")
+    elapsed = time.perf_counter() - started
+    server.metrics.observe_request(elapsed)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "request %s session=%r pid=%d in=%dB out=%dB %.2fms",
+            "?" if request is None else repr(request.method)[1:-1][:64],
+            session,
+            conn.peer.pid,
+            len(line),
+            len(response),
+            elapsed * 1000,
+        )
+    if request is not None and request.notification:
+        return None
+    return response
+
+
+async def _decode(server: Server, line: bytes) -> tuple[protocol.Request, msgspec.Struct | None]:
+    """The request envelope (and its params when decoded in the same pass); counted."""
+    method: str | None = None
+    try:
+        if len(line) > THREAD_DECODE_BYTES:
+            request, params = await anyio.to_thread.run_sync(
+                workers.decode_large, line, limiter=server.limiter
+            )
+        else:
+            request, params = protocol.decode_request(line), None
+        method = request.method
+        return request, params
+    finally:
+        server.metrics.count_request(method)
+
+
+# --- the methods ---------------------------------------------------------------------
+
+
+async def session_open(call: Call, params: protocol.SessionOpenParams) -> bytes:
+    server, conn = call.server, call.conn
+    resolved = await call.check_path(params.save_file)
+    session = await server.registry.open(
+        params.save_file, resolved, params.pid, conn.peer.uid, conn, request_id=call.id
+    )
+    server.metrics.sessions_opened += 1
+    session.prompt.format = params.format
+    if params.messages:
+        try:
+            size = workers.check_session_size(session, params.messages, call.snap.config, call.id)
+        except protocol.ProtocolError:
+            await server.registry.close(session.id)
+            raise
+        async with session.lock:
+            await anyio.to_thread.run_sync(
+                session.prompt.extend, params.messages, size, limiter=server.limiter
+            )
+    return protocol.encode_result(call.id, protocol.SessionOpenResult(session=session.id))
+
+
+async def session_close(call: Call, params: protocol.SessionCloseParams) -> bytes:
+    registry = call.server.registry
+    if registry.get(params.session, call.conn.peer.uid, call.server.own_uid) is None:
+        raise call.unknown_session(params.session)
+    await registry.close(params.session)
+    return protocol.encode_result(call.id, protocol.SessionCloseResult())
+
+
+async def status(call: Call, params: protocol.StatusParams) -> bytes:
+    return protocol.encode_result(call.id, call.server.status())
+
+
+async def metrics(call: Call, params: protocol.MetricsParams) -> bytes:
+    return protocol.encode_result(call.id, protocol.MetricsResult(text=call.server.metrics_text()))
+
+
+async def config_reload(call: Call, params: protocol.ConfigReloadParams) -> bytes:
+    try:
+        generation = await call.server.reload()
+    except ConfigError as exc:
+        # The code says "invalid configuration"; the message says why and what stays.
+        kept = call.server.snapshot.generation
+        raise protocol.ProtocolError(
+            protocol.CONFIG_INVALID,
+            f"reload refused, keeping generation {kept}: {exc}",
+            protocol.ConfigInvalidData(error=str(exc)),
+            id=call.id,
+        ) from None
+    return protocol.encode_result(call.id, protocol.ConfigReloadResult(generation=generation))
+
+
+async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> bytes:
+    server, rid = call.server, call.id
+    config = call.snap.config
+    if params.config:
+        try:
+            config = with_overrides(config, params.config)
+        except ConfigError as exc:
+            raise call.invalid_params("$.params.config", exc) from None
+    session: Session | None = None
+    if params.session is not None:
+        session = server.registry.get(params.session, call.conn.peer.uid, server.own_uid)
+        if session is None:
+            raise call.unknown_session(params.session)
+    save_file = params.save_file
+    if save_file is None and session is not None:
+        save_file = session.save_file
+    resolved = inbox = None
+    if save_file is not None:
+        resolved = await call.check_path(save_file)
+        if session is not None and resolved != session.resolved:
+            raise protocol.ProtocolError(
+                protocol.INVALID_PARAMS,
+                "invalid params: save_file differs from the session's save file",
+                {"path": "$.params.save_file", "error": "differs from the session's"},
+                id=rid,
+            )
+        inbox = inbox_dir(resolved)
+    reason = server.registry.pending_abort(session, inbox)
+    if reason is None:
+        started = time.perf_counter()
+        try:
+            if session is None:
+                line, delivered = await anyio.to_thread.run_sync(
+                    workers.run_prepare, rid, params, resolved, config, limiter=server.limiter
+                )
+            else:
+                session.last_used = time.monotonic()
+                async with session.lock:
+                    started = time.perf_counter()  # the wait for the lock is not preparing
+                    line, delivered = await anyio.to_thread.run_sync(
+                        workers.run_session_prepare,
+                        rid,
+                        params,
+                        session,
+                        resolved,
+                        config,
+                        limiter=server.limiter,
+                    )
+        except Aborted as exc:
+            reason = exc.reason
+            if inbox is not None:
+                server.registry.abort(inbox, reason, claimed_by_watcher=False)
+            if session is not None:
+                session.aborted = reason
+        except UnknownStrategy as exc:
+            raise protocol.ProtocolError(
+                protocol.UNKNOWN_STRATEGY,
+                str(exc),
+                protocol.UnknownStrategyData(name=exc.name, available=exc.available),
+                id=rid,
+            ) from None
+        except ConfigError as exc:
+            raise protocol.ProtocolError(
+                protocol.CONFIG_INVALID,
+                str(exc),
+                protocol.ConfigInvalidData(error=str(exc)),
+                id=rid,
+            ) from None
+        except FormatError as exc:
+            raise call.invalid_params("$.params.messages", exc) from None
+        else:
+            server.metrics.observe_prepare(time.perf_counter() - started)
+            server.metrics.notices_delivered += delivered
+            return line
+    raise protocol.ProtocolError(
+        protocol.ABORTED,
+        f"aborted: {reason}",
+        protocol.AbortedData(
+            reason=reason, save_file=save_file, session=None if session is None else session.id
+        ),
+        id=rid,
+    )
+
+
+HANDLERS: Final[dict[str, Handler]] = {
+    "prepare_prompt": prepare_prompt,
+    "session.open": session_open,
+    "session.close": session_close,
+    "status": status,
+    "config.reload": config_reload,
+    "metrics": metrics,
+}

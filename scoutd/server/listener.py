@@ -1,0 +1,146 @@
+"""The listening socket: bind it safely, or take the one systemd passes.
+
+Binding refuses to replace a live daemon's socket or anything that is not a
+socket, removes a stale one, and never leaves the file wider than its mode
+(docs/OPERATIONS.md, the socket). Under socket activation the passed socket is
+used as it is and no file is ever removed by this process.
+"""
+
+from __future__ import annotations
+
+import grp
+import logging
+import os
+import socket
+import stat
+from dataclasses import dataclass
+
+from ..config import Config
+from ..systemd import ActivationError, listen_socket
+
+__all__ = ["SUN_PATH_MAX", "Listener", "StartupError", "bind_listener", "open_listener"]
+
+log = logging.getLogger("scoutd.server")
+
+SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the message is the one line shown to the operator."""
+
+
+@dataclass(slots=True)
+class Listener:
+    """The listening socket, and its file identity if this process created it."""
+
+    sock: socket.socket
+    path: str | None
+    created: tuple[int, int] | None  # (st_dev, st_ino) of the file we bound; None: not ours
+
+    def remove_file(self) -> None:
+        """Unlink the socket file, only if it is still the one this process created."""
+        if self.path is None or self.created is None:
+            return
+        try:
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self.created:
+                os.unlink(self.path)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Close the socket and remove the file this process created."""
+        self.sock.close()
+        self.remove_file()
+
+
+def _probe_existing(path: str) -> None:
+    """Remove a stale socket file, refuse a live one or anything that is not a socket."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise StartupError(f"{path} exists and is not a socket; refusing to replace it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        log.info("replacing stale socket %s", path)
+        os.unlink(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StartupError(f"cannot check the existing socket {path}: {exc}") from None
+    finally:
+        probe.close()
+    raise StartupError(f"another scoutd is already serving on {path}; not starting")
+
+
+def open_listener(path: str, mode: int, group: str | None, backlog: int = 128) -> Listener:
+    """Bind and listen on ``path`` with file mode ``mode`` and group ``group``.
+
+    Raises:
+        StartupError: the directory is missing, the path is too long, a live
+            daemon owns the socket, or binding/chmod/chown failed.
+    """
+    if len(os.fsencode(path)) > SUN_PATH_MAX:
+        raise StartupError(f"socket path is longer than {SUN_PATH_MAX} bytes: {path}")
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise StartupError(f"socket directory {directory} does not exist")
+    gid = -1
+    if group:
+        try:
+            gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+        except KeyError:
+            raise StartupError(f"socket_group {group!r} does not exist") from None
+    _probe_existing(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # Bind under a restrictive umask so the file is never wider than wanted, even
+        # for the instant before chmod; then set the exact mode.
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(path)
+        finally:
+            os.umask(old_umask)
+        st = os.lstat(path)
+        listener = Listener(sock=sock, path=path, created=(st.st_dev, st.st_ino))
+        try:
+            os.chmod(path, mode)
+            if gid >= 0:
+                os.chown(path, -1, gid)
+            sock.listen(backlog)
+        except OSError:
+            listener.remove_file()
+            raise
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {path}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return listener
+
+
+def bind_listener(config: Config, socket_path: str | None = None) -> Listener:
+    """The socket systemd passed, else a new one at ``socket_path`` or the config's.
+
+    Raises:
+        StartupError: see :func:`open_listener`, or a malformed activation.
+    """
+    daemon = config.daemon
+    try:
+        activated = listen_socket()
+    except ActivationError as exc:
+        raise StartupError(str(exc)) from None
+    if activated is not None:
+        activated.setblocking(False)
+        return Listener(sock=activated, path=None, created=None)
+    return open_listener(
+        socket_path or daemon.socket_path,
+        daemon.socket_mode,
+        daemon.socket_group,
+        backlog=min(daemon.max_connections, socket.SOMAXCONN),
+    )

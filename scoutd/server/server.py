@@ -1,0 +1,413 @@
+"""The daemon's lifecycle: startup, main loop, shutdown (docs/OPERATIONS.md).
+
+:class:`Server` holds the daemon's state (the configuration generation, the
+session registry, the watcher, the counters) and runs it: :meth:`Server.serve`
+starts the background tasks and the accept loop, waits for a stop, drains the
+requests in flight and closes everything. :func:`run` is ``scoutd serve``:
+configuration, listening socket, then the event loop. :func:`serve` runs a
+whole daemon inside an existing event loop (tests, embedding).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import signal
+import sys
+import time
+
+import anyio
+import anyio.abc
+
+from .. import protocol
+from .._version import __version__
+from ..config import Config
+from ..config_watch import ConfigFileWatch
+from ..daemon_log import configure_logging, set_level
+from ..errors import ConfigError
+from ..security import resolve_roots
+from ..systemd import Notifier, under_journald, watchdog_interval
+from ..watcher import FsWatcher
+from . import handlers
+from .connection import Connection, serve_client
+from .daemon_config import (
+    Snapshot,
+    check_not_partial,
+    load_daemon_config,
+    restart_changes,
+    warn_missing_roots,
+)
+from .listener import Listener, StartupError, bind_listener, open_listener
+from .metrics import Gauges, Metrics
+from .sessions import SessionRegistry, parse_signal
+
+__all__ = ["Server", "run", "serve"]
+
+log = logging.getLogger("scoutd.server")
+
+# accept() errors that mean "overloaded right now", not "broken": log, pause, retry.
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# accept() errors about one failed incoming connection: skip it.
+ACCEPT_SKIP_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR})
+ACCEPT_RETRY_DELAY = 0.1  # seconds; long enough for a finishing request to free an fd
+RELOAD_DEBOUNCE = 0.1  # seconds of quiet after a config file event before reloading
+IDLE_SWEEP_MAX = 60.0  # seconds between looks for idle sessions, at most
+# Error codes by name, for the metrics' labels.
+ERROR_NAMES = {
+    getattr(protocol, name): name
+    for name in (
+        "PARSE_ERROR",
+        "INVALID_REQUEST",
+        "METHOD_NOT_FOUND",
+        "INVALID_PARAMS",
+        "INTERNAL_ERROR",
+        "ABORTED",
+        "UNKNOWN_STRATEGY",
+        "FORBIDDEN",
+        "TOO_LARGE",
+        "CONFIG_INVALID",
+        "UNKNOWN_SESSION",
+        "SHUTTING_DOWN",
+    )
+}
+
+
+class Server:
+    """The daemon's state and its tasks; :meth:`serve` runs until :meth:`stop`.
+
+    Construct it inside the running event loop (it creates anyio primitives).
+    ``handle_signals`` False leaves SIGTERM/SIGINT/SIGHUP to the embedding
+    program (an in-process server must not take a test runner's signals).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        listener: Listener,
+        *,
+        config_arg: str | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.listener = listener
+        self.config_arg = config_arg if config_arg is not None else config.path
+        self.config_file = os.path.abspath(self.config_arg) if self.config_arg else None
+        self.snapshot = Snapshot(
+            config=config,
+            generation=1,
+            roots=resolve_roots(config.daemon.allowed_roots),
+            abort_signal=parse_signal(config.daemon.abort_signal),
+        )
+        self.started_with = config.daemon  # what restart-only keys are in use
+        self.handle_signals = handle_signals
+        self.last_reload_error: str | None = None
+        self.started = time.monotonic()
+        self.metrics = Metrics(protocol.METHOD_PARAMS)
+        self.own_uid = os.getuid()
+        self.notifier = Notifier()
+        self.limiter = anyio.CapacityLimiter(max(4, os.cpu_count() or 1))
+        self.watcher = FsWatcher(config.daemon.watch_mode)
+        self.registry = SessionRegistry(
+            self.watcher,
+            inbox_max_bytes=lambda: self.snapshot.config.prompt.inbox_max_bytes,
+            abort_signal=lambda: self.snapshot.abort_signal,
+            limiter=self.limiter,
+            max_sessions_per_uid=lambda: self.snapshot.config.daemon.max_sessions_per_uid,
+        )
+        self.config_watch = ConfigFileWatch(self.watcher, self.config_file)
+        self.shutting_down = False
+        self.abandoned = False
+        self.in_flight = 0  # requests being handled or answered, on all connections
+        self.pending_request_bytes = 0  # unfinished or undecoded request lines, all connections
+        self.connections_by_uid: dict[int, int] = {}
+        self._stop = anyio.Event()
+        self.drained = anyio.Event()
+        self._config_event = anyio.Event()
+        self._reload_lock = anyio.Lock()
+        self._drain_scope = anyio.CancelScope()
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown (what SIGTERM does)."""
+        self._stop.set()
+
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve until :meth:`stop` (or SIGTERM/SIGINT), then shut down gracefully.
+
+        Resource handling: the listening socket is closed here; the socket file
+        is removed by whoever bound it (:func:`run`, :func:`serve`).
+        """
+        async with self.watcher, anyio.create_task_group() as background:
+            await self._startup(background)
+            async with anyio.create_task_group() as connections:
+                accept_scope = anyio.CancelScope()
+                connections.start_soon(self._accept_loop, connections, accept_scope)
+                where = self.listener.path or "the socket passed by systemd"
+                log.info("scoutd %s serving on %s", __version__, where)
+                self.notifier.ready(f"serving on {where}")
+                task_status.started()
+                await self._stop.wait()
+                accept_scope.cancel()
+                await self._drain()
+                connections.cancel_scope.cancel()
+            self.listener.sock.close()
+            background.cancel_scope.cancel()
+
+    async def _startup(self, background: anyio.abc.TaskGroup) -> None:
+        """Start the registry, the watcher's consumers and the housekeeping loops."""
+        await background.start(
+            self.registry.run, lambda: self.snapshot.config.daemon.rescan_interval
+        )
+        background.start_soon(self._watch_loop)
+        background.start_soon(self._config_reload_loop)
+        if self.handle_signals:
+            background.start_soon(self._signal_loop)
+        background.start_soon(self._idle_session_loop)
+        await self.config_watch.start()
+        interval = watchdog_interval()
+        if interval is not None:
+            background.start_soon(self._watchdog_loop, interval)
+
+    async def _drain(self) -> None:
+        """Refuse new requests; wait up to ``shutdown_timeout`` for those in flight."""
+        log.info("shutting down (%d request(s) in flight)", self.in_flight)
+        self.notifier.stopping()
+        self.shutting_down = True
+        if not self.in_flight:
+            return
+        timeout = self.snapshot.config.daemon.shutdown_timeout
+        with self._drain_scope:
+            self._drain_scope.deadline = anyio.current_time() + timeout
+            await self.drained.wait()
+        if self.in_flight:
+            self.abandoned = True
+            log.warning("%d request(s) still running after %gs: abandoned", self.in_flight, timeout)
+
+    async def _signal_loop(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    log.info("SIGHUP: reloading the configuration")
+                    with contextlib.suppress(ConfigError):
+                        await self.reload()
+                elif self._stop.is_set():
+                    log.warning(
+                        "second %s: not waiting for requests in flight", signal.Signals(signum).name
+                    )
+                    self._drain_scope.cancel()
+                else:
+                    log.info("%s: graceful shutdown", signal.Signals(signum).name)
+                    self.stop()
+
+    async def _idle_session_loop(self) -> None:
+        while True:
+            timeout = self.snapshot.config.daemon.session_idle_timeout
+            await anyio.sleep(min(timeout / 4, IDLE_SWEEP_MAX))
+            self.registry.forget_idle(timeout)
+
+    async def _watchdog_loop(self, interval: float) -> None:
+        while True:
+            self.notifier.watchdog()
+            await anyio.sleep(interval)
+
+    async def _accept_loop(self, tg: anyio.abc.TaskGroup, scope: anyio.CancelScope) -> None:
+        """Accept until cancelled; fd exhaustion pauses and retries, never ends it."""
+        sock = self.listener.sock
+        last_logged = 0.0
+        with scope:
+            while True:
+                await anyio.wait_readable(sock)
+                try:
+                    client, _ = sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as exc:
+                    if exc.errno in ACCEPT_SKIP_ERRNOS:
+                        continue
+                    if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    now = time.monotonic()
+                    if now - last_logged > 5:  # at most one line per 5 s under pressure
+                        log.error("accept failed (%s); retrying", exc.strerror)
+                        last_logged = now
+                    await anyio.sleep(ACCEPT_RETRY_DELAY)
+                    continue
+                tg.start_soon(serve_client, self, client)
+
+    # --- file events and reload ------------------------------------------------------
+
+    async def _watch_loop(self) -> None:
+        while True:
+            batch = await self.watcher.next_batch()
+            try:
+                if await self.config_watch.concerns(batch):
+                    self._config_event.set()
+                await self.registry.handle_batch(batch)
+            except Exception:
+                log.exception("handling file events failed")
+
+    async def _config_reload_loop(self) -> None:
+        while True:
+            await self._config_event.wait()
+            while True:  # debounce: reload once the writes have settled
+                self._config_event = anyio.Event()
+                await anyio.sleep(RELOAD_DEBOUNCE)
+                if not self._config_event.is_set():
+                    break
+            log.info("configuration file changed: reloading")
+            with contextlib.suppress(ConfigError):
+                await self.reload()
+
+    async def reload(self) -> int:
+        """Re-read the configuration; swap it in if valid, else keep the old one.
+
+        Raises:
+            ConfigError: the new configuration is invalid (also remembered in
+                ``last_reload_error`` and logged).
+        """
+        async with self._reload_lock:
+            self.notifier.reloading()
+            try:
+                config, roots, signum = await anyio.to_thread.run_sync(
+                    load_daemon_config, self.config_arg
+                )
+                check_not_partial(self.snapshot.config, config)
+            except ConfigError as exc:
+                self.last_reload_error = str(exc)
+                log.error("reload failed, keeping generation %d: %s", self.snapshot.generation, exc)
+                raise
+            finally:
+                self.notifier.ready()
+            for key in restart_changes(self.started_with, config.daemon):
+                log.warning("[daemon] %s changed: takes effect after a restart", key)
+            warn_missing_roots(config)
+            self.snapshot = Snapshot(
+                config=config,
+                generation=self.snapshot.generation + 1,
+                roots=roots,
+                abort_signal=signum,
+            )
+            self.last_reload_error = None
+            set_level(config.daemon.log_level)
+            log.info("configuration reloaded (generation %d)", self.snapshot.generation)
+            return self.snapshot.generation
+
+    # --- requests and reports --------------------------------------------------------
+
+    async def dispatch(self, conn: Connection, line: bytes) -> bytes | None:
+        """Answer one request line (None for a client notification)."""
+        return await handlers.dispatch(self, conn, line)
+
+    def status(self) -> protocol.StatusResult:
+        snap = self.snapshot
+        count, p50, p99, worst = self.metrics.latency()
+        return protocol.StatusResult(
+            version=__version__,
+            uptime=round(time.monotonic() - self.started, 3),
+            config=protocol.ConfigStatus(
+                path=snap.config.path,
+                generation=snap.generation,
+                last_reload_error=self.last_reload_error,
+            ),
+            counts=protocol.Counts(
+                connections=self.metrics.connections,
+                sessions=len(self.registry.sessions),
+                watches=len(self.registry.by_inbox),
+                requests=self.metrics.requests,
+                errors=self.metrics.errors,
+                notices_delivered=self.metrics.notices_delivered,
+                aborts=self.registry.aborts,
+                pending_request_bytes=self.pending_request_bytes,
+            ),
+            latency=protocol.Latency(count=count, p50_ms=p50, p99_ms=p99, max_ms=worst),
+        )
+
+    def metrics_text(self) -> str:
+        """The Prometheus text exposition of the counters and gauges."""
+        gauges = Gauges(
+            uptime=round(time.monotonic() - self.started, 3),
+            connections=self.metrics.connections,
+            sessions=len(self.registry.sessions),
+            watches=len(self.registry.by_inbox),
+            pending_request_bytes=self.pending_request_bytes,
+            config_generation=self.snapshot.generation,
+            version=__version__,
+            aborts=self.registry.aborts,
+        )
+        return self.metrics.render(gauges, ERROR_NAMES)
+
+
+async def serve(
+    config: Config,
+    *,
+    socket_path: str | None = None,
+    config_arg: str | None = None,
+    task_status: anyio.abc.TaskStatus[Server] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a whole daemon inside the current event loop until its :meth:`Server.stop`.
+
+    For tests and programs that embed the daemon: ``server = await
+    tg.start(serve, config)`` returns once it answers on ``socket_path``
+    (default: the config's). Signals are left to the caller; the socket file is
+    removed on return. Raises :class:`StartupError` when it cannot be bound.
+    """
+    daemon = config.daemon
+    listener = open_listener(
+        socket_path or daemon.socket_path, daemon.socket_mode, daemon.socket_group
+    )
+    try:
+        server = Server(config, listener, config_arg=config_arg, handle_signals=False)
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            task_status.started(server)
+    finally:
+        listener.close()
+
+
+def run(config_path: str | None = None, socket_path: str | None = None) -> int:
+    """``scoutd serve``: run the daemon until SIGTERM/SIGINT; return the exit code.
+
+    ``socket_path`` overrides ``[daemon] socket_path``; under systemd socket
+    activation the passed socket is used instead of either. A startup failure
+    (invalid configuration, a live daemon on the socket, a missing directory)
+    prints one line to stderr and returns 1.
+    """
+    try:
+        config, _, _ = load_daemon_config(config_path)
+    except ConfigError as exc:
+        print(f"scoutd: {exc}", file=sys.stderr)
+        return 1
+    configure_logging(config.daemon.log_level, journal=under_journald())
+    warn_missing_roots(config)
+    try:
+        listener = bind_listener(config, socket_path)
+    except StartupError as exc:
+        print(f"scoutd: {exc}", file=sys.stderr)
+        return 1
+    servers: list[Server] = []
+
+    async def main_loop() -> None:
+        # anyio primitives need a running event loop: build the server inside it.
+        servers.append(Server(config, listener, config_arg=config_path))
+        await servers[0].serve()
+
+    try:
+        anyio.run(main_loop, backend="asyncio")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        listener.close()
+        for server in servers:
+            server.notifier.close()
+    log.info("stopped")
+    if any(server.abandoned for server in servers):
+        # Worker threads cannot be cancelled and would hold the interpreter open.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    return 0

@@ -1,0 +1,175 @@
+"""What the daemon runs in worker threads: path checks, decoding, preparing.
+
+Each function here is synchronous and touches no event-loop state; the
+handlers hand them to :func:`anyio.to_thread.run_sync` so that one large or
+slow request never holds up the others (docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from .. import protocol
+from ..config import Config
+from ..incremental import SessionPrompt, json_size
+from ..prepare import Prepared, prepare
+from ..security import PeerCred, check_access, check_save_file
+from .sessions import Session
+
+__all__ = [
+    "check_session_size",
+    "checked_path",
+    "decode_large",
+    "run_prepare",
+    "run_session_prepare",
+    "too_deep",
+]
+
+log = logging.getLogger("scoutd.server")
+
+
+def checked_path(save_file: str, roots: tuple[str, ...], peer: PeerCred, own_uid: int) -> str:
+    """The resolved save file, inside a root and reachable by the peer (Forbidden)."""
+    resolved = check_save_file(save_file, roots)
+    if peer.uid != own_uid:
+        check_access(resolved, peer)
+    return resolved
+
+
+def _log_warnings(prepared: Prepared) -> None:
+    """Foreign tool traffic in a request is never silent: the daemon log says so too."""
+    for warning in prepared.warnings:
+        log.warning("prepare_prompt: %s", warning)
+
+
+def run_prepare(
+    rid: protocol.RequestId,
+    params: protocol.PreparePromptParams,
+    save_file: str | None,
+    config: Config,
+) -> tuple[bytes, int]:
+    """Run the strategies on the request's messages; (answer line, notices delivered)."""
+    assert params.messages is not None  # required without a session
+    prepared = prepare(
+        params.messages,
+        params.strategies,
+        save_file=save_file,
+        config=config,
+        format=params.format or "auto",
+        cache_control=params.cache_control,
+    )
+    delivered = sum(report.inbox_delivered for report in prepared.report)
+    _log_warnings(prepared)
+    result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
+    return protocol.encode_result(rid, result), delivered
+
+
+def too_deep(request: protocol.Request | None) -> bytes:
+    """The error for a line whose JSON nests deeper than the decoder allows."""
+    if request is None:
+        return protocol.encode_error(None, protocol.PARSE_ERROR, "parse error: nested too deeply")
+    return protocol.encode_error(
+        request.id,
+        protocol.INVALID_PARAMS,
+        "invalid params: nested too deeply - at `$.params`",
+        {"path": "$.params", "error": "nested too deeply"},
+    )
+
+
+def decode_large(line: bytes) -> tuple[protocol.Request, msgspec.Struct | None]:
+    """A large line, in one pass when it is a valid ``prepare_prompt``."""
+    fast = protocol.decode_prepare_request(line)
+    if fast is not None:
+        return fast
+    return protocol.decode_request(line), None
+
+
+def check_session_size(
+    session: Session, new: Sequence[Any], config: Config, rid: protocol.RequestId, *, kept: int = 0
+) -> int:
+    """Refuse a conversation that would grow past the session limits (TOO_LARGE).
+
+    Returns the JSON size of ``new``: the bytes stored, whatever their shape.
+    """
+    daemon = config.daemon
+
+    def too_large(what: str, key: str, limit: int) -> protocol.ProtocolError:
+        return protocol.ProtocolError(
+            protocol.TOO_LARGE,
+            f"too large: the session{what}, more than {key} = {limit}",
+            protocol.TooLargeData(limit=limit),
+            id=rid,
+        )
+
+    count = kept + len(new)
+    if count > daemon.max_session_messages:
+        message = f" would hold {count} messages"
+        raise too_large(message, "max_session_messages", daemon.max_session_messages)
+    added = json_size(new)
+    size = (session.prompt.size if kept else 0) + added
+    if size > daemon.max_session_bytes:
+        message = f"'s messages would take {size} bytes of JSON"
+        raise too_large(message, "max_session_bytes", daemon.max_session_bytes)
+    return added
+
+
+def run_session_prepare(
+    rid: protocol.RequestId,
+    params: protocol.PreparePromptParams,
+    session: Session,
+    save_file: str | None,
+    config: Config,
+) -> tuple[bytes, int]:
+    """Update the session's conversation, prepare it, encode the answer.
+
+    Runs under the session's lock: one prepare per session at a time. A call
+    that fails leaves the session's conversation exactly as it was.
+    """
+    state = session.prompt
+    if params.messages is not None:
+        size = check_session_size(session, params.messages, config, rid)
+        state = SessionPrompt(format=session.prompt.format)
+        state.reset(params.messages, size)
+    else:
+        if params.base is not None and params.base != len(state.messages):
+            error = (
+                f"the session holds {len(state.messages)} messages, "
+                f"not {params.base}: send the whole conversation as `messages`"
+            )
+            raise protocol.ProtocolError(
+                protocol.INVALID_PARAMS,
+                f"invalid params: {error} - at `$.params.base`",
+                {"path": "$.params.base", "error": error, "messages": len(state.messages)},
+                id=rid,
+            )
+        append = params.append or []
+        size = check_session_size(session, append, config, rid, kept=len(state.messages))
+        state.extend(append, size)
+    try:
+        prepared, stable = state.prepare(
+            params.strategies,
+            config,
+            save_file=save_file,
+            format=params.format,
+            cache_control=params.cache_control,
+        )
+    except BaseException:
+        if state is session.prompt and params.append:
+            state.truncate(len(state.messages) - len(params.append))
+        raise
+    session.prompt = state
+    delivered = sum(report.inbox_delivered for report in prepared.report)
+    _log_warnings(prepared)
+    if params.delta:
+        delta = session.encoder.delta(prepared.messages, stable)
+        result = protocol.PreparePromptResult(
+            keep=delta.keep, append=delta.append, checksum=delta.checksum, report=prepared.report
+        )
+    else:
+        session.encoder.forget()
+        result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
+    return protocol.encode_result(rid, result), delivered
