@@ -1,8 +1,25 @@
-"""The exceptions that scoutd raises to its callers."""
+"""Every exception of scoutd, in one module.
+
+The public ones form one tree under :class:`ScoutdError`, each named after the
+condition it reports; the old import locations re-export them. The internal
+ones (never raised to a caller of the library or of a client) are at the end.
+"""
 
 from __future__ import annotations
 
-__all__ = ["Aborted", "ConfigError", "ScoutdError", "UnknownStrategy"]
+from typing import Any
+
+__all__ = [
+    "ScoutdError",
+    "Aborted",
+    "ConfigError",
+    "UnknownStrategy",
+    "RemoteError",
+    "DaemonUnavailable",
+    "DaemonTimeout",
+    # internal
+    "ProtocolError",
+]
 
 
 class ScoutdError(Exception):
@@ -65,4 +82,19 @@ class DaemonTimeout(ScoutdError, TimeoutError):
     """The daemon did not answer within the client's timeout."""
 
 
-__all__ += ["DaemonTimeout", "DaemonUnavailable", "RemoteError"]
+# -- internal ------------------------------------------------------------------------------
+
+
+class ProtocolError(Exception):
+    """A request the daemon cannot serve, with the JSON-RPC error to answer.
+
+    Raised and caught inside the daemon; a client sees the error response
+    (as :class:`RemoteError` or one of its more specific siblings).
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None, *, id: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.id = id
