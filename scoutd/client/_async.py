@@ -1,17 +1,14 @@
-"""The async client of the scoutd daemon: :class:`AsyncClient` and :class:`AsyncSession`.
+"""The daemon's client API: :class:`AsyncClient` and :class:`AsyncSession`.
 
 This file is the source of both clients: ``_sync.py`` (:class:`Client`,
 :class:`Session`) is generated from it by ``scripts/unasync``, which drops
 ``async``/``await`` and the ``Async`` prefixes and swaps the anyio backend for
 the socket one. Edit this file, then run ``scripts/unasync``.
 
-Design (docs/ARCHITECTURE-client.md): no reader task. The protocol state of a
-connection (:class:`~scoutd.protocol.client_state.ClientState`) routes every
-line read; a caller waiting for its answer takes the connection's read lock,
-reads one chunk, lets the state route it (its own answer, someone else's, a
-``session.aborted``), and lets go, so whoever reads, reads for everyone.
-Reading ``Session.aborted`` also reads what has already arrived, without
-waiting, so a pushed abort shows without any other call.
+Design (docs/ARCHITECTURE-client.md): the connection (``_async_connection.py``)
+is read by whichever caller waits, for everyone. Reading ``Session.aborted``
+also routes what has already arrived, without waiting, so a pushed abort shows
+without any other call.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -37,8 +34,8 @@ from ..protocol import (
     SessionOpenResult,
     StatusParams,
 )
-from ..protocol.client_state import ClientState, Incoming
 from ..protocol.error_table import about_base
+from ._async_connection import AsyncConnection
 from ._backend_anyio import Lock, Stream, close_scope, connect_unix, sleep
 from ._common import (
     DeltaMismatch,
@@ -48,8 +45,6 @@ from ._common import (
     SessionAnswer,
     default_socket_path,
     prepare_params,
-    raise_error,
-    result_of,
 )
 from ._reconnect import (
     backoff,
@@ -66,23 +61,9 @@ log = logging.getLogger("scoutd.client")
 
 T = TypeVar("T")
 
-# After a failed send, how long to look for the error line of a daemon that
-# refused the connection: it was written before the close, so it is there at once.
-REFUSAL_READ = 1.0
-
 # Closing a session on leaving its context manager is bounded even when the
 # block was cancelled: the daemon also closes it with the connection.
 CLOSE_GRACE = 5.0
-
-
-class _AsyncConnection:
-    """One socket to the daemon, its protocol state, and the locks of its two directions."""
-
-    def __init__(self, stream: Stream) -> None:
-        self.stream = stream
-        self.state = ClientState()
-        self.read_lock = Lock()  # whoever holds it reads for everyone
-        self.send_lock = Lock()  # one whole line at a time
 
 
 class AsyncClient:
@@ -121,7 +102,7 @@ class AsyncClient:
         self.socket_path = socket_path if socket_path is not None else default_socket_path()
         self.timeout = timeout
         self.reconnect_on_loss = reconnect
-        self._conn: _AsyncConnection | None = None
+        self._conn: AsyncConnection | None = None
         self._connect_lock = Lock()
 
     async def prepare_prompt(
@@ -243,7 +224,7 @@ class AsyncClient:
 
     # -- connection ----------------------------------------------------------------------------
 
-    async def _connection(self, *, retry: bool | None = None) -> _AsyncConnection:
+    async def _connection(self, *, retry: bool | None = None) -> AsyncConnection:
         """The current connection, or a new one; ``retry``: back off and try again.
 
         A connection the daemon has closed meanwhile (its ``idle_timeout``, or a
@@ -261,7 +242,7 @@ class AsyncClient:
         try:
             if self._conn is None:  # else another caller connected meanwhile
                 stream = await self._open_stream(deadline, retry)
-                self._conn = _AsyncConnection(stream)
+                self._conn = AsyncConnection(stream, self.socket_path, self.timeout)
             return self._conn
         finally:
             self._connect_lock.release()
@@ -281,156 +262,22 @@ class AsyncClient:
                 log.debug("scoutd at %s: %s; retrying in %.2f s", self.socket_path, exc, delay)
                 await sleep(delay)
 
-    async def _lose(self, conn: _AsyncConnection, reason: str) -> None:
+    async def _lose(self, conn: AsyncConnection, reason: str) -> None:
         """Give up a connection: its waiters and sessions learn why; close it."""
-        conn.state.connection_lost(reason)
         if self._conn is conn:
             self._conn = None
-        await conn.stream.aclose()
-
-    def _lost_error(self, conn: _AsyncConnection) -> DaemonUnavailable:
-        return DaemonUnavailable(
-            f"connection to scoutd at {self.socket_path} lost: {conn.state.lost}"
-        )
-
-    # -- requests ------------------------------------------------------------------------------
+        await conn.lose(reason)
 
     async def _call(
         self,
         method: str,
         params: msgspec.Struct,
         kind: type[T],
-        conn: _AsyncConnection | None = None,
+        conn: AsyncConnection | None = None,
     ) -> T:
         """Send one request and wait for its answer, reading for everyone meanwhile."""
-        deadline = deadline_after(self.timeout)
         conn = conn or await self._connection()
-        request_id, line = conn.state.send_request(method, params)
-        try:
-            await self._send(conn, request_id, line, params, deadline)
-            answer = await self._answer(conn, request_id, deadline)
-            if answer is None:
-                raise DaemonTimeout(
-                    f"scoutd at {self.socket_path} did not answer {method} within {self.timeout} s"
-                )
-        finally:
-            conn.state.forget_request(request_id)
-        return result_of(answer, kind, conn.state, params)
-
-    async def _send(
-        self,
-        conn: _AsyncConnection,
-        request_id: int,
-        line: bytes,
-        params: msgspec.Struct,
-        deadline: float | None,
-    ) -> None:
-        """Write one whole request line."""
-        if conn.state.lost is not None:
-            raise self._lost_error(conn)
-        if not await conn.send_lock.acquire(deadline):
-            raise DaemonTimeout(f"the scoutd client was busy for {self.timeout} s")
-        try:
-            await conn.stream.send_all(line, deadline)
-        except TimeoutError as exc:
-            # part of the line may be out: the stream is unusable now
-            await self._lose(conn, "timed out while sending a request")
-            raise DaemonTimeout(
-                f"scoutd at {self.socket_path} did not take a request within {self.timeout} s"
-            ) from exc
-        except OSError as exc:
-            refusal = await self._refusal(conn, request_id)
-            await self._lose(conn, exc.strerror or str(exc) or type(exc).__name__)
-            if refusal is not None:  # refused and closed before the line went out
-                raise_error(refusal, conn.state, params)
-            raise self._lost_error(conn) from exc
-        except BaseException:
-            await self._lose(conn, "interrupted while sending a request")
-            raise
-        finally:
-            conn.send_lock.release()
-
-    async def _refusal(self, conn: _AsyncConnection, request_id: int) -> Incoming | None:
-        """The error a daemon wrote before closing a connection it refused, if any.
-
-        A refused peer (not allowed, too many connections) gets one error line
-        and a closed socket; a request written after the close fails with a
-        broken pipe, but the refusal is still there to read.
-        """
-        deadline = deadline_after(REFUSAL_READ)
-        with contextlib.suppress(DaemonUnavailable):
-            while await self._read_for_all(conn, deadline, lambda: conn.state.answered(request_id)):
-                pass
-        return conn.state.answer(request_id)
-
-    async def _answer(
-        self, conn: _AsyncConnection, request_id: int, deadline: float | None
-    ) -> Incoming | None:
-        """The answer to ``request_id``, or None when ``deadline`` passes first."""
-        while True:
-            answer = conn.state.answer(request_id)
-            if answer is not None:
-                return answer
-            if conn.state.lost is not None:
-                raise self._lost_error(conn)
-            if remaining(deadline) == 0:
-                return None
-            await self._read_for_all(conn, deadline, lambda: conn.state.answered(request_id))
-
-    async def _read_for_all(
-        self, conn: _AsyncConnection, deadline: float | None, done: Callable[[], bool]
-    ) -> bool:
-        """Read one chunk and route its lines, unless ``done()`` already (another
-        caller read what we wait for while we waited for the lock).
-
-        Returns whether a chunk was read: False when ``deadline`` passed first,
-        the connection was already lost, or ``done()``.
-
-        Raises:
-            DaemonUnavailable: the connection broke or ended while reading.
-        """
-        if not await conn.read_lock.acquire(deadline):
-            return False
-        try:
-            if conn.state.lost is not None or done():
-                return False
-            try:
-                data = await conn.stream.receive(deadline)
-            except OSError as exc:
-                await self._lose(conn, exc.strerror or str(exc) or type(exc).__name__)
-                raise self._lost_error(conn) from exc
-            if data is None:
-                return False
-            if not data:
-                await self._lose(conn, "the daemon closed the connection")
-                raise self._lost_error(conn)
-            await self._route(conn, data)
-        finally:
-            conn.read_lock.release()
-        await sleep(0)  # let a caller whose answer just arrived take its turn
-        return True
-
-    async def _route(self, conn: _AsyncConnection, data: bytes) -> None:
-        try:
-            conn.state.receive_data(data)
-        except msgspec.DecodeError as exc:
-            await self._lose(conn, f"invalid line from the daemon: {exc}")
-            raise self._lost_error(conn) from exc
-
-    def _read_nowait(self, conn: _AsyncConnection) -> None:
-        """Route what has already arrived, if no one else is reading; never waits."""
-        if conn.state.lost is not None or not conn.read_lock.try_acquire():
-            return
-        try:
-            while (data := conn.stream.receive_nowait()) is not None:
-                if not data:
-                    conn.state.connection_lost("the daemon closed the connection")
-                    break
-                conn.state.receive_data(data)
-        except (OSError, msgspec.DecodeError) as exc:
-            conn.state.connection_lost(str(exc) or type(exc).__name__)
-        finally:
-            conn.read_lock.release()
+        return await conn.call(method, params, kind)
 
     async def _close_session(self, session: AsyncSession) -> None:
         conn = session._conn
@@ -463,7 +310,7 @@ class AsyncSession:
     def __init__(
         self,
         client: AsyncClient,
-        conn: _AsyncConnection,
+        conn: AsyncConnection,
         session_id: str,
         save_file: str,
         pid: int | None,
@@ -485,13 +332,13 @@ class AsyncSession:
     @property
     def reason(self) -> str | None:
         """The abort's reason (the abort file's content), None while not aborted."""
-        self._client._read_nowait(self._conn)
+        self._conn.read_nowait()
         return self._conn.state.abort_reason(self.id)
 
     @property
     def lost(self) -> bool:
         """Whether the connection that carried this session is gone."""
-        self._client._read_nowait(self._conn)
+        self._conn.read_nowait()
         return self._conn.state.lost is not None
 
     async def prepare_prompt(
@@ -551,12 +398,12 @@ class AsyncSession:
         state = self._conn.state
         while state.abort_reason(self.id) is None:
             if state.lost is not None:
-                raise self._client._lost_error(self._conn)
+                raise self._conn.lost_error()
             if remaining(deadline) == 0:
                 break
             with contextlib.suppress(DaemonUnavailable):  # seen as `lost` above
-                await self._client._read_for_all(
-                    self._conn, deadline, lambda: state.abort_reason(self.id) is not None
+                await self._conn.read_for_all(
+                    deadline, lambda: state.abort_reason(self.id) is not None
                 )
         return state.abort_reason(self.id) is not None
 
