@@ -7,6 +7,7 @@ ones (never raised to a caller of the library or of a client) are at the end.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 __all__ = [
@@ -17,8 +18,14 @@ __all__ = [
     "RemoteError",
     "DaemonUnavailable",
     "DaemonTimeout",
+    "DeltaMismatch",
+    "FormatError",
+    "AbortNotWritten",
     # internal
     "ProtocolError",
+    "Forbidden",
+    "StartupError",
+    "ActivationError",
 ]
 
 
@@ -82,6 +89,31 @@ class DaemonTimeout(ScoutdError, TimeoutError):
     """The daemon did not answer within the client's timeout."""
 
 
+class DeltaMismatch(ScoutdError):
+    """A prompt delta does not apply to the prompt the receiver holds."""
+
+
+class FormatError(ScoutdError, ValueError):
+    """An unknown format name, or a message list that mixes formats."""
+
+
+class AbortNotWritten(ScoutdError, FileExistsError):
+    """A non-regular ``abort`` entry was already waiting: the reason was not written.
+
+    The agent is aborted all the same, with a generic reason naming the
+    entry's kind (``kind``); the operator's reason is lost.
+    """
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(
+            errno.EEXIST,
+            f"an abort entry that is {kind} is already waiting: the agent will be aborted"
+            " with a generic reason, but yours could not be written",
+            path,
+        )
+        self.kind = kind
+
+
 # -- internal ------------------------------------------------------------------------------
 
 
@@ -98,3 +130,15 @@ class ProtocolError(Exception):
         self.message = message
         self.data = data
         self.id = id
+
+
+class Forbidden(Exception):
+    """A peer or a path the configuration does not allow; ``str()`` is the reason."""
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the message is the one line shown to the operator."""
+
+
+class ActivationError(Exception):
+    """The passed file descriptor is not a listening AF_UNIX stream socket."""

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, strategy_names
-from .errors import ScoutdError
+from .errors import DeltaMismatch  # re-exported: it was defined here
 from .formats import AUTO, SCOUT, format_of, signals
 from .formats.cache import stable_prefix
 from .paths import safe_value
@@ -50,10 +50,6 @@ EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increm
 # Strategies that leave the messages they get in place (they may only append).
 APPENDING_STRATEGIES = frozenset(("inbox", "none"))
 _encode = msgspec.json.Encoder().encode
-
-
-class DeltaMismatch(ScoutdError):
-    """A prompt delta does not apply to the prompt the receiver holds."""
 
 
 class _Repeats:

@@ -35,7 +35,7 @@ from ._version import __version__
 from .config import Config, resolve_config, with_overrides
 from .config_watch import ConfigFileWatch
 from .daemon_log import configure_logging, set_level
-from .errors import Aborted, ConfigError, UnknownStrategy
+from .errors import Aborted, ConfigError, StartupError, UnknownStrategy
 from .formats import FormatError
 from .incremental import SessionPrompt, json_size
 from .prepare import Prepared, prepare
@@ -87,10 +87,6 @@ RESTART_KEYS = ("socket_path", "socket_mode", "socket_group", "watch_mode")
 # Keys that decide who may do what: a reload in which one of them, set by the
 # running file, falls back to its default is taken for a partly written file.
 ACCESS_KEYS = ("allowed_roots", "allowed_uids", "allowed_gids", "max_connections_per_uid")
-
-
-class StartupError(Exception):
-    """The daemon cannot start; the message is the one line shown to the operator."""
 
 
 @dataclass(slots=True)
