@@ -18,7 +18,7 @@ import msgspec
 
 from ..errors import DaemonTimeout, DaemonUnavailable
 from ..protocol.client_state import ClientState, Incoming
-from ._backend_anyio import Lock, Stream, sleep
+from ._backend_anyio import Lock, ReadLock, Stream
 from ._common import raise_error, result_of
 from ._reconnect import deadline_after, remaining
 
@@ -43,7 +43,7 @@ class AsyncConnection:
         self.socket_path = socket_path
         self.timeout = timeout
         self.state = ClientState()
-        self.read_lock = Lock()  # whoever holds it reads for everyone
+        self.read_lock = ReadLock()  # whoever holds it reads for everyone
         self.send_lock = Lock()  # one whole line at a time
 
     async def lose(self, reason: str) -> None:
@@ -145,10 +145,10 @@ class AsyncConnection:
         Raises:
             DaemonUnavailable: the connection broke or ended while reading.
         """
-        if not await self.read_lock.acquire(deadline):
+        if not await self.read_lock.acquire(deadline, done):
             return False
         try:
-            if self.state.lost is not None or done():
+            if self.state.lost is not None:
                 return False
             try:
                 data = await self.stream.receive(deadline)
@@ -162,8 +162,7 @@ class AsyncConnection:
                 raise self.lost_error()
             await self._route(data)
         finally:
-            self.read_lock.release()
-        await sleep(0)  # let a caller whose answer just arrived take its turn
+            self.read_lock.release()  # the others look at what was read
         return True
 
     async def _route(self, data: bytes) -> None:

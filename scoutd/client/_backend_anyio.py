@@ -9,6 +9,8 @@ in both backends.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 import anyio.abc
 
@@ -39,6 +41,43 @@ class Lock:
 
     def release(self) -> None:
         self._lock.release()
+
+
+class ReadLock:
+    """Who reads the connection: one caller at a time, and the others wake at every
+    chunk read (:meth:`release`), so a caller whose answer another one read
+    stops waiting at once instead of queueing for the socket."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._changed: anyio.Event | None = None
+
+    async def acquire(self, deadline: float | None, done: Callable[[], bool]) -> bool:
+        """Take the lock to read; False when ``done()`` first, or at the deadline."""
+        with anyio.move_on_after(remaining(deadline)):
+            while self._held and not done():
+                if self._changed is None:
+                    self._changed = anyio.Event()
+                await self._changed.wait()
+            if done():
+                return False
+            self._held = True
+            return True
+        return False
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free now (never waits)."""
+        if self._held:
+            return False
+        self._held = True
+        return True
+
+    def release(self) -> None:
+        """Let go, and wake every waiter to look at what was read."""
+        self._held = False
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
 
 class Stream:

@@ -13,6 +13,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from ._reconnect import remaining
 from ._sockets import RECV_SIZE, SEND_GRACE, closed_by_peer, read_nowait, wait_ready
@@ -35,6 +36,41 @@ class Lock:
 
     def release(self) -> None:
         self._lock.release()
+
+
+class ReadLock:
+    """Who reads the connection: one thread at a time, and the others wake at every
+    chunk read (:meth:`release`), so a thread whose answer another one read
+    stops waiting at once instead of queueing for the socket."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._changed = threading.Condition()
+
+    def acquire(self, deadline: float | None, done: Callable[[], bool]) -> bool:
+        """Take the lock to read; False when ``done()`` first, or at the deadline."""
+        with self._changed:
+            while self._held and not done():
+                if not self._changed.wait(remaining(deadline)):
+                    return False
+            if done():
+                return False
+            self._held = True
+            return True
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free now (never waits)."""
+        with self._changed:
+            if self._held:
+                return False
+            self._held = True
+            return True
+
+    def release(self) -> None:
+        """Let go, and wake every waiter to look at what was read."""
+        with self._changed:
+            self._held = False
+            self._changed.notify_all()
 
 
 class Stream:
@@ -84,6 +120,9 @@ class Stream:
         return closed_by_peer(self._sock)
 
     def close(self) -> None:
+        """Close; a thread waiting in :meth:`receive` wakes (to the end of the stream)."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)  # close() alone would not wake a poll
         with contextlib.suppress(OSError):
             self._sock.close()
 

@@ -14,7 +14,7 @@ import msgspec
 
 from ..errors import DaemonTimeout, DaemonUnavailable
 from ..protocol.client_state import ClientState, Incoming
-from ._backend_socket import Lock, Stream, sleep
+from ._backend_socket import Lock, ReadLock, Stream
 from ._common import raise_error, result_of
 from ._reconnect import deadline_after, remaining
 
@@ -39,7 +39,7 @@ class Connection:
         self.socket_path = socket_path
         self.timeout = timeout
         self.state = ClientState()
-        self.read_lock = Lock()  # whoever holds it reads for everyone
+        self.read_lock = ReadLock()  # whoever holds it reads for everyone
         self.send_lock = Lock()  # one whole line at a time
 
     def lose(self, reason: str) -> None:
@@ -141,10 +141,10 @@ class Connection:
         Raises:
             DaemonUnavailable: the connection broke or ended while reading.
         """
-        if not self.read_lock.acquire(deadline):
+        if not self.read_lock.acquire(deadline, done):
             return False
         try:
-            if self.state.lost is not None or done():
+            if self.state.lost is not None:
                 return False
             try:
                 data = self.stream.receive(deadline)
@@ -158,8 +158,7 @@ class Connection:
                 raise self.lost_error()
             self._route(data)
         finally:
-            self.read_lock.release()
-        sleep(0)  # let a caller whose answer just arrived take its turn
+            self.read_lock.release()  # the others look at what was read
         return True
 
     def _route(self, data: bytes) -> None:

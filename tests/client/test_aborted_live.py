@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from scoutd.client import AsyncClient, Client
+from scoutd.errors import DaemonUnavailable
 from scoutd.strategies.inbox import write_abort
 
 from ..support.daemon import Daemon
@@ -71,7 +72,9 @@ def test_a_thread_waiting_for_the_abort_reads_for_the_others(daemon: Daemon) -> 
     with Client(daemon.socket_path, timeout=ABORT_WAIT) as client:
         session = client.open_session(save_file)
         outcome: list[bool] = []
-        waiter = threading.Thread(target=lambda: outcome.append(session.wait_aborted(ABORT_WAIT)))
+        waiter = threading.Thread(
+            target=lambda: outcome.append(session.wait_aborted(ABORT_WAIT)), daemon=True
+        )
         waiter.start()
         try:
             for n in range(20):
@@ -83,3 +86,48 @@ def test_a_thread_waiting_for_the_abort_reads_for_the_others(daemon: Daemon) -> 
             waiter.join(ABORT_WAIT + 5)
         assert outcome == [True] and session.reason == "done"
         session.close()
+
+
+def test_closing_the_client_wakes_a_thread_waiting_without_limit(daemon: Daemon) -> None:
+    client = Client(daemon.socket_path)
+    session = client.open_session(chat(daemon, "closing"))
+    outcome: list[BaseException | bool] = []
+
+    def wait() -> None:
+        try:
+            outcome.append(session.wait_aborted(None))
+        except DaemonUnavailable as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    time.sleep(0.2)  # let it block in its read
+    client.close()
+    waiter.join(ABORT_WAIT)
+    assert not waiter.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], DaemonUnavailable)
+    assert "the client closed the connection" in str(outcome[0])
+    assert session.lost
+
+
+def test_closing_the_async_client_wakes_a_task_waiting_without_limit(daemon: Daemon) -> None:
+    async def run() -> None:
+        client = AsyncClient(daemon.socket_path)
+        session = await client.open_session(chat(daemon, "closing-async"))
+        outcome: list[BaseException | bool] = []
+
+        async def wait() -> None:
+            try:
+                outcome.append(await session.wait_aborted(None))
+            except DaemonUnavailable as exc:
+                outcome.append(exc)
+
+        with anyio.fail_after(ABORT_WAIT):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(wait)
+                await anyio.sleep(0.2)  # let it block in its read
+                await client.aclose()
+        assert len(outcome) == 1 and isinstance(outcome[0], DaemonUnavailable)
+        assert session.lost
+
+    anyio.run(run)
