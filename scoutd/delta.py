@@ -17,15 +17,11 @@ from typing import Any
 
 import msgspec
 
-from .errors import ScoutdError
+from .errors import DeltaMismatch
 
 __all__ = ["DeltaDecoder", "DeltaEncoder", "DeltaMismatch", "PromptDelta"]
 
 _encode = msgspec.json.Encoder().encode
-
-
-class DeltaMismatch(ScoutdError):
-    """A prompt delta does not apply to the prompt the receiver holds."""
 
 
 class PromptDelta(msgspec.Struct, kw_only=True):

@@ -1,8 +1,32 @@
-"""The exceptions that scoutd raises to its callers."""
+"""Every exception of scoutd, in one module.
+
+The public ones form one tree under :class:`ScoutdError`, each named after the
+condition it reports; the old import locations re-export them. The internal
+ones (never raised to a caller of the library or of a client) are at the end.
+"""
 
 from __future__ import annotations
 
-__all__ = ["Aborted", "ConfigError", "ScoutdError", "UnknownStrategy"]
+import errno
+from typing import Any
+
+__all__ = [
+    "ScoutdError",
+    "Aborted",
+    "ConfigError",
+    "UnknownStrategy",
+    "RemoteError",
+    "DaemonUnavailable",
+    "DaemonTimeout",
+    "DeltaMismatch",
+    "FormatError",
+    "AbortNotWritten",
+    # internal
+    "ProtocolError",
+    "Forbidden",
+    "StartupError",
+    "ActivationError",
+]
 
 
 class ScoutdError(Exception):
@@ -65,4 +89,56 @@ class DaemonTimeout(ScoutdError, TimeoutError):
     """The daemon did not answer within the client's timeout."""
 
 
-__all__ += ["DaemonTimeout", "DaemonUnavailable", "RemoteError"]
+class DeltaMismatch(ScoutdError):
+    """A prompt delta does not apply to the prompt the receiver holds."""
+
+
+class FormatError(ScoutdError, ValueError):
+    """An unknown format name, or a message list that mixes formats."""
+
+
+class AbortNotWritten(ScoutdError, FileExistsError):
+    """A non-regular ``abort`` entry was already waiting: the reason was not written.
+
+    The agent is aborted all the same, with a generic reason naming the
+    entry's kind (``kind``); the operator's reason is lost.
+    """
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(
+            errno.EEXIST,
+            f"an abort entry that is {kind} is already waiting: the agent will be aborted"
+            " with a generic reason, but yours could not be written",
+            path,
+        )
+        self.kind = kind
+
+
+# -- internal ------------------------------------------------------------------------------
+
+
+class ProtocolError(Exception):
+    """A request the daemon cannot serve, with the JSON-RPC error to answer.
+
+    Raised and caught inside the daemon; a client sees the error response
+    (as :class:`RemoteError` or one of its more specific siblings).
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None, *, id: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.id = id
+
+
+class Forbidden(Exception):
+    """A peer or a path the configuration does not allow; ``str()`` is the reason."""
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the message is the one line shown to the operator."""
+
+
+class ActivationError(Exception):
+    """The passed file descriptor is not a listening AF_UNIX stream socket."""

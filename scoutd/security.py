@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .config import DaemonConfig
+from .errors import Forbidden  # re-exported: it was defined here
 from .paths import display_path
 from .strategies.inbox import inbox_dir
 
@@ -32,10 +33,6 @@ __all__ = [
 ]
 
 _UCRED = struct.Struct("3i")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
-
-
-class Forbidden(Exception):
-    """A peer or a path the configuration does not allow; ``str()`` is the reason."""
 
 
 @dataclass(frozen=True, slots=True)

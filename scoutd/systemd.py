@@ -16,6 +16,8 @@ import stat
 import time
 from collections.abc import Mapping, MutableMapping
 
+from .errors import ActivationError  # re-exported: it was defined here
+
 __all__ = [
     "SD_LISTEN_FDS_START",
     "ActivationError",
@@ -28,10 +30,6 @@ __all__ = [
 log = logging.getLogger("scoutd.systemd")
 
 SD_LISTEN_FDS_START = 3  # the first fd systemd passes (sd_listen_fds(3))
-
-
-class ActivationError(Exception):
-    """The passed file descriptor is not a listening AF_UNIX stream socket."""
 
 
 class Notifier:

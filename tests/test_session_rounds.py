@@ -205,7 +205,7 @@ def test_client_session_is_incremental_and_transparent(daemon: Daemon) -> None:
         conversation: list[Any] = []
         for end in range(2, len(run) + 1, 2):
             conversation.extend(run[end - 2 : end])
-            params = session._params(conversation, None, None, whole=False)
+            params = session._conversation.params(conversation, None, None, whole=False)
             if end > 2:
                 assert params.messages is None and params.base == end - 2
             assert session.prepare_prompt(conversation) == scoutd.prepare_prompt(
@@ -213,7 +213,7 @@ def test_client_session_is_incremental_and_transparent(daemon: Daemon) -> None:
             )
         # An edited history is noticed (the last sent message is another object): all resent.
         edited = [*conversation[:-1], dict(conversation[-1])]
-        assert session._params(edited, None, None, whole=False).messages is not None
+        assert session._conversation.params(edited, None, None, whole=False).messages is not None
         assert session.prepare_prompt(edited) == scoutd.prepare_prompt(edited, config=SMALL)
 
 

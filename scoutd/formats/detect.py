@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import FormatError  # re-exported: it was defined here
+
 __all__ = [
     "ANTHROPIC",
     "AUTO",
@@ -44,10 +46,6 @@ _RESPONSES_PARTS = frozenset(
 )
 _ANTHROPIC_BLOCKS = frozenset(("tool_use", "tool_result"))
 _SCOUT_ROLES = frozenset(("function_call", "function_call_output"))
-
-
-class FormatError(ValueError):
-    """An unknown format name, or a message list that mixes formats."""
 
 
 def check_format_name(name: Any) -> str:

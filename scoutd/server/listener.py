@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass
 
 from ..config import Config
+from ..errors import StartupError
 from ..systemd import ActivationError, listen_socket
 
 __all__ = ["SUN_PATH_MAX", "Listener", "StartupError", "bind_listener", "open_listener"]
@@ -23,10 +24,6 @@ __all__ = ["SUN_PATH_MAX", "Listener", "StartupError", "bind_listener", "open_li
 log = logging.getLogger("scoutd.server")
 
 SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
-
-
-class StartupError(Exception):
-    """The daemon cannot start; the message is the one line shown to the operator."""
 
 
 @dataclass(slots=True)

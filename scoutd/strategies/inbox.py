@@ -65,7 +65,6 @@ read. The writers raise ``OSError`` to their caller.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import time
@@ -73,7 +72,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..config import PromptConfig
-from ..errors import Aborted
+from ..errors import Aborted, AbortNotWritten  # AbortNotWritten: re-exported
 from .inbox_entries import entry_kind, removed_dir_problem
 from .inbox_files import (
     ABORT_NAME,
@@ -297,23 +296,6 @@ def write_notice(save_file: str, text: str, *, name: str | None = None) -> str:
     if not name or name.startswith(".") or "/" in name or "\0" in name or name == ABORT_NAME:
         raise ValueError(f"invalid notice name {name!r}: a plain file name, not hidden nor 'abort'")
     return _drop(save_file, text, (numbered(name, n) for n in range(MAX_NAMES)))
-
-
-class AbortNotWritten(FileExistsError):
-    """A non-regular ``abort`` entry was already waiting: the reason was not written.
-
-    The agent is aborted all the same, with a generic reason naming the
-    entry's kind (``kind``); the operator's reason is lost.
-    """
-
-    def __init__(self, path: str, kind: str) -> None:
-        super().__init__(
-            errno.EEXIST,
-            f"an abort entry that is {kind} is already waiting: the agent will be aborted"
-            " with a generic reason, but yours could not be written",
-            path,
-        )
-        self.kind = kind
 
 
 def write_abort(save_file: str, reason: str = "") -> str:

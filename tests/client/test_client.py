@@ -30,9 +30,9 @@ from scoutd.errors import DaemonTimeout, DaemonUnavailable, RemoteError
 from scoutd.protocol import FORBIDDEN, TOO_LARGE, UNKNOWN_SESSION
 from scoutd.strategies.inbox import inbox_removed_dir, write_abort, write_notice
 
-from .strategies.conversations import agent_run
-from .strategies.vectors import vector_params
-from .support.daemon import Daemon, wait_for
+from ..strategies.conversations import agent_run
+from ..strategies.vectors import vector_params
+from ..support.daemon import Daemon, wait_for
 
 ABORT_WAIT = 10.0  # the daemon pushes aborts within milliseconds; this bounds a failure
 

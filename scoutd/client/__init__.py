@@ -1,0 +1,35 @@
+"""Clients of the scoutd daemon: :class:`Client` (blocking) and :class:`AsyncClient` (anyio).
+
+Both speak the line-delimited JSON-RPC 2.0 protocol of docs/PROTOCOL.md over the
+daemon's Unix socket and mirror the library: ``prepare_prompt`` and ``prepare``
+take the arguments of :func:`scoutd.prepare_prompt` (strategy *names* only: no
+code goes over the wire) and raise the same errors (:class:`~scoutd.Aborted`,
+:class:`~scoutd.UnknownStrategy`, :class:`~scoutd.ConfigError`). Anything else the
+daemon refuses is a :class:`~scoutd.errors.RemoteError`; a daemon that cannot be
+reached is :class:`~scoutd.errors.DaemonUnavailable`, one that does not answer in
+time :class:`~scoutd.errors.DaemonTimeout`.
+
+``_async.py`` is the source of both; ``_sync.py`` is generated from it by
+``scripts/unasync`` (docs/ARCHITECTURE-client.md).
+"""
+
+from __future__ import annotations
+
+from ..discovery import SOCKET_ENV
+from ._async import AsyncClient, AsyncSession
+from ._common import default_socket_path
+from ._reconnect import RECONNECT_ERRNOS, RECONNECT_INITIAL_DELAY, RECONNECT_MAX_DELAY
+from ._sync import Client, Session
+
+__all__ = [
+    "AsyncClient",
+    "AsyncSession",
+    "Client",
+    "Session",
+    "default_socket_path",
+    # settings
+    "RECONNECT_ERRNOS",
+    "RECONNECT_INITIAL_DELAY",
+    "RECONNECT_MAX_DELAY",
+    "SOCKET_ENV",
+]

@@ -1,0 +1,434 @@
+"""The daemon's client API: :class:`AsyncClient` and :class:`AsyncSession`.
+
+This file is the source of both clients: ``_sync.py`` (:class:`Client`,
+:class:`Session`) is generated from it by ``scripts/unasync``, which drops
+``async``/``await`` and the ``Async`` prefixes and swaps the anyio backend for
+the socket one. Edit this file, then run ``scripts/unasync``.
+
+Design (docs/ARCHITECTURE-client.md): the connection (``_async_connection.py``)
+is read by whichever caller waits, for everyone. Reading ``Session.aborted``
+also routes what has already arrived, without waiting, so a pushed abort shows
+without any other call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import msgspec
+
+from ..errors import DaemonTimeout, DaemonUnavailable, RemoteError
+from ..formats import check_format_name
+from ..prepare import Prepared
+from ..protocol import (
+    UNKNOWN_SESSION,
+    ConfigReloadParams,
+    ConfigReloadResult,
+    MetricsParams,
+    MetricsResult,
+    SessionCloseParams,
+    SessionOpenParams,
+    SessionOpenResult,
+    StatusParams,
+)
+from ..protocol.error_table import about_base
+from ._async_connection import AsyncConnection
+from ._backend_anyio import Lock, Stream, close_scope, connect_unix, sleep
+from ._common import (
+    DeltaMismatch,
+    Messages,
+    Overrides,
+    SentConversation,
+    SessionAnswer,
+    default_socket_path,
+    prepare_params,
+)
+from ._reconnect import (
+    backoff,
+    deadline_after,
+    next_delay,
+    remaining,
+    unavailable,
+    worth_retrying,
+)
+
+__all__ = ["AsyncClient", "AsyncSession"]
+
+log = logging.getLogger("scoutd.client")
+
+T = TypeVar("T")
+
+# Closing a session on leaving its context manager is bounded even when the
+# block was cancelled: the daemon also closes it with the connection.
+CLOSE_GRACE = 5.0
+
+
+class AsyncClient:
+    """A client of the scoutd daemon; concurrent requests share one connection.
+
+    Args:
+        socket_path: the daemon's socket; default: found as docs/OPERATIONS.md
+            says ("Finding the daemon": ``$SCOUTD_SOCKET``, the configured
+            ``[daemon] socket_path``, the user's socket, the system socket).
+        timeout: seconds allowed for connecting and for each answer (``None``:
+            no limit).
+        reconnect: when the daemon cannot be reached (not running, restarting),
+            keep trying to connect with exponential backoff (see
+            :mod:`scoutd.client._reconnect`) for up to ``timeout`` seconds
+            before raising :class:`~scoutd.errors.DaemonUnavailable`, instead
+            of raising at once.
+
+    Resource handling: the connection opens at the first call (or on entering
+    ``async with``) and closes with :meth:`aclose` or on leaving ``async with``.
+    Closing it closes, in the daemon, every session opened on it.
+
+    Error handling: a timed-out or cancelled request leaves the connection
+    usable (its late answer is discarded); a lost connection fails every
+    request in flight with :class:`~scoutd.errors.DaemonUnavailable`, and the
+    next call connects anew (with ``reconnect``, waiting for the daemon to come
+    back). A request in flight when the connection was lost may or may not
+    have run: it is never sent again. Sessions do not survive their connection.
+    """
+
+    def __init__(
+        self,
+        socket_path: str | None = None,
+        *,
+        timeout: float | None = 60.0,
+        reconnect: bool = False,
+    ) -> None:
+        self.socket_path = socket_path if socket_path is not None else default_socket_path()
+        self.timeout = timeout
+        self.reconnect_on_loss = reconnect
+        self._conn: AsyncConnection | None = None
+        self._connect_lock = Lock()
+
+    async def prepare_prompt(
+        self,
+        messages: Sequence[Any],
+        strategies: str | Sequence[str] | None = None,
+        *,
+        save_file: str | os.PathLike[str] | None = None,
+        session: str | AsyncSession | None = None,
+        config: Overrides = None,
+        format: str | None = None,
+        cache_control: bool | None = None,
+    ) -> list[Any]:
+        """The prepared prompt, computed by the daemon (see :func:`scoutd.prepare_prompt`).
+
+        Raises:
+            Aborted: an abort file was consumed for this save file or session.
+            UnknownStrategy: a strategy name the daemon does not know.
+            ConfigError: invalid per-call overrides.
+        """
+        session_id = session.id if isinstance(session, AsyncSession) else session
+        params = prepare_params(
+            messages, strategies, save_file, session_id, config, format, cache_control
+        )
+        return (await self._call("prepare_prompt", params, Messages)).messages
+
+    async def prepare(
+        self,
+        messages: Sequence[Any],
+        strategies: str | Sequence[str] | None = None,
+        *,
+        save_file: str | os.PathLike[str] | None = None,
+        session: str | AsyncSession | None = None,
+        config: Overrides = None,
+        format: str | None = None,
+        cache_control: bool | None = None,
+    ) -> Prepared:
+        """Like :meth:`prepare_prompt`, plus what each strategy did (``.report``)."""
+        session_id = session.id if isinstance(session, AsyncSession) else session
+        params = prepare_params(
+            messages, strategies, save_file, session_id, config, format, cache_control
+        )
+        return await self._call("prepare_prompt", params, Prepared)
+
+    async def open_session(
+        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
+    ) -> AsyncSession:
+        """Register a running agent session; prefer the :meth:`session` context manager.
+
+        ``format`` is the message format of the session's conversation (docs/FORMATS.md).
+        """
+        params = SessionOpenParams(
+            save_file=os.fspath(save_file),
+            pid=pid,
+            format=check_format_name(format),  # type: ignore[arg-type]
+        )
+        conn = await self._connection()
+        opened = await self._call("session.open", params, SessionOpenResult, conn)
+        return AsyncSession(self, conn, opened.session, params.save_file, pid)
+
+    @contextlib.asynccontextmanager
+    async def session(
+        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
+    ) -> AsyncIterator[AsyncSession]:
+        """Open a session for ``save_file`` for the duration of an ``async with`` block."""
+        opened = await self.open_session(save_file, pid, format)
+        try:
+            yield opened
+        finally:
+            await opened.aclose()
+
+    async def status(self) -> dict[str, Any]:
+        """The daemon's status: version, uptime, config, counts, latency."""
+        return await self._call("status", StatusParams(), dict[str, Any])
+
+    async def metrics(self) -> str:
+        """The daemon's counters as Prometheus text exposition (docs/PROTOCOL.md, metrics)."""
+        return (await self._call("metrics", MetricsParams(), MetricsResult)).text
+
+    async def reload_config(self) -> int:
+        """Make the daemon re-read its configuration now; returns the new generation.
+
+        Raises:
+            ConfigError: the file is invalid (the daemon keeps the last good config).
+        """
+        result = await self._call("config.reload", ConfigReloadParams(), ConfigReloadResult)
+        return result.generation
+
+    async def connect(self) -> None:
+        """Connect now instead of at the first call (a no-op when connected)."""
+        await self._connection()
+
+    async def reconnect(self) -> None:
+        """Drop the current connection (if any) and connect again, with backoff.
+
+        Waits up to ``timeout`` seconds for the daemon to accept, whatever the
+        ``reconnect`` setting. Requests in flight on the old connection fail;
+        its sessions are lost.
+
+        Raises:
+            DaemonUnavailable: the daemon could not be reached in time.
+        """
+        if self._conn is not None:
+            await self._lose(self._conn, "the client reconnected")
+        await self._connection(retry=True)
+
+    async def aclose(self) -> None:
+        """Close the connection (the daemon closes its sessions). Idempotent."""
+        if self._conn is not None:
+            await self._lose(self._conn, "the client closed the connection")
+
+    async def __aenter__(self) -> AsyncClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- connection ----------------------------------------------------------------------------
+
+    async def _connection(self, *, retry: bool | None = None) -> AsyncConnection:
+        """The current connection, or a new one; ``retry``: back off and try again.
+
+        A connection the daemon has closed meanwhile (its ``idle_timeout``, or a
+        restart) is replaced here, before a request is written into it: otherwise
+        the first call after a quiet spell would fail with a broken pipe.
+        """
+        conn = self._conn
+        if conn is not None:
+            if conn.state.lost is None and not conn.stream.closed_by_peer():
+                return conn
+            await self._lose(conn, "the daemon closed the connection")
+        deadline = deadline_after(self.timeout)
+        if not await self._connect_lock.acquire(deadline):
+            raise DaemonTimeout(f"the scoutd client was busy for {self.timeout} s")
+        try:
+            if self._conn is None:  # else another caller connected meanwhile
+                stream = await self._open_stream(deadline, retry)
+                self._conn = AsyncConnection(stream, self.socket_path, self.timeout)
+            return self._conn
+        finally:
+            self._connect_lock.release()
+
+    async def _open_stream(self, deadline: float | None, retry: bool | None) -> Stream:
+        retry = self.reconnect_on_loss if retry is None else retry
+        delays = backoff()
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return await connect_unix(self.socket_path, deadline)
+            except (OSError, TimeoutError) as exc:
+                delay = next_delay(delays, deadline) if retry and worth_retrying(exc) else None
+                if delay is None:
+                    raise unavailable(self.socket_path, exc, attempts) from exc
+                log.debug("scoutd at %s: %s; retrying in %.2f s", self.socket_path, exc, delay)
+                await sleep(delay)
+
+    async def _lose(self, conn: AsyncConnection, reason: str) -> None:
+        """Give up a connection: its waiters and sessions learn why; close it."""
+        if self._conn is conn:
+            self._conn = None
+        await conn.lose(reason)
+
+    async def _call(
+        self,
+        method: str,
+        params: msgspec.Struct,
+        kind: type[T],
+        conn: AsyncConnection | None = None,
+    ) -> T:
+        """Send one request and wait for its answer, reading for everyone meanwhile."""
+        conn = conn or await self._connection()
+        return await conn.call(method, params, kind)
+
+    async def _close_session(self, session: AsyncSession) -> None:
+        conn = session._conn
+        conn.state.forget_session(session.id)
+        if conn is not self._conn or conn.state.lost is not None:
+            return  # the daemon closed it with its connection
+        try:
+            await self._call(
+                "session.close", SessionCloseParams(session=session.id), dict[str, Any], conn
+            )
+        except RemoteError as exc:
+            if exc.code != UNKNOWN_SESSION:
+                raise
+        except DaemonUnavailable:
+            pass  # the daemon closes the sessions of a lost connection
+        except DaemonTimeout:
+            log.warning("scoutd did not confirm closing session %s", session.id)
+
+
+class AsyncSession:
+    """An agent session registered with the daemon.
+
+    ``aborted`` and ``reason`` are live: the daemon pushes ``session.aborted``
+    as soon as it consumes an abort file, and reading either attribute routes
+    whatever has arrived on the connection, without waiting. A
+    :meth:`prepare_prompt` of the session that fails with
+    :class:`~scoutd.Aborted` sets them too. :meth:`wait_aborted` waits for the push.
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        conn: AsyncConnection,
+        session_id: str,
+        save_file: str,
+        pid: int | None,
+    ) -> None:
+        self.id = session_id
+        self.save_file = save_file
+        self.pid = pid
+        self._client = client
+        self._conn = conn
+        self._closed = False
+        self._conversation = SentConversation(session_id)
+        self._busy = Lock()  # one prepare at a time: the incremental state is shared
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the daemon aborted this session (checked anew at each read)."""
+        return self.reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        """The abort's reason (the abort file's content), None while not aborted."""
+        self._conn.read_nowait()
+        return self._conn.state.abort_reason(self.id)
+
+    @property
+    def lost(self) -> bool:
+        """Whether the connection that carried this session is gone."""
+        self._conn.read_nowait()
+        return self._conn.state.lost is not None
+
+    async def prepare_prompt(
+        self,
+        messages: Sequence[Any],
+        strategies: str | Sequence[str] | None = None,
+        *,
+        config: Overrides = None,
+    ) -> list[Any]:
+        """:meth:`AsyncClient.prepare_prompt` for this session (and its save file).
+
+        Incremental: the daemon keeps the conversation, so only the messages
+        appended since the previous call are sent, and the answer comes back as a
+        checked delta of the previous prepared prompt. Pass the whole, growing
+        conversation every time; if an earlier message was replaced or its keys
+        reassigned, the whole conversation is sent again.
+        """
+        return (await self.prepare(messages, strategies, config=config)).messages
+
+    async def prepare(
+        self,
+        messages: Sequence[Any],
+        strategies: str | Sequence[str] | None = None,
+        *,
+        config: Overrides = None,
+    ) -> Prepared:
+        """:meth:`prepare_prompt` plus what each strategy did (``.report``)."""
+        await self._busy.acquire(None)
+        try:
+            for whole in (False, True):
+                params = self._conversation.params(messages, strategies, config, whole=whole)
+                try:
+                    answer = await self._client._call("prepare_prompt", params, SessionAnswer)
+                    return self._conversation.absorb(answer, messages, params)
+                except RemoteError as exc:
+                    if whole or not about_base(exc):
+                        raise
+                except DeltaMismatch:
+                    if whole:
+                        raise
+                self._conversation.forget()
+            raise AssertionError("unreachable")
+        finally:
+            self._busy.release()
+
+    # The timeout parameter: an expired wait is an answer (False), not an
+    # error, which a caller's own timeout could not express.
+    async def wait_aborted(self, timeout: float | None) -> bool:  # noqa: ASYNC109
+        """Wait up to ``timeout`` seconds (``None``: no limit) for an abort; return ``aborted``.
+
+        Reads the connection meanwhile, for every caller that shares it.
+
+        Raises:
+            DaemonUnavailable: the connection was lost before an abort arrived.
+        """
+        deadline = deadline_after(timeout)
+        state = self._conn.state
+        while state.abort_reason(self.id) is None:
+            if state.lost is not None:
+                raise self._conn.lost_error()
+            if remaining(deadline) == 0:
+                break
+            with contextlib.suppress(DaemonUnavailable):  # seen as `lost` above
+                await self._conn.read_for_all(
+                    deadline, lambda: state.abort_reason(self.id) is not None
+                )
+        return state.abort_reason(self.id) is not None
+
+    async def aclose(self) -> None:
+        """Tell the daemon the session is over (idempotent; bounded even when cancelled)."""
+        if self._closed:
+            return
+        self._closed = True
+        with close_scope(CLOSE_GRACE):
+            await self._client._close_session(self)
+
+    async def __aenter__(self) -> AsyncSession:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,153 @@
+"""The I/O the async client needs, on anyio: a lock, a Unix stream, sleep.
+
+``scoutd/client/_async.py`` is written against these names; the blocking
+client generated from it uses the same names from ``_backend_socket.py``.
+Every wait takes a deadline (a :func:`time.monotonic` instant, None: none)
+and reports an expired one as a value or :class:`TimeoutError`, the same way
+in both backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import anyio.abc
+
+from ._reconnect import remaining
+from ._sockets import RECV_SIZE, SEND_GRACE, closed_by_peer, read_nowait
+
+
+class Lock:
+    """A lock whose waits end at a deadline."""
+
+    def __init__(self) -> None:
+        self._lock = anyio.Lock()
+
+    async def acquire(self, deadline: float | None) -> bool:
+        """Wait for the lock until ``deadline``; whether it was acquired."""
+        with anyio.move_on_after(remaining(deadline)):
+            await self._lock.acquire()
+            return True
+        return False
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free now (never waits)."""
+        try:
+            self._lock.acquire_nowait()
+        except (anyio.WouldBlock, RuntimeError):  # taken, or no event loop running
+            return False
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+class ReadLock:
+    """Who reads the connection: one caller at a time, and the others wake at every
+    chunk read (:meth:`release`), so a caller whose answer another one read
+    stops waiting at once instead of queueing for the socket."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._changed: anyio.Event | None = None
+
+    async def acquire(self, deadline: float | None, done: Callable[[], bool]) -> bool:
+        """Take the lock to read; False when ``done()`` first, or at the deadline."""
+        with anyio.move_on_after(remaining(deadline)):
+            while self._held and not done():
+                if self._changed is None:
+                    self._changed = anyio.Event()
+                await self._changed.wait()
+            if done():
+                return False
+            self._held = True
+            return True
+        return False
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free now (never waits)."""
+        if self._held:
+            return False
+        self._held = True
+        return True
+
+    def release(self) -> None:
+        """Let go, and wake every waiter to look at what was read."""
+        self._held = False
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+
+class Stream:
+    """A connected Unix stream socket to the daemon."""
+
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self._stream = stream
+        self._sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+
+    async def receive(self, deadline: float | None) -> bytes | None:
+        """The next bytes; ``b""`` at the end of the stream; None at the deadline.
+
+        Raises:
+            OSError: the connection broke.
+        """
+        with anyio.move_on_after(remaining(deadline)):
+            try:
+                return await self._stream.receive(RECV_SIZE)
+            except anyio.EndOfStream:
+                return b""
+            except anyio.BrokenResourceError as exc:
+                raise ConnectionError(str(exc.__cause__ or exc) or "connection reset") from exc
+            except anyio.ClosedResourceError as exc:
+                raise ConnectionError("the connection was closed") from exc
+        return None
+
+    def receive_nowait(self) -> bytes | None:
+        """Bytes already received (``b""``: end of stream), None when there are none."""
+        return read_nowait(self._sock)
+
+    async def send_all(self, data: bytes, deadline: float | None) -> None:
+        """Write all of ``data``; a cancelled caller waits for it (a cut line would
+        corrupt the stream for every request on the connection).
+
+        Raises:
+            TimeoutError: not all written by the deadline (or SEND_GRACE without one).
+            OSError: the connection broke.
+        """
+        left = remaining(deadline)
+        with anyio.CancelScope(shield=True) as scope:
+            scope.deadline = anyio.current_time() + (SEND_GRACE if left is None else left)
+            try:
+                await self._stream.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise ConnectionError(str(exc.__cause__ or exc) or "connection reset") from exc
+        if scope.cancelled_caught:
+            raise TimeoutError("the daemon took no request")
+
+    def closed_by_peer(self) -> bool:
+        return closed_by_peer(self._sock)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._stream.aclose()
+
+
+async def connect_unix(path: str, deadline: float | None) -> Stream:
+    """Connect to the daemon's socket.
+
+    Raises:
+        OSError: no daemon there (or not allowed).
+        TimeoutError: no answer by the deadline.
+    """
+    with anyio.fail_after(remaining(deadline)):
+        return Stream(await anyio.connect_unix(path))
+
+
+sleep = anyio.sleep
+
+
+def close_scope(seconds: float) -> anyio.CancelScope:
+    """Bounds closing a session to ``seconds``, even when the caller was cancelled."""
+    return anyio.CancelScope(shield=True, deadline=anyio.current_time() + seconds)

@@ -1,0 +1,198 @@
+"""What both clients share and that does no I/O: arguments to params, answers
+to results or exceptions, and a session's incremental state."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import msgspec
+
+from ..config import Config, PromptConfig
+from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
+from ..discovery import discover_socket
+from ..errors import Aborted
+from ..formats import check_format_name
+from ..prepare import Prepared
+from ..protocol import PreparePromptParams
+from ..protocol.client_state import ClientState, Incoming
+from ..protocol.error_table import exception_for
+from ..strategies.report import StrategyReport
+
+__all__ = [
+    "DeltaMismatch",
+    "Messages",
+    "Overrides",
+    "SentConversation",
+    "SessionAnswer",
+    "default_socket_path",
+    "prepare_params",
+    "result_of",
+]
+
+T = TypeVar("T")
+Overrides = Config | PromptConfig | Mapping[str, Any] | None
+
+
+class Messages(msgspec.Struct):
+    """The part of a ``prepare_prompt`` result that ``prepare_prompt`` returns."""
+
+    messages: list[Any]
+
+
+class SessionAnswer(msgspec.Struct):
+    """A session's ``prepare_prompt`` result: the whole prompt, or a delta."""
+
+    report: list[StrategyReport]
+    messages: list[Any] | None = None
+    keep: int | None = None
+    append: list[Any] | None = None
+    checksum: int | None = None
+
+
+def default_socket_path() -> str:
+    """The socket used when none is given (docs/OPERATIONS.md, "Finding the daemon")."""
+    return discover_socket()
+
+
+def _overrides(config: Overrides) -> dict[str, Any] | None:
+    """Per-call ``[prompt]`` overrides as sent over the wire."""
+    if config is None:
+        return None
+    if isinstance(config, Config):
+        config = config.prompt
+    if isinstance(config, PromptConfig):
+        values: dict[str, Any] = msgspec.to_builtins(config)
+        return values
+    if isinstance(config, Mapping):
+        return dict(config)
+    raise TypeError(
+        f"config must be a mapping of [prompt] overrides or a PromptConfig, "
+        f"got {type(config).__name__}"
+    )
+
+
+def prepare_params(
+    messages: Sequence[Any],
+    strategies: str | Sequence[str] | None,
+    save_file: str | os.PathLike[str] | None,
+    session: str | None,
+    config: Overrides,
+    format: str | None = None,
+    cache_control: bool | None = None,
+) -> PreparePromptParams:
+    """The ``prepare_prompt`` params for the library's arguments; refuses what cannot
+    go over the wire (a callable strategy) before anything is sent."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    names: str | list[str] | None = None
+    if isinstance(strategies, str):
+        names = strategies
+    elif strategies is not None:
+        if not isinstance(strategies, Sequence) or not all(isinstance(s, str) for s in strategies):
+            raise TypeError(
+                "strategies must be a comma-separated string or a list of names "
+                "(a callable cannot be sent to the daemon)"
+            )
+        names = list(strategies)
+    return PreparePromptParams(
+        messages=messages,  # type: ignore[arg-type]  # encoded as is, any sequence of mappings
+        strategies=names,
+        save_file=None if save_file is None else os.fspath(save_file),
+        session=session,
+        config=_overrides(config),
+        format=None if format is None else check_format_name(format),  # type: ignore[arg-type]
+        cache_control=cache_control,
+    )
+
+
+def result_of(answer: Incoming, kind: type[T], state: ClientState, params: msgspec.Struct) -> T:
+    """The typed result of an answer, or its exception (an abort also marks the session)."""
+    if answer.error is not None:
+        raise_error(answer, state, params)
+    return msgspec.json.decode(answer.result, type=kind)
+
+
+def raise_error(answer: Incoming, state: ClientState, params: msgspec.Struct) -> NoReturn:
+    """Raise the exception of an error answer."""
+    assert answer.error is not None
+    exception = exception_for(answer.error)
+    session = params.session if isinstance(params, PreparePromptParams) else None
+    if isinstance(exception, Aborted) and session is not None:
+        state.record_abort(session, exception.reason)
+    raise exception
+
+
+class SentConversation:
+    """A session's incremental state: how much of the caller's conversation the
+    daemon already has, and the prepared prompt the deltas apply to."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self._sent = 0  # conversation messages the daemon holds
+        # What was sent, message by message, to notice a conversation that changed.
+        self._seen: list[tuple[Any, Any]] = []
+        self._prompt = DeltaDecoder()
+
+    def params(
+        self,
+        messages: Sequence[Any],
+        strategies: str | Sequence[str] | None,
+        config: Overrides,
+        *,
+        whole: bool,
+    ) -> PreparePromptParams:
+        """Only what was appended since the last call, unless ``whole`` (or it changed)."""
+        params = prepare_params(messages, strategies, None, self.session_id, config)
+        sent = self._sent
+        if not whole and 0 < sent <= len(messages) and self._unchanged(messages):
+            return msgspec.structs.replace(
+                params, messages=None, append=list(messages[sent:]), base=sent, delta=True
+            )
+        return msgspec.structs.replace(params, delta=not whole)
+
+    def _unchanged(self, messages: Sequence[Any]) -> bool:
+        """Whether the first messages are still the very ones sent, with the same values.
+
+        O(messages) identity and shallow comparisons, no encoding: a message that
+        was replaced, or whose keys were reassigned in place, is noticed.
+        """
+        return all(
+            message is sent and _shape(message) == shape
+            for message, (sent, shape) in zip(messages, self._seen, strict=False)
+        )
+
+    def absorb(
+        self, answer: SessionAnswer, messages: Sequence[Any], params: PreparePromptParams
+    ) -> Prepared:
+        """Apply the answer to the held prompt; remember what the daemon now has.
+
+        Raises:
+            DeltaMismatch: the delta does not apply to the prompt held here.
+        """
+        if answer.keep is not None:
+            prompt = self._prompt.apply(
+                PromptDelta(
+                    keep=answer.keep, append=answer.append or [], checksum=answer.checksum or 0
+                )
+            )
+        else:
+            prompt = self._prompt.full(answer.messages or [])
+        start = self._sent if params.append is not None else 0
+        del self._seen[start:]
+        self._seen += [(message, _shape(message)) for message in messages[start:]]
+        self._sent = len(messages)
+        return Prepared(messages=prompt, report=answer.report)
+
+    def forget(self) -> None:
+        """The daemon's conversation is not the one we believed: start over."""
+        self._sent = 0
+        self._seen.clear()
+
+
+def _shape(message: Any) -> Any:
+    """A message's top-level values, to compare with what was sent (see ``_unchanged``)."""
+    if type(message) is dict:
+        return tuple(message.items())
+    return None

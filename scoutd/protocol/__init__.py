@@ -1,0 +1,121 @@
+"""The wire protocol of ``scoutd serve``: JSON-RPC 2.0, one object per line (no I/O).
+
+Shared by the daemon and the clients (docs/PROTOCOL.md):
+
+- :mod:`.messages`: error codes and every message as a msgspec Struct;
+- :mod:`.framing`: the one line reader both ends use;
+- :mod:`.codec`: lines to typed requests and typed answers to lines (daemon);
+- :mod:`.error_table`: error codes to exceptions and back (both ends);
+- :mod:`.client_state`: a client connection's requests, answers and aborts.
+
+Every name the single-module version of this package defined is re-exported
+here, so ``from scoutd import protocol; protocol.X`` keeps working.
+"""
+
+from __future__ import annotations
+
+from ..errors import ProtocolError
+from .codec import (
+    decode_params,
+    decode_prepare_request,
+    decode_request,
+    encode_error,
+    encode_notification,
+    encode_result,
+)
+from .framing import OVERSIZED, LineReader
+from .messages import (
+    ABORTED,
+    CONFIG_INVALID,
+    FORBIDDEN,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    METHOD_PARAMS,
+    PARSE_ERROR,
+    SHUTTING_DOWN,
+    TOO_LARGE,
+    UNKNOWN_SESSION,
+    UNKNOWN_STRATEGY,
+    AbortedData,
+    ConfigInvalidData,
+    ConfigReloadParams,
+    ConfigReloadResult,
+    ConfigStatus,
+    Counts,
+    ErrorObject,
+    ForbiddenData,
+    FormatName,
+    Latency,
+    MetricsParams,
+    MetricsResult,
+    Notification,
+    PreparePromptParams,
+    PreparePromptResult,
+    Request,
+    RequestId,
+    SessionAbortedParams,
+    SessionCloseParams,
+    SessionCloseResult,
+    SessionOpenParams,
+    SessionOpenResult,
+    StatusParams,
+    StatusResult,
+    TooLargeData,
+    UnknownStrategyData,
+)
+
+__all__ = [
+    # error codes
+    "ABORTED",
+    "CONFIG_INVALID",
+    "FORBIDDEN",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "SHUTTING_DOWN",
+    "TOO_LARGE",
+    "UNKNOWN_SESSION",
+    "UNKNOWN_STRATEGY",
+    # messages
+    "METHOD_PARAMS",
+    "AbortedData",
+    "ConfigInvalidData",
+    "ConfigReloadParams",
+    "ConfigReloadResult",
+    "ConfigStatus",
+    "Counts",
+    "ErrorObject",
+    "ForbiddenData",
+    "FormatName",
+    "Latency",
+    "Notification",
+    "PreparePromptParams",
+    "PreparePromptResult",
+    "Request",
+    "RequestId",
+    "SessionAbortedParams",
+    "SessionCloseParams",
+    "SessionCloseResult",
+    "SessionOpenParams",
+    "SessionOpenResult",
+    "MetricsParams",
+    "MetricsResult",
+    "StatusParams",
+    "StatusResult",
+    "TooLargeData",
+    "UnknownStrategyData",
+    # codec and framing
+    "OVERSIZED",
+    "LineReader",
+    "ProtocolError",
+    "decode_params",
+    "decode_prepare_request",
+    "decode_request",
+    "encode_error",
+    "encode_notification",
+    "encode_result",
+]

@@ -1,0 +1,184 @@
+"""A client connection's protocol state, without I/O (h11 style).
+
+The client shells (``scoutd/client/``) only move bytes: they hand what they
+want to send to :meth:`ClientState.send_request`, write the line it returns,
+and feed every received chunk to :meth:`ClientState.receive_data`, which
+frames it, decodes each line and routes it: an answer to the request with its
+``id`` (kept until that request's caller takes it), a ``session.aborted``
+notification to the session it names. Whoever reads the socket thus reads for
+everyone on the connection.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from .error_table import too_large_limit
+from .framing import OVERSIZED, LineReader
+from .messages import ErrorObject, SessionAbortedParams
+
+log = logging.getLogger("scoutd.client")
+
+
+class Incoming(msgspec.Struct):
+    """Any line from the daemon: a response (``result`` or ``error``) or a notification.
+
+    ``result`` and ``params`` stay raw so that each call decodes its own result
+    type; an empty :class:`msgspec.Raw` means the member was absent.
+    """
+
+    id: int | str | None = None
+    result: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    error: ErrorObject | None = None
+    method: str | None = None
+    params: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+
+
+class Answered(msgspec.Struct, frozen=True):
+    """Event: the answer to request ``id`` arrived (take it with :meth:`ClientState.answer`)."""
+
+    id: int
+
+
+class SessionAborted(msgspec.Struct, frozen=True):
+    """Event: the daemon consumed an abort for ``session``."""
+
+    session: str
+    reason: str
+
+
+Event = Answered | SessionAborted
+
+
+class _Request(msgspec.Struct):
+    jsonrpc: str
+    id: int
+    method: str
+    params: msgspec.Struct
+
+
+def _enc_hook(value: Any) -> Any:
+    # Messages may be any mapping, as for the library; dicts take the fast path.
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot send a {type(value).__name__} to the daemon")
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
+_incoming = msgspec.json.Decoder(Incoming)
+_aborted_params = msgspec.json.Decoder(SessionAbortedParams)
+
+
+class ClientState:
+    """Requests in flight, their answers, and the aborts pushed for sessions.
+
+    Not thread-safe by itself: the shells call it under their read lock (reads)
+    or between two awaits (everything else), never from two threads at once
+    for the same reason a socket is read by one reader at a time.
+    """
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._reader = LineReader(None)
+        self._waiting: dict[int, int] = {}  # request id -> bytes of its line
+        self._answers: dict[int, Incoming] = {}
+        self._aborts: dict[str, str] = {}  # session id -> reason of its abort
+        self.lost: str | None = None  # why the connection is gone, once it is
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def send_request(self, method: str, params: msgspec.Struct) -> tuple[int, bytes]:
+        """A new request: its id and the line to write (with its newline)."""
+        request_id = next(self._ids)
+        buffer = bytearray()
+        _encoder.encode_into(_Request("2.0", request_id, method, params), buffer)
+        buffer += b"\n"
+        self._waiting[request_id] = len(buffer)
+        return request_id, bytes(buffer)
+
+    def answer(self, request_id: int) -> Incoming | None:
+        """Take the answer of ``request_id`` if it has arrived."""
+        return self._answers.pop(request_id, None)
+
+    def answered(self, request_id: int) -> bool:
+        """Whether the answer of ``request_id`` is here (without taking it)."""
+        return request_id in self._answers
+
+    def forget_request(self, request_id: int) -> None:
+        """The caller gave up (answered, timed out or cancelled): a late answer is dropped."""
+        self._waiting.pop(request_id, None)
+        self._answers.pop(request_id, None)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def abort_reason(self, session: str) -> str | None:
+        """The reason of the abort pushed (or answered) for ``session``, if any."""
+        return self._aborts.get(session)
+
+    def record_abort(self, session: str, reason: str) -> None:
+        """An abort for ``session`` (the first reason stays)."""
+        self._aborts.setdefault(session, reason)
+
+    def forget_session(self, session: str) -> None:
+        self._aborts.pop(session, None)
+
+    # -- bytes in ----------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Feed received bytes; return what they changed.
+
+        Raises:
+            msgspec.DecodeError: a line that is not a JSON-RPC message; the
+                connection cannot be trusted any more.
+        """
+        events: list[Event] = []
+        for line in self._reader.feed(data, 0.0):
+            if line is OVERSIZED:  # pragma: no cover - the reader has no limit here
+                continue
+            message = _incoming.decode(line)
+            if message.method is not None:
+                events.extend(self._notification(message))
+            else:
+                events.extend(self._response(message))
+        return events
+
+    def connection_lost(self, reason: str) -> None:
+        """The connection is gone; the first reason given stays."""
+        if self.lost is None:
+            self.lost = reason
+
+    def _notification(self, message: Incoming) -> list[Event]:
+        if message.method != "session.aborted":
+            log.debug("ignoring notification %r", message.method)
+            return []
+        try:
+            params = _aborted_params.decode(message.params)
+        except msgspec.DecodeError:
+            log.warning("ignoring a malformed session.aborted notification")
+            return []
+        self.record_abort(params.session, params.reason)
+        return [SessionAborted(params.session, params.reason)]
+
+    def _response(self, message: Incoming) -> list[Event]:
+        if isinstance(message.id, int) and message.id in self._waiting:
+            return [self._deliver(message.id, message)]
+        if message.id is None and message.error is not None:
+            # An error the daemon could not tie to a request: an oversized line
+            # (the oldest waiting request that long; the connection goes on),
+            # else a refusal of the whole connection, for every waiting request.
+            waiting = [rid for rid in self._waiting if rid not in self._answers]
+            limit = too_large_limit(message.error)
+            if limit is not None:
+                waiting = [rid for rid in waiting if self._waiting[rid] - 1 > limit][:1] or waiting
+            return [self._deliver(rid, message) for rid in waiting]
+        log.debug("discarding a late answer to request %r", message.id)
+        return []
+
+    def _deliver(self, request_id: int, message: Incoming) -> Answered:
+        self._answers[request_id] = message
+        return Answered(request_id)

@@ -1,0 +1,259 @@
+"""The messages of the wire protocol: error codes, params, results, notifications.
+
+Every request's params, every result, every error's data and the notification
+are msgspec Structs, so validation errors (with the field path) come from one
+definition and docs/PROTOCOL.md can list them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+
+from ..strategies.report import StrategyReport
+
+# Standard JSON-RPC 2.0 codes.
+PARSE_ERROR: Final = -32700  # the line is not valid JSON (or not UTF-8)
+INVALID_REQUEST: Final = -32600  # valid JSON, but not a request object (batches included)
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602  # data: {"path": "$.params...", "error": "..."}
+INTERNAL_ERROR: Final = -32603
+# Application codes (JSON-RPC reserves -32000..-32099 for the server).
+ABORTED: Final = -32001  # data: AbortedData
+UNKNOWN_STRATEGY: Final = -32002  # data: UnknownStrategyData
+FORBIDDEN: Final = -32003  # data: ForbiddenData
+TOO_LARGE: Final = -32004  # data: TooLargeData
+CONFIG_INVALID: Final = -32005  # data: ConfigInvalidData
+UNKNOWN_SESSION: Final = -32006
+SHUTTING_DOWN: Final = -32007
+
+FormatName = Literal["auto", "scout", "openai-chat", "openai-responses", "anthropic"]
+
+# ``id`` may be a string, an integer or null; fractional numbers and booleans are refused.
+RequestId = int | str | None
+
+
+# --- params -----------------------------------------------------------------------------
+
+
+class PreparePromptParams(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """``prepare_prompt``: the library's ``prepare`` over the wire.
+
+    Without ``session``, ``messages`` is the whole conversation. With a
+    ``session``, the daemon keeps the conversation: ``messages`` replaces it,
+    ``append`` extends it (``base``, if given, is the length the client believes
+    it has), and neither reuses it as is; ``delta`` asks for the answer as a
+    change of the previous prepared prompt (docs/PROTOCOL.md, incremental
+    sessions).
+    """
+
+    messages: list[dict[str, Any]] | None = None
+    append: list[dict[str, Any]] | None = None
+    base: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    delta: bool = False
+    strategies: str | list[str] | None = None
+    save_file: str | None = None
+    session: str | None = None
+    config: dict[str, Any] | None = None  # per-call overrides of [prompt] keys
+    format: FormatName | None = None  # docs/FORMATS.md; a session's own by default
+    cache_control: bool | None = None  # Anthropic cache hint; [prompt] cache_control by default
+
+    def __post_init__(self) -> None:
+        if self.session is None:
+            if self.messages is None:
+                raise ValueError("`messages` is required without a `session`")
+            if self.append is not None or self.base is not None or self.delta:
+                raise ValueError("`append`, `base` and `delta` need a `session`")
+        elif self.messages is not None and (self.append is not None or self.base is not None):
+            raise ValueError("give either `messages` or `append`, not both")
+
+
+class SessionOpenParams(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    save_file: str
+    pid: int | None = msgspec.field(default=None)
+    messages: list[dict[str, Any]] | None = None  # the conversation so far, kept by the daemon
+    format: FormatName = "auto"  # the session's message format (docs/FORMATS.md)
+
+    def __post_init__(self) -> None:
+        if self.pid is not None and self.pid < 1:
+            raise ValueError("pid must be a positive process id")
+
+
+class SessionCloseParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    session: str
+
+
+class MetricsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class StatusParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class ConfigReloadParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+METHOD_PARAMS: Final[dict[str, type[msgspec.Struct]]] = {
+    "prepare_prompt": PreparePromptParams,
+    "session.open": SessionOpenParams,
+    "session.close": SessionCloseParams,
+    "status": StatusParams,
+    "metrics": MetricsParams,
+    "config.reload": ConfigReloadParams,
+}
+
+# --- results ----------------------------------------------------------------------------
+
+
+class PreparePromptResult(msgspec.Struct, kw_only=True):
+    """Either ``messages`` (the whole prepared prompt) or a delta: the first
+    ``keep`` messages of the previous prepared prompt, then ``append``;
+    ``checksum`` is the CRC-32 of those ``keep`` messages' compact JSON.
+    """
+
+    messages: list[Any] | msgspec.UnsetType = msgspec.UNSET
+    keep: int | msgspec.UnsetType = msgspec.UNSET
+    append: list[Any] | msgspec.UnsetType = msgspec.UNSET
+    checksum: int | msgspec.UnsetType = msgspec.UNSET
+    report: list[StrategyReport]
+
+
+class SessionOpenResult(msgspec.Struct, kw_only=True):
+    session: str
+
+
+class SessionCloseResult(msgspec.Struct, kw_only=True):
+    pass
+
+
+class ConfigStatus(msgspec.Struct, kw_only=True):
+    path: str | None
+    generation: int
+    last_reload_error: str | None
+
+
+class Counts(msgspec.Struct, kw_only=True):
+    connections: int = 0  # open now
+    sessions: int = 0  # open now
+    watches: int = 0  # inbox directories watched now
+    requests: int = 0  # since start
+    errors: int = 0  # error responses since start
+    notices_delivered: int = 0  # inbox notices injected into prompts since start
+    aborts: int = 0  # abort files consumed since start (watcher or inbox strategy)
+    pending_request_bytes: int = 0  # of requests received but not yet complete or decoded
+
+
+class Latency(msgspec.Struct, kw_only=True):
+    count: int  # requests measured since start
+    p50_ms: float  # percentiles over the most recent requests
+    p99_ms: float
+    max_ms: float  # maximum since start
+
+
+class MetricsResult(msgspec.Struct, kw_only=True):
+    """The Prometheus text exposition of the daemon's counters (docs/PROTOCOL.md)."""
+
+    text: str
+
+
+class StatusResult(msgspec.Struct, kw_only=True):
+    version: str
+    uptime: float  # seconds
+    config: ConfigStatus
+    counts: Counts
+    latency: Latency
+
+
+class ConfigReloadResult(msgspec.Struct, kw_only=True):
+    generation: int
+
+
+# --- errors and notifications -----------------------------------------------------------
+
+
+class AbortedData(msgspec.Struct, kw_only=True):
+    reason: str
+    save_file: str | None
+    session: str | None
+
+
+class UnknownStrategyData(msgspec.Struct, kw_only=True):
+    name: str
+    available: list[str]
+
+
+class ForbiddenData(msgspec.Struct, kw_only=True):
+    reason: str
+
+
+class TooLargeData(msgspec.Struct, kw_only=True):
+    limit: int
+
+
+class ConfigInvalidData(msgspec.Struct, kw_only=True):
+    error: str
+
+
+class ErrorObject(msgspec.Struct, kw_only=True, omit_defaults=True):
+    code: int
+    message: str
+    data: Any = None
+
+
+class SessionAbortedParams(msgspec.Struct, kw_only=True):
+    session: str
+    save_file: str
+    reason: str
+
+
+class Notification(msgspec.Struct, kw_only=True):
+    jsonrpc: Literal["2.0"]
+    method: str
+    params: Any
+
+
+class ResultResponse(msgspec.Struct, kw_only=True):
+    """A success response as the daemon writes it."""
+
+    jsonrpc: Literal["2.0"]
+    id: RequestId
+    result: Any
+
+
+class ErrorResponse(msgspec.Struct, kw_only=True):
+    """An error response as the daemon writes it."""
+
+    jsonrpc: Literal["2.0"]
+    id: RequestId
+    error: ErrorObject
+
+
+class Envelope(msgspec.Struct, kw_only=True):
+    """A request's members, params left raw until the method is known."""
+
+    jsonrpc: Literal["2.0"]
+    method: str
+    id: RequestId | msgspec.UnsetType = msgspec.UNSET
+    params: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class IdOnly(msgspec.Struct):
+    """Just the ``id`` of a line, to answer a structurally invalid request."""
+
+    id: RequestId = None
+
+
+class Request(msgspec.Struct, kw_only=True):
+    """A decoded request; ``params`` stays raw until the method is known."""
+
+    method: str
+    id: RequestId
+    notification: bool  # no ``id`` member: execute, never answer
+    params: msgspec.Raw | None
