@@ -20,6 +20,14 @@ from .errors import (
     ScoutdError,
     UnknownStrategy,
 )
+from .inbox import (
+    AbortNotWritten,
+    inbox_dir,
+    inbox_removed_dir,
+    list_inbox,
+    write_abort,
+    write_notice,
+)
 from .prepare import (
     Prepared,
     available_strategies,
@@ -28,7 +36,6 @@ from .prepare import (
     register_strategy,
     unregister_strategy,
 )
-from .strategies.inbox import inbox_dir, inbox_removed_dir
 from .strategies.report import StrategyReport, ToolAction
 from .strategies.text import shorten_string, truncate_string
 
@@ -45,6 +52,11 @@ __all__ = [
     "unregister_strategy",
     "inbox_dir",
     "inbox_removed_dir",
+    # inbox files
+    "AbortNotWritten",
+    "list_inbox",
+    "write_abort",
+    "write_notice",
     "shorten_string",
     "truncate_string",
     # daemon client
