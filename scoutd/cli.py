@@ -305,7 +305,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_notify(args: argparse.Namespace) -> int:
-    from .strategies.inbox import write_notice
+    from .inbox import write_notice
 
     if args.text == "-":
         try:
@@ -325,7 +325,7 @@ def _cmd_notify(args: argparse.Namespace) -> int:
 
 
 def _cmd_abort(args: argparse.Namespace) -> int:
-    from .strategies.inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
+    from .inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
 
     try:
         print(write_abort(args.save_file, args.reason))
@@ -342,6 +342,23 @@ def _cmd_abort(args: argparse.Namespace) -> int:
         f" {inbox_removed_dir(args.save_file)!r} ({problem}): it goes to a hidden"
         " .abort-* file in the inbox, or the abort stays in place; see docs/OPERATIONS.md"
     )
+
+
+def _cmd_inbox(args: argparse.Namespace) -> int:
+    """``scoutd inbox SAVE_FILE``: what is pending, listed without taking anything."""
+    from .inbox import list_inbox, listing_lines, listing_record
+
+    try:
+        listing = list_inbox(args.save_file)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    except OSError as exc:
+        raise CliError(f"cannot list the inbox: {exc}") from exc
+    if args.json:
+        _write_json(listing_record(listing))
+    else:
+        print("\n".join(listing_lines(listing)))
+    return EXIT_OK
 
 
 def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
@@ -543,6 +560,10 @@ def build_parser() -> argparse.ArgumentParser:
     abort = verb("abort", "ask the agent of a chat to stop", _cmd_abort)
     abort.add_argument("save_file", metavar="SAVE_FILE")
     abort.add_argument("reason", metavar="REASON", nargs="?", default="")
+
+    pending = verb("inbox", "list a chat's pending notices and abort, taking none", _cmd_inbox)
+    pending.add_argument("save_file", metavar="SAVE_FILE", help="the chat's save file")
+    pending.add_argument("--json", action="store_true", help="print the listing as JSON")
 
     status = verb("status", "show the daemon's status", _cmd_status)
     _add_client(status)

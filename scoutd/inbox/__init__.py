@@ -77,7 +77,7 @@ from __future__ import annotations
 
 from .claim import MAX_SETTLE_WAIT, SETTLE_TIME, NotSettled, Taken, take
 from .entries import entry_kind, removed_dir_problem
-from .listing import InboxEntry, InboxListing, list_inbox
+from .listing import InboxEntry, InboxListing, list_inbox, listing_lines, listing_record
 from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir, notice_names
 from .pickup import Pickup, claim_abort, pick_up, record_problem
 from .writers import AbortNotWritten, write_abort, write_notice
@@ -98,6 +98,8 @@ __all__ = [
     "inbox_dir",
     "inbox_removed_dir",
     "list_inbox",
+    "listing_lines",
+    "listing_record",
     "notice_names",
     "pick_up",
     "record_problem",

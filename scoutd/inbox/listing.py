@@ -8,13 +8,15 @@ would see them: notices in delivery order, the abort, and what is ignored.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
+from ..paths import display_path, safe_text
 from .entries import entry_kind
 from .files import InboxDirs, open_regular, read_text
 from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
 
-__all__ = ["InboxEntry", "InboxListing", "list_inbox"]
+__all__ = ["InboxEntry", "InboxListing", "list_inbox", "listing_lines", "listing_record"]
 
 # Bytes of a pending abort's text shown as its reason.
 REASON_BYTES = 4096
@@ -101,3 +103,60 @@ def _reason(dir_fd: int) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def _when(mtime_ns: int) -> str:
+    stamp = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _entry_record(entry: InboxEntry) -> dict[str, Any]:
+    return {
+        "name": display_path(entry.name),
+        "kind": "a regular file" if entry.kind is None else entry.kind,
+        "bytes": entry.size,
+        "mtime": _when(entry.mtime_ns),
+    }
+
+
+def listing_record(listing: InboxListing) -> dict[str, Any]:
+    """``listing`` as plain JSON values; undecodable bytes in names shown as ``\\xNN``."""
+    abort = None
+    if listing.abort is not None:
+        reason = None if listing.abort_reason is None else safe_text(listing.abort_reason)
+        abort = {**_entry_record(listing.abort), "reason": reason}
+    return {
+        "inbox": display_path(listing.inbox),
+        "exists": listing.exists,
+        "abort": abort,
+        "notices": [_entry_record(entry) for entry in listing.notices],
+        "ignored": [_entry_record(entry) for entry in listing.ignored],
+    }
+
+
+def listing_lines(listing: InboxListing) -> list[str]:
+    """``listing`` for a person: the abort first, then notices in delivery order."""
+    inbox = display_path(listing.inbox)
+    if not listing.exists:
+        return [f"no inbox at {inbox}: nothing pending"]
+    lines = [f"inbox {inbox}"]
+    if listing.abort is not None:
+        if listing.abort.kind is not None:
+            why = f"it is {listing.abort.kind}, never read: a generic reason"
+        elif listing.abort_reason is None:
+            why = "unreadable: a generic reason"
+        else:
+            why = repr(safe_text(listing.abort_reason)) if listing.abort_reason else "no reason"
+        lines.append(f"abort pending ({why}): the next pickup aborts; notices stay")
+    count = len(listing.notices)
+    lines.append(f"{count} notice{'' if count == 1 else 's'} pending, in delivery order")
+    width = max((len(display_path(e.name)) for e in listing.notices), default=0)
+    for entry in listing.notices:
+        name = display_path(entry.name)
+        lines.append(f"  {name:<{width}}  {entry.size:>9} bytes  {_when(entry.mtime_ns)}")
+    if listing.ignored:
+        lines.append("ignored (never delivered):")
+        for entry in listing.ignored:
+            kind = "hidden" if entry.kind is None else entry.kind
+            lines.append(f"  {display_path(entry.name)}  ({kind})")
+    return lines
