@@ -28,6 +28,7 @@ from .inbox import (
     write_abort,
     write_notice,
 )
+from .message_rules import InvalidMessages
 from .prepare import (
     Prepared,
     available_strategies,
@@ -72,6 +73,7 @@ __all__ = [
     # errors
     "Aborted",
     "ConfigError",
+    "InvalidMessages",
     "DaemonTimeout",
     "DaemonUnavailable",
     "RemoteError",
