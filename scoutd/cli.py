@@ -26,6 +26,7 @@ from ._version import __version__
 from .config import Config, DaemonConfig, PromptConfig, resolve_config, with_overrides
 from .errors import Aborted, ScoutdError
 from .formats import AUTO, FORMATS, FormatError
+from .message_rules import InvalidMessages
 from .strategies.report import StrategyReport
 
 __all__ = ["EXIT_ABORTED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "main"]
@@ -642,7 +643,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(arguments)
     except Aborted as exc:
         return _fail(f"aborted: {exc.reason}", EXIT_ABORTED)
-    except (CliError, ScoutdError, FormatError) as exc:
+    except (CliError, ScoutdError, FormatError, InvalidMessages) as exc:
         return _fail(str(exc))
     except BrokenPipeError:
         # The reader went away (``scoutd prepare ... | head``): not worth a message.

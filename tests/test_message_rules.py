@@ -7,6 +7,9 @@ its format's business (malformed messages pass through, on both paths).
 from __future__ import annotations
 
 import os
+import pathlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +21,7 @@ import scoutd
 from scoutd.message_rules import InvalidMessages, check_messages, message_problem
 from tests.support.daemon import Daemon, LineClient
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 GOOD = {"role": "user", "content": "hi"}
 
 # (messages, position of the first bad message; None: the list itself)
@@ -145,3 +149,16 @@ def test_the_daemon_applies_the_rule_to_append_and_session_open(
     assert bad["error"]["data"]["path"] == "$.params.append[2]"
     good = client.call("prepare_prompt", {"session": sid, "append": [{"role": "user"}], "base": 1})
     assert [m.get("content") for m in good["result"]["messages"]] == ["hi", None]
+
+
+def test_scoutd_prepare_local_names_the_bad_message(tmp_path: Any) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "scoutd", "prepare", "--local", "-"],
+        input=b'[{"role": "user", "content": "hi"}, "notadict"]',
+        capture_output=True,
+        timeout=30,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 1
+    assert done.stderr == b"scoutd: invalid message 1: a message must be an object, got str\n"
