@@ -182,3 +182,26 @@ def test_the_daemons_watcher_takes_an_abort_alone(daemon: Daemon) -> None:
         again = prepare_over_socket(client, save_file, session=rerun)
     assert texts(again["result"]["messages"]) == ["go", "sorts before", "sorts after"]
     assert sorted(os.listdir(inbox_removed_dir(save_file))) == ["a.txt", "abort", "z.txt"]
+
+
+def test_an_abort_another_consumer_takes_first_still_leaves_the_notices(
+    save_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in the listing, gone at the claim (the daemon's watcher won): no notice is taken."""
+    from scoutd.inbox import pickup
+
+    write_notice(save_file, "kept", name="a.txt")
+    write_abort(save_file, "stop")
+    real_take = pickup.take
+
+    def watcher_wins(dirs: Any, name: str, max_bytes: int, **kwargs: Any) -> Any:
+        if name == "abort":  # the other consumer's claim lands first
+            os.rename(os.path.join(dirs.inbox, name), os.path.join(str(save_file) + ".taken"))
+        return real_take(dirs, name, max_bytes, **kwargs)
+
+    monkeypatch.setattr(pickup, "take", watcher_wins)
+    out, report = inbox([], PromptConfig(), save_file=save_file)
+    assert out == [] and report.inbox_delivered == 0
+    assert pending(save_file) == ["a.txt"]
+    monkeypatch.setattr(pickup, "take", real_take)
+    assert texts(inbox([], PromptConfig(), save_file=save_file)[0]) == ["kept"]
