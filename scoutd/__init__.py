@@ -20,6 +20,15 @@ from .errors import (
     ScoutdError,
     UnknownStrategy,
 )
+from .inbox import (
+    AbortNotWritten,
+    inbox_dir,
+    inbox_removed_dir,
+    list_inbox,
+    write_abort,
+    write_notice,
+)
+from .message_rules import InvalidMessages
 from .prepare import (
     Prepared,
     available_strategies,
@@ -29,7 +38,6 @@ from .prepare import (
     unregister_strategy,
 )
 from .session import Session
-from .strategies.inbox import inbox_dir, inbox_removed_dir
 from .strategies.report import StrategyReport, ToolAction
 from .strategies.text import shorten_string, truncate_string
 
@@ -47,6 +55,11 @@ __all__ = [
     "unregister_strategy",
     "inbox_dir",
     "inbox_removed_dir",
+    # inbox files
+    "AbortNotWritten",
+    "list_inbox",
+    "write_abort",
+    "write_notice",
     "shorten_string",
     "truncate_string",
     # daemon client
@@ -61,6 +74,7 @@ __all__ = [
     # errors
     "Aborted",
     "ConfigError",
+    "InvalidMessages",
     "DaemonTimeout",
     "DaemonUnavailable",
     "RemoteError",

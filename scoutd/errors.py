@@ -21,6 +21,7 @@ __all__ = [
     "DeltaMismatch",
     "FormatError",
     "AbortNotWritten",
+    "InvalidMessages",
     # internal
     "ProtocolError",
     "Forbidden",
@@ -95,6 +96,21 @@ class DeltaMismatch(ScoutdError):
 
 class FormatError(ScoutdError, ValueError):
     """An unknown format name, or a message list that mixes formats."""
+
+
+class InvalidMessages(ScoutdError, TypeError, ValueError):
+    """A message list that breaks the rule of docs/PROTOCOL.md ("Messages").
+
+    Both a ``TypeError`` (what a non-list always raised) and a ``ValueError``.
+    ``position`` is the first bad message (None: the list itself), ``reason``
+    says what is wrong with it.
+    """
+
+    def __init__(self, position: int | None, reason: str) -> None:
+        where = "messages" if position is None else f"message {position}"
+        super().__init__(f"invalid {where}: {reason}")
+        self.position = position
+        self.reason = reason
 
 
 class AbortNotWritten(ScoutdError, FileExistsError):

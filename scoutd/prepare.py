@@ -19,6 +19,7 @@ from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strat
 from .errors import ConfigError, UnknownStrategy
 from .formats import ANTHROPIC, AUTO, adapter, outcome, resolve_format
 from .formats.cache import stable_prefix, with_cache_control
+from .message_rules import check_messages
 from .strategies import BUILTINS
 from .strategies.report import StrategyReport, plain_report
 
@@ -205,9 +206,10 @@ def prepare(
         UnknownStrategy: a name is not known (the error lists the known ones).
         ConfigError: the configuration or the overrides are invalid.
         ValueError: an unknown format, or ``auto`` over a list that mixes formats.
+        InvalidMessages: a message breaks the rule of docs/PROTOCOL.md ("Messages");
+            a ``TypeError`` and a ``ValueError``.
     """
-    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    check_messages(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
     name, warning = resolve_format(messages, format)
     snapshot = (
         None

@@ -1,4 +1,4 @@
-"""``scoutd notify`` and ``scoutd abort``: drop files into a chat's inbox.
+"""``scoutd notify``, ``scoutd abort`` and ``scoutd inbox``: a chat's inbox from the shell.
 
 Both work on files directly (no daemon needed); the daemon, or the library
 in the agent's own process, delivers them (docs/OPERATIONS.md, "Notices and
@@ -14,9 +14,18 @@ import sys
 
 from ..config import resolve_config
 from ..security import Forbidden, check_save_file, resolve_roots
-from .common import EXIT_OK, CliError, UsageError, Verb, add_config, config_path, warn
+from .common import (
+    EXIT_OK,
+    CliError,
+    UsageError,
+    Verb,
+    add_config,
+    config_path,
+    warn,
+    write_json,
+)
 
-__all__ = ["ABORT", "NOTIFY"]
+__all__ = ["ABORT", "INBOX", "NOTIFY"]
 
 # The most of a waiting abort's reason shown when a second abort is refused.
 _SHOWN_REASON_BYTES = 200
@@ -37,7 +46,7 @@ def _outside_roots(args: argparse.Namespace) -> str | None:
 
 
 def _notify(args: argparse.Namespace) -> int:
-    from ..strategies.inbox import write_notice
+    from ..inbox import write_notice
 
     problem = _outside_roots(args)
     if problem is not None:
@@ -110,7 +119,7 @@ def _waiting_reason(path: str) -> str | None:
 
 
 def _abort(args: argparse.Namespace) -> int:
-    from ..strategies.inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
+    from ..inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
 
     save_file = os.path.abspath(args.save_file)
     problem = _outside_roots(args)
@@ -167,4 +176,39 @@ ABORT = Verb(
     ),
     configure=_configure_abort,
     run=_abort,
+)
+
+
+def _inbox(args: argparse.Namespace) -> int:
+    from ..inbox import list_inbox, listing_lines, listing_record
+
+    try:
+        listing = list_inbox(args.save_file)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise CliError(f"cannot list the inbox: {exc}") from exc
+    if args.json:
+        write_json(listing_record(listing))
+    else:
+        print("\n".join(listing_lines(listing)))
+    return EXIT_OK
+
+
+def _configure_inbox(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "save_file", metavar="SAVE_FILE", help="the agent's chat file; its inbox is listed"
+    )
+    parser.add_argument("--json", action="store_true", help="print the listing as JSON")
+
+
+INBOX = Verb(
+    name="inbox",
+    help="list a chat's pending notices and abort, taking none",
+    examples=(
+        "scoutd inbox ~/chats/fix.chat",
+        "scoutd inbox --json ~/chats/fix.chat",
+    ),
+    configure=_configure_inbox,
+    run=_inbox,
 )

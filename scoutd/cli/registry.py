@@ -20,7 +20,7 @@ from __future__ import annotations
 from .common import Verb
 from .config_verbs import CONFIG
 from .daemon import METRICS, SERVE, STATUS
-from .notices import ABORT, NOTIFY
+from .notices import ABORT, INBOX, NOTIFY
 from .prompt import EXPLAIN, PREPARE
 from .simulate import SIMULATE
 
@@ -32,6 +32,7 @@ VERBS: tuple[Verb, ...] = (
     EXPLAIN,
     NOTIFY,
     ABORT,
+    INBOX,
     STATUS,
     METRICS,
     CONFIG,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from scoutd import PromptConfig, prepare
 from scoutd.formats import FormatError
+from scoutd.message_rules import InvalidMessages
 
 from .test_adapters import BUILDERS
 from .validity import new_problems
@@ -82,6 +83,9 @@ def test_hostile_messages_never_break_an_adapter(
     except FormatError:
         assert fmt == "auto"
         return
+    except InvalidMessages:  # the one message rule (docs/PROTOCOL.md): objects only
+        assert any(not isinstance(message, dict) for message in messages)
+        return
     assert messages == snapshot
     assert isinstance(prepared.messages, list)
     if strategy == "none" and prepared.format != "anthropic":
@@ -122,6 +126,9 @@ def test_well_formed_conversations_with_one_hostile_value(
         prepared = prepare(messages, strategy, config=TIGHT, format=fmt)
     except FormatError:
         raise AssertionError("a declared format never raises FormatError") from None
+    except InvalidMessages:  # a message replaced by a non-object: the one message rule
+        assert any(not isinstance(message, dict) for message in messages)
+        return
     assert messages == snapshot
     try:
         problems = new_problems(fmt, messages, prepared.messages)

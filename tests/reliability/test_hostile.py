@@ -180,13 +180,14 @@ def test_one_call_reads_at_most_its_notice_budget() -> None:
             assert delivered[2].startswith("2" * 200 + "\n[scoutd: notice truncated at 200")
             assert sum(len(text) for text in delivered) < 1100
             assert [m["content"] for m in second["messages"][1:]] == ["3" * 400, "4" * 400]
-            # An abort sorted after the notices is taken even when the budget is spent.
+            # An abort sorted after the notices is taken even when the budget would be
+            # spent, and alone: every notice stays for the next run.
             for n in range(5):
                 write_notice(save_file, str(n) * 400, name=f"{n}.txt")
             write_abort(save_file, "stop")
             error = error_of(c.call("prepare_prompt", params))
             assert error["code"] == protocol.ABORTED and error["data"]["reason"] == "stop"  # type: ignore[index]
-        assert sorted(os.listdir(inbox_dir(save_file))) == ["3.txt", "4.txt"]
+        assert sorted(os.listdir(inbox_dir(save_file))) == [f"{n}.txt" for n in range(5)]
 
 
 # --- item 7: half-written config files -----------------------------------------------------

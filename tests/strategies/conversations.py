@@ -60,8 +60,6 @@ _malformed = st.sampled_from(
         {"role": OUTPUT, "content": 17},
         {"content": "no role"},
         {"role": "user"},
-        "not a mapping",
-        None,
     ]
 )
 

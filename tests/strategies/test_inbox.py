@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import errno
-import importlib
 import json
 import logging
 import os
@@ -37,8 +36,6 @@ from scoutd.strategies.inbox import (
     write_notice,
 )
 
-# the module itself: the package attribute ``inbox`` is the strategy function
-inbox_module = importlib.import_module("scoutd.strategies.inbox")
 CONFIG = PromptConfig()
 WORKER = pathlib.Path(__file__).with_name("inbox_worker.py")
 NOBODY = 65534
@@ -346,17 +343,17 @@ def test_truncates_large_notices_visibly(save_file: str) -> None:
 # --- abort -------------------------------------------------------------------------------
 
 
-def test_abort_raises_with_the_stripped_reason(save_file: str) -> None:
-    """Files before ``abort`` are consumed; files after it stay for the next run."""
+def test_abort_raises_with_the_stripped_reason_and_leaves_every_notice(save_file: str) -> None:
+    """An abort is taken alone: notices sorted before or after it stay for the next run."""
     for name, text in [("a.txt", "before"), (ABORT_NAME, "  stop now, please \n"), ("b", "after")]:
         drop(save_file, name, text)
     with pytest.raises(Aborted) as caught:
         inbox([{"role": "user", "content": "x"}], CONFIG, save_file=save_file)
     assert caught.value.reason == "stop now, please"
-    assert listing(inbox_dir(save_file)) == ["b"]
-    assert listing(inbox_removed_dir(save_file)) == ["a.txt", "abort"]
+    assert listing(inbox_dir(save_file)) == ["a.txt", "b"]
+    assert listing(inbox_removed_dir(save_file)) == ["abort"]
     out, report = inbox([], CONFIG, save_file=save_file)
-    assert contents(out) == ["after"] and report.inbox_delivered == 1
+    assert contents(out) == ["before", "after"] and report.inbox_delivered == 2
 
 
 def test_blank_abort_reason_names_the_consumed_file(save_file: str) -> None:
@@ -442,7 +439,7 @@ def test_entry_swapped_for_a_fifo_after_the_check_is_put_back(
             os.mkfifo(source)
         real_rename(src, dst, **dir_fds)
 
-    monkeypatch.setattr(inbox_module.os, "rename", swap_then_rename)
+    monkeypatch.setattr(os, "rename", swap_then_rename)
     with caplog.at_level(logging.WARNING, logger="scoutd.inbox"):
         out, _ = run_bounded(lambda: inbox([], CONFIG, save_file=save_file))
     assert out == []
@@ -460,7 +457,7 @@ def test_read_error_after_the_claim_puts_the_file_back(
         raise OSError(errno.EIO, "I/O error")
 
     with monkeypatch.context() as patch:
-        patch.setattr(inbox_module.os, "read", failing_read)
+        patch.setattr(os, "read", failing_read)
         out, report = inbox([], CONFIG, save_file=save_file)
     assert out == [] and report.inbox_delivered == 0
     assert listing(inbox_dir(save_file)) == ["note"]
@@ -482,7 +479,7 @@ def test_crash_between_claim_and_record_never_delivers_twice(
         raise Crash
 
     with monkeypatch.context() as patch:
-        patch.setattr(inbox_module.os, "link", crash)
+        patch.setattr(os, "link", crash)
         with pytest.raises(Crash):
             inbox([], CONFIG, save_file=save_file)
     out, _ = inbox([], CONFIG, save_file=save_file)
@@ -501,7 +498,7 @@ def test_record_failure_still_delivers_and_keeps_the_claim(
         raise OSError(errno.EIO, "I/O error")
 
     with monkeypatch.context() as patch, caplog.at_level(logging.WARNING, "scoutd.inbox"):
-        patch.setattr(inbox_module.os, "link", failing_link)
+        patch.setattr(os, "link", failing_link)
         out, _ = inbox([], CONFIG, save_file=save_file)
     assert contents(out) == ["text"]
     [record] = listing(inbox_removed_dir(save_file))
@@ -515,7 +512,7 @@ def test_without_hard_links_records_still_do_not_overwrite(
     def no_links(*args: Any, **kwargs: Any) -> None:
         raise OSError(errno.EPERM, "Operation not permitted")
 
-    monkeypatch.setattr(inbox_module.os, "link", no_links)
+    monkeypatch.setattr(os, "link", no_links)
     for text in ("one", "two", "three"):
         drop(save_file, "note.txt", text)
         assert contents(inbox([], CONFIG, save_file=save_file)[0]) == [text]
@@ -570,7 +567,7 @@ def test_write_notice_never_overwrites(save_file: str) -> None:
     first = write_notice(save_file, "one", name="note.txt")
     second = write_notice(save_file, "two", name="note.txt")
     assert os.path.basename(first) == "note.txt"
-    assert os.path.basename(second) == "note.1.txt"
+    assert os.path.basename(second) == "note~00001.txt"
     assert read(first) == "one" and read(second) == "two"
     for bad in ("", ".hidden", "a/b", ABORT_NAME, "nul\0"):
         with pytest.raises(ValueError):
@@ -587,7 +584,7 @@ def test_writers_expose_no_partial_file(save_file: str, monkeypatch: pytest.Monk
             seen.append((listing(inbox_dir(save_file)), inbox([], CONFIG, save_file=save_file)[0]))
         real_fsync(fd)
 
-    monkeypatch.setattr(inbox_module.os, "fsync", observe)
+    monkeypatch.setattr(os, "fsync", observe)
     path = write_notice(save_file, "complete text")
     [(names, delivered)] = seen
     assert len(names) == 1 and names[0].startswith(".")

@@ -1,6 +1,6 @@
 """What an inbox entry is, and whether records can be written: checks without side effects.
 
-Used by the claim (:mod:`scoutd.strategies.inbox_files`) and by the writers'
+Used by the claim (:mod:`scoutd.inbox.claim`) and by the writers'
 callers (``scoutd abort``) to tell an operator what stands in the way. Nothing
 here opens, follows or reads an entry: ``lstat`` and ``access`` only.
 """

@@ -1,0 +1,289 @@
+"""Claiming one inbox entry: check in place, wait until complete, move, read, record.
+
+The steps are listed in :mod:`scoutd.inbox`. Two rules of this module keep an
+operator in control of a hostile agent:
+
+* *Complete files only* (docs/STRATEGIES.md, "inbox"): a file written in place
+  is taken once it has not changed for :data:`SETTLE_TIME` (or its writer
+  closed it, which the daemon's watcher sees); a file that arrived by rename
+  or link is complete at once (the watcher sees the rename; the library sees
+  an inode changed after its last write, ``ctime`` later than ``mtime``). A
+  file still changing after :data:`MAX_SETTLE_WAIT` is left for the next
+  pickup, except an ``abort``, which is taken as it is.
+* *An abort fails closed*: when the removed directory cannot take the claim
+  (a regular file or dangling symlink in its place, another file system, any
+  rename error), the abort is claimed under a hidden name in the inbox itself
+  and, if even that fails, read where it is and left there. Either way it
+  aborts, and the failure is logged at error level. An ``abort`` that is not a
+  regular file (directory, symlink, FIFO, socket, device) aborts too, at once
+  and with a generic reason naming its kind: it is moved like any abort but
+  never opened, followed or read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from typing import NamedTuple
+
+from .entries import entry_kind
+from .files import InboxDirs, lexists, open_regular, place, read_text
+from .names import ABORT_NAME, MAX_NAMES, numbered
+
+__all__ = [
+    "MAX_SETTLE_WAIT",
+    "SETTLE_TIME",
+    "NotSettled",
+    "Taken",
+    "settled",
+    "take",
+    "wait_complete",
+]
+
+log = logging.getLogger("scoutd.inbox")
+
+# A file written in place is complete once it has not changed for this long. Short,
+# because an abort's push waits for it; long enough for a writer between two writes.
+SETTLE_TIME = 0.05
+# A file still changing after this long: a notice waits for the next pickup, an
+# abort is taken as it is (an agent rewriting it must not delay its own abort).
+MAX_SETTLE_WAIT = 2.0
+
+
+def _put_back(dirs: InboxDirs, claim: str, name: str) -> None:
+    """Return a claimed but undelivered entry to the inbox, never over a newer file."""
+    rfd = dirs.removed_fd()
+    try:
+        os.link(claim, name, src_dir_fd=rfd, dst_dir_fd=dirs.ifd, follow_symlinks=False)
+        os.unlink(claim, dir_fd=rfd)
+        return
+    except FileExistsError:
+        pass
+    except OSError:  # a directory, or no hard links: rename unless the name is taken
+        with contextlib.suppress(OSError):
+            if not lexists(name, dirs.ifd):
+                os.rename(claim, name, src_dir_fd=rfd, dst_dir_fd=dirs.ifd)
+                return
+    log.warning(
+        "could not return %r to %r; it stays in the removed directory",
+        os.path.join(dirs.removed, claim),
+        os.path.join(dirs.inbox, name),
+    )
+
+
+class NotSettled(Exception):
+    """The file changed less than :data:`SETTLE_TIME` ago, and the caller would not wait."""
+
+
+class Taken(NamedTuple):
+    """One claimed inbox entry: where it is recorded and what it said.
+
+    ``unread`` names the kind of an ``abort`` that is not a regular file ("a
+    directory", "a FIFO", ...): it aborts all the same but is never opened,
+    followed or read, so ``text`` is empty.
+    """
+
+    record: str
+    text: str
+    unread: str | None = None
+
+
+def take(
+    dirs: InboxDirs, name: str, max_bytes: int, *, complete: bool = False, wait: bool = True
+) -> Taken | None:
+    """Claim, read and record one inbox file (steps 1-5 of the inbox module).
+
+    ``complete``: the caller knows the file is whole (its writer closed it, or
+    it arrived by rename), so the settle wait is skipped. ``wait=False``:
+    raise :class:`NotSettled` instead of waiting (the caller retries later,
+    and may learn meanwhile that the file is complete). Returns the
+    :class:`Taken` entry, or None when the file stays in (or went back to)
+    the inbox or another consumer took it. Raises ``OSError`` for a failure
+    before the claim; the file is then still in the inbox. An ``abort`` goes
+    to :func:`_take_abort`: it never stays in the inbox unclaimed.
+    """
+    if name == ABORT_NAME:
+        return _take_abort(dirs, max_bytes, complete=complete, wait=wait)
+    source = os.path.join(dirs.inbox, name)
+    try:
+        fd, st = open_regular(name, dirs.ifd)
+    except FileNotFoundError:
+        log.debug("inbox file %r was taken by another consumer", source)
+        return None
+    os.close(fd)
+    if not complete and not wait and not settled(st):
+        raise NotSettled(source)
+    if not complete and not wait_complete(name, dirs.ifd, st):
+        log.info("inbox file %r is still being written: left for the next pickup", source)
+        return None
+    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
+    try:
+        rfd = dirs.removed_fd()
+        os.rename(name, claim, src_dir_fd=dirs.ifd, dst_dir_fd=rfd)
+    except FileNotFoundError:
+        if lexists(name, dirs.ifd):
+            raise
+        log.debug("inbox file %r was taken by another consumer", source)
+        return None
+    try:
+        fd, st = open_regular(claim, rfd)
+        try:
+            text = read_text(fd, st.st_size, max_bytes)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.warning("inbox file %r not delivered: %s", source, exc)
+        _put_back(dirs, claim, name)
+        return None
+    return Taken(_record(dirs, claim, name, rfd), text)
+
+
+def _record(dirs: InboxDirs, claim: str, name: str, rfd: int, *, by_rename: bool = False) -> str:
+    """Give the claimed entry its record name (``name``, ``name.1``, ...); its path."""
+    names = (numbered(name, n) for n in range(MAX_NAMES))
+    try:
+        return place(claim, dirs.removed, names, dir_fd=rfd, by_rename=by_rename)
+    except OSError as exc:
+        record = os.path.join(dirs.removed, claim)
+        log.warning("inbox file %r delivered, recorded as %r: %s", name, record, exc)
+        return record
+
+
+def _take_abort(
+    dirs: InboxDirs, max_bytes: int, *, complete: bool, wait: bool, retries: int = 3
+) -> Taken | None:
+    """Claim the ``abort`` entry, whatever its type: it always aborts (fails closed).
+
+    A regular file is read once complete (or after MAX_SETTLE_WAIT, as it is).
+    Anything else (directory, symlink, FIFO, socket, device) has nothing to
+    settle and is claimed at once without being opened, followed or read:
+    a rename moves the entry itself, never a symlink's target.
+    """
+    source = os.path.join(dirs.inbox, ABORT_NAME)
+    try:
+        st = os.lstat(ABORT_NAME, dir_fd=dirs.ifd)
+    except FileNotFoundError:
+        log.debug("abort file %r was taken by another consumer", source)
+        return None
+    regular = entry_kind(st.st_mode) is None
+    if regular and not complete:
+        if not wait and not settled(st):
+            raise NotSettled(source)
+        wait_complete(ABORT_NAME, dirs.ifd, st)  # still changing: taken as it is
+    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
+    try:
+        rfd = dirs.removed_fd()
+        os.rename(ABORT_NAME, claim, src_dir_fd=dirs.ifd, dst_dir_fd=rfd)
+    except OSError as exc:
+        if not lexists(ABORT_NAME, dirs.ifd):
+            log.debug("abort file %r was taken by another consumer", source)
+            return None
+        if isinstance(exc, FileNotFoundError) and retries > 0:
+            # taken by another consumer and a new abort already in its place (or the
+            # removed directory went meanwhile): claim the new one like any other
+            return _take_abort(dirs, max_bytes, complete=complete, wait=wait, retries=retries - 1)
+        return _claim_abort_in_inbox(dirs, max_bytes, exc)
+    text, unread = _read_abort(claim, rfd, max_bytes, source)
+    return Taken(_record(dirs, claim, ABORT_NAME, rfd, by_rename=unread is not None), text, unread)
+
+
+def settled(st: os.stat_result) -> bool:
+    """Whether the file is complete as far as its times tell.
+
+    Renamed or linked in after its last write (its inode changed later than
+    its content: ``ctime`` after ``mtime``), or last modified at least
+    :data:`SETTLE_TIME` ago.
+    """
+    return st.st_ctime_ns > st.st_mtime_ns or time.time() - st.st_mtime >= SETTLE_TIME
+
+
+def wait_complete(name: str, dir_fd: int, st: os.stat_result) -> bool:
+    """Whether ``name`` is complete: unchanged for :data:`SETTLE_TIME`.
+
+    A file last modified at least SETTLE_TIME ago is complete at once (no wait);
+    a fresher one is watched, at most :data:`MAX_SETTLE_WAIT` seconds, until one
+    SETTLE_TIME passes without a change of size, modification time or inode.
+    False: it was still changing when the wait ran out.
+    """
+    if settled(st):
+        return True
+    deadline = time.monotonic() + MAX_SETTLE_WAIT
+    seen = _signature(st)
+    while True:
+        time.sleep(SETTLE_TIME)
+        try:
+            now = _signature(os.lstat(name, dir_fd=dir_fd))
+        except FileNotFoundError:
+            return True  # gone: the claim reports who took it
+        if now == seen:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        seen = now
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _read_abort(name: str, dir_fd: int, max_bytes: int, shown: str) -> tuple[str, str | None]:
+    """The text of abort entry ``name`` and, when it is not a regular file, its kind.
+
+    ``shown``: the entry's inbox path, for the log.
+
+    A non-regular entry is never opened. A regular one that cannot be read
+    gives "" (logged): it aborts all the same.
+    """
+    try:
+        kind = entry_kind(os.lstat(name, dir_fd=dir_fd).st_mode)
+        if kind is not None:
+            log.error("abort entry %r is %s: it aborts all the same, unread", shown, kind)
+            return "", kind
+        fd, st = open_regular(name, dir_fd)
+        try:
+            return read_text(fd, st.st_size, max_bytes), None
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.error("abort file %r could not be read (it aborts all the same): %s", shown, exc)
+        return "", None
+
+
+def _claim_abort_in_inbox(dirs: InboxDirs, max_bytes: int, problem: OSError) -> Taken | None:
+    """Claim an abort that cannot go to the removed directory; it aborts all the same.
+
+    First choice: rename it to a hidden ``.abort-<ns>-<pid>`` name in the
+    inbox itself (a rename inside one directory cannot cross file systems, and
+    readers skip hidden names, so the claim stays exactly-once). If even that
+    fails, the file is read where it is and left there: every pickup aborts
+    until an operator removes it. Both are logged at error level.
+    """
+    source = os.path.join(dirs.inbox, ABORT_NAME)
+    hidden = f".abort-{time.time_ns()}-{os.getpid()}"
+    try:
+        os.rename(ABORT_NAME, hidden, src_dir_fd=dirs.ifd, dst_dir_fd=dirs.ifd)
+    except FileNotFoundError:
+        log.debug("abort file %r was taken by another consumer", source)
+        return None
+    except OSError as exc:
+        log.error(
+            "abort file %r cannot be moved (to %r: %s; within the inbox: %s): it stays in"
+            " place and aborts every call until an operator removes it",
+            source,
+            dirs.removed,
+            problem,
+            exc,
+        )
+        return Taken(source, *_read_abort(ABORT_NAME, dirs.ifd, max_bytes, source))
+    record = os.path.join(dirs.inbox, hidden)
+    log.error(
+        "abort file %r could not be moved to %r (%s): the agent is aborted and the abort"
+        " is recorded as %r",
+        source,
+        dirs.removed,
+        problem,
+        record,
+    )
+    return Taken(record, *_read_abort(hidden, dirs.ifd, max_bytes, source))

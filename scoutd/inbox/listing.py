@@ -1,0 +1,162 @@
+"""What a chat's inbox holds right now, without consuming anything (``scoutd inbox``).
+
+Only ``lstat`` for every entry; the one file opened is a regular ``abort``,
+read (never moved) to show its reason. Entries are shown as the next pickup
+would see them: notices in delivery order, the abort, and what is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from ..paths import display_path, safe_text
+from .entries import entry_kind
+from .files import InboxDirs, open_regular, read_text
+from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
+
+__all__ = ["InboxEntry", "InboxListing", "list_inbox", "listing_lines", "listing_record"]
+
+# Bytes of a pending abort's text shown as its reason.
+REASON_BYTES = 4096
+
+
+class InboxEntry(NamedTuple):
+    """One entry of an inbox: its name, kind (None: a regular file), size and mtime."""
+
+    name: str
+    kind: str | None
+    size: int
+    mtime_ns: int
+
+
+class InboxListing(NamedTuple):
+    """An inbox as the next pickup would find it.
+
+    ``notices``: what would be delivered, in delivery order (after the abort
+    has been consumed, when one is pending: an abort leaves them pending).
+    ``abort``: the pending abort entry, of any kind, with ``abort_reason``,
+    the reason it would give (None when not a readable regular file).
+    ``ignored``: entries never delivered (dotfiles, directories, FIFOs, ...).
+    """
+
+    inbox: str
+    exists: bool
+    notices: list[InboxEntry]
+    abort: InboxEntry | None = None
+    abort_reason: str | None = None
+    ignored: tuple[InboxEntry, ...] = ()
+
+
+def list_inbox(save_file: str) -> InboxListing:
+    """List ``save_file``'s inbox without consuming, moving or creating anything.
+
+    Raises:
+        ValueError: ``save_file`` has no file name.
+        OSError: the inbox exists but cannot be listed (a symlink, no permission).
+    """
+    path = inbox_dir(save_file)
+    try:
+        dirs = InboxDirs(path, inbox_removed_dir(save_file))
+    except FileNotFoundError:
+        return InboxListing(path, False, [])
+    try:
+        entries = _entries(dirs.ifd)
+        notices: list[InboxEntry] = []
+        ignored: list[InboxEntry] = []
+        abort = None
+        for entry in entries:
+            if entry.name == ABORT_NAME:
+                abort = entry
+            elif entry.kind is None and not entry.name.startswith("."):
+                notices.append(entry)
+            else:
+                ignored.append(entry)
+        reason = _reason(dirs.ifd) if abort is not None and abort.kind is None else None
+        return InboxListing(path, True, notices, abort, reason, tuple(ignored))
+    finally:
+        dirs.close()
+
+
+def _entries(dir_fd: int) -> list[InboxEntry]:
+    found: list[InboxEntry] = []
+    with os.scandir(dir_fd) as listing:
+        for item in listing:
+            try:
+                st = item.stat(follow_symlinks=False)
+            except FileNotFoundError:  # taken meanwhile
+                continue
+            found.append(InboxEntry(item.name, entry_kind(st.st_mode), st.st_size, st.st_mtime_ns))
+    return sorted(found, key=lambda entry: delivery_order(entry.name))
+
+
+def _reason(dir_fd: int) -> str | None:
+    """The text a pending regular abort gives as its reason; None if it cannot be read."""
+    try:
+        fd, st = open_regular(ABORT_NAME, dir_fd)
+    except OSError:
+        return None
+    try:
+        return read_text(fd, st.st_size, REASON_BYTES).strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _when(mtime_ns: int) -> str:
+    stamp = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _entry_record(entry: InboxEntry) -> dict[str, Any]:
+    return {
+        "name": display_path(entry.name),
+        "kind": "a regular file" if entry.kind is None else entry.kind,
+        "bytes": entry.size,
+        "mtime": _when(entry.mtime_ns),
+    }
+
+
+def listing_record(listing: InboxListing) -> dict[str, Any]:
+    """``listing`` as plain JSON values; undecodable bytes in names shown as ``\\xNN``."""
+    abort = None
+    if listing.abort is not None:
+        reason = None if listing.abort_reason is None else safe_text(listing.abort_reason)
+        abort = {**_entry_record(listing.abort), "reason": reason}
+    return {
+        "inbox": display_path(listing.inbox),
+        "exists": listing.exists,
+        "abort": abort,
+        "notices": [_entry_record(entry) for entry in listing.notices],
+        "ignored": [_entry_record(entry) for entry in listing.ignored],
+    }
+
+
+def listing_lines(listing: InboxListing) -> list[str]:
+    """``listing`` for a person: the abort first, then notices in delivery order."""
+    inbox = display_path(listing.inbox)
+    if not listing.exists:
+        return [f"no inbox at {inbox}: nothing pending"]
+    lines = [f"inbox {inbox}"]
+    if listing.abort is not None:
+        if listing.abort.kind is not None:
+            why = f"it is {listing.abort.kind}, never read: a generic reason"
+        elif listing.abort_reason is None:
+            why = "unreadable: a generic reason"
+        else:
+            why = repr(safe_text(listing.abort_reason)) if listing.abort_reason else "no reason"
+        lines.append(f"abort pending ({why}): the next pickup aborts; notices stay")
+    count = len(listing.notices)
+    lines.append(f"{count} notice{'' if count == 1 else 's'} pending, in delivery order")
+    width = max((len(display_path(e.name)) for e in listing.notices), default=0)
+    for entry in listing.notices:
+        name = display_path(entry.name)
+        lines.append(f"  {name:<{width}}  {entry.size:>9} bytes  {_when(entry.mtime_ns)}")
+    if listing.ignored:
+        lines.append("ignored (never delivered):")
+        for entry in listing.ignored:
+            kind = "hidden" if entry.kind is None else entry.kind
+            lines.append(f"  {display_path(entry.name)}  ({kind})")
+    return lines

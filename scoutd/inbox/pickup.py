@@ -1,0 +1,158 @@
+"""One pickup of a chat's inbox: list it, take the abort or the notices, never both.
+
+The rule both paths share (the library's ``inbox`` strategy and the daemon,
+whose watcher only ever claims aborts): a pickup that finds an ``abort``
+takes the abort alone and leaves every notice pending, whatever its name
+sorts before or after; the notices reach the model at the first pickup
+without an abort (the agent's next run). Without an abort, the notices are
+taken in delivery order (:func:`scoutd.inbox.names.delivery_order`) within
+the byte budget. No ``OSError`` escapes this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import NamedTuple
+
+from .claim import Taken, take
+from .entries import removed_dir_problem
+from .files import InboxDirs
+from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
+
+__all__ = ["Pickup", "claim_abort", "open_inbox", "pending_names", "pick_up", "record_problem"]
+
+log = logging.getLogger("scoutd.inbox")
+
+
+class Pickup(NamedTuple):
+    """What one pickup took: notice texts in delivery order, or an abort's reason.
+
+    ``abort`` is set when this pickup claimed an abort; ``notices`` is then
+    empty. Both empty: nothing was pending, or another consumer was first.
+    """
+
+    notices: list[str]
+    abort: str | None = None
+
+
+def record_problem(save_file: str | os.PathLike[str]) -> str | None:
+    """Why consumed files of ``save_file``'s inbox cannot be recorded (None: they can).
+
+    An abort still aborts then (docs/OPERATIONS.md, "Aborting an agent"), but
+    its record lands in the inbox under a hidden name, or nowhere.
+    """
+    return removed_dir_problem(inbox_dir(save_file), inbox_removed_dir(save_file))
+
+
+def abort_reason(taken: Taken) -> str:
+    """The reason an abort gives: its text, or a sentence naming what it was."""
+    if taken.unread is not None:  # never opened: no text, and no path to render
+        return f"aborted by operator (the abort entry is {taken.unread}; not read)"
+    return taken.text.strip() or f"aborted by operator (abort file {taken.record})"
+
+
+def open_inbox(save_file: str | os.PathLike[str]) -> InboxDirs | None:
+    """The inbox of ``save_file``, open; None (logged unless simply absent) otherwise."""
+    if not os.fspath(save_file).strip():
+        return None
+    try:
+        return InboxDirs(inbox_dir(save_file), inbox_removed_dir(save_file))
+    except ValueError as exc:
+        log.warning("no inbox: %s", exc)
+    except FileNotFoundError:  # the common case: nothing was ever dropped
+        pass
+    except OSError as exc:
+        log.warning("cannot list inbox %r: %s", inbox_dir(save_file), exc)
+    return None
+
+
+def pending_names(dirs: InboxDirs) -> list[str]:
+    """Names of the regular, non-dot files of an open inbox, and ``abort`` of any type.
+
+    In delivery order; an unreadable listing is logged and gives none.
+    """
+    try:
+        with os.scandir(dirs.ifd) as entries:
+            names = [
+                entry.name
+                for entry in entries
+                if entry.name == ABORT_NAME
+                or (not entry.name.startswith(".") and entry.is_file(follow_symlinks=False))
+            ]
+    except OSError as exc:
+        log.warning("cannot list inbox %r: %s", dirs.inbox, exc)
+        return []
+    return sorted(names, key=delivery_order)
+
+
+def pick_up(save_file: str | None, *, max_bytes: int, max_total_bytes: int) -> Pickup:
+    """Take what ``save_file``'s inbox holds for the model (see the module's rule).
+
+    ``max_bytes`` bounds one file (an abort too); ``max_total_bytes`` all the
+    notices of this pickup (the rest stays for the next). Without a
+    ``save_file`` or an inbox directory nothing is touched or created.
+    """
+    dirs = open_inbox(save_file) if save_file is not None else None
+    if dirs is None:
+        return Pickup([])
+    try:
+        names = pending_names(dirs)
+        if ABORT_NAME in names:
+            return Pickup([], _take_abort(dirs, max_bytes))
+        return Pickup(_take_notices(dirs, names, max_bytes, max_total_bytes))
+    finally:
+        dirs.close()
+
+
+def _take_abort(dirs: InboxDirs, max_bytes: int) -> str | None:
+    try:
+        taken = take(dirs, ABORT_NAME, max_bytes)
+    except OSError as exc:
+        log.warning("abort file %r left in place: %s", os.path.join(dirs.inbox, ABORT_NAME), exc)
+        return None
+    return None if taken is None else abort_reason(taken)
+
+
+def _take_notices(dirs: InboxDirs, names: list[str], max_bytes: int, budget: int) -> list[str]:
+    notices: list[str] = []
+    for name in names:
+        if budget <= 0:
+            break  # the rest stays for the next pickup
+        try:
+            taken = take(dirs, name, min(max_bytes, budget))
+        except OSError as exc:
+            log.warning("inbox file %r left in place: %s", os.path.join(dirs.inbox, name), exc)
+            continue
+        if taken is not None:
+            notices.append(taken.text)
+            size = len(taken.text.encode("utf-8"))
+            log.info("notice %r delivered (%d bytes), recorded as %r", name, size, taken.record)
+            budget -= size
+    return notices
+
+
+def claim_abort(
+    save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False, wait: bool = True
+) -> str | None:
+    """Consume only the ``abort`` entry of ``save_file``'s inbox; return its reason.
+
+    None when there is no abort entry or another party consumed it first. An
+    abort that cannot be moved still returns its reason (it fails closed); one
+    that is not a regular file returns a generic reason naming its kind,
+    unread. ``complete``: the caller saw its writer close it or rename it in,
+    so no settle wait. ``wait=False``: a file modified less than the settle
+    time ago raises :class:`~scoutd.inbox.claim.NotSettled` instead of being
+    waited for. Never raises ``OSError``.
+    """
+    dirs = open_inbox(save_file)
+    if dirs is None:
+        return None
+    try:
+        taken = take(dirs, ABORT_NAME, max_bytes, complete=complete, wait=wait)
+    except OSError as exc:
+        log.warning("abort file of %r left in place: %s", save_file, exc)
+        return None
+    finally:
+        dirs.close()
+    return None if taken is None else abort_reason(taken)

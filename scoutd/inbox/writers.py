@@ -1,0 +1,118 @@
+"""Writing into an inbox: notices and aborts, atomically, never replacing an entry.
+
+A writer creates the inbox if needed, writes and fsyncs a dotfile there
+(readers ignore dotfiles) and renames it to its final name without replacing
+one (``renameat2``; a hard link where that is missing): no partial notice is
+ever visible, and the daemon's watcher sees it arrive complete. A symlinked
+inbox is refused. The writers raise ``OSError`` to their caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from ..errors import AbortNotWritten
+from .claim import SETTLE_TIME
+from .entries import entry_kind
+from .files import WRITE_FLAGS, open_dir, place
+from .names import ABORT_NAME, MAX_NAMES, inbox_dir, notice_names
+
+__all__ = ["AbortNotWritten", "write_abort", "write_notice"]
+
+
+def _drop(
+    save_file: str, text: str, names: Callable[[int], Iterable[str]], *, keep: bool = False
+) -> str:
+    """Write ``text`` to a dotfile in the inbox, fsync it, then give it a final name.
+
+    ``names`` gives the names to try, from the inbox's open descriptor.
+    """
+    directory = inbox_dir(save_file)
+    os.makedirs(directory, exist_ok=True)
+    dfd = open_dir(directory)
+    try:
+        temp = f".tmp-{os.getpid()}-{os.urandom(8).hex()}"
+        fd = os.open(temp, WRITE_FLAGS, 0o666, dir_fd=dfd)
+        try:
+            try:
+                data = memoryview(text.encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data) :]
+                # Dated back past the settle time: a reader that finds the file by a
+                # scan, before any event, sees it complete at once, however coarse
+                # the filesystem's timestamps (docs/OPERATIONS.md, files written in place).
+                past = time.time_ns() - 2 * int(SETTLE_TIME * 1e9)
+                os.utime(fd, ns=(past, past))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            final = place(temp, directory, names(dfd), keep=keep, dir_fd=dfd, by_rename=True)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp, dir_fd=dfd)
+        with contextlib.suppress(OSError):  # make the new entry durable (best effort)
+            os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return final
+
+
+def _fresh_names(dfd: int) -> Iterator[str]:
+    """Names that sort in drop order: nanoseconds, strictly increasing, then the pid."""
+    last = 0
+    for _ in range(MAX_NAMES):
+        last = max(time.time_ns(), last + 1)
+        yield f"{last:020d}-{os.getpid()}.txt"
+
+
+def _arrival_names(name: str) -> Callable[[int], Iterator[str]]:
+    """Names for a notice called ``name`` that sort after every pending one of that name."""
+
+    def names(dfd: int) -> Iterator[str]:
+        return notice_names(name, os.listdir(dfd))
+
+    return names
+
+
+def write_notice(save_file: str, text: str, *, name: str | None = None) -> str:
+    """Drop ``text`` into ``save_file``'s inbox atomically; return the final path.
+
+    ``name`` defaults to a unique name that sorts in drop order. A ``name``
+    already pending is never replaced: the notice gets a name that sorts after
+    every pending one of that name (``note.txt``, then ``note~00001.txt``, ...),
+    so notices of one name are delivered in the order they were written.
+
+    Raises:
+        ValueError: ``name`` is not a plain, visible file name, or is ``abort``.
+        OSError: the inbox cannot be created or written.
+    """
+    if name is None:
+        return _drop(save_file, text, _fresh_names)
+    if not name or name.startswith(".") or "/" in name or "\0" in name or name == ABORT_NAME:
+        raise ValueError(f"invalid notice name {name!r}: a plain file name, not hidden nor 'abort'")
+    return _drop(save_file, text, _arrival_names(name))
+
+
+def write_abort(save_file: str, reason: str = "") -> str:
+    """Drop an ``abort`` file into ``save_file``'s inbox; an abort already waiting is kept.
+
+    Returns the path of the ``abort`` file. When a regular abort is already
+    waiting, it stays as it is and ``reason`` is dropped: the agent is aborted
+    once, with the first reason (docs/OPERATIONS.md, "Aborting an agent").
+
+    Raises:
+        AbortNotWritten: the waiting ``abort`` is not a regular file (it aborts,
+            with a generic reason).
+        OSError: as :func:`write_notice`.
+    """
+    path = _drop(save_file, reason, lambda dfd: [ABORT_NAME], keep=True)
+    try:
+        kind = entry_kind(os.lstat(path).st_mode)
+    except FileNotFoundError:  # already claimed: it was an abort all the same
+        return path
+    if kind is not None:
+        raise AbortNotWritten(path, kind)
+    return path

@@ -1,0 +1,62 @@
+"""What a message must be: one rule for the library and the daemon (docs/PROTOCOL.md).
+
+Pure: :func:`message_problem` names the first way a message list breaks the
+rule; :func:`check_messages` raises for it. The library's ``prepare`` applies
+it; the daemon's wire types (``list[dict[str, Any]]`` for ``messages`` and
+``append``) are the same rule, enforced as a request is decoded, so a list one
+accepts the other accepts too (tests/test_message_rules.py checks both).
+
+The rule: the messages are a list (any sequence but a string, bytes or a
+mapping) of objects (mappings with string keys, as JSON has them). That is
+all. What an object holds is a matter of its format (docs/FORMATS.md): a
+message malformed for its format (no ``content``, no ``role``, a ``tool``
+message without its call) passes through untouched and is counted in the
+report's ``malformed``, on both paths alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from .errors import InvalidMessages
+
+__all__ = ["InvalidMessages", "MessageProblem", "check_messages", "message_problem"]
+
+
+class MessageProblem(NamedTuple):
+    """Why a message list breaks the rule: the message's position (None: the list itself)."""
+
+    position: int | None
+    reason: str
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _problem_of(message: Any) -> str | None:
+    if not isinstance(message, Mapping):
+        return f"a message must be an object, got {_type_name(message)}"
+    for key in message:
+        if not isinstance(key, str):
+            return f"a message's keys must be strings, got {_type_name(key)}"
+    return None
+
+
+def message_problem(messages: Any) -> MessageProblem | None:
+    """The first way ``messages`` breaks the rule, or None when it keeps it."""
+    if isinstance(messages, (str, bytes, bytearray, Mapping)) or not isinstance(messages, Sequence):
+        return MessageProblem(None, f"must be a list of messages, got {_type_name(messages)}")
+    for position, message in enumerate(messages):
+        reason = _problem_of(message)
+        if reason is not None:
+            return MessageProblem(position, reason)
+    return None
+
+
+def check_messages(messages: Any) -> None:
+    """Raise :class:`InvalidMessages` when ``messages`` breaks the rule."""
+    problem = message_problem(messages)
+    if problem is not None:
+        raise InvalidMessages(problem.position, problem.reason)

@@ -1,0 +1,1 @@
+"""Tests of scoutd.inbox: file delivery of operator notices."""

@@ -1,0 +1,83 @@
+"""Name rules of an inbox: delivery order is byte order, and arrival names sort in arrival order."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scoutd.inbox.names import MAX_NAMES, delivery_order, notice_names, numbered
+
+# Plain visible file names, with and without extensions, some not valid UTF-8.
+_PLAIN = st.text(
+    alphabet=st.characters(blacklist_characters="/\0~", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=12,
+).filter(lambda name: not name.startswith(".") and name != "abort")
+NAMES = st.one_of(_PLAIN, st.builds(lambda stem, ext: f"{stem}.{ext}", _PLAIN, _PLAIN))
+
+
+def _arrive(name: str, pending: list[str], times: int) -> list[str]:
+    """Drop ``times`` notices called ``name`` into an inbox holding ``pending``."""
+    arrived = []
+    for _ in range(times):
+        chosen = next(notice_names(name, pending))
+        assert chosen not in pending
+        pending.append(chosen)
+        arrived.append(chosen)
+    return arrived
+
+
+@given(NAMES, st.integers(min_value=1, max_value=30))
+def test_same_named_notices_sort_in_arrival_order(name: str, times: int) -> None:
+    arrived = _arrive(name, [], times)
+    assert arrived[0] == name
+    assert sorted(arrived, key=delivery_order) == arrived
+
+
+@given(NAMES, st.lists(st.integers(min_value=0, max_value=40), max_size=6), st.data())
+def test_a_new_notice_sorts_after_every_pending_one_of_its_name(
+    name: str, delivered: list[int], data: st.DataObject
+) -> None:
+    """Also after gaps (some delivered meanwhile), and whatever other names are pending."""
+    arrived = _arrive(name, [], 40)
+    pending = [arrived[i] for i in sorted(set(range(40)) - set(delivered))]
+    new = next(notice_names(name, pending))
+    assert new not in pending
+    assert all(delivery_order(old) < delivery_order(new) for old in pending)
+    unrelated = [o for o in data.draw(st.lists(NAMES, max_size=5)) if _unrelated(name, o)]
+    assert next(notice_names(name, pending + unrelated)) == new
+
+
+def _unrelated(name: str, other: str) -> bool:
+    """Whether ``other`` is neither ``name`` nor one of its sequence names."""
+    return next(notice_names(name, [other])) == name
+
+
+def test_names_run_out_after_the_bound_instead_of_looping() -> None:
+    names = list(notice_names("n.txt", ["n~99990.txt"]))
+    assert names == [f"n~{n:05d}.txt" for n in range(99991, MAX_NAMES)]
+    assert list(notice_names("n.txt", [f"n~{MAX_NAMES - 1:05d}.txt"])) == []
+
+
+def test_the_plain_name_before_its_sequence_and_the_sequence_as_numbers() -> None:
+    order = ["note.txt", "note~00001.txt", "note~00002.txt", "note~00010.txt", "note~00100.txt"]
+    assert sorted(reversed(order), key=delivery_order) == order
+    assert sorted(["note", "note~00002", "note~00001"], key=delivery_order) == [
+        "note",
+        "note~00001",
+        "note~00002",
+    ]
+
+
+def test_delivery_order_compares_bytes_not_code_points() -> None:
+    undecodable = os.fsdecode(b"\xff.txt")  # a lone surrogate in Python: U+DCFF
+    emoji = "\U0001f600.txt"  # UTF-8 F0 9F 98 80: below 0xFF as bytes, above U+DCFF as text
+    assert sorted([undecodable, emoji], key=delivery_order) == [emoji, undecodable]
+    assert sorted([undecodable, emoji]) == [undecodable, emoji]  # what str order would do
+
+
+def test_record_names_keep_their_extension() -> None:
+    assert [numbered("note.txt", n) for n in range(3)] == ["note.txt", "note.1.txt", "note.2.txt"]
+    assert numbered("abort", 1) == "abort.1"
