@@ -22,6 +22,7 @@ __all__ = [
     "FormatError",
     "AbortNotWritten",
     "InvalidMessages",
+    "SessionClosed",
     # internal
     "ProtocolError",
     "Forbidden",
@@ -96,6 +97,10 @@ class DeltaMismatch(ScoutdError):
 
 class FormatError(ScoutdError, ValueError):
     """An unknown format name, or a message list that mixes formats."""
+
+
+class SessionClosed(ScoutdError):
+    """An in-process session was closed: it prepares nothing more."""
 
 
 class InvalidMessages(ScoutdError, TypeError, ValueError):

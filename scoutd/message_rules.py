@@ -44,19 +44,24 @@ def _problem_of(message: Any) -> str | None:
     return None
 
 
-def message_problem(messages: Any) -> MessageProblem | None:
-    """The first way ``messages`` breaks the rule, or None when it keeps it."""
+def message_problem(messages: Any, start: int = 0) -> MessageProblem | None:
+    """The first way ``messages`` breaks the rule, or None when it keeps it.
+
+    ``start``: the messages before it are known to keep the rule (a session
+    checks only what is new each round).
+    """
     if isinstance(messages, (str, bytes, bytearray, Mapping)) or not isinstance(messages, Sequence):
         return MessageProblem(None, f"must be a list of messages, got {_type_name(messages)}")
-    for position, message in enumerate(messages):
+    for position in range(start, len(messages)):
+        message = messages[position]
         reason = _problem_of(message)
         if reason is not None:
             return MessageProblem(position, reason)
     return None
 
 
-def check_messages(messages: Any) -> None:
-    """Raise :class:`InvalidMessages` when ``messages`` breaks the rule."""
-    problem = message_problem(messages)
+def check_messages(messages: Any, start: int = 0) -> None:
+    """Raise :class:`InvalidMessages` when ``messages`` breaks the rule (from ``start`` on)."""
+    problem = message_problem(messages, start)
     if problem is not None:
         raise InvalidMessages(problem.position, problem.reason)

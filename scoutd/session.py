@@ -19,16 +19,13 @@ from types import TracebackType
 from typing import Any
 
 from .config import Config, PromptConfig
-from .errors import Aborted, ScoutdError
+from .errors import Aborted, SessionClosed
 from .formats import AUTO, check_format_name
 from .incremental import SessionPrompt
+from .message_rules import check_messages
 from .prepare import Prepared, resolve_snapshot
 
 __all__ = ["Session", "SessionClosed"]
-
-
-class SessionClosed(ScoutdError):
-    """The session was closed: it prepares nothing more."""
 
 
 class Session:
@@ -79,13 +76,13 @@ class Session:
         Raises:
             Aborted: this round, or an earlier one, met an ``abort`` file.
             SessionClosed: the session was closed.
+            InvalidMessages: a message breaks the rule of docs/PROTOCOL.md
+                ("Messages"); the session keeps what it held.
         """
         if self.closed:
             raise SessionClosed("the session is closed")
         if self.aborted:
             raise Aborted(self.reason or "aborted")
-        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
         self._absorb(messages)
         try:
             prepared, _ = self._state.prepare(
@@ -103,10 +100,13 @@ class Session:
         """Bring the session's conversation to ``messages``: extend it, or start over."""
         state = self._state
         held = len(state.messages)
+        check_messages(messages, start=len(messages))  # a list at all
         if len(messages) >= held and _same_prefix(messages, state.messages):
+            check_messages(messages, start=held)  # what was held kept the rule
             if len(messages) > held:
                 state.extend(messages[held:], size=0)  # the daemon's byte limits only
             return
+        check_messages(messages)  # a new conversation: every message is new
         state.reset(messages, size=0)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd import Aborted, Session, prepare
 from scoutd.config import Config, PromptConfig
+from scoutd.errors import InvalidMessages
 from scoutd.incremental import SessionPrompt
 from scoutd.session import SessionClosed
 from scoutd.strategies.inbox import write_abort, write_notice
@@ -213,7 +214,17 @@ def test_hostile_arguments_are_refused_and_keep_the_session_usable() -> None:
         session.prepare_prompt("not a list")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         Session(format="no such format")
-    odd: list[Any] = [None, "text", {"role": 3}, call("x", {"p": 1}, "a"), output("x", "o", "a")]
+    # Entries that are not objects break the message rule (docs/PROTOCOL.md,
+    # "Messages") on both paths; objects malformed for their format pass through.
+    odd: list[Any] = [{"role": 3}, call("x", {"p": 1}, "a"), output("x", "o", "a")]
+    for bad in ([None, *odd], [*odd, "text"]):
+        with pytest.raises(InvalidMessages):
+            prepare(bad, config=CONFIGS["small"])
+        with pytest.raises(InvalidMessages):
+            session.prepare_prompt(bad)
+    assert session.prepare_prompt(odd).messages == prepare(odd, config=CONFIGS["small"]).messages
+    with pytest.raises(InvalidMessages):  # a bad entry in a later round, too
+        session.prepare_prompt([*odd, 7])
     assert session.prepare_prompt(odd).messages == prepare(odd, config=CONFIGS["small"]).messages
 
 

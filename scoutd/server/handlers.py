@@ -251,53 +251,54 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                 id=rid,
             )
         inbox = inbox_dir(resolved)
-    reason = server.registry.pending_abort(session, inbox)
-    if reason is None:
-        started = time.perf_counter()
-        try:
-            if session is None:
-                line, delivered = await anyio.to_thread.run_sync(
-                    workers.run_prepare, rid, params, resolved, config, limiter=server.limiter
-                )
-            else:
-                session.last_used = time.monotonic()
-                async with session.lock:
-                    started = time.perf_counter()  # the wait for the lock is not preparing
+    async with server.registry.preparing(inbox):
+        reason = server.registry.pending_abort(session, inbox)
+        if reason is None:
+            started = time.perf_counter()
+            try:
+                if session is None:
                     line, delivered = await anyio.to_thread.run_sync(
-                        workers.run_session_prepare,
-                        rid,
-                        params,
-                        session,
-                        resolved,
-                        config,
-                        limiter=server.limiter,
+                        workers.run_prepare, rid, params, resolved, config, limiter=server.limiter
                     )
-        except Aborted as exc:
-            reason = exc.reason
-            if inbox is not None:
-                server.registry.abort(inbox, reason, claimed_by_watcher=False)
-            if session is not None:
-                session.aborted = reason
-        except UnknownStrategy as exc:
-            raise protocol.ProtocolError(
-                protocol.UNKNOWN_STRATEGY,
-                str(exc),
-                protocol.UnknownStrategyData(name=exc.name, available=exc.available),
-                id=rid,
-            ) from None
-        except ConfigError as exc:
-            raise protocol.ProtocolError(
-                protocol.CONFIG_INVALID,
-                str(exc),
-                protocol.ConfigInvalidData(error=str(exc)),
-                id=rid,
-            ) from None
-        except FormatError as exc:
-            raise call.invalid_params("$.params.messages", exc) from None
-        else:
-            server.metrics.observe_prepare(time.perf_counter() - started)
-            server.metrics.notices_delivered += delivered
-            return line
+                else:
+                    session.last_used = time.monotonic()
+                    async with session.lock:
+                        started = time.perf_counter()  # the wait for the lock is not preparing
+                        line, delivered = await anyio.to_thread.run_sync(
+                            workers.run_session_prepare,
+                            rid,
+                            params,
+                            session,
+                            resolved,
+                            config,
+                            limiter=server.limiter,
+                        )
+            except Aborted as exc:
+                reason = exc.reason
+                if inbox is not None:
+                    server.registry.abort(inbox, reason, claimed_by_watcher=False)
+                if session is not None:
+                    session.aborted = reason
+            except UnknownStrategy as exc:
+                raise protocol.ProtocolError(
+                    protocol.UNKNOWN_STRATEGY,
+                    str(exc),
+                    protocol.UnknownStrategyData(name=exc.name, available=exc.available),
+                    id=rid,
+                ) from None
+            except ConfigError as exc:
+                raise protocol.ProtocolError(
+                    protocol.CONFIG_INVALID,
+                    str(exc),
+                    protocol.ConfigInvalidData(error=str(exc)),
+                    id=rid,
+                ) from None
+            except FormatError as exc:
+                raise call.invalid_params("$.params.messages", exc) from None
+            else:
+                server.metrics.observe_prepare(time.perf_counter() - started)
+                server.metrics.notices_delivered += delivered
+                return line
     raise protocol.ProtocolError(
         protocol.ABORTED,
         f"aborted: {reason}",

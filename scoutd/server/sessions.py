@@ -21,13 +21,14 @@ a client decides how many directories are watched, so it must not decide alone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -139,6 +140,9 @@ class SessionRegistry:
         self.aborts = 0
         self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
         self._claiming: dict[str, bool] = {}  # inbox -> another claim was asked meanwhile
+        self._claim_done: dict[str, anyio.Event] = {}  # inbox -> set when its claim ends
+        self._preparing: dict[str, int] = {}  # inbox -> prepare calls reading it now
+        self._deferred: set[str] = set()  # inboxes whose claim waits for those calls
         self._complete: set[str] = set()  # inboxes whose abort was seen closed or renamed in
         self._unsettled: dict[str, float] = {}  # inbox -> when its abort was first seen changing
         self._per_uid: dict[int, int] = {}
@@ -313,16 +317,47 @@ class SessionRegistry:
         await anyio.sleep(inbox_files.SETTLE_TIME)
         await self.claim(inbox)
 
+    @contextlib.asynccontextmanager
+    async def preparing(self, inbox: str | None) -> AsyncIterator[None]:
+        """Hold off the watcher's claims of ``inbox`` while a prepare call reads it.
+
+        Without this, the watcher could move an ``abort`` away while the call's
+        ``inbox`` strategy lists the inbox: the call would answer with a prompt
+        although the abort was there before it started. Inside this block only
+        the call takes the abort (and fails with it); a claim asked for
+        meanwhile runs when the last such call ends.
+        """
+        if inbox is None:
+            yield
+            return
+        while (done := self._claim_done.get(inbox)) is not None:
+            await done.wait()  # a claim in flight decides first: its abort is pending after
+        self._preparing[inbox] = self._preparing.get(inbox, 0) + 1
+        try:
+            yield
+        finally:
+            self._preparing[inbox] -= 1
+            if not self._preparing[inbox]:
+                del self._preparing[inbox]
+                if inbox in self._deferred:
+                    self._deferred.discard(inbox)
+                    self._spawn_claim(inbox)
+
     async def claim(self, inbox: str) -> None:
         """Try to consume the inbox's abort file; serialised per inbox.
 
         A request arriving while a claim runs is folded into one more attempt
-        after it, so a burst of events costs at most two claims.
+        after it, so a burst of events costs at most two claims. While a
+        prepare call reads the inbox (:meth:`preparing`), the claim waits for it.
         """
+        if inbox in self._preparing:
+            self._deferred.add(inbox)
+            return
         if inbox in self._claiming:
             self._claiming[inbox] = True
             return
         self._claiming[inbox] = False
+        self._claim_done[inbox] = anyio.Event()
         try:
             while inbox in self.by_inbox:
                 save_file = self.sessions[next(iter(self.by_inbox[inbox]))].resolved
@@ -358,6 +393,7 @@ class SessionRegistry:
                 self._claiming[inbox] = False
         finally:
             del self._claiming[inbox]
+            self._claim_done.pop(inbox).set()
 
     # --- watching --------------------------------------------------------------------
 
