@@ -10,7 +10,7 @@ reached is :class:`~scoutd.errors.DaemonUnavailable`, one that does not answer i
 time :class:`~scoutd.errors.DaemonTimeout`.
 
 ``_async.py`` is the source of both; ``_sync.py`` is generated from it by
-``scripts/unasync`` (docs/ARCHITECTURE-client.md).
+``scripts/unasync`` (docs/ARCHITECTURE.md, "The client and the protocol").
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from .. import protocol
 from ..config import with_overrides
 from ..errors import Aborted, ConfigError, UnknownStrategy
 from ..formats import FormatError
+from ..protocol.error_table import error_for
 from ..security import Forbidden
 from ..strategies.inbox import inbox_dir
 from . import workers
@@ -279,33 +280,17 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                     server.registry.abort(inbox, reason, claimed_by_watcher=False)
                 if session is not None:
                     session.aborted = reason
-            except UnknownStrategy as exc:
-                raise protocol.ProtocolError(
-                    protocol.UNKNOWN_STRATEGY,
-                    str(exc),
-                    protocol.UnknownStrategyData(name=exc.name, available=exc.available),
-                    id=rid,
-                ) from None
-            except ConfigError as exc:
-                raise protocol.ProtocolError(
-                    protocol.CONFIG_INVALID,
-                    str(exc),
-                    protocol.ConfigInvalidData(error=str(exc)),
-                    id=rid,
-                ) from None
+            except (UnknownStrategy, ConfigError) as exc:
+                raise error_for(exc, rid) from None
             except FormatError as exc:
                 raise call.invalid_params("$.params.messages", exc) from None
             else:
                 server.metrics.observe_prepare(time.perf_counter() - started)
                 server.metrics.notices_delivered += delivered
                 return line
-    raise protocol.ProtocolError(
-        protocol.ABORTED,
-        f"aborted: {reason}",
-        protocol.AbortedData(
-            reason=reason, save_file=save_file, session=None if session is None else session.id
-        ),
-        id=rid,
+    session_id = None if session is None else session.id
+    raise error_for(
+        Aborted(reason), rid, save_file=save_file, session=session_id, prefix="aborted: "
     )
 
 
