@@ -4,7 +4,7 @@ Pure: the server calls the ``count_*``/``observe_*`` methods as things happen
 and asks for :meth:`Metrics.render` when a ``metrics`` request comes; nothing
 here does I/O or reads a clock. Label values come from closed sets (the
 methods of the protocol, the error codes of its table), so a client cannot
-grow the text by sending odd method names (docs/OPERATIONS-metrics.md).
+grow the text by sending odd method names (docs/OPERATIONS.md, "Metrics").
 """
 
 from __future__ import annotations
