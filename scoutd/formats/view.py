@@ -139,9 +139,8 @@ def outcome(view: View, result: Sequence[Any]) -> Outcome:
     """Match the strategies' ``result`` with ``view``, message by message."""
     view_messages = view.messages
     size = len(view_messages)
-    by_identity: dict[int, int] = {}
-    for i in range(size - 1, -1, -1):
-        by_identity[id(view_messages[i])] = i
+    # The first index of each object wins: filled from the end, in C.
+    by_identity = dict(zip(map(id, reversed(view_messages)), range(size - 1, -1, -1)))
     fates: list[Any] = [None] * size
     before: dict[int, list[Any]] = {}
     pending: list[Any] = []
