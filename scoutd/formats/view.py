@@ -140,7 +140,7 @@ def outcome(view: View, result: Sequence[Any]) -> Outcome:
     view_messages = view.messages
     size = len(view_messages)
     # The first index of each object wins: filled from the end, in C.
-    by_identity = dict(zip(map(id, reversed(view_messages)), range(size - 1, -1, -1)))
+    by_identity = dict(zip(map(id, reversed(view_messages)), range(size - 1, -1, -1), strict=True))
     fates: list[Any] = [None] * size
     before: dict[int, list[Any]] = {}
     pending: list[Any] = []
