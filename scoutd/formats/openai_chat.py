@@ -82,8 +82,9 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
 
     Written for speed (docs/PERFORMANCE.md): it runs over every message of
     every prepare call, so the common case (dict messages, string contents, a
-    well-formed group) is handled by :func:`_add_plain_group` in one pass; any
-    other group takes the general way, which gives the same view.
+    well-formed group) is handled in one pass, by :func:`_add_one_call` for a
+    single call and :func:`_add_plain_group` for parallel calls; any other
+    group takes the general way, which gives the same view.
     """
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
