@@ -95,8 +95,9 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     chars_per_token: Annotated[float, msgspec.Meta(gt=0)] = 4.0
     tokenizer: str | None = None
     cost_full_tool_outputs: Count = 20
-    # On a long run, at least this share of its outputs stays verbatim.
-    cost_full_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.025
+    # On a long run, at least this share of its outputs stays verbatim, up to the cap.
+    cost_full_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.05
+    cost_full_share_cap: Count = 35
     cost_compacted_tool_calls: Count = 10
     # inbox (docs/STRATEGIES.md)
     inbox_max_bytes: Positive = 1 * MIB

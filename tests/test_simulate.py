@@ -433,6 +433,7 @@ def test_json_output_has_the_documented_keys(capsys: pytest.CaptureFixture[str])
         "verbatim",
         "truncated",
         "dropped",
+        "mean_verbatim",
     }
     assert data["model"]["prices"] == {"input": 1.0, "write": 1.25, "read": 0.1, "output": 5.0}
 

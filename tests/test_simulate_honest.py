@@ -10,7 +10,17 @@ from typing import Any
 
 import pytest
 
-from scoutd.simulate import PRESETS, CacheModel, CacheSettings, Prices, main, mask_last_n
+from scoutd.simulate import (
+    PRESETS,
+    CacheModel,
+    CacheSettings,
+    Prices,
+    Settings,
+    Workload,
+    main,
+    mask_last_n,
+    run_strategy,
+)
 from scoutd.simulate.cache import segment_text
 from scoutd.simulate.peers import (
     MASK_PLACEHOLDER,
@@ -223,3 +233,18 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
     quiet = FakeTerminal()
     Progress(4, "replaying", stream=quiet, delay=3600.0).update(1)
     assert quiet.getvalue() == ""  # a quick run never shows it
+
+
+# --- retention ------------------------------------------------------------------
+
+
+def test_mean_verbatim_averages_the_verbatim_count_over_every_round() -> None:
+    """``none`` keeps every output of round r (r of them); ``mask_last_n`` the last 10."""
+    workload = Workload(pairs(30), "pairs", {})
+    none = run_strategy(workload, "none", Settings(), keep_series=False)
+    assert none.retention.mean_verbatim == pytest.approx(sum(range(1, 31)) / 30)
+    masked = run_strategy(workload, "mask_last_n", Settings(), keep_series=False)
+    assert masked.retention.verbatim == 10
+    assert masked.retention.mean_verbatim == pytest.approx(
+        sum(min(r, 10) for r in range(1, 31)) / 30
+    )

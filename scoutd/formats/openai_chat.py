@@ -14,7 +14,11 @@ from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
+import msgspec
+
 from .view import (
+    DECODE_ERRORS,
+    ENCODE_ERRORS,
     KEPT,
     PASSTHROUGH,
     SCOUT_TOOL_ROLES,
@@ -35,6 +39,9 @@ from .view import (
 )
 
 __all__ = ["rebuild", "view"]
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 _ONE_CALL = (0, 0)  # the refs of a call (slot 0) and its output
 
@@ -75,17 +82,22 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
 
     Written for speed (docs/PERFORMANCE.md): it runs over every message of
     every prepare call, so the common case (dict messages, string contents, a
-    well-formed group) is handled by :func:`_add_plain_group` in one pass; any
-    other group takes the general way, which gives the same view.
+    well-formed group) is handled in one pass, by :func:`_add_one_call` for a
+    single call and :func:`_add_plain_group` for parallel calls; any other
+    group takes the general way, which gives the same view.
     """
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
+    names: dict[Any, str] = {}  # the JSON text of each function name seen
     i = 0
     while i < count:
         message = messages[i]
         role = message.get("role") if type(message) is dict else None
         if role == "assistant":
+            if _add_one_call(result, messages, i, message, names):
+                i += 2
+                continue
             end = _add_plain_group(result, messages, i, message)
             if end:
                 i = end
@@ -104,6 +116,59 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             if ref != PASSTHROUGH:
                 made.pop(VIEW_KEY, None)
     return result
+
+
+def _add_one_call(
+    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], names: dict[Any, str]
+) -> bool:
+    """Add an assistant message with one call and its answer right after, when plain.
+
+    The most common group by far, read without the bookkeeping of parallel
+    calls; the view is the one :func:`_add_plain_group` would make. Returns
+    whether it was added (nothing is added otherwise).
+    """
+    entries = message.get("tool_calls")
+    if type(entries) is not list or len(entries) != 1 or i + 1 >= len(messages):
+        return False
+    entry, answer = entries[0], messages[i + 1]
+    if type(entry) is not dict or type(answer) is not dict or answer.get("role") != "tool":
+        return False
+    if i + 2 < len(messages) and _is_tool(messages[i + 2]):
+        return False  # an extra answer: the general way counts it
+    function, ident, output = entry.get("function"), entry.get("id"), answer.get("content")
+    if type(function) is not dict or type(ident) is not str or type(output) is not str:
+        return False
+    arguments = function.get("arguments")
+    if type(arguments) is not str or answer.get("tool_call_id") != ident:
+        return False
+    content = message.get("content")
+    text = (content if type(content) is str else blocks_text(content)) if content else None
+    name = function.get("name")
+    named = names.get(name) if type(name) is str else None
+    try:
+        if named is None:
+            named = _encode(name).decode("utf-8")
+            if type(name) is str:
+                names[name] = named
+        if type(_decode(arguments)) is not dict:
+            return False  # arguments kept as a string: the general way
+        ident_text = _encode(ident).decode("utf-8")
+        reply = _encode({"id": ident, "content": output}).decode("utf-8")
+    except (*DECODE_ERRORS, *ENCODE_ERRORS):
+        return False
+    call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
+    out, refs, starts = result.messages, result.refs, result.starts
+    at = len(out)
+    if text:
+        out.append({"role": "assistant", "content": text, VIEW_KEY: at})
+        refs.append(TEXT_PART)
+        at += 1
+    out.append({"role": "function_call", "content": call, VIEW_KEY: at})
+    out.append({"role": "function_call_output", "content": reply, VIEW_KEY: at + 1})
+    refs += _ONE_CALL
+    starts.append(at + 1)
+    starts.append(at + 2)
+    return True
 
 
 def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dict[str, Any]) -> int:

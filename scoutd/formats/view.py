@@ -21,6 +21,8 @@ from typing import Any
 import msgspec
 
 __all__ = [
+    "DECODE_ERRORS",
+    "ENCODE_ERRORS",
     "KEPT",
     "PASSTHROUGH",
     "Malformed",
@@ -48,8 +50,9 @@ TEXT_PART = -1  # ref of an assistant message's text, seen apart from its calls
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
-_DECODE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError, ValueError)
-_ENCODE_ERRORS = (msgspec.EncodeError, TypeError, UnicodeError, ValueError, OverflowError)
+# What decoding or encoding a hostile value raises (a lone surrogate, a huge integer, ...).
+DECODE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError, ValueError)
+ENCODE_ERRORS = (msgspec.EncodeError, TypeError, UnicodeError, ValueError, OverflowError)
 
 
 class Malformed(Exception):
@@ -136,9 +139,8 @@ def outcome(view: View, result: Sequence[Any]) -> Outcome:
     """Match the strategies' ``result`` with ``view``, message by message."""
     view_messages = view.messages
     size = len(view_messages)
-    by_identity: dict[int, int] = {}
-    for i in range(size - 1, -1, -1):
-        by_identity[id(view_messages[i])] = i
+    # The first index of each object wins: filled from the end, in C.
+    by_identity = dict(zip(map(id, reversed(view_messages)), range(size - 1, -1, -1), strict=True))
     fates: list[Any] = [None] * size
     before: dict[int, list[Any]] = {}
     pending: list[Any] = []
@@ -218,14 +220,14 @@ def call_text(name: Any, ident: Any, arguments: Any) -> str:
         if type(arguments) is str:
             try:
                 valid = type(_decode(arguments)) is dict
-            except _DECODE_ERRORS:
+            except DECODE_ERRORS:
                 valid = False
             if valid:  # the arguments text goes in as it is
                 name_text = _encode(name).decode("utf-8")
                 ident_text = _encode(ident).decode("utf-8")
                 return f'{{"name":{name_text},"id":{ident_text},"arguments":{arguments}}}'
         return _encode({"name": name, "id": ident, "arguments": arguments}).decode("utf-8")
-    except _ENCODE_ERRORS as exc:  # lone surrogates, values JSON cannot hold
+    except ENCODE_ERRORS as exc:  # lone surrogates, values JSON cannot hold
         raise Malformed(str(exc)) from None
 
 
@@ -242,7 +244,7 @@ def output_text(ident: Any, text: str) -> str:
     """
     try:
         return _encode({"id": ident, "content": text}).decode("utf-8")
-    except _ENCODE_ERRORS as exc:
+    except ENCODE_ERRORS as exc:
         raise Malformed(str(exc)) from None
 
 
@@ -252,7 +254,7 @@ def _body(rewritten: Any) -> Mapping[str, Any] | None:
         return None
     try:
         body = _decode(content)
-    except _DECODE_ERRORS:
+    except DECODE_ERRORS:
         return None
     return body if isinstance(body, Mapping) else None
 

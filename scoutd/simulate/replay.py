@@ -94,7 +94,10 @@ class Retention(msgspec.Struct, kw_only=True):
     tool outputs (fewer early on) that appear verbatim in the prompt. The
     counts describe the last round: of all ``outputs``, how many appear
     ``verbatim``, ``truncated`` (present with a rewritten content: shortened
-    or replaced by a placeholder) or ``dropped`` (absent).
+    or replaced by a placeholder) or ``dropped`` (absent). The last round is
+    one sample of a count that rises and falls as a strategy compacts, so
+    ``mean_verbatim`` gives the verbatim count (same rule) averaged over every
+    round.
     """
 
     recent_verbatim: float
@@ -102,6 +105,7 @@ class Retention(msgspec.Struct, kw_only=True):
     verbatim: int
     truncated: int
     dropped: int
+    mean_verbatim: float = 0.0
 
 
 class Series(msgspec.Struct, kw_only=True):
@@ -213,6 +217,7 @@ class _Originals:
             self.positions.append(position)
             self.contents.append(message["content"])
         self.content_set = set(self.contents)
+        self._idents: dict[str, Any] = {}  # the id of each rewritten output content seen
 
     def count_before(self, end: int) -> int:
         return bisect.bisect_left(self.positions, end)
@@ -248,14 +253,8 @@ class _Originals:
             content = message.get("content")
             if type(content) is not str or content in self.content_set:
                 continue
-            try:
-                data = msgspec.json.decode(content)
-            except msgspec.DecodeError:
-                continue
-            if not isinstance(data, dict):
-                continue
-            ident = data.get("id")
-            if not isinstance(ident, (str, int, float, bool)):
+            ident = self._ident(content)
+            if ident is None:
                 continue
             for number in self.by_id.get(ident, ()):
                 if number < upto and number not in verbatim:
@@ -269,6 +268,20 @@ class _Originals:
             verbatim -= inside
             truncated |= inside
         return len(verbatim), len(truncated)
+
+    def _ident(self, content: str) -> Any:
+        """The id of a rewritten output (None if it has none), remembered across rounds."""
+        if content in self._idents:
+            return self._idents[content]
+        try:
+            data = msgspec.json.decode(content)
+        except msgspec.DecodeError:
+            data = None
+        ident = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(ident, (str, int, float, bool)):
+            ident = None
+        self._idents[content] = ident
+        return ident
 
 
 def run_strategy(
@@ -285,6 +298,7 @@ def run_strategy(
     cached_series: list[int] = []
     cost_series: list[float] = []
     recent_shares: list[float] = []
+    verbatim_series: list[int] = []
     billed = 0.0
     breaks = overflow = written = plain = invalidated = 0
     first_overflow: int | None = None
@@ -313,6 +327,7 @@ def run_strategy(
         share = originals.recent_verbatim(originals.count_before(end), present)
         if share is not None:
             recent_shares.append(share)
+        verbatim_series.append(originals.final(originals.count_before(end), prepared, present)[0])
     upto = originals.count_before(ends[-1]) if ends else 0
     verbatim, truncated = originals.final(upto, prepared, present)
     total_prompt = sum(prompt_series)
@@ -333,6 +348,7 @@ def run_strategy(
             verbatim=verbatim,
             truncated=truncated,
             dropped=upto - verbatim - truncated,
+            mean_verbatim=sum(verbatim_series) / len(verbatim_series) if verbatim_series else 0.0,
         ),
         rounds=len(ends),
         prompt_tokens=total_prompt,

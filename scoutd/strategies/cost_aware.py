@@ -18,11 +18,12 @@ when all of these hold (derivation in docs/ECONOMY.md):
 
 Above ``compaction_limit_share`` of the window it always compacts, as far as
 needed to fit. The newest ``cost_full_tool_outputs`` outputs stay verbatim,
-or ``cost_full_share`` of the outputs so far when that is more (fewer only
-when they alone would not fit), the ``cost_compacted_tool_calls``
-pairs before them are shortened as in the epoch strategies, and older pairs are
-dropped, repeated calls included (the default notice says so), together with
-the assistant remarks made among them; user turns always stay.
+or ``cost_full_share`` of the outputs so far, at most ``cost_full_share_cap``,
+when that is more (fewer only when they alone would not fit); the
+``cost_compacted_tool_calls`` pairs before them are shortened as in the epoch
+strategies, and older pairs are dropped, repeated calls included (the default
+notice says so), together with the assistant remarks made among them; user
+turns always stay.
 """
 
 from __future__ import annotations
@@ -276,7 +277,7 @@ def plan_compaction(
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
     least_full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
-    full_share = config.cost_full_share
+    full_share, share_cap = config.cost_full_share, config.cost_full_share_cap
     premium = max(prices.write - prices.read, 0.0)
     risk = config.compaction_risk_share
     state = Replay() if replay is None else replay
@@ -289,7 +290,7 @@ def plan_compaction(
         billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
         previous = prompt
         forced = prompt > limit
-        full = max(least_full, int(number * full_share))
+        full = max(least_full, min(int(number * full_share), share_cap))
         if number - full <= shortened and not forced:
             continue
         new_dropped, new_shortened = _fit(tokens, number, full, band, limit)

@@ -127,7 +127,11 @@ def test_a_long_run_keeps_a_share_of_its_outputs_verbatim() -> None:
     outputs = [m for m in messages if m["role"] == "function_call_output"]
     found = {}
     for share in (0.0, 0.2):
-        overrides = {"context_window": 100_000, "cost_full_share": share}
+        overrides = {
+            "context_window": 100_000,
+            "cost_full_share": share,
+            "cost_full_share_cap": 100,
+        }
         prepared, report = shorten_tools_cost_aware(
             messages, load_config(None, overrides=overrides).prompt
         )
@@ -136,6 +140,21 @@ def test_a_long_run_keeps_a_share_of_its_outputs_verbatim() -> None:
         if share:
             assert all(m in prepared for m in outputs[-60:])  # 20% of 300
     assert found[0.0] < 60 <= found[0.2]
+
+
+def test_the_share_kept_verbatim_stops_at_its_cap() -> None:
+    """20% of 300 outputs would be 60: the cap of 30 bounds it, the floor of 20 does not."""
+    messages = run(300, size=1500)
+    outputs = [m for m in messages if m["role"] == "function_call_output"]
+    found = {}
+    for cap in (0, 30):
+        overrides = {"context_window": 100_000, "cost_full_share": 0.2, "cost_full_share_cap": cap}
+        prepared, _ = shorten_tools_cost_aware(
+            messages, load_config(None, overrides=overrides).prompt
+        )
+        found[cap] = verbatim_outputs(messages, prepared)
+        assert all(m in prepared for m in outputs[-max(cap, 20) :])
+    assert 20 <= found[0] < found[30] < 60
 
 
 COUNTED: list[str] = []
@@ -181,6 +200,7 @@ def test_pricing_follows_the_format_and_the_config() -> None:
         ("compaction_limit_share", -0.1),
         ("cache_pricing", "cheap"),
         ("cost_full_share", 1.5),
+        ("cost_full_share_cap", -1),
         ("chars_per_token", 0),
         ("context_window", 0),
     ],
