@@ -5,10 +5,10 @@ This file is the source of both clients: ``_sync.py`` (:class:`Client`,
 ``async``/``await`` and the ``Async`` prefixes and swaps the anyio backend for
 the socket one. Edit this file, then run ``scripts/unasync``.
 
-Design (docs/ARCHITECTURE.md, "The client and the protocol"): the connection (``_async_connection.py``)
-is read by whichever caller waits, for everyone. Reading ``Session.aborted``
-also routes what has already arrived, without waiting, so a pushed abort shows
-without any other call.
+Design (docs/ARCHITECTURE.md, "The client and the protocol"): the connection
+(``_async_connection.py``) is read by whichever caller waits, for everyone.
+Reading ``Session.aborted`` also routes what has already arrived, without
+waiting, so a pushed abort shows without any other call.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ to results or exceptions, and a session's incremental state."""
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -131,8 +132,10 @@ class SentConversation:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self._sent = 0  # conversation messages the daemon holds
-        # What was sent, message by message, to notice a conversation that changed.
-        self._seen: list[tuple[Any, Any]] = []
+        # What was sent, message by message, to notice a conversation that changed:
+        # the objects themselves, and a shallow copy of each dict's top level.
+        self._seen: list[Any] = []
+        self._shapes: list[Any] = []
         self._prompt = DeltaDecoder()
 
     def params(
@@ -156,11 +159,14 @@ class SentConversation:
         """Whether the first messages are still the very ones sent, with the same values.
 
         O(messages) identity and shallow comparisons, no encoding: a message that
-        was replaced, or whose keys were reassigned in place, is noticed.
+        was replaced, or whose keys were reassigned in place, is noticed. Both
+        passes run in C (``map`` over ``operator``): a per-message Python loop
+        cost 4 ms a round at 2,000 calls, more than the rest of the round.
         """
-        return all(
-            message is sent and _shape(message) == shape
-            for message, (sent, shape) in zip(messages, self._seen, strict=False)
+        held = len(self._seen)
+        head = messages[:held]
+        return all(map(operator.is_, head, self._seen)) and all(
+            map(operator.eq, head, self._shapes)
         )
 
     def absorb(
@@ -181,7 +187,9 @@ class SentConversation:
             prompt = self._prompt.full(answer.messages or [])
         start = self._sent if params.append is not None else 0
         del self._seen[start:]
-        self._seen += [(message, _shape(message)) for message in messages[start:]]
+        del self._shapes[start:]
+        self._seen += messages[start:]
+        self._shapes += map(_shape, messages[start:])
         self._sent = len(messages)
         return Prepared(messages=prompt, report=answer.report)
 
@@ -189,10 +197,11 @@ class SentConversation:
         """The daemon's conversation is not the one we believed: start over."""
         self._sent = 0
         self._seen.clear()
+        self._shapes.clear()
 
 
 def _shape(message: Any) -> Any:
-    """A message's top-level values, to compare with what was sent (see ``_unchanged``)."""
+    """A message's top level as sent, to compare with later (see ``_unchanged``)."""
     if type(message) is dict:
-        return tuple(message.items())
-    return None
+        return dict(message)  # values are shared; a key reassigned in place shows
+    return message
