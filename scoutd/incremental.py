@@ -27,6 +27,7 @@ import msgspec
 from .config import DEFAULT_STRATEGIES, Config, strategy_names
 from .formats import AUTO, SCOUT, format_of, signals
 from .formats.cache import STABLE_STRATEGIES, stable_prefix
+from .formats.detect import first_signal
 from .incremental_cost import CostPlanner
 from .paths import safe_value
 from .prepare import Prepared, prepare
@@ -333,7 +334,7 @@ def _stable_prefix(
         if given is not sent:
             break
         same += 1
-    return min((where for where, _ in signals(prompt[:same]).values()), default=same)
+    return first_signal(prompt[:same])
 
 
 def json_size(messages: Sequence[Any]) -> int:

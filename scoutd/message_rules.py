@@ -17,6 +17,7 @@ report's ``malformed``, on both paths alike.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any, NamedTuple
 
 from .errors import InvalidMessages
@@ -33,6 +34,10 @@ class MessageProblem(NamedTuple):
 
 def _type_name(value: Any) -> str:
     return type(value).__name__
+
+
+_DICT = frozenset((dict,))
+_STR = frozenset((str,))
 
 
 def _problem_of(message: Any) -> str | None:
@@ -52,6 +57,12 @@ def message_problem(messages: Any, start: int = 0) -> MessageProblem | None:
     """
     if isinstance(messages, (str, bytes, bytearray, Mapping)) or not isinstance(messages, Sequence):
         return MessageProblem(None, f"must be a list of messages, got {_type_name(messages)}")
+    new = messages[start:] if start else messages
+    # The common case, checked in C: plain dicts whose keys are all plain strings
+    # (chain() walks each dict's keys). A per-message Python loop cost about a
+    # tenth of a whole prepare at 2,000 calls; anything else takes the loop below.
+    if set(map(type, new)) <= _DICT and set(map(type, chain.from_iterable(new))) <= _STR:
+        return None
     for position in range(start, len(messages)):
         message = messages[position]
         reason = _problem_of(message)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .detect import ANTHROPIC, signals
+from .detect import ANTHROPIC, first_signal
 
 __all__ = ["EPOCH_STRATEGIES", "STABLE_STRATEGIES", "stable_prefix", "with_cache_control"]
 
@@ -24,7 +24,7 @@ _THINKING = frozenset(("thinking", "redacted_thinking"))
 
 def _before_tool_traffic(messages: Sequence[Any], prompt: Sequence[Any]) -> int:
     """Leading prompt messages that are the input's own and precede any tool traffic."""
-    first_tool = min((where for where, _ in signals(prompt).values()), default=len(prompt))
+    first_tool = first_signal(prompt)
     count = 0
     for given, sent in zip(messages, prompt[:first_tool], strict=False):
         if given is not sent:

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import FormatError  # re-exported: it was defined here
 
 __all__ = [
+    "first_signal",
     "ANTHROPIC",
     "AUTO",
     "FORMATS",
@@ -111,6 +112,18 @@ def signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]]:
         if signal is not None and signal[0] not in found:
             found[signal[0]] = (position, signal[1])
     return found
+
+
+def first_signal(messages: Sequence[Any]) -> int:
+    """The index of the first message that shows a format (``len(messages)``: none does).
+
+    The same as the smallest position :func:`signals` gives, without walking
+    past it: a prompt's tool traffic usually starts within its first messages.
+    """
+    for position, message in enumerate(messages):
+        if _signal(message) is not None:
+            return position
+    return len(messages)
 
 
 def detect_format(messages: Sequence[Any]) -> str:
