@@ -633,9 +633,7 @@ def run(plan: Plan, seed: int = SEED) -> dict[str, Any]:
             bench_rpc(results, daemon, large, small[: plan.small_messages], plan)
             bench_sessions(results, daemon, sessions_dir, long_run, plan)
             progress("in-process and repeat-heavy session rounds")
-            bench_speed(
-                results, daemon, sessions_dir, plan, seed, percentile=percentile, quiet_gc=quiet_gc
-            )
+            bench_speed(results, daemon, sessions_dir, plan, seed, quiet_gc=quiet_gc)
 
         abort_dir = os.path.join(directory, "aborts")
         os.makedirs(abort_dir)

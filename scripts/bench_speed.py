@@ -23,6 +23,7 @@ import scoutd
 from scoutd.config import Config, PromptConfig
 from scoutd.simulate.workload import round_ends, synthetic_run
 from scoutd.strategies.tool_messages import call_keys, index_tools
+from scoutd.testing import percentile
 
 __all__ = [
     "REPEAT_RATE",
@@ -43,7 +44,6 @@ SPEED_LIMITS = (
     ("rss_per_session_kb", 10.0),
 )
 
-Percentile = Callable[[Sequence[float], float], float]
 QuietGc = Callable[[], contextlib.AbstractContextManager[None]]
 
 
@@ -90,7 +90,6 @@ def bench_speed(
     plan: Any,
     seed: int,
     *,
-    percentile: Percentile,
     quiet_gc: QuietGc,
 ) -> None:
     """Measure the in-process session and repeat-heavy figures into ``results``."""
@@ -117,7 +116,7 @@ def bench_speed(
             samples = _time_rounds(session.prepare_prompt, prefixes)
         results[f"inproc_session_cold_ms{suffix}_2000"] = _ms(statistics.median(cold))
         results[f"inproc_session_round_ms{suffix}_2000"] = _ms(statistics.median(samples))
-        results[f"inproc_session_round_ms_p99{suffix}_2000"] = _ms(percentile(samples, 99))
+        results[f"inproc_session_round_ms_p99{suffix}_2000"] = _ms(percentile(samples, 0.99))
         cache = session._state.rewrites
         results[f"inproc_session_rewrites_reused{suffix}_2000"] = cache.hits
         results[f"inproc_session_rewrites_computed{suffix}_2000"] = cache.misses
@@ -126,7 +125,7 @@ def bench_speed(
     with daemon.client() as client, client.session(save_file) as remote, quiet_gc():
         samples = _time_rounds(remote.prepare_prompt, _prefixes(repeats, start, rounds))
     results["session_round_ms_repeats_2000"] = _ms(statistics.median(samples))
-    results["session_round_ms_p99_repeats_2000"] = _ms(percentile(samples, 99))
+    results["session_round_ms_p99_repeats_2000"] = _ms(percentile(samples, 0.99))
 
 
 def speed_targets(results: dict[str, Any]) -> Iterator[dict[str, Any]]:
