@@ -913,6 +913,7 @@ class Server:
                 notices_delivered=self.stats.notices_delivered,
                 aborts=self.registry.aborts,
                 pending_request_bytes=self.pending_request_bytes,
+                rescans=self.registry.rescans,
             ),
             latency=self.stats.latency(),
         )

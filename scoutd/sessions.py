@@ -136,6 +136,7 @@ class SessionRegistry:
         self.sessions: dict[str, Session] = {}
         self.by_inbox: dict[str, set[str]] = {}
         self.aborts = 0
+        self.rescans = 0  # periodic rescans completed since start (shown by status)
         self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
         self._claiming: dict[str, bool] = {}  # inbox -> another claim was asked meanwhile
         self._complete: set[str] = set()  # inboxes whose abort was seen closed or renamed in
@@ -414,5 +415,6 @@ class SessionRegistry:
                         await self.rescan()
                     except Exception:
                         log.exception("rescan of watched inboxes failed")
+                    self.rescans += 1
             finally:
                 self._tg = None
