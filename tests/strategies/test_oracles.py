@@ -12,6 +12,7 @@ from collections import Counter
 from itertools import pairwise
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from scoutd.strategies.epoch import (
     shorten_tools_epoch,
     shorten_tools_epoch_increment,
 )
+from scoutd.strategies.shorten_tools import shorten_tools
 from scoutd.strategies.tool_messages import index_tools
 
 from . import oracle
@@ -247,3 +249,54 @@ def test_epoch_strategies_match_the_reference(messages: list[Any], strategy: str
             _same_but_shortened(new, old)
         else:
             assert new == old
+
+
+@st.composite
+def shorten_tools_cases(draw: st.DrawFn) -> tuple[list[Any], PromptConfig]:
+    """A conversation and limits, the character budget often right at a running total."""
+    messages = draw(agent_conversations())
+    limits = PromptConfig(
+        full_tool_calls=draw(st.integers(0, 3)),
+        full_tool_outputs=draw(st.integers(0, 5)),
+        max_tool_calls=draw(st.integers(0, 8)),
+        max_tool_outputs=draw(st.none() | st.integers(0, 8)),
+        max_tool_chars=0,
+    )
+    # the characters kept with no budget, newest first: a budget at one of these
+    # totals (or one past it) decides exactly where keeping whole stops
+    totals = [0]
+    for message in reversed(messages):
+        body = oracle.tool_body(message)
+        if body is not None:
+            totals.append(totals[-1] + len(message["content"]))
+    budget = draw(st.sampled_from(totals)) + draw(st.integers(-1, 1))
+    config = msgspec.structs.replace(limits, max_tool_chars=max(budget, 0))
+    return messages, config
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=shorten_tools_cases())
+def test_shorten_tools_matches_the_reference(case: tuple[list[Any], PromptConfig]) -> None:
+    messages, config = case
+    _tag(messages)
+    pairing, fates = oracle.shorten_tools_fates(messages, config)
+    for tool, fate in zip(pairing.tools, fates, strict=True):
+        event(f"shorten_tools: {'call' if tool.is_call else 'output'} {fate}")
+    got, report = shorten_tools(messages, config, detail=True)
+    assert [action.action for action in report.actions or []] == fates
+    counts = oracle.report_counts(pairing, fates)
+    assert {name: getattr(report, name) for name in counts} == counts
+    assert report.chars_before == oracle.chars(messages)
+    assert report.chars_after == oracle.chars(got)
+    assert not report.notice  # shorten_tools adds none
+    fate_of = {t.at: f for t, f in zip(pairing.tools, fates, strict=True)}
+    rewritten = {t.at: oracle.rewritten(t) for t in pairing.tools if fate_of[t.at] == "truncated"}
+    dropped = {at for at, fate in fate_of.items() if fate == "dropped"}
+    expected = [
+        m if at not in rewritten else {**m, "content": rewritten[at]}
+        for at, m in enumerate(messages)
+        if at not in dropped
+    ]
+    assert got == expected
+    # without detail: the same result, no per-message actions
+    assert shorten_tools(messages, config) == (got, msgspec.structs.replace(report, actions=None))
