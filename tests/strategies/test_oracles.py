@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scoutd.config import PromptConfig
+from scoutd.strategies import BUILTINS
 from scoutd.strategies.epoch import (
     fixed_window,
     increment_window,
@@ -228,13 +229,40 @@ def _cut(cut: str, text: str, limit: int) -> None:
     assert len(cut) <= len(prefix) + limit
 
 
+def _check_actions(
+    actions: list[Any], messages: list[Any], pairing: oracle.Pairing, fates: list[str]
+) -> None:
+    """Every tool message's action: where it is, its fate and its characters before and after."""
+    assert [action.action for action in actions] == fates
+    for action, tool, fate in zip(actions, pairing.tools, fates, strict=True):
+        content = messages[tool.at]["content"]
+        after = {"dropped": "", "truncated": oracle.rewritten(tool)}.get(fate, content)
+        assert (action.index, action.role) == (tool.at, messages[tool.at]["role"])
+        assert (action.id, action.name) == (tool.body.get("id"), tool.body.get("name"))
+        assert action.position == pairing.position(tool)
+        assert (action.chars_before, action.chars_after) == (len(content), len(after or ""))
+
+
+@PROPERTY
+@given(messages=agent_conversations())
+def test_none_changes_nothing_and_counts_characters(messages: list[Any]) -> None:
+    got, report = BUILTINS["none"](messages, SMALL, None, True, "scoutd")
+    assert got == messages and got is not messages
+    assert (report.strategy, report.chars_before, report.chars_after) == (
+        "none",
+        oracle.chars(messages),
+        oracle.chars(messages),
+    )
+    assert report.notice is False and report.actions is None
+
+
 @PROPERTY
 @given(messages=agent_conversations(), strategy=st.sampled_from(sorted(EPOCH)))
 def test_epoch_strategies_match_the_reference(messages: list[Any], strategy: str) -> None:
     _tag(messages)
     pairing, fates = oracle.epoch_fates(messages, SMALL, EPOCH[strategy])
     got, report = RUNNERS[strategy](messages, SMALL, detail=True)
-    assert [action.action for action in report.actions or []] == fates
+    _check_actions(report.actions or [], messages, pairing, fates)
     counts = oracle.report_counts(pairing, fates)
     assert {name: getattr(report, name) for name in counts} == counts
     assert report.chars_before == oracle.chars(messages)
@@ -283,7 +311,7 @@ def test_shorten_tools_matches_the_reference(case: tuple[list[Any], PromptConfig
     for tool, fate in zip(pairing.tools, fates, strict=True):
         event(f"shorten_tools: {'call' if tool.is_call else 'output'} {fate}")
     got, report = shorten_tools(messages, config, detail=True)
-    assert [action.action for action in report.actions or []] == fates
+    _check_actions(report.actions or [], messages, pairing, fates)
     counts = oracle.report_counts(pairing, fates)
     assert {name: getattr(report, name) for name in counts} == counts
     assert report.chars_before == oracle.chars(messages)
