@@ -25,7 +25,7 @@ from scoutd.strategies.epoch import (
     shorten_tools_epoch_increment,
 )
 from scoutd.strategies.shorten_tools import shorten_tools
-from scoutd.strategies.tool_messages import index_tools
+from scoutd.strategies.tool_messages import ToolIndex, index_tools
 
 from . import oracle
 from .conversations import agent_conversations
@@ -136,6 +136,40 @@ def test_pairing_and_positions_match_the_reference(messages: list[Any]) -> None:
     assert index.numbers == [t.number for t in reference.tools]
     assert index.positions == [reference.position(t) for t in reference.tools]
     assert index.outputs == reference.outputs
+
+
+@PROPERTY
+@given(messages=agent_conversations(), data=st.data())
+def test_an_index_grown_in_two_steps_matches_the_reference(
+    messages: list[Any], data: st.DataObject
+) -> None:
+    """A session indexes what is new (``extend``): the same pairing as all at once."""
+    cut = data.draw(st.integers(0, len(messages)), label="cut")
+    reference = oracle.pair(messages)
+    index = ToolIndex()
+    index.extend(messages[:cut], 0)
+    index.extend(messages, cut)
+    tools = reference.tools
+    users = [at for at, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"]
+    assert [at for at, role in enumerate(index.roles) if role == "user"] == users
+    assert index.indices == [t.at for t in tools]
+    assert [index.content(messages, slot) for slot in range(len(tools))] == [
+        messages[t.at]["content"] for t in tools
+    ]
+    assert index.partners == [-1 if t.partner is None else t.partner for t in tools]
+    assert index.positions == [reference.position(t) for t in tools]
+    # the calls that the second step paired: their output is new, the call may not be
+    newly_paired = [
+        c
+        for c, t in enumerate(tools)
+        if t.is_call and t.partner is not None and tools[t.partner].at >= cut
+    ]
+    assert sorted(index.paired) == newly_paired
+    event(
+        "a pair split by the cut"
+        if any(tools[c].at < cut for c in newly_paired)
+        else "no split pair"
+    )
 
 
 configs = st.builds(
