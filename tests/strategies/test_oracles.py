@@ -32,6 +32,7 @@ from .conversations import agent_conversations
 from .test_properties import SMALL
 
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_FATES = ("kept", "truncated", "dropped")  # shorten_tools protects nothing
 EPOCH = {"shorten_tools_epoch": False, "shorten_tools_epoch_increment": True}
 RUNNERS = {"shorten_tools_epoch": shorten_tools_epoch}
 RUNNERS["shorten_tools_epoch_increment"] = shorten_tools_epoch_increment
@@ -336,14 +337,36 @@ def shorten_tools_cases(draw: st.DrawFn) -> tuple[list[Any], PromptConfig]:
     return messages, config
 
 
+def _shorten_tools_events(messages: list[Any], config: PromptConfig) -> set[str]:
+    pairing, fates = oracle.shorten_tools_fates(messages, config)
+    return {
+        f"shorten_tools: {'call' if tool.is_call else 'output'} {fate}"
+        for tool, fate in zip(pairing.tools, fates, strict=True)
+    }
+
+
+def test_the_shorten_tools_cases_are_reached() -> None:
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
+    @given(case=shorten_tools_cases())
+    def collect(case: tuple[list[Any], PromptConfig]) -> None:
+        seen.update(_shorten_tools_events(*case))
+
+    collect()
+    cases = [f"shorten_tools: {side} {fate}" for side in ("call", "output") for fate in _FATES]
+    rare = {case: seen[case] for case in cases if seen[case] < 5}
+    assert not rare, f"cases reached fewer than 5 times in 200 examples: {rare}"
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=shorten_tools_cases())
 def test_shorten_tools_matches_the_reference(case: tuple[list[Any], PromptConfig]) -> None:
     messages, config = case
     _tag(messages)
     pairing, fates = oracle.shorten_tools_fates(messages, config)
-    for tool, fate in zip(pairing.tools, fates, strict=True):
-        event(f"shorten_tools: {'call' if tool.is_call else 'output'} {fate}")
+    for name in sorted(_shorten_tools_events(messages, config)):
+        event(name)
     got, report = shorten_tools(messages, config, detail=True)
     _check_actions(report.actions or [], messages, pairing, fates)
     counts = oracle.report_counts(pairing, fates)
