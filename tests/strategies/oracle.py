@@ -118,11 +118,15 @@ def repeats(pairing: Pairing) -> dict[str, list[int]]:
 
 @dataclass
 class Bands:
-    """Oldest-first output numbers: above ``full_from`` whole, above ``truncate_from`` cut."""
+    """Oldest-first output numbers: above ``full_from`` whole, above ``truncate_from`` cut.
+
+    ``size`` is the length (in outputs) of the epoch that holds the newest output.
+    """
 
     pinned: int
     full_from: int
     truncate_from: int
+    size: int
 
 
 def fixed_bands(outputs: int, config: PromptConfig) -> Bands | None:
@@ -133,7 +137,7 @@ def fixed_bands(outputs: int, config: PromptConfig) -> Bands | None:
     pinned = threshold
     while pinned + size < outputs:  # the epoch holding the newest output
         pinned += size
-    return Bands(pinned, pinned - full, pinned - full - compacted)
+    return Bands(pinned, pinned - full, pinned - full - compacted, size)
 
 
 def increment_bands(outputs: int, repeat_at: list[int], config: PromptConfig) -> Bands | None:
@@ -162,7 +166,7 @@ def increment_bands(outputs: int, repeat_at: list[int], config: PromptConfig) ->
         max(config.epoch_increment_max_compacted_tool_calls, compacted),
         compacted + math.floor(growth + 0.5),
     )
-    return Bands(start, start - full, start - full - window)
+    return Bands(start, start - full, start - full - window, size)
 
 
 def _long_arguments(body: dict[str, Any]) -> bool:

@@ -209,7 +209,7 @@ def test_windows_match_the_reference(
         if window is None or bands is None:
             assert window is None and bands is None
             continue
-        assert window.pinned == bands.pinned
+        assert (window.pinned, window.size) == (bands.pinned, bands.size)
         # newest-first band edges against oldest-first ones
         assert outputs + 1 - window.keep_full == bands.full_from + 1
         assert outputs + 1 - window.truncate_to == bands.truncate_from + 1
