@@ -157,7 +157,7 @@ def apply_changes(
     changes: Changes,
     *,
     notice: str | None = None,
-    detail: bool = False,
+    detail: bool,
 ) -> tuple[list[Any], StrategyReport]:
     """Build the new message list and the report from a strategy's changes.
 
@@ -186,11 +186,11 @@ def apply_changes(
     for slot, content in changes.rewrites.items():
         position = index.indices[slot]
         out[position] = with_content(messages[position], content)
-    keep = bytearray(b"\x01") * len(out)
+    keep = [True] * len(out)
     for position in map(index.indices.__getitem__, changes.dropped):
-        keep[position] = 0
+        keep[position] = False
     for position in changes.narration:
-        keep[position] = 0
+        keep[position] = False
     report.narration_dropped = len(changes.narration)
     compacted = len(changes.rewrites)
     removed = len(changes.dropped)
@@ -200,7 +200,7 @@ def apply_changes(
         )
         text = notice.replace("{compacted}", str(compacted)).replace("{removed}", str(removed))
         out.insert(first, {"role": "user", "content": text})
-        keep.insert(first, 1)
+        keep.insert(first, True)
         report.notice = True
     if removed or changes.narration:
         out = list(compress(out, keep))
