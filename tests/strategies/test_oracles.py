@@ -24,6 +24,7 @@ from scoutd.strategies.epoch import (
     shorten_tools_epoch,
     shorten_tools_epoch_increment,
 )
+from scoutd.strategies.report import Changes, apply_changes
 from scoutd.strategies.shorten_tools import shorten_tools
 from scoutd.strategies.tool_messages import ToolIndex, index_tools
 
@@ -385,3 +386,24 @@ def test_shorten_tools_matches_the_reference(case: tuple[list[Any], PromptConfig
     assert got == expected
     # without detail: the same result, no per-message actions
     assert shorten_tools(messages, config) == (got, msgspec.structs.replace(report, actions=None))
+
+
+def test_the_notice_goes_last_when_no_tool_message_remains() -> None:
+    """docs/STRATEGIES.md, the notice: appended when every tool message was dropped."""
+    messages: list[Any] = [
+        {"role": "user", "content": "task"},
+        {"role": "function_call", "content": '{"name": "ls", "arguments": {}, "id": "c1"}'},
+        {"role": "function_call_output", "content": '{"name": "ls", "content": "x", "id": "c1"}'},
+        {"role": "assistant", "content": "done"},
+    ]
+    index = index_tools(messages)
+    got, report = apply_changes(
+        "test",
+        messages,
+        index,
+        Changes(dropped=[0, 1]),
+        notice="{compacted}/{removed}",
+        detail=False,
+    )
+    assert got == [messages[0], messages[3], {"role": "user", "content": "0/2"}]
+    assert report.notice and (report.calls_dropped, report.outputs_dropped) == (1, 1)
