@@ -88,7 +88,8 @@ _get_content = itemgetter("content")
 def content_chars(messages: Sequence[Any]) -> int:
     """Characters of all string contents of a message list."""
     try:
-        contents = list(map(_get_content, messages))
+        # not mutated: a fast path; whatever its mutants raise, the loop below counts the same
+        contents = list(map(_get_content, messages))  # pragma: no mutate
         if set(map(type, contents)) <= {str}:  # len() of a list content is no character count
             return sum(map(len, contents))
     except (KeyError, TypeError, IndexError):
