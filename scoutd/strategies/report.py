@@ -90,10 +90,10 @@ def content_chars(messages: Sequence[Any]) -> int:
     try:
         # not mutated: a fast path; whatever its mutants raise, the loop below counts the same
         contents = list(map(_get_content, messages))  # pragma: no mutate
-        if set(map(type, contents)) <= {str}:  # len() of a list content is no character count
-            return sum(map(len, contents))
     except (KeyError, TypeError, IndexError):
-        pass  # a message without a content: count the string ones one by one
+        contents = None  # a message without a content: count the string ones one by one
+    if contents is not None and set(map(type, contents)) <= {str}:  # len(list) is no char count
+        return sum(map(len, contents))
     total = 0
     for message in messages:
         if type(message) is dict or isinstance(message, Mapping):
