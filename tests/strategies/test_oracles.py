@@ -300,7 +300,10 @@ def test_epoch_strategies_match_the_reference(messages: list[Any], strategy: str
     got, report = RUNNERS[strategy](messages, SMALL, detail=True)
     _check_actions(report.actions or [], messages, pairing, fates)
     # without detail: the same result, no per-message actions
-    assert RUNNERS[strategy](messages, SMALL) == (got, msgspec.structs.replace(report, actions=None))
+    assert RUNNERS[strategy](messages, SMALL) == (
+        got,
+        msgspec.structs.replace(report, actions=None),
+    )
     counts = oracle.report_counts(pairing, fates)
     assert {name: getattr(report, name) for name in counts} == counts
     assert report.chars_before == oracle.chars(messages)
