@@ -201,10 +201,14 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
 
 
 def _pair_key(ident: Any) -> Any:
-    """A hashable key for an ``id``, or None when it cannot pair."""
+    """A hashable key for a non-string ``id``, or None when it cannot pair.
+
+    A string id is its own key (the caller's fast path): the type name keeps
+    ``1``, ``1.0`` and ``true`` apart from each other and from strings.
+    """
     if ident is None or isinstance(ident, (list, dict)):
         return None
-    return ident if type(ident) is str else (type(ident).__name__, ident)
+    return (type(ident).__name__, ident)
 
 
 def index_tools(messages: Sequence[Any]) -> ToolIndex:
@@ -232,7 +236,7 @@ def repeated_pairs(index: ToolIndex) -> dict[bytes, list[int]]:
 
     Each list is in the order of the calls.
     """
-    slots = [s for s, partner in enumerate(index.partners) if partner >= 0 and index.is_call[s]]
+    slots = [s for s, partner in enumerate(index.partners) if partner != -1 and index.is_call[s]]
     keys = call_keys([index.bodies[s] for s in slots])
     counts = Counter(keys)
     if len(counts) == len(keys):
