@@ -243,7 +243,8 @@ def repeated_pairs(index: ToolIndex) -> dict[bytes, list[int]]:
         return {}
     top = index.outputs + 1
     repeated: dict[bytes, list[int]] = {}
-    for slot, key in zip(slots, keys, strict=True):
+    # not mutated: keys has one entry per slot (strict= changes nothing)
+    for slot, key in zip(slots, keys, strict=True):  # pragma: no mutate
         if counts[key] > 1:
             repeated.setdefault(key, []).append(top - index.positions[slot])
     return repeated
