@@ -338,7 +338,8 @@ def shorten_tools_cases(draw: st.DrawFn) -> tuple[list[Any], PromptConfig]:
         body = oracle.tool_body(message)
         if body is not None:
             totals.append(totals[-1] + len(message["content"]))
-    budget = draw(st.sampled_from(totals)) + draw(st.integers(-1, 1))
+    # the newer half: a budget spent early leaves older messages to truncate or drop
+    budget = draw(st.sampled_from(totals[: len(totals) // 2 + 1])) + draw(st.integers(-1, 1))
     config = msgspec.structs.replace(limits, max_tool_chars=max(budget, 0))
     return messages, config
 
