@@ -148,6 +148,7 @@ class Counts(msgspec.Struct, kw_only=True):
     notices_delivered: int = 0  # inbox notices injected into prompts since start
     aborts: int = 0  # abort files consumed since start (watcher or inbox strategy)
     pending_request_bytes: int = 0  # of requests received but not yet complete or decoded
+    rescans: int = 0  # periodic rescans of the watched inboxes completed since start
 
 
 class Latency(msgspec.Struct, kw_only=True):

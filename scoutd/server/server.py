@@ -322,6 +322,7 @@ class Server:
                 notices_delivered=self.metrics.notices_delivered,
                 aborts=self.registry.aborts,
                 pending_request_bytes=self.pending_request_bytes,
+                rescans=self.registry.rescans,
             ),
             latency=protocol.Latency(count=count, p50_ms=p50, p99_ms=p99, max_ms=worst),
         )

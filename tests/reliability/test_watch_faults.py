@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -31,13 +30,36 @@ def open_session(c: LineClient, save_file: str) -> str:
     return str(reply["result"]["session"])
 
 
-def push_delay(c: LineClient, save_file: str, reason: str, bound: float) -> float:
-    """Drop an abort and return how long its ``session.aborted`` took (fail after ``bound``)."""
-    started = time.monotonic()
+def push(c: LineClient, save_file: str, reason: str, timeout: float) -> None:
+    """Drop an abort and wait for its ``session.aborted`` (fail after ``timeout``)."""
     write_abort(save_file, reason)
-    note = c.notification("session.aborted", bound)
+    note = c.notification("session.aborted", timeout)
     assert note["params"]["reason"] == reason
-    return time.monotonic() - started
+
+
+def rescans(c: LineClient) -> int:
+    """Periodic rescans the daemon completed so far (``status``)."""
+    return int(c.call("status")["result"]["counts"]["rescans"])
+
+
+def pushed_by_an_event(c: LineClient, save_file: str, reason: str) -> bool:
+    """Push an abort; True when provably no periodic rescan found it.
+
+    A rescan counts itself before the claims it starts can push anything, so
+    an unchanged count across the push rules it out; a count that moved (a
+    rescan that happened to end meanwhile) proves nothing either way.
+    """
+    before = rescans(c)
+    push(c, save_file, reason, AT_ONCE + SLACK)
+    return rescans(c) == before
+
+
+def push_until_one_came_by_an_event(c: LineClient, save_file: str, label: str) -> int:
+    """Push aborts until one provably came by its file event; return how many were pushed."""
+    for n in range(1, 6):
+        if pushed_by_an_event(c, save_file, f"{label} {n}"):
+            return n
+    raise AssertionError(f"{label}: a periodic rescan ended during each of 5 pushes")
 
 
 def abort_records(save_file: str) -> list[str]:
@@ -68,7 +90,7 @@ def test_inbox_deleted_and_recreated_while_a_session_is_open(daemon: Daemon) -> 
             else:
                 shutil.rmtree(inbox)
                 os.makedirs(inbox)
-            push_delay(c, save_file, f"round {round_number}", 0.5 + SLACK)
+            push(c, save_file, f"round {round_number}", 0.5 + SLACK)
         assert len(abort_records(save_file)) == 6
         assert not os.path.exists(os.path.join(inbox, "abort"))
 
@@ -82,7 +104,7 @@ def test_a_flood_of_files_loses_no_abort() -> None:
         open_session(c, save_file)
         for n in range(30_000):
             os.close(os.open(os.path.join(inbox, f"n{n:05d}"), os.O_CREAT | os.O_WRONLY, 0o644))
-        push_delay(c, save_file, "after the flood", 1.0 + SLACK + 5)
+        push(c, save_file, "after the flood", 1.0 + SLACK + 5)
         assert len(os.listdir(inbox)) == 30_000  # the notices are left for the strategy
         assert "result" in c.call("status")
 
@@ -101,10 +123,11 @@ def test_an_overflowing_hand_off_rechecks_every_inbox() -> None:
         open_session(c, save_file)
         for n in range(500):
             os.close(os.open(os.path.join(inbox, f"n{n:03d}"), os.O_CREAT | os.O_WRONLY, 0o644))
-        # no path reaches the registry, and the rescan is 30 s away: only the recheck
+        # no path reaches the registry, and no periodic rescan runs: only the recheck
         # that an overflow triggers can find the abort
         for n in range(3):
-            assert push_delay(c, save_file, f"overflowed {n}", 10) < 10
+            push(c, save_file, f"overflowed {n}", 10)
+        assert rescans(c) == 0
         assert "file events were lost" in d.log()
 
 
@@ -146,15 +169,15 @@ def test_an_exception_in_the_handler_thread_loses_no_abort_and_watching_goes_on(
         save_file = os.path.join(d.dir, "flaky.chat")
         os.makedirs(inbox_dir(save_file))
         open_session(c, save_file)
-        assert push_delay(c, save_file, "before", AT_ONCE + SLACK) < AT_ONCE + SLACK
+        pushes = push_until_one_came_by_an_event(c, save_file, "before")
         d.fault(True)
         for n in range(3):  # every event fails: only the periodic rescan can find them
-            push_delay(c, save_file, f"during {n}", rescan + SLACK)
+            push(c, save_file, f"during {n}", rescan + SLACK)
         assert "could not be handed to the event loop" in d.log()
         d.fault(False)
-        # the observer thread survived: pushes are immediate again
-        assert push_delay(c, save_file, "after", AT_ONCE + SLACK) < AT_ONCE + SLACK
-        assert len(abort_records(save_file)) == 5
+        # the observer thread survived: its events push again, without a rescan
+        pushes += 3 + push_until_one_came_by_an_event(c, save_file, "after")
+        assert len(abort_records(save_file)) == pushes
 
 
 DISPATCH_FAULTS = """
@@ -184,10 +207,10 @@ def test_even_a_dead_observer_thread_loses_no_abort() -> None:
         os.makedirs(inbox_dir(save_file))
         open_session(c, save_file)
         d.fault(True)
-        push_delay(c, save_file, "observer killed", rescan + SLACK)
+        push(c, save_file, "observer killed", rescan + SLACK)
         d.fault(False)
         for n in range(2):
-            push_delay(c, save_file, f"afterwards {n}", rescan + SLACK)
+            push(c, save_file, f"afterwards {n}", rescan + SLACK)
         assert "injected fault escaping the watch handler" in d.log()
         assert "the file watch thread ended: restarting it" in d.log()
         assert "result" in c.call("status")

@@ -103,7 +103,10 @@ def conversations(draw: st.DrawFn, max_pairs: int = 40) -> list[Any]:
 
 # Ids from a small pool, so that duplicates happen; 1, 1.0 and true are three ids.
 _ids_pool = st.sampled_from(["a", "b", "c", "1", 1, 1.0, True, 2, None, ["l"]])
-_long_text = st.integers(min_value=150, max_value=320).map(lambda n: "q" * n)
+# 200 and 201: just at and past the argument limit
+_long_text = (st.integers(min_value=150, max_value=320) | st.sampled_from([200, 201])).map(
+    lambda n: "q" * n
+)
 _wide_arguments = st.one_of(
     st.none(),
     st.sampled_from(["text", 7, [1, 2], True]),  # not an object

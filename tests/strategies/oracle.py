@@ -1,4 +1,4 @@
-"""A plain reference of the epoch strategies, written from docs/STRATEGIES.md.
+"""A plain reference of the tool-shortening strategies, written from docs/STRATEGIES.md.
 
 Slow and obvious on purpose: quadratic walks, no indexes, no bisection, the
 standard ``json`` module instead of msgspec. The property tests check the
@@ -8,6 +8,7 @@ clever code cannot hide behind the same bug in the test.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -117,11 +118,15 @@ def repeats(pairing: Pairing) -> dict[str, list[int]]:
 
 @dataclass
 class Bands:
-    """Oldest-first output numbers: above ``full_from`` whole, above ``truncate_from`` cut."""
+    """Oldest-first output numbers: above ``full_from`` whole, above ``truncate_from`` cut.
+
+    ``size`` is the length (in outputs) of the epoch that holds the newest output.
+    """
 
     pinned: int
     full_from: int
     truncate_from: int
+    size: int
 
 
 def fixed_bands(outputs: int, config: PromptConfig) -> Bands | None:
@@ -132,7 +137,7 @@ def fixed_bands(outputs: int, config: PromptConfig) -> Bands | None:
     pinned = threshold
     while pinned + size < outputs:  # the epoch holding the newest output
         pinned += size
-    return Bands(pinned, pinned - full, pinned - full - compacted)
+    return Bands(pinned, pinned - full, pinned - full - compacted, size)
 
 
 def increment_bands(outputs: int, repeat_at: list[int], config: PromptConfig) -> Bands | None:
@@ -161,7 +166,7 @@ def increment_bands(outputs: int, repeat_at: list[int], config: PromptConfig) ->
         max(config.epoch_increment_max_compacted_tool_calls, compacted),
         compacted + math.floor(growth + 0.5),
     )
-    return Bands(start, start - full, start - full - window)
+    return Bands(start, start - full, start - full - window, size)
 
 
 def _long_arguments(body: dict[str, Any]) -> bool:
@@ -233,3 +238,61 @@ def chars(messages: list[Any]) -> int:
         if isinstance(message, dict) and isinstance(message.get("content"), str):
             total += len(message["content"])
     return total
+
+
+def shortened_text(text: str, limit: int) -> str:
+    """``Truncated (LEN): head<...LEN - md5[:5]...>tail`` (docs: *Truncation*)."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+    middle = f"<...{len(text)} - {digest[:5]}...>"
+    keep = (limit - len(middle)) // 2
+    return f"Truncated ({len(text)}): " + text[: keep - 1] + middle + text[len(text) - keep :]
+
+
+def rewritten(tool: Tool) -> str | None:
+    """The new content of a truncated tool message; None when truncating changes nothing."""
+    if not shortens(tool):
+        return None
+    body = dict(tool.body)
+    if tool.is_call:
+        body["arguments"] = {
+            name: shortened_text(value, ARGUMENT_LIMIT) if isinstance(value, str) else value
+            for name, value in body["arguments"].items()
+        }
+    else:
+        body["content"] = shortened_text(output_text(body) or "", OUTPUT_LIMIT)
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def shorten_tools_fates(messages: list[Any], config: PromptConfig) -> tuple[Pairing, list[str]]:
+    """The fate of every usable tool message under ``shorten_tools``, newest first."""
+    pairing = pair(messages)
+    fates = ["kept"] * len(pairing.tools)
+    tool_at = {tool.at: t for t, tool in enumerate(pairing.tools)}
+    users_seen = 0  # user messages newer than the message at hand
+    kept_chars = 0  # characters of the tool content kept whole so far (once the budget
+    # is spent, nothing older is kept for it, so what is truncated need not count)
+    for at in range(len(messages) - 1, -1, -1):
+        if at not in tool_at:
+            message = messages[at]
+            if isinstance(message, dict) and message.get("role") == "user":
+                users_seen += 1
+            continue
+        t = tool_at[at]
+        tool = pairing.tools[t]
+        if tool.is_call:
+            full, most = config.full_tool_calls, config.max_tool_calls
+        else:
+            full, most = config.full_tool_outputs, config.effective_max_tool_outputs
+        position = pairing.position(tool)
+        if position < full or users_seen == 0 or kept_chars < config.max_tool_chars:
+            kept_chars += len(messages[at]["content"])
+        elif position > most:
+            fates[t] = "dropped"
+        else:
+            fates[t] = "truncated" if shortens(tool) else "kept"
+    for t, tool in enumerate(pairing.tools):  # a pair shares one fate for dropping
+        if tool.partner is not None and fates[tool.partner] == "dropped":
+            fates[t] = "dropped"
+    return pairing, fates
