@@ -11,6 +11,7 @@ Pure: no I/O, nothing from the strategies.
 
 from __future__ import annotations
 
+import operator
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -73,8 +74,11 @@ class DeltaEncoder(_Checksummed):
         """
         previous = self.prompt
         keep = min(stable, len(previous), len(prompt))
-        if keep and previous[keep - 1] is not prompt[keep - 1]:
-            keep = 0  # the hint does not hold (a stable prefix shares its objects)
+        # A stable prefix shares its objects with the previous prompt: check every
+        # one (in C, about 50 us at 4,000 messages), since a false hint would make
+        # the receiver rebuild a wrong prompt under a matching checksum.
+        if keep and not all(map(operator.is_, previous[:keep], prompt[:keep])):
+            keep = 0
         limit = min(len(previous), len(prompt))
         while keep < limit and (previous[keep] is prompt[keep] or previous[keep] == prompt[keep]):
             keep += 1
