@@ -23,7 +23,7 @@ from ..security import Forbidden, PeerCred, check_peer, peer_credentials
 if TYPE_CHECKING:
     from .server import Server
 
-__all__ = ["MAX_IN_FLIGHT", "MAX_PRODUCING", "RECEIVE_SIZE", "Connection", "serve_client"]
+__all__ = ["MAX_IN_FLIGHT", "MAX_PRODUCING", "RECEIVE_SIZE", "PeerConnection", "serve_client"]
 
 log = logging.getLogger("scoutd.server")
 
@@ -35,7 +35,7 @@ MAX_PRODUCING = 4
 RECEIVE_SIZE = 256 * 1024
 
 
-class Connection:
+class PeerConnection:
     """One client connection: a reader loop, a task per request, a write lock.
 
     Resource handling: :meth:`serve` owns the stream and closes it on return,
@@ -274,7 +274,7 @@ async def serve_client(server: Server, client: socket.socket) -> None:
     by_uid = server.connections_by_uid
     by_uid[peer.uid] = by_uid.get(peer.uid, 0) + 1
     try:
-        await Connection(server, stream, peer).serve()
+        await PeerConnection(server, stream, peer).serve()
     except Exception as exc:
         # Last resort: one connection's failure never ends the daemon.
         log.error("connection of pid %d ended by an unexpected %s", peer.pid, type(exc).__name__)

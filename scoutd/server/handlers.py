@@ -29,10 +29,10 @@ from ..security import Forbidden
 from ..strategies.inbox import inbox_dir
 from . import workers
 from .daemon_config import Snapshot
-from .sessions import Session
+from .sessions import AgentSession
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .connection import PeerConnection
     from .server import Server
 
 __all__ = ["HANDLERS", "THREAD_DECODE_BYTES", "Call", "dispatch"]
@@ -50,7 +50,7 @@ class Call:
     the configuration generation the request runs under."""
 
     server: Server
-    conn: Connection
+    conn: PeerConnection
     id: protocol.RequestId
     snap: Snapshot
 
@@ -95,7 +95,7 @@ class Call:
 Handler = Callable[[Call, Any], Awaitable[bytes]]
 
 
-async def dispatch(server: Server, conn: Connection, line: bytes) -> bytes | None:
+async def dispatch(server: Server, conn: PeerConnection, line: bytes) -> bytes | None:
     """Answer one request line (None for a client notification)."""
     started = time.perf_counter()
     request: protocol.Request | None = None
@@ -233,7 +233,7 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
             config = with_overrides(config, params.config)
         except ConfigError as exc:
             raise call.invalid_params("$.params.config", exc) from None
-    session: Session | None = None
+    session: AgentSession | None = None
     if params.session is not None:
         session = server.registry.get(params.session, call.conn.peer.uid, server.own_uid)
         if session is None:

@@ -31,7 +31,7 @@ from ..security import resolve_roots
 from ..systemd import Notifier, under_journald, watchdog_interval
 from ..watcher import FsWatcher
 from . import handlers
-from .connection import Connection, serve_client
+from .connection import PeerConnection, serve_client
 from .daemon_config import (
     Snapshot,
     check_not_partial,
@@ -298,7 +298,7 @@ class Server:
 
     # --- requests and reports --------------------------------------------------------
 
-    async def dispatch(self, conn: Connection, line: bytes) -> bytes | None:
+    async def dispatch(self, conn: PeerConnection, line: bytes) -> bytes | None:
         """Answer one request line (None for a client notification)."""
         return await handlers.dispatch(self, conn, line)
 

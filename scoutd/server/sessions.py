@@ -46,7 +46,7 @@ from ..watcher import Batch, FsWatcher
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_UID",
     "MAX_PENDING_ABORTS",
-    "Session",
+    "AgentSession",
     "SessionOwner",
     "SessionRegistry",
     "parse_signal",
@@ -69,7 +69,7 @@ class SessionOwner(Protocol):
 
 
 @dataclass(eq=False, slots=True)
-class Session:
+class AgentSession:
     id: str
     save_file: str  # as given by the client
     resolved: str  # directory resolved: what the daemon works on
@@ -135,7 +135,7 @@ class SessionRegistry:
         max_sessions_per_uid: Callable[[], int] = lambda: DEFAULT_MAX_SESSIONS_PER_UID,
     ) -> None:
         self.watcher = watcher
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, AgentSession] = {}
         self.by_inbox: dict[str, set[str]] = {}
         self.aborts = 0
         self.rescans = 0  # periodic rescans completed since start (shown by status)
@@ -164,7 +164,7 @@ class SessionRegistry:
         owner: SessionOwner,
         *,
         request_id: protocol.RequestId = None,
-    ) -> Session:
+    ) -> AgentSession:
         """Register a session and watch its inbox (and the inbox's parent).
 
         Raises:
@@ -180,7 +180,7 @@ class SessionRegistry:
                 id=request_id,
             )
         inbox = inbox_dir(resolved)
-        session = Session(
+        session = AgentSession(
             id=secrets.token_hex(16),
             save_file=save_file,
             resolved=resolved,
@@ -226,7 +226,7 @@ class SessionRegistry:
         for session in [s for s in self.sessions.values() if s.owner is owner]:
             await self.close(session.id)
 
-    def get(self, session_id: str, uid: int, own_uid: int) -> Session | None:
+    def get(self, session_id: str, uid: int, own_uid: int) -> AgentSession | None:
         """The session, if the peer's uid registered it (or is the daemon's own)."""
         session = self.sessions.get(session_id)
         if session is None or uid not in (session.uid, own_uid):
@@ -254,7 +254,7 @@ class SessionRegistry:
 
     # --- aborts ----------------------------------------------------------------------
 
-    def pending_abort(self, session: Session | None, inbox: str | None) -> str | None:
+    def pending_abort(self, session: AgentSession | None, inbox: str | None) -> str | None:
         """The abort a ``prepare_prompt`` must fail with, if any.
 
         A session, once aborted, stays aborted. For a call without a session,
@@ -288,7 +288,7 @@ class SessionRegistry:
             if signum is not None and session.pid is not None:
                 self._signal(session, signum)
 
-    def _signal(self, session: Session, signum: signal.Signals) -> None:
+    def _signal(self, session: AgentSession, signum: signal.Signals) -> None:
         assert session.pid is not None
         if not process_owned_by(session.pid, session.uid):
             log.warning(

@@ -18,7 +18,7 @@ from ..config import Config
 from ..incremental import SessionPrompt, json_size
 from ..prepare import Prepared, prepare
 from ..security import PeerCred, check_access, check_save_file
-from .sessions import Session
+from .sessions import AgentSession
 
 __all__ = [
     "check_session_size",
@@ -89,7 +89,12 @@ def decode_large(line: bytes) -> tuple[protocol.Request, msgspec.Struct | None]:
 
 
 def check_session_size(
-    session: Session, new: Sequence[Any], config: Config, rid: protocol.RequestId, *, kept: int = 0
+    session: AgentSession,
+    new: Sequence[Any],
+    config: Config,
+    rid: protocol.RequestId,
+    *,
+    kept: int = 0,
 ) -> int:
     """Refuse a conversation that would grow past the session limits (TOO_LARGE).
 
@@ -120,7 +125,7 @@ def check_session_size(
 def run_session_prepare(
     rid: protocol.RequestId,
     params: protocol.PreparePromptParams,
-    session: Session,
+    session: AgentSession,
     save_file: str | None,
     config: Config,
 ) -> tuple[bytes, int]:
