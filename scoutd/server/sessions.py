@@ -113,6 +113,14 @@ def _holding_abort(inboxes: list[str]) -> list[str]:
     return [inbox for inbox in inboxes if os.path.lexists(os.path.join(inbox, ABORT_NAME))]
 
 
+@dataclass(slots=True)
+class _Claim:
+    """A claim of one inbox's abort running now."""
+
+    again: bool = False  # another claim was asked for meanwhile: run once more after
+    done: anyio.Event = field(default_factory=anyio.Event)  # set when the claim ends
+
+
 class SessionRegistry:
     """Open sessions, their inbox watches and the aborts claimed for them.
 
@@ -140,8 +148,7 @@ class SessionRegistry:
         self.aborts = 0
         self.rescans = 0  # periodic rescans completed since start (shown by status)
         self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
-        self._claiming: dict[str, bool] = {}  # inbox -> another claim was asked meanwhile
-        self._claim_done: dict[str, anyio.Event] = {}  # inbox -> set when its claim ends
+        self._claiming: dict[str, _Claim] = {}  # inbox -> its claim running now
         self._preparing: dict[str, int] = {}  # inbox -> prepare calls reading it now
         self._deferred: set[str] = set()  # inboxes whose claim waits for those calls
         self._complete: set[str] = set()  # inboxes whose abort was seen closed or renamed in
@@ -331,8 +338,8 @@ class SessionRegistry:
         if inbox is None:
             yield
             return
-        while (done := self._claim_done.get(inbox)) is not None:
-            await done.wait()  # a claim in flight decides first: its abort is pending after
+        while (running := self._claiming.get(inbox)) is not None:
+            await running.done.wait()  # a claim in flight decides first: its abort is pending after
         self._preparing[inbox] = self._preparing.get(inbox, 0) + 1
         try:
             yield
@@ -355,10 +362,9 @@ class SessionRegistry:
             self._deferred.add(inbox)
             return
         if inbox in self._claiming:
-            self._claiming[inbox] = True
+            self._claiming[inbox].again = True
             return
-        self._claiming[inbox] = False
-        self._claim_done[inbox] = anyio.Event()
+        claim = self._claiming[inbox] = _Claim()
         try:
             while inbox in self.by_inbox:
                 save_file = self.sessions[next(iter(self.by_inbox[inbox]))].resolved
@@ -389,12 +395,12 @@ class SessionRegistry:
                     self._unsettled.pop(inbox, None)
                 if reason is not None:
                     self.abort(inbox, reason, claimed_by_watcher=True)
-                if not self._claiming[inbox]:
+                if not claim.again:
                     break
-                self._claiming[inbox] = False
+                claim.again = False
         finally:
             del self._claiming[inbox]
-            self._claim_done.pop(inbox).set()
+            claim.done.set()
 
     # --- watching --------------------------------------------------------------------
 
