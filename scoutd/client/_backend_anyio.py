@@ -65,6 +65,11 @@ class ReadLock:
             return True
         return False
 
+    @property
+    def held(self) -> bool:
+        """Whether a caller is reading now."""
+        return self._held
+
     def try_acquire(self) -> bool:
         """Take the lock if it is free now (never waits)."""
         if self._held:

@@ -58,6 +58,11 @@ class ReadLock:
             self._held = True
             return True
 
+    @property
+    def held(self) -> bool:
+        """Whether a caller is reading now."""
+        return self._held
+
     def try_acquire(self) -> bool:
         """Take the lock if it is free now (never waits)."""
         with self._changed:

@@ -18,7 +18,7 @@ from scoutd.client import AsyncClient, Client
 from scoutd.errors import DaemonUnavailable
 from scoutd.strategies.inbox import write_abort
 
-from ..support.daemon import Daemon
+from ..support.daemon import Daemon, wait_for
 
 ABORT_WAIT = 10.0  # the daemon pushes aborts within milliseconds; this bounds a failure
 
@@ -88,6 +88,12 @@ def test_a_thread_waiting_for_the_abort_reads_for_the_others(daemon: Daemon) -> 
         session.close()
 
 
+def _reading(client: Client | AsyncClient) -> bool:
+    """Whether a caller holds the client's connection's read lock."""
+    conn = client._conn
+    return conn is not None and conn.read_lock.held
+
+
 def test_closing_the_client_wakes_a_thread_waiting_without_limit(daemon: Daemon) -> None:
     client = Client(daemon.socket_path)
     session = client.open_session(chat(daemon, "closing"))
@@ -101,7 +107,8 @@ def test_closing_the_client_wakes_a_thread_waiting_without_limit(daemon: Daemon)
 
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
-    time.sleep(0.2)  # let it block in its read
+    # closing must wake a waiter already in its read, not one that has not started
+    wait_for(lambda: _reading(client), ABORT_WAIT, "the waiter reading")
     client.close()
     waiter.join(ABORT_WAIT)
     assert not waiter.is_alive()
@@ -125,7 +132,10 @@ def test_closing_the_async_client_wakes_a_task_waiting_without_limit(daemon: Dae
         with anyio.fail_after(ABORT_WAIT):
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(wait)
-                await anyio.sleep(0.2)  # let it block in its read
+                for _ in range(2000):  # at most 10 s; fail_after bounds it too
+                    if _reading(client):
+                        break
+                    await anyio.sleep(0.005)
                 await client.aclose()
         assert len(outcome) == 1 and isinstance(outcome[0], DaemonUnavailable)
         assert session.lost
