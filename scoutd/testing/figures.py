@@ -31,13 +31,22 @@ def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
 
 
 def conversation(
-    pairs: int = 120, *, output_size: int = 700, tag: str = ""
+    pairs: int = 120,
+    *,
+    output_size: int = 700,
+    tag: str = "",
+    user_every: int = 25,
+    ensure_ascii: bool = True,
 ) -> list[dict[str, Any]]:
     """A system prompt, a task, then ``pairs`` tool call/output pairs with user turns.
 
+    Pair ``n``'s call is message ``2 + 2 * n`` when ``user_every`` is 0, which
+    drops the user turns that otherwise come after every ``user_every`` pairs.
     The calls carry non-ASCII arguments long enough to be shortened and a key
-    of their own (``extra``) that every strategy must pass through; a user turn
-    comes after every 25 pairs.
+    of their own (``extra``) that every strategy must pass through; an output
+    is ``output_size`` characters of lines. ``ensure_ascii=False`` writes the
+    bodies' non-ASCII text as itself rather than as ``\\u`` escapes, for the
+    tests that check it comes out as UTF-8.
     """
     task = f"Fix the failing test {tag}." if tag else "Fix the failing test."
     messages: list[dict[str, Any]] = [
@@ -48,9 +57,15 @@ def conversation(
         args = {"path": f"/src/{n % 37}.py", "pattern": "é/" * 130 + str(n)}
         call = {"name": "grep", "arguments": args, "id": f"c{n}"}
         out = {"name": "grep", "content": f"{n}:" + "line\n" * (output_size // 5), "id": f"c{n}"}
-        messages.append({"role": "function_call", "content": json.dumps(call), "extra": n})
+        messages.append(
+            {
+                "role": "function_call",
+                "content": json.dumps(call, ensure_ascii=ensure_ascii),
+                "extra": n,
+            }
+        )
         messages.append({"role": "function_call_output", "content": json.dumps(out)})
-        if n % 25 == 24:
+        if user_every and n % user_every == user_every - 1:
             messages.append({"role": "user", "content": f"progress check {n}"})
     return messages
 

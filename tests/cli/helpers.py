@@ -32,27 +32,6 @@ _CONFIG_ENV = {
 }
 
 
-def conversation(pairs: int, size: int = 600) -> list[dict[str, Any]]:
-    """A system prompt, a task, ``pairs`` tool call/output pairs, a user turn.
-
-    Outputs are ``size`` characters (long enough to be truncated) and carry
-    non-ASCII text, which must come out as UTF-8, not ``\\u`` escapes.
-    """
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a careful agent."},
-        {"role": "user", "content": "Fix the build — vite"},
-    ]
-    for i in range(pairs):
-        call = {"name": "read_file", "arguments": {"path": f"src/f{i}.py"}, "id": f"c{i}"}
-        output = {"name": "read_file", "content": f"é{i} " + "x" * size, "id": f"c{i}"}
-        messages.append({"role": "function_call", "content": json.dumps(call, ensure_ascii=False)})
-        messages.append(
-            {"role": "function_call_output", "content": json.dumps(output, ensure_ascii=False)}
-        )
-    messages.append({"role": "user", "content": "continue"})
-    return messages
-
-
 def run(
     home: Path,
     *args: str,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import scoutd
+from scoutd.testing import conversation
 
 from .helpers import (
-    conversation,
     one_error_line,
     run,
 )

@@ -10,11 +10,11 @@ import msgspec
 import pytest
 
 import scoutd
+from scoutd.testing import conversation
 
 from ..support.daemon import Daemon
 from .helpers import (
     TOOL_ROLES,
-    conversation,
     empty_snapshot,
     one_error_line,
     run,
@@ -27,7 +27,8 @@ from .helpers import (
 @pytest.mark.parametrize("strategies", [None, "shorten_tools_epoch", "shorten_tools"])
 def test_prepare_local_equals_library(home: Path, strategies: str | None) -> None:
     """The CLI prints exactly what prepare_prompt returns, as UTF-8 JSON."""
-    messages = conversation(70, size=2000)  # over max_tool_chars, for shorten_tools
+    # outputs over max_tool_chars, for shorten_tools; non-ASCII text written as itself
+    messages = conversation(70, output_size=2000, ensure_ascii=False)
     source = write_json(home / "chat.json", messages)
     args = ["prepare", "--local", str(source)]
     if strategies is not None:
@@ -115,11 +116,12 @@ _ROW = re.compile(r"^\s+(\d+)\s+(function_call|function_call_output)\s+(\S+)\s+(
 
 
 def test_explain_prints_a_row_per_tool_message(home: Path) -> None:
-    messages = conversation(120)
+    messages = conversation(120, user_every=0)  # pair n's call is message 2 + 2 * n
     # Pair 30 repeats pair 5's call: its latest occurrence is protected from truncation.
-    repeat = 2 + 2 * 30
-    messages[repeat] = {"role": "function_call", "content": json.dumps(
-        {"name": "read_file", "arguments": {"path": "src/f5.py"}, "id": "c30"})}  # fmt: skip
+    repeat, original = 2 + 2 * 30, 2 + 2 * 5
+    call = json.loads(messages[original]["content"])
+    assert call["id"] == "c5"
+    messages[repeat] = {**messages[repeat], "content": json.dumps({**call, "id": "c30"})}
     source = write_json(home / "chat.json", messages)
     result = run(home, "explain", str(source), "--strategies", "shorten_tools_epoch,none")
     assert result.returncode == 0, result.stderr
