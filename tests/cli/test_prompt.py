@@ -143,6 +143,11 @@ def test_explain_prints_a_row_per_tool_message(home: Path) -> None:
         assert row.group(6) == action.action
         assert (int(row.group(7)), int(row.group(8))) == (action.chars_before, action.chars_after)
     assert {row.group(6) for row in found} == {"kept", "protected", "truncated", "dropped"}
+    # only the repeated call and its output are protected: the repeat is what the rows show
+    assert [int(row.group(1)) for row in found if row.group(6) == "protected"] == [
+        repeat,
+        repeat + 1,
+    ]
 
     summary = sections[0].splitlines()[-1].strip()
     assert summary.startswith(

@@ -35,6 +35,7 @@ from scoutd.strategies.inbox import (
     write_abort,
     write_notice,
 )
+from scoutd.testing import conversation
 
 CONFIG = PromptConfig()
 WORKER = pathlib.Path(__file__).with_name("inbox_worker.py")
@@ -608,16 +609,6 @@ def test_write_abort_keeps_a_waiting_abort(save_file: str) -> None:
 # --- dispatcher --------------------------------------------------------------------------
 
 
-def tool_conversation(pairs: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
-    for i in range(pairs):
-        call = {"name": "read", "arguments": {"path": f"/f{i}"}, "id": f"c{i}"}
-        output = {"name": "read", "content": "x" * 500, "id": f"c{i}"}
-        messages.append({"role": "function_call", "content": json.dumps(call)})
-        messages.append({"role": "function_call_output", "content": json.dumps(output)})
-    return messages
-
-
 def test_prepare_prompt_delivers_through_the_dispatcher(save_file: str) -> None:
     drop(save_file, "note", "from the operator")
     messages = [{"role": "user", "content": "hi"}]
@@ -630,7 +621,7 @@ def test_prepare_prompt_delivers_through_the_dispatcher(save_file: str) -> None:
 
 
 def test_inbox_composes_after_compaction(save_file: str) -> None:
-    messages = tool_conversation(60)
+    messages = conversation(60)
     compacted = prepare_prompt(messages, "shorten_tools_epoch_increment", config=CONFIG)
     assert compacted != messages  # the conversation is long enough to compact
     drop(save_file, "note", "notice")
