@@ -1,8 +1,9 @@
 """What a chat's inbox holds right now, without consuming anything (``scoutd inbox``).
 
 Only ``lstat`` for every entry; the one file opened is a regular ``abort``,
-read (never moved) to show its reason. Entries are shown as the next pickup
-would see them: notices in delivery order, the abort, and what is ignored.
+read (never moved) to show its reason. Entries are classified by the pickup's own
+rule (:func:`scoutd.inbox.pickup.selected`), so the listing shows what the
+next pickup would see: notices in delivery order, the abort, and what is ignored.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ..paths import display_path, safe_text
 from .entries import entry_kind
 from .files import InboxDirs, open_regular, read_text
 from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
+from .pickup import selected
 
 __all__ = ["InboxEntry", "InboxListing", "list_inbox", "listing_lines", "listing_record"]
 
@@ -62,14 +64,13 @@ def list_inbox(save_file: str) -> InboxListing:
     except FileNotFoundError:
         return InboxListing(path, False, [])
     try:
-        entries = _entries(dirs.ifd)
         notices: list[InboxEntry] = []
         ignored: list[InboxEntry] = []
         abort = None
-        for entry in entries:
-            if entry.name == ABORT_NAME:
+        for entry, role in _entries(dirs.ifd):
+            if role == "abort":
                 abort = entry
-            elif entry.kind is None and not entry.name.startswith("."):
+            elif role == "notice":
                 notices.append(entry)
             else:
                 ignored.append(entry)
@@ -79,16 +80,19 @@ def list_inbox(save_file: str) -> InboxListing:
         dirs.close()
 
 
-def _entries(dir_fd: int) -> list[InboxEntry]:
-    found: list[InboxEntry] = []
+def _entries(dir_fd: int) -> list[tuple[InboxEntry, str | None]]:
+    """Every entry with its ``lstat`` figures and what a pickup makes of it, in delivery order."""
+    found: list[tuple[InboxEntry, str | None]] = []
     with os.scandir(dir_fd) as listing:
         for item in listing:
             try:
+                role = selected(item)
                 st = item.stat(follow_symlinks=False)
             except FileNotFoundError:  # taken meanwhile
                 continue
-            found.append(InboxEntry(item.name, entry_kind(st.st_mode), st.st_size, st.st_mtime_ns))
-    return sorted(found, key=lambda entry: delivery_order(entry.name))
+            entry = InboxEntry(item.name, entry_kind(st.st_mode), st.st_size, st.st_mtime_ns)
+            found.append((entry, role))
+    return sorted(found, key=lambda pair: delivery_order(pair[0].name))
 
 
 def _reason(dir_fd: int) -> str | None:

@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from .claim import Taken, take
 from .entries import removed_dir_problem
 from .files import InboxDirs
 from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
 
-__all__ = ["Pickup", "claim_abort", "open_inbox", "pending_names", "pick_up", "record_problem"]
+__all__ = [
+    "Pickup",
+    "claim_abort",
+    "open_inbox",
+    "pending_names",
+    "pick_up",
+    "record_problem",
+    "selected",
+]
 
 log = logging.getLogger("scoutd.inbox")
 
@@ -67,19 +75,32 @@ def open_inbox(save_file: str | os.PathLike[str]) -> InboxDirs | None:
     return None
 
 
+def selected(entry: os.DirEntry[str]) -> Literal["abort", "notice"] | None:
+    """What a pickup makes of one inbox entry: the abort, a notice, or nothing (None).
+
+    The one selection rule, shared by the pickup and the listing
+    (:mod:`scoutd.inbox.listing`): ``abort`` is the abort whatever its type;
+    a notice is a regular file (a symlink is not followed) whose name does
+    not start with a dot, so hidden files and the writers' ``.tmp-*``
+    temporaries are never delivered; directories, FIFOs, sockets and devices
+    are left alone. Cheap: the name first, then the type the directory
+    listing already gave (an ``lstat`` only where the file system gives none).
+    """
+    if entry.name == ABORT_NAME:
+        return "abort"
+    if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
+        return None
+    return "notice"
+
+
 def pending_names(dirs: InboxDirs) -> list[str]:
-    """Names of the regular, non-dot files of an open inbox, and ``abort`` of any type.
+    """Names of what :func:`selected` takes in an open inbox (notices and ``abort``).
 
     In delivery order; an unreadable listing is logged and gives none.
     """
     try:
         with os.scandir(dirs.ifd) as entries:
-            names = [
-                entry.name
-                for entry in entries
-                if entry.name == ABORT_NAME
-                or (not entry.name.startswith(".") and entry.is_file(follow_symlinks=False))
-            ]
+            names = [entry.name for entry in entries if selected(entry) is not None]
     except OSError as exc:
         log.warning("cannot list inbox %r: %s", dirs.inbox, exc)
         return []
