@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from ..config import PromptConfig
 from .figures import proc_status
@@ -109,7 +109,7 @@ class Daemon:
             self.socket_path,
         ]
 
-    def start(self, *, wait: bool = True, timeout: float = START_TIMEOUT) -> Daemon:
+    def start(self, *, wait: bool = True, timeout: float = START_TIMEOUT) -> Self:
         env = {**os.environ, **self.env}
         for name in _SYSTEMD_ENV + _PROMPT_ENV:
             if name not in self.env:
@@ -218,7 +218,7 @@ class Daemon:
         with self.connect(timeout) as client:
             yield client
 
-    def __enter__(self) -> Daemon:
+    def __enter__(self) -> Self:
         try:
             if self.proc is None:
                 self.start()
@@ -258,7 +258,7 @@ class InProcessDaemon(Daemon):
         self._handler: logging.Handler | None = None
         self._level = logging.NOTSET  # the ``scoutd`` logger's level before start
 
-    def start(self, *, wait: bool = True, timeout: float = START_TIMEOUT) -> Daemon:
+    def start(self, *, wait: bool = True, timeout: float = START_TIMEOUT) -> Self:
         from anyio.from_thread import start_blocking_portal
 
         from ..daemon_log import set_level
