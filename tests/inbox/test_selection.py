@@ -1,7 +1,7 @@
 """The pickup and the listing select the same entries: one rule, seen from both sides.
 
 :func:`scoutd.inbox.pickup.selected` decides what counts as a notice or the
-abort; :func:`scoutd.inbox.pending_names` (what a pickup would take) and
+abort; :func:`scoutd.inbox.pickup.pending_names` (what a pickup would take) and
 :func:`scoutd.inbox.list_inbox` (what ``scoutd inbox`` shows) must agree on an
 inbox holding every kind of entry. Nothing here opens, moves or takes anything.
 """
