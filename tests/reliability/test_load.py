@@ -36,8 +36,11 @@ def test_concurrent_clients_are_not_stalled_by_slow_and_idle_ones() -> None:
     assert phase["slow_cuts"]["cuts"] >= 10 and phase["idle_cuts"]["cuts"] >= 10
     # not before their timeouts; latencies, cut delays and CPU are figures of
     # scripts/load (docs/RELIABILITY.md), not assertions: a busy machine slows them
-    assert 2 <= phase["slow_cuts"]["min_s"] <= phase["slow_cuts"]["max_s"]
-    assert 3 <= phase["idle_cuts"]["min_s"] <= phase["idle_cuts"]["max_s"]
+    # scripts/load starts a connection's clock once its connect returns, which on a
+    # busy machine can be a few milliseconds after the daemon accepted it and
+    # started its own: the same 0.05 s allowance as the script's CUT_EARLY
+    assert 2 - 0.05 <= phase["slow_cuts"]["min_s"] <= phase["slow_cuts"]["max_s"]
+    assert 3 - 0.05 <= phase["idle_cuts"]["min_s"] <= phase["idle_cuts"]["max_s"]
 
 
 def test_aborts_reach_one_of_a_thousand_sessions_at_once() -> None:
