@@ -13,12 +13,12 @@ import msgspec
 from ..config import Config, PromptConfig
 from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from ..discovery import discover_socket
-from ..errors import Aborted
+from ..errors import Aborted, RemoteError
 from ..formats import check_format_name
 from ..prepare import Prepared
 from ..protocol import PreparePromptParams
 from ..protocol.client_state import ClientState, Incoming
-from ..protocol.error_table import exception_for
+from ..protocol.error_table import about_replace, exception_for
 from ..strategies.report import StrategyReport
 
 __all__ = [
@@ -48,6 +48,7 @@ class SessionAnswer(msgspec.Struct):
     report: list[StrategyReport]
     messages: list[Any] | None = None
     keep: int | None = None
+    replace: list[tuple[int, Any]] | None = None
     append: list[Any] | None = None
     checksum: int | None = None
 
@@ -136,7 +137,8 @@ class SentConversation:
         # the objects themselves, and a shallow copy of each dict's top level.
         self._seen: list[Any] = []
         self._shapes: list[Any] = []
-        self._prompt = DeltaDecoder()
+        # Replacing deltas (docs/PROTOCOL.md) unless the daemon predates them.
+        self._prompt = DeltaDecoder(replacing=True)
 
     def params(
         self,
@@ -151,9 +153,25 @@ class SentConversation:
         sent = self._sent
         if not whole and 0 < sent <= len(messages) and self._unchanged(messages):
             return msgspec.structs.replace(
-                params, messages=None, append=list(messages[sent:]), base=sent, delta=True
+                params,
+                messages=None,
+                append=list(messages[sent:]),
+                base=sent,
+                delta=True,
+                delta_replace=self._prompt.replacing,
             )
-        return msgspec.structs.replace(params, delta=not whole)
+        return msgspec.structs.replace(
+            params, delta=not whole, delta_replace=not whole and self._prompt.replacing
+        )
+
+    def refused_replace(self, exc: RemoteError) -> bool:
+        """Whether ``exc`` refuses ``delta_replace`` (a daemon older than it) while
+        it was asked for; the session then asks for running deltas from now on."""
+        if not (self._prompt.replacing and about_replace(exc)):
+            return False
+        self._prompt.reset(replacing=False)
+        self.forget()
+        return True
 
     def _unchanged(self, messages: Sequence[Any]) -> bool:
         """Whether the first messages are still the very ones sent, with the same values.
@@ -180,7 +198,10 @@ class SentConversation:
         if answer.keep is not None:
             prompt = self._prompt.apply(
                 PromptDelta(
-                    keep=answer.keep, append=answer.append or [], checksum=answer.checksum or 0
+                    keep=answer.keep,
+                    append=answer.append or [],
+                    checksum=answer.checksum or 0,
+                    replace=answer.replace,
                 )
             )
         else:

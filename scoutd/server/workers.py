@@ -193,9 +193,13 @@ def run_session_prepare(
     delivered = sum(report.inbox_delivered for report in prepared.report)
     _log_warnings(prepared)
     if params.delta:
-        delta = session.encoder.delta(prepared.messages, stable)
+        delta = session.encoder.delta(prepared.messages, stable, replace=params.delta_replace)
         result = protocol.PreparePromptResult(
-            keep=delta.keep, append=delta.append, checksum=delta.checksum, report=prepared.report
+            keep=delta.keep,
+            replace=msgspec.UNSET if delta.replace is None else delta.replace,
+            append=delta.append,
+            checksum=delta.checksum,
+            report=prepared.report,
         )
     else:
         session.encoder.forget()
