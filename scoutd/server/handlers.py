@@ -21,11 +21,12 @@ import anyio
 import msgspec
 
 from .. import protocol
-from ..config import with_overrides
+from ..config import Config, strategy_names, with_overrides
 from ..errors import Aborted, ConfigError, UnknownStrategy
 from ..formats import FormatError
 from ..protocol.error_table import error_for
 from ..security import Forbidden
+from ..strategies import BUILTINS
 from ..strategies.inbox import inbox_dir
 from . import workers
 from .daemon_config import Snapshot
@@ -40,10 +41,11 @@ __all__ = ["HANDLERS", "INLINE_BYTES", "THREAD_DECODE_BYTES", "Call", "dispatch"
 log = logging.getLogger("scoutd.server")
 
 # A prepare whose request line is at most this long, without a save file (no
-# file to read), runs on the event loop: its strategies take about 0.1 ms, less
-# than the hand-off to a worker thread and back; anything larger (or slower:
-# a session's round may recompute its whole conversation) runs in a worker, so
-# that one big request never holds up the others (docs/ARCHITECTURE.md).
+# file to read) and with built-in strategies only, runs on the event loop: it
+# takes about 0.1 ms, less than the hand-off to a worker thread and back.
+# Anything larger or slower (a plugin, a session's round, which may recompute
+# its whole conversation) runs in a worker, so that one big request never holds
+# up the others (docs/ARCHITECTURE.md).
 INLINE_BYTES = 64 * 1024
 # Lines above this are decoded in a worker thread: msgspec is fast, but 64 MiB of JSON
 # still takes tens of milliseconds that other clients must not wait for.
@@ -270,8 +272,8 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
             started = time.perf_counter()
             try:
                 if session is None:
-                    if resolved is None and call.size <= INLINE_BYTES:
-                        # Small and without files: cheaper here than the hand-off.
+                    if _inline(call, params, config, resolved):
+                        # Small, built-in and without files: cheaper here than the hand-off.
                         line, delivered = workers.run_prepare(rid, params, None, config)
                     else:
                         line, delivered = await anyio.to_thread.run_sync(
@@ -316,6 +318,20 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
     raise error_for(
         Aborted(reason), rid, save_file=save_file, session=session_id, prefix="aborted: "
     )
+
+
+def _inline(
+    call: Call, params: protocol.PreparePromptParams, config: Config, save_file: str | None
+) -> bool:
+    """Whether a session-less prepare runs on the event loop: a short request, no
+    save file (so no file is read), and only built-in strategies (an operator's
+    plugin may take any time)."""
+    if save_file is not None or call.size > INLINE_BYTES:
+        return False
+    names = strategy_names(
+        params.strategies if params.strategies is not None else config.prompt.prompt_strategies
+    )
+    return names is None or all(name in BUILTINS for name in names)
 
 
 HANDLERS: Final[dict[str, Handler]] = {
