@@ -3,7 +3,6 @@ to results or exceptions, and a session's incremental state."""
 
 from __future__ import annotations
 
-import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -178,12 +177,15 @@ class SentConversation:
         O(messages) shallow comparisons, no encoding: a message that was
         replaced by a different one, or whose keys were reassigned in place, is
         noticed (one replaced by an equal message changes nothing the daemon
-        holds). The pass runs in C (``map`` over ``operator.eq``; the values
-        themselves are compared by identity first): a per-message Python loop
-        cost 4 ms a round at 2,000 calls, more than the rest of the round.
+        holds). One list comparison, in C (the values themselves are compared
+        by identity first): a per-message Python loop cost 4 ms a round at
+        2,000 calls, more than the rest of the round; ``all(map(operator.eq,
+        ...))`` a quarter more than the list comparison.
         """
         head = messages[: len(self._shapes)]
-        return all(map(operator.eq, head, self._shapes))
+        if type(head) is not list:
+            head = list(head)
+        return head == self._shapes
 
     def absorb(
         self, answer: SessionAnswer, messages: Sequence[Any], params: PreparePromptParams
