@@ -211,8 +211,11 @@ def test_client_session_is_incremental_and_transparent(daemon: Daemon) -> None:
             assert session.prepare_prompt(conversation) == scoutd.prepare_prompt(
                 conversation, config=SMALL
             )
-        # An edited history is noticed (the last sent message is another object): all resent.
-        edited = [*conversation[:-1], dict(conversation[-1])]
+        # An equal copy in place of a sent message changes nothing the daemon holds...
+        copied = [*conversation[:-1], dict(conversation[-1])]
+        assert session._conversation.params(copied, None, None, whole=False).messages is None
+        # ...an edited history is noticed (a sent message's values differ): all resent.
+        edited = [*conversation[:-1], {**conversation[-1], "content": "edited"}]
         assert session._conversation.params(edited, None, None, whole=False).messages is not None
         assert session.prepare_prompt(edited) == scoutd.prepare_prompt(edited, config=SMALL)
 

@@ -113,6 +113,8 @@ class Stream:
         if deadline is None:
             deadline = time.monotonic() + SEND_GRACE
         view = memoryview(data)
+        with contextlib.suppress(BlockingIOError):  # a line usually fits the buffer: no poll
+            view = view[self._sock.send(view) :]
         while view:
             if not wait_ready(self._sock, select.POLLOUT, remaining(deadline)):
                 raise TimeoutError("the daemon took no request")

@@ -3,7 +3,6 @@ to results or exceptions, and a session's incremental state."""
 
 from __future__ import annotations
 
-import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -13,12 +12,12 @@ import msgspec
 from ..config import Config, PromptConfig
 from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from ..discovery import discover_socket
-from ..errors import Aborted
+from ..errors import Aborted, RemoteError
 from ..formats import check_format_name
 from ..prepare import Prepared
 from ..protocol import PreparePromptParams
 from ..protocol.client_state import ClientState, Incoming
-from ..protocol.error_table import exception_for
+from ..protocol.error_table import about_replace, exception_for
 from ..strategies.report import StrategyReport
 
 __all__ = [
@@ -48,6 +47,7 @@ class SessionAnswer(msgspec.Struct):
     report: list[StrategyReport]
     messages: list[Any] | None = None
     keep: int | None = None
+    replace: list[tuple[int, Any]] | None = None
     append: list[Any] | None = None
     checksum: int | None = None
 
@@ -133,10 +133,10 @@ class SentConversation:
         self.session_id = session_id
         self._sent = 0  # conversation messages the daemon holds
         # What was sent, message by message, to notice a conversation that changed:
-        # the objects themselves, and a shallow copy of each dict's top level.
-        self._seen: list[Any] = []
+        # a shallow copy of each dict's top level (other messages as they are).
         self._shapes: list[Any] = []
-        self._prompt = DeltaDecoder()
+        # Replacing deltas (docs/PROTOCOL.md) unless the daemon predates them.
+        self._prompt = DeltaDecoder(replacing=True)
 
     def params(
         self,
@@ -151,23 +151,41 @@ class SentConversation:
         sent = self._sent
         if not whole and 0 < sent <= len(messages) and self._unchanged(messages):
             return msgspec.structs.replace(
-                params, messages=None, append=list(messages[sent:]), base=sent, delta=True
+                params,
+                messages=None,
+                append=list(messages[sent:]),
+                base=sent,
+                delta=True,
+                delta_replace=self._prompt.replacing,
             )
-        return msgspec.structs.replace(params, delta=not whole)
+        return msgspec.structs.replace(
+            params, delta=not whole, delta_replace=not whole and self._prompt.replacing
+        )
+
+    def refused_replace(self, exc: RemoteError) -> bool:
+        """Whether ``exc`` refuses ``delta_replace`` (a daemon older than it) while
+        it was asked for; the session then asks for running deltas from now on."""
+        if not (self._prompt.replacing and about_replace(exc)):
+            return False
+        self._prompt.reset(replacing=False)
+        self.forget()
+        return True
 
     def _unchanged(self, messages: Sequence[Any]) -> bool:
-        """Whether the first messages are still the very ones sent, with the same values.
+        """Whether the first messages still have the top-level values sent.
 
-        O(messages) identity and shallow comparisons, no encoding: a message that
-        was replaced, or whose keys were reassigned in place, is noticed. Both
-        passes run in C (``map`` over ``operator``): a per-message Python loop
-        cost 4 ms a round at 2,000 calls, more than the rest of the round.
+        O(messages) shallow comparisons, no encoding: a message that was
+        replaced by a different one, or whose keys were reassigned in place, is
+        noticed (one replaced by an equal message changes nothing the daemon
+        holds). One list comparison, in C (the values themselves are compared
+        by identity first): a per-message Python loop cost 4 ms a round at
+        2,000 calls, more than the rest of the round; ``all(map(operator.eq,
+        ...))`` a quarter more than the list comparison.
         """
-        held = len(self._seen)
-        head = messages[:held]
-        return all(map(operator.is_, head, self._seen)) and all(
-            map(operator.eq, head, self._shapes)
-        )
+        head = messages[: len(self._shapes)]
+        if type(head) is not list:
+            head = list(head)
+        return head == self._shapes
 
     def absorb(
         self, answer: SessionAnswer, messages: Sequence[Any], params: PreparePromptParams
@@ -180,15 +198,16 @@ class SentConversation:
         if answer.keep is not None:
             prompt = self._prompt.apply(
                 PromptDelta(
-                    keep=answer.keep, append=answer.append or [], checksum=answer.checksum or 0
+                    keep=answer.keep,
+                    append=answer.append or [],
+                    checksum=answer.checksum or 0,
+                    replace=answer.replace,
                 )
             )
         else:
             prompt = self._prompt.full(answer.messages or [])
         start = self._sent if params.append is not None else 0
-        del self._seen[start:]
         del self._shapes[start:]
-        self._seen += messages[start:]
         self._shapes += map(_shape, messages[start:])
         self._sent = len(messages)
         return Prepared(messages=prompt, report=answer.report)
@@ -196,7 +215,6 @@ class SentConversation:
     def forget(self) -> None:
         """The daemon's conversation is not the one we believed: start over."""
         self._sent = 0
-        self._seen.clear()
         self._shapes.clear()
 
 

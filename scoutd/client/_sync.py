@@ -368,19 +368,22 @@ class Session:
         """:meth:`prepare_prompt` plus what each strategy did (``.report``)."""
         self._busy.acquire(None)
         try:
-            for whole in (False, True):
+            whole = False
+            while True:
                 params = self._conversation.params(messages, strategies, config, whole=whole)
                 try:
                     answer = self._client._call("prepare_prompt", params, SessionAnswer)
                     return self._conversation.absorb(answer, messages, params)
                 except RemoteError as exc:
+                    if self._conversation.refused_replace(exc):
+                        continue  # once: the same call again, asking for the older form
                     if whole or not about_base(exc):
                         raise
                 except DeltaMismatch:
                     if whole:
                         raise
                 self._conversation.forget()
-            raise AssertionError("unreachable")
+                whole = True
         finally:
             self._busy.release()
 

@@ -92,6 +92,12 @@ def about_base(exc: RemoteError) -> bool:
     return exc.code == INVALID_PARAMS and data.get("path") == "$.params.base"
 
 
+def about_replace(exc: RemoteError) -> bool:
+    """Whether an error refuses ``delta_replace`` (a daemon older than that param)."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    return exc.code == INVALID_PARAMS and "`delta_replace`" in str(data.get("error"))
+
+
 def too_large_limit(error: ErrorObject) -> int | None:
     """The line limit of a TOO_LARGE error (else ``None``)."""
     if error.code != TOO_LARGE or not isinstance(error.data, dict):

@@ -46,14 +46,15 @@ class PreparePromptParams(
     ``session``, the daemon keeps the conversation: ``messages`` replaces it,
     ``append`` extends it (``base``, if given, is the length the client believes
     it has), and neither reuses it as is; ``delta`` asks for the answer as a
-    change of the previous prepared prompt (docs/PROTOCOL.md, incremental
-    sessions).
+    change of the previous prepared prompt, ``delta_replace`` for its
+    replacing form (docs/PROTOCOL.md, incremental sessions).
     """
 
     messages: list[dict[str, Any]] | None = None
     append: list[dict[str, Any]] | None = None
     base: Annotated[int, msgspec.Meta(ge=0)] | None = None
     delta: bool = False
+    delta_replace: bool = False
     strategies: str | list[str] | None = None
     save_file: str | None = None
     session: str | None = None
@@ -69,6 +70,8 @@ class PreparePromptParams(
                 raise ValueError("`append`, `base` and `delta` need a `session`")
         elif self.messages is not None and (self.append is not None or self.base is not None):
             raise ValueError("give either `messages` or `append`, not both")
+        if self.delta_replace and not self.delta:
+            raise ValueError("`delta_replace` needs `delta`")
 
 
 class SessionOpenParams(
@@ -114,12 +117,14 @@ METHOD_PARAMS: Final[dict[str, type[msgspec.Struct]]] = {
 
 class PreparePromptResult(msgspec.Struct, kw_only=True):
     """Either ``messages`` (the whole prepared prompt) or a delta: the first
-    ``keep`` messages of the previous prepared prompt, then ``append``;
-    ``checksum`` is the CRC-32 of those ``keep`` messages' compact JSON.
+    ``keep`` messages of the previous prepared prompt (with ``replace``, when
+    asked for, put in by index), then ``append``; ``checksum`` covers those
+    ``keep`` messages as they were (:mod:`scoutd.delta`).
     """
 
     messages: list[Any] | msgspec.UnsetType = msgspec.UNSET
     keep: int | msgspec.UnsetType = msgspec.UNSET
+    replace: list[tuple[int, Any]] | msgspec.UnsetType = msgspec.UNSET
     append: list[Any] | msgspec.UnsetType = msgspec.UNSET
     checksum: int | msgspec.UnsetType = msgspec.UNSET
     report: list[StrategyReport]

@@ -21,11 +21,12 @@ import anyio
 import msgspec
 
 from .. import protocol
-from ..config import with_overrides
+from ..config import Config, strategy_names, with_overrides
 from ..errors import Aborted, ConfigError, UnknownStrategy
 from ..formats import FormatError
 from ..protocol.error_table import error_for
 from ..security import Forbidden
+from ..strategies import BUILTINS
 from ..strategies.inbox import inbox_dir
 from . import workers
 from .daemon_config import Snapshot
@@ -35,10 +36,17 @@ if TYPE_CHECKING:
     from .connection import PeerConnection
     from .server import Server
 
-__all__ = ["HANDLERS", "THREAD_DECODE_BYTES", "Call", "dispatch"]
+__all__ = ["HANDLERS", "INLINE_BYTES", "THREAD_DECODE_BYTES", "Call", "dispatch"]
 
 log = logging.getLogger("scoutd.server")
 
+# A prepare whose request line is at most this long, without a save file (no
+# file to read) and with built-in strategies only, runs on the event loop: it
+# takes about 0.1 ms, less than the hand-off to a worker thread and back.
+# Anything larger or slower (a plugin, a session's round, which may recompute
+# its whole conversation) runs in a worker, so that one big request never holds
+# up the others (docs/ARCHITECTURE.md).
+INLINE_BYTES = 64 * 1024
 # Lines above this are decoded in a worker thread: msgspec is fast, but 64 MiB of JSON
 # still takes tens of milliseconds that other clients must not wait for.
 THREAD_DECODE_BYTES = 256 * 1024
@@ -46,13 +54,14 @@ THREAD_DECODE_BYTES = 256 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """What a handler may use: the server, the caller's connection, the request id and
-    the configuration generation the request runs under."""
+    """What a handler may use: the server, the caller's connection, the request id,
+    the configuration generation the request runs under and the request line's size."""
 
     server: Server
     conn: PeerConnection
     id: protocol.RequestId
     snap: Snapshot
+    size: int
 
     def forbidden(self, exc: Forbidden) -> protocol.ProtocolError:
         return protocol.ProtocolError(
@@ -120,7 +129,7 @@ async def dispatch(server: Server, conn: PeerConnection, line: bytes) -> bytes |
             else:
                 params = protocol.decode_params(request, kind)
         session = getattr(params, "session", None)
-        response = await handler(Call(server, conn, request.id, server.snapshot), params)
+        response = await handler(Call(server, conn, request.id, server.snapshot, len(line)), params)
     except protocol.ProtocolError as exc:
         server.metrics.count_error(exc.code)
         response = protocol.encode_error(exc.id, exc.code, exc.message, exc.data)
@@ -239,28 +248,42 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
         if session is None:
             raise call.unknown_session(params.session)
     save_file = params.save_file
-    if save_file is None and session is not None:
-        save_file = session.save_file
     resolved = inbox = None
-    if save_file is not None:
-        resolved = await call.check_path(save_file)
-        if session is not None and resolved != session.resolved:
-            raise protocol.ProtocolError(
-                protocol.INVALID_PARAMS,
-                "invalid params: save_file differs from the session's save file",
-                {"path": "$.params.save_file", "error": "differs from the session's"},
-                id=rid,
-            )
-        inbox = inbox_dir(resolved)
+    if session is not None and save_file is None:
+        # The session's save file, checked again in the worker that prepares (one
+        # hand-off per round instead of two); the inbox it names is known already.
+        save_file, inbox = session.save_file, session.inbox
+        recheck: workers.PathCheck | None = (
+            save_file,
+            call.snap.roots,
+            call.conn.peer,
+            server.own_uid,
+        )
+    else:
+        recheck = None
+        if save_file is not None:
+            resolved = await call.check_path(save_file)
+            if session is not None and resolved != session.resolved:
+                raise workers.differs(rid)
+            inbox = inbox_dir(resolved)
     async with server.registry.preparing(inbox):
         reason = server.registry.pending_abort(session, inbox)
         if reason is None:
             started = time.perf_counter()
             try:
                 if session is None:
-                    line, delivered = await anyio.to_thread.run_sync(
-                        workers.run_prepare, rid, params, resolved, config, limiter=server.limiter
-                    )
+                    if _inline(call, params, config, resolved):
+                        # Small, built-in and without files: cheaper here than the hand-off.
+                        line, delivered = workers.run_prepare(rid, params, None, config)
+                    else:
+                        line, delivered = await anyio.to_thread.run_sync(
+                            workers.run_prepare,
+                            rid,
+                            params,
+                            resolved,
+                            config,
+                            limiter=server.limiter,
+                        )
                 else:
                     session.last_used = time.monotonic()
                     async with session.lock:
@@ -272,8 +295,11 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                             session,
                             resolved,
                             config,
+                            recheck,
                             limiter=server.limiter,
                         )
+            except Forbidden as exc:
+                raise call.forbidden(exc) from None
             except Aborted as exc:
                 reason = exc.reason
                 if inbox is not None:
@@ -292,6 +318,20 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
     raise error_for(
         Aborted(reason), rid, save_file=save_file, session=session_id, prefix="aborted: "
     )
+
+
+def _inline(
+    call: Call, params: protocol.PreparePromptParams, config: Config, save_file: str | None
+) -> bool:
+    """Whether a session-less prepare runs on the event loop: a short request, no
+    save file (so no file is read), and only built-in strategies (an operator's
+    plugin may take any time)."""
+    if save_file is not None or call.size > INLINE_BYTES:
+        return False
+    names = strategy_names(
+        params.strategies if params.strategies is not None else config.prompt.prompt_strategies
+    )
+    return names is None or all(name in BUILTINS for name in names)
 
 
 HANDLERS: Final[dict[str, Handler]] = {

@@ -21,7 +21,9 @@ from ..security import PeerCred, check_access, check_save_file
 from .sessions import AgentSession
 
 __all__ = [
+    "PathCheck",
     "check_session_size",
+    "differs",
     "checked_path",
     "decode_large",
     "run_prepare",
@@ -122,18 +124,39 @@ def check_session_size(
     return added
 
 
+PathCheck = tuple[str, tuple[str, ...], PeerCred, int]
+
+
+def differs(rid: protocol.RequestId) -> protocol.ProtocolError:
+    """The error for a save file that does not resolve to the session's."""
+    return protocol.ProtocolError(
+        protocol.INVALID_PARAMS,
+        "invalid params: save_file differs from the session's save file",
+        {"path": "$.params.save_file", "error": "differs from the session's"},
+        id=rid,
+    )
+
+
 def run_session_prepare(
     rid: protocol.RequestId,
     params: protocol.PreparePromptParams,
     session: AgentSession,
     save_file: str | None,
     config: Config,
+    recheck: PathCheck | None = None,
 ) -> tuple[bytes, int]:
     """Update the session's conversation, prepare it, encode the answer.
 
     Runs under the session's lock: one prepare per session at a time. A call
     that fails leaves the session's conversation exactly as it was.
+    ``recheck`` (save file, roots, peer, daemon uid): check the session's save
+    file here first (:func:`checked_path`; Forbidden) and prepare with it; it
+    must still resolve to the session's.
     """
+    if recheck is not None:
+        save_file = checked_path(*recheck)
+        if save_file != session.resolved:
+            raise differs(rid)
     state = session.prompt
     if params.messages is not None:
         size = check_session_size(session, params.messages, config, rid)
@@ -170,9 +193,13 @@ def run_session_prepare(
     delivered = sum(report.inbox_delivered for report in prepared.report)
     _log_warnings(prepared)
     if params.delta:
-        delta = session.encoder.delta(prepared.messages, stable)
+        delta = session.encoder.delta(prepared.messages, stable, replace=params.delta_replace)
         result = protocol.PreparePromptResult(
-            keep=delta.keep, append=delta.append, checksum=delta.checksum, report=prepared.report
+            keep=delta.keep,
+            replace=msgspec.UNSET if delta.replace is None else delta.replace,
+            append=delta.append,
+            checksum=delta.checksum,
+            report=prepared.report,
         )
     else:
         session.encoder.forget()
