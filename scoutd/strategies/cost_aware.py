@@ -272,46 +272,70 @@ def plan_compaction(
 
     ``replay``, when given, is where an earlier call over the same first rounds
     stopped: only the rounds after it are replayed, and it is moved forward.
+
+    The loop runs once per round of the conversation, so it reads the prefix
+    sums directly and keeps the tokens the current bands save instead of
+    asking :meth:`_Tokens.saved` again (docs/PERFORMANCE.md); the arithmetic,
+    and its order for the floating-point sums, is that of the rule above.
     """
     window = config.context_window
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
     least_full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
     full_share, share_cap = config.cost_full_share, config.cost_full_share_cap
-    premium = max(prices.write - prices.read, 0.0)
-    risk = config.compaction_risk_share
+    read, write = prices.read, prices.write
+    premium = max(write - read, 0.0)
+    risk, horizon_share, head = config.compaction_risk_share, config.expected_horizon, tokens.head
+    whole, short = tokens.whole, tokens.shortened
     state = Replay() if replay is None else replay
     dropped, shortened, decided = state.dropped, state.shortened, state.decided
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
     billed = state.billed  # the estimated bill so far, with this plan
     previous = state.previous
-    for number in range(state.rounds + 1, outputs + 1):
-        prompt = tokens.cumulative[tokens.output_end[number]] - tokens.saved(dropped, shortened)
-        billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
+    saving = tokens.saved(dropped, shortened)  # what the current bands remove
+    cumulative = tokens.cumulative
+    first = state.rounds + 1
+    # The whole prompt at the end of each round, before any compaction.
+    ends = map(cumulative.__getitem__, tokens.output_end[first : outputs + 1])
+    for number, whole_prompt in enumerate(ends, first):
+        # min() and max() spelt as comparisons: the same values, without a call each
+        prompt = whole_prompt - saving
+        if prompt >= previous:
+            billed += previous * read + (prompt - previous) * write
+        else:
+            billed += prompt * read + 0 * write
         previous = prompt
         forced = prompt > limit
-        full = max(least_full, min(int(number * full_share), share_cap))
-        if number - full <= shortened and not forced:
+        full = int(number * full_share)
+        full = share_cap if share_cap < full else full
+        full = full if full > least_full else least_full
+        new_shortened = number - full
+        if new_shortened <= shortened and not forced:
             continue
-        new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
-        if (new_dropped, new_shortened) <= (dropped, shortened):
-            continue
-        new_prompt = prompt + tokens.saved(dropped, shortened)
-        new_prompt -= tokens.saved(new_dropped, new_shortened)
+        # _fit, whose loops only run when the least compaction does not fit
+        new_shortened = new_shortened if new_shortened > 0 else 0
+        new_dropped = new_shortened - band if new_shortened > band else 0
+        new_saving = whole[new_shortened] - short[new_shortened] + short[new_dropped]
+        if whole_prompt - new_saving > limit:
+            new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
+            new_saving = tokens.saved(new_dropped, new_shortened)
+        if new_dropped < dropped or (new_dropped == dropped and new_shortened <= shortened):
+            continue  # no further than the current bands
+        new_prompt = whole_prompt - new_saving
         removed = prompt - new_prompt
-        carried += removed * prices.read
-        rewrite = max(new_prompt - tokens.head, 0) * premium
-        horizon = number * config.expected_horizon
+        carried += removed * read
+        rewrite = (new_prompt - head if new_prompt > head else 0) * premium
         pays = (
             prompt >= trigger
             and carried >= rewrite
-            and removed * prices.read * horizon >= rewrite
+            and removed * read * (number * horizon_share) >= rewrite
             and rewrite <= risk * billed
         )
         if forced or pays:
             dropped, shortened, decided = new_dropped, new_shortened, number
+            saving = new_saving
             carried = 0.0
-            billed += rewrite - removed * prices.read
+            billed += rewrite - removed * read
             previous = new_prompt
     if replay is not None and outputs > replay.rounds:
         replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
