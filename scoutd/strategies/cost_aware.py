@@ -31,9 +31,11 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, compress, repeat
+from operator import add, and_, gt, le, lt, ne, not_, truediv
 from typing import Any
 
 import msgspec
@@ -164,7 +166,8 @@ def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
         if set(map(type, contents)) <= {str}:
             per_token = getattr(count, "chars_per_token", None)
             if per_token is not None:  # the estimate, without a call per message
-                return [math.ceil(len(text) / per_token) + overhead for text in contents]
+                estimates = map(math.ceil, map(truediv, map(len, contents), repeat(per_token)))
+                return list(map(add, estimates, repeat(overhead)))
             return [count(text) + overhead for text in contents]
     except (KeyError, TypeError, IndexError):
         pass  # a message that is not a mapping, or without a string content
@@ -182,14 +185,13 @@ def _remarks(index: ToolIndex) -> list[tuple[int, int]]:
     indices, numbers, outputs = index.indices, index.numbers, index.outputs
     if not indices:
         return found
-    slot = 0
-    for position in range(indices[0] + 1, indices[-1]):
-        if index.roles[position] != REMARK_ROLE:
-            continue
-        while indices[slot] < position:
-            slot += 1
-        if numbers[slot] <= outputs:
-            found.append((position, numbers[slot]))
+    start, stop = indices[0] + 1, indices[-1]
+    # the positions in between whose role is the remark role, found without a Python loop
+    others = map(ne, index.roles[start:stop], repeat(REMARK_ROLE))
+    for position in compress(range(start, stop), map(not_, others)):
+        number = numbers[bisect_left(indices, position)]  # the next tool message's
+        if number <= outputs:
+            found.append((position, number))
     return found
 
 
@@ -206,21 +208,22 @@ class _Tokens:
         outputs = index.outputs
         whole = [0] * (outputs + 1)
         shortened = [0] * (outputs + 1)
-        self.output_end = [0] * (outputs + 1)  # message index + 1 of each output
+        self.output_end = output_end = [0] * (outputs + 1)  # message index + 1 of each output
         limits = (
-            count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)),
-            count("x" * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS)),
+            count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
+            count("x" * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
         )
-        for slot, number in enumerate(index.numbers):
+        tool_tokens = map(per_message.__getitem__, index.indices)
+        for number, position, tokens, is_call in zip(
+            index.numbers, index.indices, tool_tokens, index.is_call, strict=True
+        ):
             if number > outputs:
                 continue  # a call still waiting for its output
-            position = index.indices[slot]
-            tokens = per_message[position]
-            is_call = index.is_call[slot]
             whole[number] += tokens
-            shortened[number] += min(tokens, limits[is_call] + MESSAGE_OVERHEAD_TOKENS)
+            limit = limits[is_call]
+            shortened[number] += limit if limit < tokens else tokens  # min(tokens, limit)
             if not is_call:
-                self.output_end[number] = position + 1
+                output_end[number] = position + 1
         for position, number in _remarks(index):
             whole[number] += per_message[position]
             shortened[number] += per_message[position]
@@ -391,12 +394,15 @@ def _compact(
     changes = Changes()
     keep_full, truncate_to = window.keep_full, window.truncate_to
     positions = index.positions
-    changes.dropped = [slot for slot, position in enumerate(positions) if position > truncate_to]
+    slots = range(len(positions))
+    changes.dropped = list(compress(slots, map(gt, positions, repeat(truncate_to))))
     dropped_pairs = index.outputs - truncate_to  # oldest-first numbers up to it
     changes.narration = [at for at, number in _remarks(index) if number <= dropped_pairs]
-    shortened = [
-        slot for slot, position in enumerate(positions) if keep_full < position <= truncate_to
-    ]
+    # keep_full < position <= truncate_to, tested by map rather than slot by slot
+    inside = map(
+        and_, map(lt, repeat(keep_full), positions), map(le, positions, repeat(truncate_to))
+    )
+    shortened = list(compress(slots, inside))
     for slot in shortened:
         body = index.bodies[slot]
         content = index.content(messages, slot)

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import itemgetter
+from operator import and_, itemgetter
 from typing import Any
 
 import msgspec
@@ -196,9 +196,9 @@ def apply_changes(
     compacted = len(changes.rewrites)
     removed = len(changes.dropped)
     if notice is not None and (compacted or removed):
-        first = next(
-            (i for i, role in enumerate(index.roles) if role in TOOL_ROLES and keep[i]), len(out)
-        )
+        # the first tool-role message kept, found by map rather than message by message
+        remaining = map(and_, map(TOOL_ROLES.__contains__, index.roles), keep)
+        first = next(compress(range(len(keep)), remaining), len(out))
         text = notice.replace("{compacted}", str(compacted)).replace("{removed}", str(removed))
         out.insert(first, {"role": "user", "content": text})
         keep.insert(first, True)

@@ -20,6 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, eq
 from typing import Any
 
 import msgspec
@@ -151,24 +153,27 @@ class ToolIndex:
         """
         new = messages[start:] if start else messages
         roles = roles_of(new)
-        candidates = [start + i for i, role in enumerate(roles) if role in TOOL_ROLES]
+        # roles_of gives hashable roles; compress and map keep these passes out of Python loops
+        found = map(TOOL_ROLES.__contains__, roles)
+        candidates = list(compress(range(start, start + len(roles)), found))
         indices, bodies = _parse_all(messages, candidates)
         self.roles += roles
         first = len(self.indices)
         self.indices += indices
         self.bodies += bodies
-        self.is_call += [self.roles[i] == CALL for i in indices]
+        calls = list(map(eq, map(self.roles.__getitem__, indices), repeat(CALL)))
+        self.is_call += calls
         self.numbers += [0] * len(indices)
         self.partners += [-1] * len(indices)
         self._positions = None
         numbers, partners, waiting = self.numbers, self.partners, self.waiting
-        is_call = self.is_call
         paired = []
         outputs = self.outputs
-        for slot in range(first, len(self.indices)):
-            ident = self.bodies[slot].id
+        ids = map(_get_id, bodies)
+        slots = range(first, first + len(indices))
+        for slot, ident, is_call in zip(slots, ids, calls, strict=True):
             key = ident if type(ident) is str else _pair_key(ident)
-            if is_call[slot]:
+            if is_call:
                 numbers[slot] = outputs + 1  # the nearest newer output, until paired
                 if key is not None:
                     waiting[key] = slot
@@ -184,6 +189,9 @@ class ToolIndex:
                         paired.append(partner)
         self.outputs = outputs
         self.paired = paired
+
+
+_get_id = attrgetter("id")
 
 
 def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
