@@ -11,7 +11,7 @@ every format. See docs/FORMATS.md.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from ..errors import FormatError  # re-exported: it was defined here
@@ -105,6 +105,10 @@ def _signal(message: Any) -> tuple[str, str] | None:
     return None
 
 
+_get_content = itemgetter("content")
+_get_role = itemgetter("role")
+
+
 def _role_signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]] | None:
     """:func:`signals` for the common list whose signals can only come from roles, else None.
 
@@ -119,9 +123,12 @@ def _role_signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]] | None:
     keys = set().union(*messages)
     if "type" in keys or "tool_calls" in keys:
         return None
-    if list in set(map(type, map(dict.get, messages, repeat("content")))):
-        return None
-    roles = list(map(dict.get, messages, repeat("role")))
+    try:
+        if list in set(map(type, map(_get_content, messages))):
+            return None
+        roles = list(map(_get_role, messages))
+    except KeyError:
+        return None  # a message without a role or a content
     if not set(map(type, roles)) <= {str, type(None)}:
         return None
     shown: list[tuple[int, tuple[str, str]]] = []
