@@ -35,7 +35,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
-from operator import add, and_, gt, le, lt, ne, not_, truediv
+from operator import add, and_, gt, itemgetter, le, lt, ne, not_, truediv
 from typing import Any
 
 import msgspec
@@ -158,11 +158,14 @@ def _text(message: Any) -> str:
     return "" if content is None else msgspec.json.encode(content).decode("utf-8", "replace")
 
 
+_get_content = itemgetter("content")
+
+
 def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
     """Tokens of each message: its content's count plus the per-message overhead."""
     overhead = MESSAGE_OVERHEAD_TOKENS
     try:
-        contents = [m["content"] for m in messages]
+        contents = list(map(_get_content, messages))
         if set(map(type, contents)) <= {str}:
             per_token = getattr(count, "chars_per_token", None)
             if per_token is not None:  # the estimate, without a call per message
@@ -202,7 +205,14 @@ class _Tokens:
     whole when the pair is shortened, dropped with it).
     """
 
-    def __init__(self, messages: Sequence[Any], index: ToolIndex, count: TokenCounter) -> None:
+    def __init__(
+        self,
+        messages: Sequence[Any],
+        index: ToolIndex,
+        count: TokenCounter,
+        remarks: list[tuple[int, int]] | None = None,
+    ) -> None:
+        """``remarks``: ``_remarks(index)`` when the caller has it already."""
         per_message = _message_tokens(messages, count)
         self.cumulative = [0, *accumulate(per_message)]
         outputs = index.outputs
@@ -224,7 +234,7 @@ class _Tokens:
             shortened[number] += limit if limit < tokens else tokens  # min(tokens, limit)
             if not is_call:
                 output_end[number] = position + 1
-        for position, number in _remarks(index):
+        for position, number in _remarks(index) if remarks is None else remarks:
             whole[number] += per_message[position]
             shortened[number] += per_message[position]
         self.whole = list(accumulate(whole))
@@ -361,16 +371,23 @@ def shorten_tools_cost_aware(
     """
     index = index_tools(messages)
     plan = Plan(0, 0, 0)
+    remarks = None
     if index.outputs:
-        tokens = _Tokens(messages, index, token_counter(config))
+        remarks = _remarks(index)  # read by the counts and by the compaction: found once
+        tokens = _Tokens(messages, index, token_counter(config), remarks)
         plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
-    return apply_plan(messages, index, plan, config, detail)
+    return apply_plan(messages, index, plan, config, detail, remarks)
 
 
 def apply_plan(
-    messages: Sequence[Any], index: ToolIndex, plan: Plan, config: PromptConfig, detail: bool
+    messages: Sequence[Any],
+    index: ToolIndex,
+    plan: Plan,
+    config: PromptConfig,
+    detail: bool,
+    remarks: list[tuple[int, int]] | None = None,
 ) -> tuple[list[Any], StrategyReport]:
-    """The prompt and report of ``plan`` over ``messages``."""
+    """The prompt and report of ``plan`` over ``messages`` (``remarks``: ``_remarks(index)``)."""
     if plan.shortened:
         outputs = index.outputs
         window = Window(
@@ -379,7 +396,9 @@ def apply_plan(
             keep_full=outputs - plan.shortened,
             truncate_to=outputs - plan.dropped,
         )
-        return _compact(messages, index, window, config, detail)
+        if remarks is None:
+            remarks = _remarks(index)
+        return _compact(messages, index, window, config, detail, remarks)
     return apply_changes(NAME, messages, index, Changes(), detail=detail)
 
 
@@ -389,6 +408,7 @@ def _compact(
     window: Window,
     config: PromptConfig,
     detail: bool,
+    remarks: list[tuple[int, int]],
 ) -> tuple[list[Any], StrategyReport]:
     """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
@@ -397,7 +417,7 @@ def _compact(
     slots = range(len(positions))
     changes.dropped = list(compress(slots, map(gt, positions, repeat(truncate_to))))
     dropped_pairs = index.outputs - truncate_to  # oldest-first numbers up to it
-    changes.narration = [at for at, number in _remarks(index) if number <= dropped_pairs]
+    changes.narration = [at for at, number in remarks if number <= dropped_pairs]
     # keep_full < position <= truncate_to, tested by map rather than slot by slot
     inside = map(
         and_, map(lt, repeat(keep_full), positions), map(le, positions, repeat(truncate_to))

@@ -9,9 +9,10 @@ into the :class:`StrategyReport`.
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import chain, compress, repeat
 from operator import and_, itemgetter
 from typing import Any
 
@@ -188,10 +189,9 @@ def apply_changes(
         position = index.indices[slot]
         out[position] = with_content(messages[position], content)
     keep = [True] * len(out)
-    for position in map(index.indices.__getitem__, changes.dropped):
-        keep[position] = False
-    for position in changes.narration:
-        keep[position] = False
+    # keep[position] = False for every dropped tool and remark, without a Python loop
+    dropped = map(index.indices.__getitem__, changes.dropped)
+    deque(map(keep.__setitem__, chain(dropped, changes.narration), repeat(False)), maxlen=0)
     report.narration_dropped = len(changes.narration)
     compacted = len(changes.rewrites)
     removed = len(changes.dropped)

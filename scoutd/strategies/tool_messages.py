@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq
+from operator import attrgetter, eq, sub
 from typing import Any
 
 import msgspec
@@ -136,7 +136,7 @@ class ToolIndex:
         """Newest-first numbers: 1 for the newest output, 0 for a call after it."""
         if self._positions is None:
             top = self.outputs + 1
-            self._positions = [top - number for number in self.numbers]
+            self._positions = list(map(sub, repeat(top), self.numbers))
         return self._positions
 
     def content(self, messages: Sequence[Any], slot: int) -> str:
