@@ -31,10 +31,10 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import add, and_, gt, itemgetter, le, lt, ne, not_, truediv
 from typing import Any
 
@@ -402,6 +402,28 @@ def apply_plan(
     return apply_changes(NAME, messages, index, Changes(), detail=detail)
 
 
+def _bands(index: ToolIndex, window: Window) -> tuple[list[int], list[int]]:
+    """The slots to drop (positions past ``truncate_to``) and to shorten (past ``keep_full``).
+
+    A slot's position is ``outputs + 1 - number``. When the numbers never go
+    down (tools in conversation order, the usual case) each band is a run of
+    slots found by bisection; otherwise every position is tested.
+    """
+    keep_full, truncate_to = window.keep_full, window.truncate_to
+    numbers = index.numbers
+    if all(map(le, numbers, islice(numbers, 1, None))):
+        cut = bisect_right(numbers, index.outputs - truncate_to)
+        return list(range(cut)), list(range(cut, bisect_right(numbers, index.outputs - keep_full)))
+    positions = index.positions
+    slots = range(len(positions))
+    dropped = list(compress(slots, map(gt, positions, repeat(truncate_to))))
+    # keep_full < position <= truncate_to, tested by map rather than slot by slot
+    inside = map(
+        and_, map(lt, repeat(keep_full), positions), map(le, positions, repeat(truncate_to))
+    )
+    return dropped, list(compress(slots, inside))
+
+
 def _compact(
     messages: Sequence[Any],
     index: ToolIndex,
@@ -412,17 +434,9 @@ def _compact(
 ) -> tuple[list[Any], StrategyReport]:
     """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
-    keep_full, truncate_to = window.keep_full, window.truncate_to
-    positions = index.positions
-    slots = range(len(positions))
-    changes.dropped = list(compress(slots, map(gt, positions, repeat(truncate_to))))
-    dropped_pairs = index.outputs - truncate_to  # oldest-first numbers up to it
+    dropped_pairs = index.outputs - window.truncate_to  # oldest-first numbers up to it
+    changes.dropped, shortened = _bands(index, window)
     changes.narration = [at for at, number in remarks if number <= dropped_pairs]
-    # keep_full < position <= truncate_to, tested by map rather than slot by slot
-    inside = map(
-        and_, map(lt, repeat(keep_full), positions), map(le, positions, repeat(truncate_to))
-    )
-    shortened = list(compress(slots, inside))
     for slot in shortened:
         body = index.bodies[slot]
         content = index.content(messages, slot)
