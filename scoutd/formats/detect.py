@@ -11,6 +11,7 @@ every format. See docs/FORMATS.md.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from ..errors import FormatError  # re-exported: it was defined here
@@ -104,9 +105,48 @@ def _signal(message: Any) -> tuple[str, str] | None:
     return None
 
 
+_get_content = itemgetter("content")
+_get_role = itemgetter("role")
+
+
+def _role_signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]] | None:
+    """:func:`signals` for the common list whose signals can only come from roles, else None.
+
+    That is a list of plain dicts none of which has a ``type`` or ``tool_calls``
+    key or a list content, whose roles are strings or missing: a message's
+    signal is then role ``tool`` or a scout tool role, and the first of each is
+    found by ``list.index`` instead of a call of :func:`_signal` per message
+    (detection runs on every prepare; docs/PERFORMANCE.md).
+    """
+    if set(map(type, messages)) != {dict}:
+        return None
+    keys = set().union(*messages)
+    if "type" in keys or "tool_calls" in keys:
+        return None
+    try:
+        if list in set(map(type, map(_get_content, messages))):
+            return None
+        roles = list(map(_get_role, messages))
+    except KeyError:
+        return None  # a message without a role or a content
+    if not set(map(type, roles)) <= {str, type(None)}:
+        return None
+    shown: list[tuple[int, tuple[str, str]]] = []
+    for role, signal in (("tool", _TOOL_ROLE), *_SCOUT_SIGNALS.items()):
+        if role in roles:
+            shown.append((roles.index(role), signal))
+    found: dict[str, tuple[int, str]] = {}
+    for position, (name, why) in sorted(shown):
+        found.setdefault(name, (position, why))
+    return found
+
+
 def signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]]:
     """The first message (index, reason) showing each format present in ``messages``."""
-    found: dict[str, tuple[int, str]] = {}
+    found = _role_signals(messages)
+    if found is not None:
+        return found
+    found = {}
     for position, message in enumerate(messages):
         signal = _signal(message)
         if signal is not None and signal[0] not in found:

@@ -31,9 +31,11 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, compress, islice, repeat
+from operator import add, and_, gt, itemgetter, le, lt, ne, not_, truediv
 from typing import Any
 
 import msgspec
@@ -156,15 +158,19 @@ def _text(message: Any) -> str:
     return "" if content is None else msgspec.json.encode(content).decode("utf-8", "replace")
 
 
+_get_content = itemgetter("content")
+
+
 def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
     """Tokens of each message: its content's count plus the per-message overhead."""
     overhead = MESSAGE_OVERHEAD_TOKENS
     try:
-        contents = [m["content"] for m in messages]
+        contents = list(map(_get_content, messages))
         if set(map(type, contents)) <= {str}:
             per_token = getattr(count, "chars_per_token", None)
             if per_token is not None:  # the estimate, without a call per message
-                return [math.ceil(len(text) / per_token) + overhead for text in contents]
+                estimates = map(math.ceil, map(truediv, map(len, contents), repeat(per_token)))
+                return list(map(add, estimates, repeat(overhead)))
             return [count(text) + overhead for text in contents]
     except (KeyError, TypeError, IndexError):
         pass  # a message that is not a mapping, or without a string content
@@ -182,14 +188,13 @@ def _remarks(index: ToolIndex) -> list[tuple[int, int]]:
     indices, numbers, outputs = index.indices, index.numbers, index.outputs
     if not indices:
         return found
-    slot = 0
-    for position in range(indices[0] + 1, indices[-1]):
-        if index.roles[position] != REMARK_ROLE:
-            continue
-        while indices[slot] < position:
-            slot += 1
-        if numbers[slot] <= outputs:
-            found.append((position, numbers[slot]))
+    start, stop = indices[0] + 1, indices[-1]
+    # the positions in between whose role is the remark role, found without a Python loop
+    others = map(ne, index.roles[start:stop], repeat(REMARK_ROLE))
+    for position in compress(range(start, stop), map(not_, others)):
+        number = numbers[bisect_left(indices, position)]  # the next tool message's
+        if number <= outputs:
+            found.append((position, number))
     return found
 
 
@@ -200,28 +205,36 @@ class _Tokens:
     whole when the pair is shortened, dropped with it).
     """
 
-    def __init__(self, messages: Sequence[Any], index: ToolIndex, count: TokenCounter) -> None:
+    def __init__(
+        self,
+        messages: Sequence[Any],
+        index: ToolIndex,
+        count: TokenCounter,
+        remarks: list[tuple[int, int]] | None = None,
+    ) -> None:
+        """``remarks``: ``_remarks(index)`` when the caller has it already."""
         per_message = _message_tokens(messages, count)
         self.cumulative = [0, *accumulate(per_message)]
         outputs = index.outputs
         whole = [0] * (outputs + 1)
         shortened = [0] * (outputs + 1)
-        self.output_end = [0] * (outputs + 1)  # message index + 1 of each output
+        self.output_end = output_end = [0] * (outputs + 1)  # message index + 1 of each output
         limits = (
-            count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)),
-            count("x" * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS)),
+            count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
+            count("x" * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
         )
-        for slot, number in enumerate(index.numbers):
+        tool_tokens = map(per_message.__getitem__, index.indices)
+        for number, position, tokens, is_call in zip(
+            index.numbers, index.indices, tool_tokens, index.is_call, strict=True
+        ):
             if number > outputs:
                 continue  # a call still waiting for its output
-            position = index.indices[slot]
-            tokens = per_message[position]
-            is_call = index.is_call[slot]
             whole[number] += tokens
-            shortened[number] += min(tokens, limits[is_call] + MESSAGE_OVERHEAD_TOKENS)
+            limit = limits[is_call]
+            shortened[number] += limit if limit < tokens else tokens  # min(tokens, limit)
             if not is_call:
-                self.output_end[number] = position + 1
-        for position, number in _remarks(index):
+                output_end[number] = position + 1
+        for position, number in _remarks(index) if remarks is None else remarks:
             whole[number] += per_message[position]
             shortened[number] += per_message[position]
         self.whole = list(accumulate(whole))
@@ -272,46 +285,70 @@ def plan_compaction(
 
     ``replay``, when given, is where an earlier call over the same first rounds
     stopped: only the rounds after it are replayed, and it is moved forward.
+
+    The loop runs once per round of the conversation, so it reads the prefix
+    sums directly and keeps the tokens the current bands save instead of
+    asking :meth:`_Tokens.saved` again (docs/PERFORMANCE.md); the arithmetic,
+    and its order for the floating-point sums, is that of the rule above.
     """
     window = config.context_window
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
     least_full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
     full_share, share_cap = config.cost_full_share, config.cost_full_share_cap
-    premium = max(prices.write - prices.read, 0.0)
-    risk = config.compaction_risk_share
+    read, write = prices.read, prices.write
+    premium = max(write - read, 0.0)
+    risk, horizon_share, head = config.compaction_risk_share, config.expected_horizon, tokens.head
+    whole, short = tokens.whole, tokens.shortened
     state = Replay() if replay is None else replay
     dropped, shortened, decided = state.dropped, state.shortened, state.decided
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
     billed = state.billed  # the estimated bill so far, with this plan
     previous = state.previous
-    for number in range(state.rounds + 1, outputs + 1):
-        prompt = tokens.cumulative[tokens.output_end[number]] - tokens.saved(dropped, shortened)
-        billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
+    saving = tokens.saved(dropped, shortened)  # what the current bands remove
+    cumulative = tokens.cumulative
+    first = state.rounds + 1
+    # The whole prompt at the end of each round, before any compaction.
+    ends = map(cumulative.__getitem__, tokens.output_end[first : outputs + 1])
+    for number, whole_prompt in enumerate(ends, first):
+        # min() and max() spelt as comparisons: the same values, without a call each
+        prompt = whole_prompt - saving
+        if prompt >= previous:
+            billed += previous * read + (prompt - previous) * write
+        else:
+            billed += prompt * read + 0 * write
         previous = prompt
         forced = prompt > limit
-        full = max(least_full, min(int(number * full_share), share_cap))
-        if number - full <= shortened and not forced:
+        full = int(number * full_share)
+        full = share_cap if share_cap < full else full
+        full = full if full > least_full else least_full
+        new_shortened = number - full
+        if new_shortened <= shortened and not forced:
             continue
-        new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
-        if (new_dropped, new_shortened) <= (dropped, shortened):
-            continue
-        new_prompt = prompt + tokens.saved(dropped, shortened)
-        new_prompt -= tokens.saved(new_dropped, new_shortened)
+        # _fit, whose loops only run when the least compaction does not fit
+        new_shortened = new_shortened if new_shortened > 0 else 0
+        new_dropped = new_shortened - band if new_shortened > band else 0
+        new_saving = whole[new_shortened] - short[new_shortened] + short[new_dropped]
+        if whole_prompt - new_saving > limit:
+            new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
+            new_saving = tokens.saved(new_dropped, new_shortened)
+        if new_dropped < dropped or (new_dropped == dropped and new_shortened <= shortened):
+            continue  # no further than the current bands
+        new_prompt = whole_prompt - new_saving
         removed = prompt - new_prompt
-        carried += removed * prices.read
-        rewrite = max(new_prompt - tokens.head, 0) * premium
-        horizon = number * config.expected_horizon
+        carried += removed * read
+        rewrite = (new_prompt - head if new_prompt > head else 0) * premium
         pays = (
             prompt >= trigger
             and carried >= rewrite
-            and removed * prices.read * horizon >= rewrite
+            and removed * read * (number * horizon_share) >= rewrite
             and rewrite <= risk * billed
         )
         if forced or pays:
             dropped, shortened, decided = new_dropped, new_shortened, number
+            saving = new_saving
             carried = 0.0
-            billed += rewrite - removed * prices.read
+            billed += rewrite - removed * read
             previous = new_prompt
     if replay is not None and outputs > replay.rounds:
         replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
@@ -334,16 +371,23 @@ def shorten_tools_cost_aware(
     """
     index = index_tools(messages)
     plan = Plan(0, 0, 0)
+    remarks = None
     if index.outputs:
-        tokens = _Tokens(messages, index, token_counter(config))
+        remarks = _remarks(index)  # read by the counts and by the compaction: found once
+        tokens = _Tokens(messages, index, token_counter(config), remarks)
         plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
-    return apply_plan(messages, index, plan, config, detail)
+    return apply_plan(messages, index, plan, config, detail, remarks)
 
 
 def apply_plan(
-    messages: Sequence[Any], index: ToolIndex, plan: Plan, config: PromptConfig, detail: bool
+    messages: Sequence[Any],
+    index: ToolIndex,
+    plan: Plan,
+    config: PromptConfig,
+    detail: bool,
+    remarks: list[tuple[int, int]] | None = None,
 ) -> tuple[list[Any], StrategyReport]:
-    """The prompt and report of ``plan`` over ``messages``."""
+    """The prompt and report of ``plan`` over ``messages`` (``remarks``: ``_remarks(index)``)."""
     if plan.shortened:
         outputs = index.outputs
         window = Window(
@@ -352,8 +396,32 @@ def apply_plan(
             keep_full=outputs - plan.shortened,
             truncate_to=outputs - plan.dropped,
         )
-        return _compact(messages, index, window, config, detail)
+        if remarks is None:
+            remarks = _remarks(index)
+        return _compact(messages, index, window, config, detail, remarks)
     return apply_changes(NAME, messages, index, Changes(), detail=detail)
+
+
+def _bands(index: ToolIndex, window: Window) -> tuple[list[int], list[int]]:
+    """The slots to drop (positions past ``truncate_to``) and to shorten (past ``keep_full``).
+
+    A slot's position is ``outputs + 1 - number``. When the numbers never go
+    down (tools in conversation order, the usual case) each band is a run of
+    slots found by bisection; otherwise every position is tested.
+    """
+    keep_full, truncate_to = window.keep_full, window.truncate_to
+    numbers = index.numbers
+    if all(map(le, numbers, islice(numbers, 1, None))):
+        cut = bisect_right(numbers, index.outputs - truncate_to)
+        return list(range(cut)), list(range(cut, bisect_right(numbers, index.outputs - keep_full)))
+    positions = index.positions
+    slots = range(len(positions))
+    dropped = list(compress(slots, map(gt, positions, repeat(truncate_to))))
+    # keep_full < position <= truncate_to, tested by map rather than slot by slot
+    inside = map(
+        and_, map(lt, repeat(keep_full), positions), map(le, positions, repeat(truncate_to))
+    )
+    return dropped, list(compress(slots, inside))
 
 
 def _compact(
@@ -362,17 +430,13 @@ def _compact(
     window: Window,
     config: PromptConfig,
     detail: bool,
+    remarks: list[tuple[int, int]],
 ) -> tuple[list[Any], StrategyReport]:
     """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
-    keep_full, truncate_to = window.keep_full, window.truncate_to
-    positions = index.positions
-    changes.dropped = [slot for slot, position in enumerate(positions) if position > truncate_to]
-    dropped_pairs = index.outputs - truncate_to  # oldest-first numbers up to it
-    changes.narration = [at for at, number in _remarks(index) if number <= dropped_pairs]
-    shortened = [
-        slot for slot, position in enumerate(positions) if keep_full < position <= truncate_to
-    ]
+    dropped_pairs = index.outputs - window.truncate_to  # oldest-first numbers up to it
+    changes.dropped, shortened = _bands(index, window)
+    changes.narration = [at for at, number in remarks if number <= dropped_pairs]
     for slot in shortened:
         body = index.bodies[slot]
         content = index.content(messages, slot)

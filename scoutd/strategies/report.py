@@ -9,10 +9,11 @@ into the :class:`StrategyReport`.
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import and_, itemgetter
 from typing import Any
 
 import msgspec
@@ -188,17 +189,16 @@ def apply_changes(
         position = index.indices[slot]
         out[position] = with_content(messages[position], content)
     keep = [True] * len(out)
-    for position in map(index.indices.__getitem__, changes.dropped):
-        keep[position] = False
-    for position in changes.narration:
-        keep[position] = False
+    # keep[position] = False for every dropped tool and remark, without a Python loop
+    dropped = map(index.indices.__getitem__, changes.dropped)
+    deque(map(keep.__setitem__, chain(dropped, changes.narration), repeat(False)), maxlen=0)
     report.narration_dropped = len(changes.narration)
     compacted = len(changes.rewrites)
     removed = len(changes.dropped)
     if notice is not None and (compacted or removed):
-        first = next(
-            (i for i, role in enumerate(index.roles) if role in TOOL_ROLES and keep[i]), len(out)
-        )
+        # the first tool-role message kept, found by map rather than message by message
+        remaining = map(and_, map(TOOL_ROLES.__contains__, index.roles), keep)
+        first = next(compress(range(len(keep)), remaining), len(out))
         text = notice.replace("{compacted}", str(compacted)).replace("{removed}", str(removed))
         out.insert(first, {"role": "user", "content": text})
         keep.insert(first, True)

@@ -20,6 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq, sub
 from typing import Any
 
 import msgspec
@@ -134,7 +136,7 @@ class ToolIndex:
         """Newest-first numbers: 1 for the newest output, 0 for a call after it."""
         if self._positions is None:
             top = self.outputs + 1
-            self._positions = [top - number for number in self.numbers]
+            self._positions = list(map(sub, repeat(top), self.numbers))
         return self._positions
 
     def content(self, messages: Sequence[Any], slot: int) -> str:
@@ -151,24 +153,47 @@ class ToolIndex:
         """
         new = messages[start:] if start else messages
         roles = roles_of(new)
-        candidates = [start + i for i, role in enumerate(roles) if role in TOOL_ROLES]
+        # roles_of gives hashable roles; compress and map keep these passes out of Python loops
+        found = map(TOOL_ROLES.__contains__, roles)
+        candidates = list(compress(range(start, start + len(roles)), found))
         indices, bodies = _parse_all(messages, candidates)
         self.roles += roles
         first = len(self.indices)
         self.indices += indices
         self.bodies += bodies
-        self.is_call += [self.roles[i] == CALL for i in indices]
-        self.numbers += [0] * len(indices)
-        self.partners += [-1] * len(indices)
+        calls = list(map(eq, map(self.roles.__getitem__, indices), repeat(CALL)))
+        self.is_call += calls
         self._positions = None
+        ids = list(map(_get_id, bodies))
+        if not self.waiting and _alternating(calls, ids):
+            self._pair_alternating(first, len(indices))
+        else:
+            self._pair(first, ids, calls)
+
+    def _pair_alternating(self, first: int, count: int) -> None:
+        """Pair ``count`` new tools that alternate call, output, each pair under one string id.
+
+        What :meth:`_pair` finds for them when no call is waiting, built without
+        a Python loop (most agents call one tool at a time; docs/PERFORMANCE.md).
+        """
+        numbers = range(self.outputs + 1, self.outputs + 1 + count // 2)
+        self.numbers += chain.from_iterable(zip(numbers, numbers, strict=True))
+        calls, outputs = range(first, first + count, 2), range(first + 1, first + count, 2)
+        self.partners += chain.from_iterable(zip(outputs, calls, strict=True))
+        self.outputs += count // 2
+        self.paired = list(calls)
+
+    def _pair(self, first: int, ids: list[Any], calls: list[bool]) -> None:
+        """Number and pair the tools from slot ``first`` on, one by one."""
+        self.numbers += [0] * len(ids)
+        self.partners += [-1] * len(ids)
         numbers, partners, waiting = self.numbers, self.partners, self.waiting
-        is_call = self.is_call
         paired = []
         outputs = self.outputs
-        for slot in range(first, len(self.indices)):
-            ident = self.bodies[slot].id
+        slots = range(first, first + len(ids))
+        for slot, ident, is_call in zip(slots, ids, calls, strict=True):
             key = ident if type(ident) is str else _pair_key(ident)
-            if is_call[slot]:
+            if is_call:
                 numbers[slot] = outputs + 1  # the nearest newer output, until paired
                 if key is not None:
                     waiting[key] = slot
@@ -184,6 +209,21 @@ class ToolIndex:
                         paired.append(partner)
         self.outputs = outputs
         self.paired = paired
+
+
+def _alternating(calls: list[bool], ids: list[Any]) -> bool:
+    """Whether the tools go call, output, call, output..., each output with its call's string id."""
+    half = len(calls) // 2
+    return (
+        len(calls) % 2 == 0
+        and calls[::2] == [True] * half
+        and calls[1::2] == [False] * half
+        and set(map(type, ids)) <= {str}
+        and ids[::2] == ids[1::2]
+    )
+
+
+_get_id = attrgetter("id")
 
 
 def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:

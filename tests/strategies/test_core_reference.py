@@ -1,0 +1,283 @@
+"""The fast paths of the core against plain references (docs/PERFORMANCE.md).
+
+The cost-aware replay, its token counts, its bands, the remark finder and the
+pairing of the tool index were rewritten for speed. Each reference below is
+the straightforward loop they replaced; the rewritten code must give the same
+values on every conversation, so that no decision changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scoutd.config import PromptConfig
+from scoutd.simulate.workload import synthetic_run
+from scoutd.strategies import cost_aware
+from scoutd.strategies.cost_aware import (
+    MESSAGE_OVERHEAD_TOKENS,
+    REMARK_ROLE,
+    SHORTENED_OVERHEAD_CHARS,
+    Plan,
+    Replay,
+    _bands,
+    _message_tokens,
+    _remarks,
+    _Tokens,
+    effective_prices,
+    plan_compaction,
+    token_counter,
+)
+from scoutd.strategies.epoch import Window
+from scoutd.strategies.tool_messages import (
+    ARGUMENT_SIZE,
+    OUTPUT_SIZE,
+    TOOL_ROLES,
+    ToolIndex,
+    _pair_key,
+    index_tools,
+    roles_of,
+)
+
+from .conversations import agent_conversations, conversations
+
+# Small windows and bands, so that every branch of the replay runs.
+CONFIGS = [
+    PromptConfig(),
+    PromptConfig(context_window=2_000, compaction_trigger_share=0.1),
+    PromptConfig(context_window=600, compaction_limit_share=0.5, cost_full_tool_outputs=2),
+    PromptConfig(
+        context_window=5_000,
+        cost_full_tool_outputs=1,
+        cost_compacted_tool_calls=1,
+        cost_full_share=0.0,
+        expected_horizon=3.0,
+        compaction_risk_share=1.0,
+    ),
+    PromptConfig(context_window=50_000, chars_per_token=3.3, cache_pricing="openai"),
+]
+
+
+def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any) -> Plan:
+    """The replay as first written: every saving asked of ``tokens.saved``."""
+    window = config.context_window
+    trigger = config.compaction_trigger_share * window
+    limit = config.compaction_limit_share * window
+    premium = max(prices.write - prices.read, 0.0)
+    dropped = shortened = decided = previous = 0
+    carried = billed = 0.0
+    for number in range(1, outputs + 1):
+        prompt = tokens.cumulative[tokens.output_end[number]] - tokens.saved(dropped, shortened)
+        billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
+        previous = prompt
+        forced = prompt > limit
+        full = max(
+            config.cost_full_tool_outputs,
+            min(int(number * config.cost_full_share), config.cost_full_share_cap),
+        )
+        if number - full <= shortened and not forced:
+            continue
+        whole_prompt = tokens.cumulative[tokens.output_end[number]]
+        new_shortened = max(0, number - full)
+        new_dropped = max(0, new_shortened - config.cost_compacted_tool_calls)
+        while whole_prompt - tokens.saved(new_dropped, new_shortened) > limit and (
+            new_shortened < number
+        ):
+            new_shortened += 1
+            new_dropped = max(0, new_shortened - config.cost_compacted_tool_calls)
+        while whole_prompt - tokens.saved(new_dropped, new_shortened) > limit and (
+            new_dropped < number
+        ):
+            new_dropped += 1
+        if (new_dropped, new_shortened) <= (dropped, shortened):
+            continue
+        new_prompt = prompt + tokens.saved(dropped, shortened)
+        new_prompt -= tokens.saved(new_dropped, new_shortened)
+        removed = prompt - new_prompt
+        carried += removed * prices.read
+        rewrite = max(new_prompt - tokens.head, 0) * premium
+        horizon = number * config.expected_horizon
+        pays = (
+            prompt >= trigger
+            and carried >= rewrite
+            and removed * prices.read * horizon >= rewrite
+            and rewrite <= config.compaction_risk_share * billed
+        )
+        if forced or pays:
+            dropped, shortened, decided = new_dropped, new_shortened, number
+            carried = 0.0
+            billed += rewrite - removed * prices.read
+            previous = new_prompt
+    return Plan(dropped, shortened, decided)
+
+
+def reference_remarks(index: ToolIndex) -> list[tuple[int, int]]:
+    found = []
+    for position, role in enumerate(index.roles):
+        if not index.indices or not index.indices[0] < position < index.indices[-1]:
+            continue
+        if role != REMARK_ROLE:
+            continue
+        slot = next(s for s, at in enumerate(index.indices) if at > position)
+        if index.numbers[slot] <= index.outputs:
+            found.append((position, index.numbers[slot]))
+    return found
+
+
+def reference_counts(messages: list[Any], index: ToolIndex, count: Any) -> tuple[list[int], ...]:
+    """Pair sums (whole, shortened, prefix sums) and output ends, slot by slot."""
+    per_message = _message_tokens(messages, count)
+    outputs = index.outputs
+    whole, shortened, ends = [0] * (outputs + 1), [0] * (outputs + 1), [0] * (outputs + 1)
+    limits = (
+        count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)),
+        count("x" * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS)),
+    )
+    for slot, number in enumerate(index.numbers):
+        if number > outputs:
+            continue
+        tokens = per_message[index.indices[slot]]
+        whole[number] += tokens
+        shortened[number] += min(tokens, limits[index.is_call[slot]] + MESSAGE_OVERHEAD_TOKENS)
+        if not index.is_call[slot]:
+            ends[number] = index.indices[slot] + 1
+    for position, number in reference_remarks(index):
+        whole[number] += per_message[position]
+        shortened[number] += per_message[position]
+    sums = [sum(whole[: n + 1]) for n in range(outputs + 1)]
+    short_sums = [sum(shortened[: n + 1]) for n in range(outputs + 1)]
+    return sums, short_sums, ends
+
+
+def reference_pairing(messages: list[Any]) -> tuple[list[int], list[int], list[int], int]:
+    """Numbers, partners, paired call slots and outputs, tool by tool."""
+    index = index_tools(messages)  # for the usable slots only
+    numbers, partners, paired = [], [], []
+    waiting: dict[Any, int] = {}
+    outputs = 0
+    for slot, body in enumerate(index.bodies):
+        key = body.id if type(body.id) is str else _pair_key(body.id)
+        numbers.append(0)
+        partners.append(-1)
+        if index.roles[index.indices[slot]] == "function_call":
+            numbers[slot] = outputs + 1
+            if key is not None:
+                waiting[key] = slot
+        else:
+            outputs += 1
+            numbers[slot] = outputs
+            partner = waiting.pop(key, -1) if key is not None else -1
+            if partner >= 0:
+                partners[slot], partners[partner] = partner, slot
+                numbers[partner] = outputs
+                paired.append(partner)
+    return numbers, partners, paired, outputs
+
+
+def check_all(messages: list[Any], config: PromptConfig) -> None:
+    index = index_tools(messages)
+    assert (index.numbers, index.partners, index.paired, index.outputs) == reference_pairing(
+        messages
+    )
+    assert _remarks(index) == reference_remarks(index)
+    if not index.outputs:
+        return
+    count = token_counter(config)
+    tokens = _Tokens(messages, index, count)
+    assert (tokens.whole, tokens.shortened, tokens.output_end) == reference_counts(
+        messages, index, count
+    )
+    prices = effective_prices(config, "scout")
+    plan = plan_compaction(tokens, index.outputs, config, prices)
+    assert plan == reference_plan(tokens, index.outputs, config, prices)
+    # a replay in two steps (as a session makes it) ends where one replay does
+    replay = Replay()
+    plan_compaction(tokens, index.outputs // 2, config, prices, replay)
+    assert plan_compaction(tokens, index.outputs, config, prices, replay) == plan
+    outputs = index.outputs
+    for dropped, shortened in {(plan.dropped, plan.shortened), (0, outputs), (outputs // 3, 0)}:
+        window = Window(
+            pinned=0, size=0, keep_full=outputs - shortened, truncate_to=outputs - dropped
+        )
+        positions = index.positions
+        expected = (
+            [s for s, p in enumerate(positions) if p > window.truncate_to],
+            [s for s, p in enumerate(positions) if window.keep_full < p <= window.truncate_to],
+        )
+        assert _bands(index, window) == expected
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize(("calls", "repeat_rate"), [(0, 0.05), (3, 0.05), (120, 0.05), (300, 0.6)])
+def test_synthetic_runs_match_the_references(
+    config: PromptConfig, calls: int, repeat_rate: float
+) -> None:
+    messages = synthetic_run(calls, seed=calls, repeat_rate=repeat_rate).messages
+    check_all(messages, config)
+
+
+def _interleaved(messages: list[Any]) -> list[Any]:
+    """The calls of each two neighbouring pairs first, then their outputs (out of order)."""
+    out: list[Any] = []
+    tools = [m for m in messages if m["role"] in TOOL_ROLES]
+    for at in range(0, len(tools) - 3, 4):
+        first_call, first_output, second_call, second_output = tools[at : at + 4]
+        out += [first_call, second_call, second_output, first_output]
+        out.append({"role": "assistant", "content": "a remark " * 20})
+    return out
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_parallel_calls_match_the_references(config: PromptConfig) -> None:
+    messages = synthetic_run(200, seed=3).messages
+    check_all(messages[:2] + _interleaved(messages), config)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=st.one_of(conversations(), agent_conversations()),
+    config=st.sampled_from(CONFIGS),
+)
+def test_generated_conversations_match_the_references(
+    messages: list[Any], config: PromptConfig
+) -> None:
+    check_all(messages, config)
+
+
+def test_a_session_index_pairs_as_one_index() -> None:
+    """Extending an index with a call still waiting takes the general pairing path."""
+    messages = synthetic_run(40, seed=5).messages
+    cut = next(i for i, m in enumerate(messages) if i > 30 and m["role"] == "function_call") + 1
+    index = ToolIndex()
+    index.extend(messages[:cut], 0)
+    assert index.waiting  # the last call waits for its output
+    index.extend(messages, cut)
+    whole = index_tools(messages)
+    assert (index.numbers, index.partners, index.outputs) == (
+        whole.numbers,
+        whole.partners,
+        whole.outputs,
+    )
+    assert roles_of(messages) == index.roles
+
+
+def test_counts_with_a_tokenizer_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A configured tokenizer goes through the general counting path, with the same sums."""
+    messages = synthetic_run(60, seed=9).messages
+    index = index_tools(messages)
+
+    def count(text: str) -> int:
+        return len(msgspec.json.encode(text)) // 3
+
+    monkeypatch.setattr(cost_aware, "load_tokenizer", lambda target: count)
+    config = PromptConfig(context_window=3_000, tokenizer="any:thing")
+    counter = token_counter(config)
+    tokens = _Tokens(messages, index, counter)
+    assert (tokens.whole, tokens.shortened, tokens.output_end) == reference_counts(
+        messages, index, counter
+    )
+    check_all(messages, config)
