@@ -11,6 +11,7 @@ a string. Anything else passes through untouched and is counted as malformed
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -89,13 +90,13 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
-    names: dict[Any, str] = {}  # the JSON text of each function name seen
+    texts = _Texts(_last_texts, {}, {})
     i = 0
     while i < count:
         message = messages[i]
         role = message.get("role") if type(message) is dict else None
         if role == "assistant":
-            if _add_one_call(result, messages, i, message, names):
+            if _add_one_call(result, messages, i, message, texts):
                 i += 2
                 continue
             end = _add_plain_group(result, messages, i, message)
@@ -115,11 +116,42 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
         for made, ref in zip(out, refs, strict=True):
             if ref != PASSTHROUGH:
                 made.pop(VIEW_KEY, None)
+    _remember(texts.made)
     return result
 
 
+# (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
+_Known = tuple[str, str, str, str, str, str]
+
+
+@dataclass(slots=True)
+class _Texts:
+    """The view texts of the previous view, and those of the view being made.
+
+    An agent sends the same message objects every turn: a one-call group whose
+    output, id, function name and arguments are the very same string objects
+    as in the previous view gets the same texts, which are not encoded again
+    (docs/PERFORMANCE.md). Strings cannot change, so identity is proof; the
+    entries hold their strings, so an ``id`` is not reused while it is a key.
+    Only the last view's texts are kept: a bound of one conversation.
+    """
+
+    known: dict[int, _Known]
+    made: dict[int, _Known]
+    names: dict[str, str]  # the JSON text of each function name seen
+
+
+_last_texts: dict[int, _Known] = {}
+
+
+def _remember(made: dict[int, _Known]) -> None:
+    """Keep ``made`` for the next view (replaced whole: safe across threads)."""
+    global _last_texts
+    _last_texts = made
+
+
 def _add_one_call(
-    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], names: dict[Any, str]
+    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: _Texts
 ) -> bool:
     """Add an assistant message with one call and its answer right after, when plain.
 
@@ -144,19 +176,33 @@ def _add_one_call(
     content = message.get("content")
     text = (content if type(content) is str else blocks_text(content)) if content else None
     name = function.get("name")
-    named = names.get(name) if type(name) is str else None
-    try:
-        if named is None:
-            named = _encode(name).decode("utf-8")
-            if type(name) is str:
-                names[name] = named
-        if type(_decode(arguments)) is not dict:
-            return False  # arguments kept as a string: the general way
-        ident_text = _encode(ident).decode("utf-8")
-        reply = _encode({"id": ident, "content": output}).decode("utf-8")
-    except (*DECODE_ERRORS, *ENCODE_ERRORS):
-        return False
-    call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
+    key = id(output)
+    known = texts.known.get(key)
+    if (
+        known is not None
+        and known[0] is output
+        and known[1] is ident
+        and known[2] is name
+        and known[3] is arguments
+    ):
+        call, reply = known[4], known[5]  # the very same strings: the same texts
+        texts.made[key] = known
+    else:
+        named = texts.names.get(name) if type(name) is str else None
+        try:
+            if named is None:
+                named = _encode(name).decode("utf-8")
+                if type(name) is str:
+                    texts.names[name] = named
+            if type(_decode(arguments)) is not dict:
+                return False  # arguments kept as a string: the general way
+            ident_text = _encode(ident).decode("utf-8")
+            reply = _encode({"id": ident, "content": output}).decode("utf-8")
+        except (*DECODE_ERRORS, *ENCODE_ERRORS):
+            return False
+        call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
+        if type(name) is str:
+            texts.made[key] = (output, ident, name, arguments, call, reply)
     out, refs, starts = result.messages, result.refs, result.starts
     at = len(out)
     if text:
