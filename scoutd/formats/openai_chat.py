@@ -39,7 +39,7 @@ from .view import (
     rewritten_output,
 )
 
-__all__ = ["rebuild", "view"]
+__all__ = ["forget", "rebuild", "view"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -150,6 +150,11 @@ def _remember(made: dict[int, _Known]) -> None:
     _last_texts = made
 
 
+def forget() -> None:
+    """Drop the texts kept from the previous view (the next view encodes everything)."""
+    _remember({})
+
+
 def _add_one_call(
     result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: _Texts
 ) -> bool:
@@ -176,15 +181,9 @@ def _add_one_call(
     content = message.get("content")
     text = (content if type(content) is str else blocks_text(content)) if content else None
     name = function.get("name")
-    key = id(output)
+    key = id(output)  # a kept entry holds its output: the key is that very string
     known = texts.known.get(key)
-    if (
-        known is not None
-        and known[0] is output
-        and known[1] is ident
-        and known[2] is name
-        and known[3] is arguments
-    ):
+    if known is not None and known[1] is ident and known[2] is name and known[3] is arguments:
         call, reply = known[4], known[5]  # the very same strings: the same texts
         texts.made[key] = known
     else:
