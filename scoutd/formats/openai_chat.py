@@ -165,13 +165,16 @@ def _add_one_call(
     whether it was added (nothing is added otherwise).
     """
     entries = message.get("tool_calls")
-    if type(entries) is not list or len(entries) != 1 or i + 1 >= len(messages):
+    count = len(messages)
+    if type(entries) is not list or len(entries) != 1 or i + 1 >= count:
         return False
     entry, answer = entries[0], messages[i + 1]
     if type(entry) is not dict or type(answer) is not dict or answer.get("role") != "tool":
         return False
-    if i + 2 < len(messages) and _is_tool(messages[i + 2]):
-        return False  # an extra answer: the general way counts it
+    if i + 2 < count:
+        following = messages[i + 2]
+        if following.get("role") == "tool" if type(following) is dict else _is_tool(following):
+            return False  # an extra answer: the general way counts it
     function, ident, output = entry.get("function"), entry.get("id"), answer.get("content")
     if type(function) is not dict or type(ident) is not str or type(output) is not str:
         return False
