@@ -151,3 +151,55 @@ def test_a_growing_conversation_answers_what_a_fresh_one_does() -> None:
         got = prepare(prefix, "shorten_tools_epoch", config=TIGHT)
         assert got.messages == _fresh(prefix)
         assert all(VIEW_KEY not in m for m in got.messages)
+
+
+def test_parallel_calls_reuse_their_texts_too() -> None:
+    messages = chat(3, parallel=3)
+    openai_chat.forget()
+    first = _tool_texts(messages)
+    second = _tool_texts(messages)
+    assert len(first) == 18
+    assert all(a is b for a, b in zip(first, second, strict=True))
+
+
+def _edit_parallel_id(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][1]["id"] = "renamed"
+    messages[4]["tool_call_id"] = "renamed"
+
+
+def _edit_parallel_output(messages: list[dict[str, Any]]) -> None:
+    messages[5]["content"] = "a new output"
+
+
+def _edit_parallel_name(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][2]["function"]["name"] = "grep"
+
+
+def _edit_parallel_arguments(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][0]["function"]["arguments"] = '"a string"'
+
+
+PARALLEL_EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
+    "id": _edit_parallel_id,
+    "output": _edit_parallel_output,
+    "name": _edit_parallel_name,
+    "arguments": _edit_parallel_arguments,
+}
+
+
+@pytest.mark.parametrize("edit", PARALLEL_EDITS)
+def test_parallel_calls_edited_in_place_are_read_afresh(edit: str) -> None:
+    messages = chat(3, parallel=3)
+    openai_chat.forget()
+    before = _tool_texts(messages)  # the texts are now kept
+    PARALLEL_EDITS[edit](messages)
+    after = openai_chat.view(messages, True)
+    openai_chat.forget()
+    fresh = openai_chat.view(copy.deepcopy(messages), True)
+    assert after.messages == fresh.messages
+    assert (after.refs, after.starts, after.malformed) == (
+        fresh.refs,
+        fresh.starts,
+        fresh.malformed,
+    )
+    assert _tool_texts(messages) != before
