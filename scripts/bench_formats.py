@@ -3,7 +3,10 @@
 The same synthetic conversation is prepared in the scout format and in the
 OpenAI Chat format (each scout call an assistant message's ``tool_calls``
 entry, each output a ``tool`` message); the ratio of the two medians is the
-cost of reading and writing the provider format.
+cost of reading and writing the provider format. Like an agent, each call
+sends the same message objects again, so the OpenAI Chat view reuses the
+texts of the previous call; ``format_openai_chat_cold_ms_N`` is the same
+call with those texts forgotten first (a conversation seen for the first time).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import msgspec
 
 import scoutd
+from scoutd.formats import openai_chat
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
@@ -59,7 +63,8 @@ def bench_formats(
     warmup: int,
     interleaved: Callable[..., dict[str, list[float]]],
 ) -> None:
-    """``format_scout_ms_N``, ``format_openai_chat_ms_N`` and their ratio ``format_overhead_N``."""
+    """``format_scout_ms_N``, ``format_openai_chat_ms_N`` and their ratio ``format_overhead_N``;
+    ``format_openai_chat_cold_ms_N`` and ``format_overhead_cold_N`` without the reused texts."""
     chat = as_openai_chat(messages)
     snapshot = scoutd.load_config()
     check = scoutd.prepare(chat, config=snapshot).report[-1]
@@ -68,12 +73,16 @@ def bench_formats(
         {
             "scout": lambda: scoutd.prepare_prompt(messages, config=snapshot),
             "chat": lambda: scoutd.prepare_prompt(chat, config=snapshot),
+            "cold": lambda: (openai_chat.forget(), scoutd.prepare_prompt(chat, config=snapshot)),
         },
         runs,
         warmup,
     )
     scout = statistics.median(samples["scout"])
     openai = statistics.median(samples["chat"])
+    cold = statistics.median(samples["cold"])
     results[f"format_scout_ms_{key}"] = round(scout * 1000, 3)
     results[f"format_openai_chat_ms_{key}"] = round(openai * 1000, 3)
     results[f"format_overhead_{key}"] = round(openai / scout, 3) if scout else None
+    results[f"format_openai_chat_cold_ms_{key}"] = round(cold * 1000, 3)
+    results[f"format_overhead_cold_{key}"] = round(cold / scout, 3) if scout else None

@@ -11,6 +11,7 @@ a string. Anything else passes through untouched and is counted as malformed
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -38,7 +39,7 @@ from .view import (
     rewritten_output,
 )
 
-__all__ = ["rebuild", "view"]
+__all__ = ["forget", "rebuild", "view"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -89,16 +90,16 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
-    names: dict[Any, str] = {}  # the JSON text of each function name seen
+    texts = _Texts(*_last_texts)
     i = 0
     while i < count:
         message = messages[i]
         role = message.get("role") if type(message) is dict else None
         if role == "assistant":
-            if _add_one_call(result, messages, i, message, names):
+            if _add_one_call(result, messages, i, message, texts):
                 i += 2
                 continue
-            end = _add_plain_group(result, messages, i, message)
+            end = _add_plain_group(result, messages, i, message, texts)
             if end:
                 i = end
                 continue
@@ -115,11 +116,79 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
         for made, ref in zip(out, refs, strict=True):
             if ref != PASSTHROUGH:
                 made.pop(VIEW_KEY, None)
+    _remember((texts.made, texts.made_calls, texts.made_outputs))
     return result
 
 
+# (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
+_Known = tuple[str, str, str, str, str, str]
+# (arguments, id, name, call text) by id(arguments) and (output, id, output text) by
+# id(output), of the calls and outputs of parallel calls
+_KnownCall = tuple[str, str, str, str]
+_KnownOutput = tuple[str, str, str]
+_Kept = tuple[dict[int, _Known], dict[int, _KnownCall], dict[int, _KnownOutput]]
+
+
+@dataclass(slots=True)
+class _Texts:
+    """The view texts of the previous view, and those of the view being made.
+
+    An agent sends the same message objects every turn: a call or output whose
+    strings (output, id, function name, arguments) are the very same objects
+    as in the previous view gets the same texts, which are not encoded again
+    (docs/PERFORMANCE.md). Strings cannot change, so identity is proof; the
+    entries hold their strings, so an ``id`` is not reused while it is a key.
+    Only the last view's texts are kept: a bound of one conversation.
+    """
+
+    known: dict[int, _Known]
+    known_calls: dict[int, _KnownCall]
+    known_outputs: dict[int, _KnownOutput]
+    made: dict[int, _Known] = field(default_factory=dict)
+    made_calls: dict[int, _KnownCall] = field(default_factory=dict)
+    made_outputs: dict[int, _KnownOutput] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
+
+    def call(self, name: Any, ident: str, arguments: str) -> str:
+        """:func:`call_text`, or the previous view's text for the very same strings."""
+        key = id(arguments)
+        known = self.known_calls.get(key)
+        if known is not None and known[1] is ident and known[2] is name:
+            self.made_calls[key] = known
+            return known[3]
+        text = call_text(name, ident, arguments)
+        if type(name) is str:
+            self.made_calls[key] = (arguments, ident, name, text)
+        return text
+
+    def output(self, ident: str, output: str) -> str:
+        """:func:`output_text`, or the previous view's text for the very same strings."""
+        key = id(output)
+        known = self.known_outputs.get(key)
+        if known is not None and known[1] is ident:
+            self.made_outputs[key] = known
+            return known[2]
+        text = output_text(ident, output)
+        self.made_outputs[key] = (output, ident, text)
+        return text
+
+
+_last_texts: _Kept = ({}, {}, {})
+
+
+def _remember(made: _Kept) -> None:
+    """Keep ``made`` for the next view (replaced whole: safe across threads)."""
+    global _last_texts
+    _last_texts = made
+
+
+def forget() -> None:
+    """Drop the texts kept from the previous view (the next view encodes everything)."""
+    _remember(({}, {}, {}))
+
+
 def _add_one_call(
-    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], names: dict[Any, str]
+    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: _Texts
 ) -> bool:
     """Add an assistant message with one call and its answer right after, when plain.
 
@@ -128,13 +197,16 @@ def _add_one_call(
     whether it was added (nothing is added otherwise).
     """
     entries = message.get("tool_calls")
-    if type(entries) is not list or len(entries) != 1 or i + 1 >= len(messages):
+    count = len(messages)
+    if type(entries) is not list or len(entries) != 1 or i + 1 >= count:
         return False
     entry, answer = entries[0], messages[i + 1]
     if type(entry) is not dict or type(answer) is not dict or answer.get("role") != "tool":
         return False
-    if i + 2 < len(messages) and _is_tool(messages[i + 2]):
-        return False  # an extra answer: the general way counts it
+    if i + 2 < count:
+        following = messages[i + 2]
+        if following.get("role") == "tool" if type(following) is dict else _is_tool(following):
+            return False  # an extra answer: the general way counts it
     function, ident, output = entry.get("function"), entry.get("id"), answer.get("content")
     if type(function) is not dict or type(ident) is not str or type(output) is not str:
         return False
@@ -144,19 +216,27 @@ def _add_one_call(
     content = message.get("content")
     text = (content if type(content) is str else blocks_text(content)) if content else None
     name = function.get("name")
-    named = names.get(name) if type(name) is str else None
-    try:
-        if named is None:
-            named = _encode(name).decode("utf-8")
-            if type(name) is str:
-                names[name] = named
-        if type(_decode(arguments)) is not dict:
-            return False  # arguments kept as a string: the general way
-        ident_text = _encode(ident).decode("utf-8")
-        reply = _encode({"id": ident, "content": output}).decode("utf-8")
-    except (*DECODE_ERRORS, *ENCODE_ERRORS):
-        return False
-    call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
+    key = id(output)  # a kept entry holds its output: the key is that very string
+    known = texts.known.get(key)
+    if known is not None and known[1] is ident and known[2] is name and known[3] is arguments:
+        call, reply = known[4], known[5]  # the very same strings: the same texts
+        texts.made[key] = known
+    else:
+        named = texts.names.get(name) if type(name) is str else None
+        try:
+            if named is None:
+                named = _encode(name).decode("utf-8")
+                if type(name) is str:
+                    texts.names[name] = named
+            if type(_decode(arguments)) is not dict:
+                return False  # arguments kept as a string: the general way
+            ident_text = _encode(ident).decode("utf-8")
+            reply = _encode({"id": ident, "content": output}).decode("utf-8")
+        except (*DECODE_ERRORS, *ENCODE_ERRORS):
+            return False
+        call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
+        if type(name) is str:
+            texts.made[key] = (output, ident, name, arguments, call, reply)
     out, refs, starts = result.messages, result.refs, result.starts
     at = len(out)
     if text:
@@ -171,7 +251,9 @@ def _add_one_call(
     return True
 
 
-def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dict[str, Any]) -> int:
+def _add_plain_group(
+    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: _Texts
+) -> int:
     """Add an assistant message and its answers when all are of the common shape.
 
     The common shape: no calls at all, or ``tool_calls`` entries with a string
@@ -209,7 +291,7 @@ def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dic
             ident, arguments = entry.get("id"), function.get("arguments")
             if type(ident) is not str or type(arguments) is not str:
                 break
-            body = call_text(function.get("name"), ident, arguments)
+            body = texts.call(function.get("name"), ident, arguments)
             out.append({"role": "function_call", "content": body, VIEW_KEY: len(out)})
             waiting.add(ident)
         else:
@@ -220,7 +302,7 @@ def _add_plain_group(result: View, messages: Sequence[Any], i: int, message: dic
                 if type(output) is not str or type(ident) is not str or ident not in waiting:
                     break
                 waiting.discard(ident)
-                body = output_text(ident, output)
+                body = texts.output(ident, output)
                 out.append({"role": "function_call_output", "content": body, VIEW_KEY: len(out)})
     except Malformed:
         pass

@@ -1,0 +1,205 @@
+"""The OpenAI Chat view reuses the texts of the previous view only for the very same strings.
+
+An agent sends the same message objects every turn, so the view keeps the
+texts of its last one-call groups (docs/PERFORMANCE.md). These tests check
+that the reuse happens, and that a message edited in place between two calls
+is read afresh: every prepare answers what a first prepare of a fresh copy
+answers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from scoutd import PromptConfig, prepare
+from scoutd.formats import openai_chat
+from scoutd.formats.view import VIEW_KEY
+
+from .conversations import chat
+
+# Every pair kept, all but the newest output shortened: the answer shows every text.
+SHORT = {"max_tool_calls": 100, "full_tool_outputs": 1, "max_tool_chars": 10}
+TIGHT = PromptConfig(
+    epoch_tool_call_threshold=2,
+    epoch_full_tool_calls=1,
+    epoch_compacted_tool_calls=1,
+    epoch_size=1,
+)
+
+
+def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a first prepare of a copy of ``messages`` answers (nothing reused)."""
+    openai_chat.forget()
+    return prepare(copy.deepcopy(messages), "shorten_tools_epoch", config=TIGHT).messages
+
+
+def _tool_texts(messages: list[dict[str, Any]]) -> list[str]:
+    view = openai_chat.view(messages, True)
+    return [m["content"] for m in view.messages if m.get("role", "").startswith("function_call")]
+
+
+def test_the_same_messages_get_the_same_text_objects() -> None:
+    messages = chat(4)
+    openai_chat.forget()
+    first = _tool_texts(messages)
+    second = _tool_texts(messages)
+    assert len(first) == 8
+    assert first == second
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    openai_chat.forget()
+    third = _tool_texts(messages)
+    assert third == first
+    assert not any(a is b for a, b in zip(first, third, strict=True))
+
+
+def test_new_dicts_with_the_same_strings_reuse_and_new_strings_do_not() -> None:
+    messages = chat(4)
+    openai_chat.forget()
+    first = _tool_texts(messages)
+    copied = _tool_texts(copy.deepcopy(messages))  # new dicts, the same string objects
+    assert copied == first
+    assert all(a is b for a, b in zip(first, copied, strict=True))
+    decoded = _tool_texts(json.loads(json.dumps(messages)))  # new strings, as a daemon reads them
+    assert decoded == first
+    assert not any(a is b for a, b in zip(first, decoded, strict=True))
+
+
+def _set_output(messages: list[dict[str, Any]]) -> None:
+    messages[3]["content"] = "a new output of the first call"
+
+
+def _set_tool_call_id(messages: list[dict[str, Any]]) -> None:
+    messages[3]["tool_call_id"] = "another"  # now unanswered: the group is malformed
+
+
+def _set_id(messages: list[dict[str, Any]]) -> None:
+    messages[4]["tool_calls"][0]["id"] = "renamed"
+    messages[5]["tool_call_id"] = "renamed"
+
+
+def _set_name(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][0]["function"]["name"] = "grep"
+
+
+def _set_arguments(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][0]["function"]["arguments"] = json.dumps({"cmd": "pwd"})
+
+
+def _set_arguments_to_a_list(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][0]["function"]["arguments"] = "[1, 2]"
+
+
+def _replace_function(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][0]["function"] = {"name": "cat", "arguments": "{}"}
+
+
+def _add_a_second_answer(messages: list[dict[str, Any]]) -> None:
+    messages.insert(4, {"role": "tool", "tool_call_id": "c0_0", "content": "again"})
+
+
+EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
+    "output": _set_output,
+    "tool_call_id": _set_tool_call_id,
+    "id": _set_id,
+    "name": _set_name,
+    "arguments": _set_arguments,
+    "arguments not an object": _set_arguments_to_a_list,
+    "function": _replace_function,
+    "second answer": _add_a_second_answer,
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_message_edited_in_place_is_read_afresh(edit: str) -> None:
+    messages = chat(5)
+    openai_chat.forget()
+    before = _tool_texts(messages)  # the texts are now kept
+    EDITS[edit](messages)
+    after = openai_chat.view(messages, True)
+    openai_chat.forget()
+    fresh = openai_chat.view(copy.deepcopy(messages), True)
+    assert after.messages == fresh.messages
+    assert (after.refs, after.starts, after.malformed) == (
+        fresh.refs,
+        fresh.starts,
+        fresh.malformed,
+    )
+    assert _tool_texts(messages) != before
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_prepare_after_an_edit_in_place_answers_what_a_fresh_one_does(edit: str) -> None:
+    messages = chat(5)
+    openai_chat.forget()
+    prepare(messages, "shorten_tools", config=SHORT)  # the texts are now kept
+    EDITS[edit](messages)
+    got = prepare(messages, "shorten_tools", config=SHORT).messages
+    openai_chat.forget()
+    assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages
+
+
+def test_a_growing_conversation_answers_what_a_fresh_one_does() -> None:
+    messages = chat(8)
+    openai_chat.forget()
+    for end in range(3, len(messages) + 1):
+        prefix = messages[:end]
+        got = prepare(prefix, "shorten_tools_epoch", config=TIGHT)
+        assert got.messages == _fresh(prefix)
+        assert all(VIEW_KEY not in m for m in got.messages)
+
+
+def test_parallel_calls_reuse_their_texts_too() -> None:
+    messages = chat(3, parallel=3)
+    openai_chat.forget()
+    first = _tool_texts(messages)
+    second = _tool_texts(messages)
+    assert len(first) == 18
+    assert all(a is b for a, b in zip(first, second, strict=True))
+
+
+def _edit_parallel_id(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][1]["id"] = "renamed"
+    messages[4]["tool_call_id"] = "renamed"
+
+
+def _edit_parallel_output(messages: list[dict[str, Any]]) -> None:
+    messages[5]["content"] = "a new output"
+
+
+def _edit_parallel_name(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][2]["function"]["name"] = "grep"
+
+
+def _edit_parallel_arguments(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][0]["function"]["arguments"] = '"a string"'
+
+
+PARALLEL_EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
+    "id": _edit_parallel_id,
+    "output": _edit_parallel_output,
+    "name": _edit_parallel_name,
+    "arguments": _edit_parallel_arguments,
+}
+
+
+@pytest.mark.parametrize("edit", PARALLEL_EDITS)
+def test_parallel_calls_edited_in_place_are_read_afresh(edit: str) -> None:
+    messages = chat(3, parallel=3)
+    openai_chat.forget()
+    before = _tool_texts(messages)  # the texts are now kept
+    PARALLEL_EDITS[edit](messages)
+    after = openai_chat.view(messages, True)
+    openai_chat.forget()
+    fresh = openai_chat.view(copy.deepcopy(messages), True)
+    assert after.messages == fresh.messages
+    assert (after.refs, after.starts, after.malformed) == (
+        fresh.refs,
+        fresh.starts,
+        fresh.malformed,
+    )
+    assert _tool_texts(messages) != before
