@@ -89,6 +89,8 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     compaction_limit_share: Share = 0.75
     expected_horizon: Annotated[float, msgspec.Meta(ge=0)] = 1.0
     compaction_risk_share: Annotated[float, msgspec.Meta(ge=0)] = 0.06
+    # What keeping an output verbatim for a round is worth, as a share of its read cost.
+    verbatim_value: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0
     cache_pricing: CachePricing = "auto"
     cache_write_price: Annotated[float, msgspec.Meta(ge=0)] | None = None
     cache_read_price: Annotated[float, msgspec.Meta(ge=0)] | None = None

@@ -280,6 +280,8 @@ def plan_compaction(
     full_share, share_cap = config.cost_full_share, config.cost_full_share_cap
     premium = max(prices.write - prices.read, 0.0)
     risk = config.compaction_risk_share
+    # Valuing verbatim rounds lengthens the rent-or-buy cycle (docs/ECONOMY.md).
+    batch = 1.0 / (1.0 - config.verbatim_value)
     state = Replay() if replay is None else replay
     dropped, shortened, decided = state.dropped, state.shortened, state.decided
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
@@ -304,7 +306,7 @@ def plan_compaction(
         horizon = number * config.expected_horizon
         pays = (
             prompt >= trigger
-            and carried >= rewrite
+            and carried >= batch * rewrite
             and removed * prices.read * horizon >= rewrite
             and rewrite <= risk * billed
         )
