@@ -281,7 +281,7 @@ def plan_compaction(
     premium = max(prices.write - prices.read, 0.0)
     risk = config.compaction_risk_share
     # Valuing verbatim rounds lengthens the rent-or-buy cycle (docs/ECONOMY.md).
-    batch = 1.0 / (1.0 - config.verbatim_value)
+    batch = 1.0 / (1.0 - config.cost_verbatim_value)
     state = Replay() if replay is None else replay
     dropped, shortened, decided = state.dropped, state.shortened, state.decided
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
