@@ -11,10 +11,13 @@ Synthetic: on a 400-call run the default keeps the last 20 outputs verbatim
 in every round, never overflows, bills no more than the cheapest peer
 emulation with Anthropic prices and the breakpoint cache model and at most
 1.10x the cheapest with OpenAI prices and prefix caching, and keeps more
-outputs verbatim than any peer; at 1,000 calls it bills less than `summarize`,
-the cheapest peer there, with Anthropic prices, and keeps more outputs verbatim
-in the last round and on average over the rounds. (2,000 calls take minutes:
-their figures are recorded in docs/ECONOMY.md.)
+outputs verbatim than any peer, in the last round and on average over the
+rounds; at 1,000 calls, against `summarize` (the cheapest peer there), it
+bills no more with Anthropic prices and at most 1.10x with OpenAI prices, and
+keeps more outputs verbatim on average over the rounds with either. (The last
+round of one run is one sample of a count that rises and falls with each
+compaction: docs/ECONOMY.md, "Retention". 2,000 calls take minutes: their
+figures are recorded there.)
 """
 
 from __future__ import annotations
@@ -102,19 +105,48 @@ def test_synthetic_default_keeps_more_outputs_verbatim_than_any_peer(
         assert verbatim > max(results[name].retention.verbatim for name in PEERS)
 
 
-def test_synthetic_1000_default_bills_less_and_keeps_more_than_summarize() -> None:
-    """Anthropic prices, breakpoints, 1,000 calls, against the cheapest peer there.
+def test_synthetic_default_keeps_more_outputs_verbatim_on_average(
+    synthetic_400: Results,
+) -> None:
+    """The verbatim count averaged over every round, against every peer."""
+    for results in synthetic_400.values():
+        mean = results[DEFAULT_STRATEGY].retention.mean_verbatim
+        assert mean > max(results[name].retention.mean_verbatim for name in PEERS)
+
+
+@pytest.fixture(scope="module")
+def synthetic_1000() -> Results:
+    """The default and `summarize`, the cheapest peer there, at 1,000 calls.
 
     The other peers rewrite most of the prompt every round under breakpoints
     (more than twice ``none`` at 400 calls, asserted above with every peer);
     replaying them at 1,000 calls would take minutes.
     """
     workload = synthetic_run(1000)
-    settings = provider_settings("anthropic", "breakpoints")
-    default = run_strategy(workload, DEFAULT_STRATEGY, settings, keep_series=False)
-    summarize = run_strategy(workload, "summarize", settings, keep_series=False)
-    assert not default.failed and default.retention.recent_verbatim == 1.0
-    assert default.billed <= summarize.billed
-    # More outputs verbatim in the last round and on average over the rounds.
-    assert default.retention.verbatim > summarize.retention.verbatim
-    assert default.retention.mean_verbatim > summarize.retention.mean_verbatim
+    found = {}
+    for provider, model in (("anthropic", "breakpoints"), ("openai", "prefix")):
+        settings = provider_settings(provider, model)
+        found[provider] = {
+            name: run_strategy(workload, name, settings, keep_series=False)
+            for name in (DEFAULT_STRATEGY, "summarize")
+        }
+    return found
+
+
+def test_synthetic_1000_default_bills_less_than_summarize(synthetic_1000: Results) -> None:
+    """Anthropic prices, breakpoints: at most `summarize`; OpenAI, prefix: 1.10x."""
+    for provider, bound in (("anthropic", 1.0), ("openai", 1.10)):
+        default, summarize = (
+            synthetic_1000[provider][DEFAULT_STRATEGY],
+            synthetic_1000[provider]["summarize"],
+        )
+        assert not default.failed and default.retention.recent_verbatim == 1.0
+        assert default.billed <= bound * summarize.billed
+
+
+def test_synthetic_1000_default_keeps_more_than_summarize_on_average(
+    synthetic_1000: Results,
+) -> None:
+    for results in synthetic_1000.values():
+        default, summarize = results[DEFAULT_STRATEGY], results["summarize"]
+        assert default.retention.mean_verbatim > summarize.retention.mean_verbatim

@@ -11,8 +11,11 @@ when all of these hold (derivation in docs/ECONOMY.md):
 - the prompt is at least ``compaction_trigger_share`` of ``context_window``;
 - the read cost already paid for what a compaction would remove, summed since
   the last decision, has reached the rewrite's extra cost
-  (``rewritten tokens * (write - read)``): the classic rent-or-buy rule, which
-  removes about ``sqrt(2 * growth * rewrite / read)`` tokens at once;
+  (``rewritten tokens * (write - read)``) times ``1 / (1 - cost_verbatim_value)``:
+  the rent-or-buy rule, which removes about
+  ``sqrt(2 * growth * rewrite / (read * (1 - cost_verbatim_value)))`` tokens at
+  once (valuing verbatim rounds lengthens the cycle, the cheapest way to keep
+  more outputs verbatim on average);
 - the saving over the expected remaining rounds (``expected_horizon`` times the
   rounds so far) repays the rewrite.
 
