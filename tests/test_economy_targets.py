@@ -24,11 +24,17 @@ their figures are recorded there.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
+import math
 import statistics
+from typing import Any
 
 import pytest
 
+import scoutd
 from scoutd.config import load_config
+from scoutd.errors import ConfigError
 from scoutd.simulate import PRESETS, Settings, run_strategy, simulate, synthetic_run
 from scoutd.simulate.replay import DEFAULT_STRATEGY, PEERS, StrategyResult
 from scoutd.simulate.workload import Workload
@@ -158,3 +164,52 @@ def test_synthetic_1000_openai_default_keeps_more_than_summarize_on_average(
     assert not default.failed and default.retention.recent_verbatim == 1.0
     summarize = anthropic_1000["summarize"].retention
     assert default.retention.mean_verbatim > summarize.mean_verbatim
+
+
+def pair_run(calls: int, size: int) -> list[dict[str, Any]]:
+    """``calls`` tool pairs whose outputs hold ``size`` characters each."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Fix the build."},
+    ]
+    for number in range(calls):
+        call = {"name": "read", "arguments": {"path": f"f{number}.py"}, "id": f"c{number}"}
+        output = {"name": "read", "content": f"{number}:" + "x" * size, "id": f"c{number}"}
+        messages.append({"role": "function_call", "content": json.dumps(call)})
+        messages.append({"role": "function_call_output", "content": json.dumps(output)})
+    return messages
+
+
+def decision_rounds(messages: list[dict[str, Any]], value: float) -> list[int]:
+    """The rounds at which the default compacts, with ``cost_verbatim_value`` ``value``."""
+    config = {"cost_verbatim_value": value, "cost_full_share": 0.0}
+    found, dropped = [], 0
+    ends = [i + 1 for i, m in enumerate(messages) if m["role"] == "function_call_output"]
+    for number, end in enumerate(ends, start=1):
+        report = scoutd.prepare(messages[:end], [DEFAULT_STRATEGY], config=config).report[0]
+        if report.outputs_dropped != dropped:
+            found.append(number)
+            dropped = report.outputs_dropped
+    return found
+
+
+def test_valuing_verbatim_rounds_lengthens_the_cycle_by_the_square_root_law() -> None:
+    """``v`` stretches the gap between compactions by about ``1 / sqrt(1 - v)``.
+
+    docs/ECONOMY.md, "What keeping outputs verbatim costs": the rent-or-buy rule
+    waits for ``rewrite / (1 - v)``, and the carried cost grows with the square
+    of the rounds waited.
+    """
+    messages = pair_run(200, 2000)
+    cheapest = decision_rounds(messages, 0.0)
+    valued = decision_rounds(messages, 0.8)
+    assert len(cheapest) >= 4 and len(valued) >= 2
+    gap = statistics.mean(b - a for a, b in itertools.pairwise(cheapest))
+    valued_gap = statistics.mean(b - a for a, b in itertools.pairwise(valued))
+    assert 0.85 * math.sqrt(5) <= valued_gap / gap <= 1.15 * math.sqrt(5)
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.0, 2.0])
+def test_the_verbatim_value_is_a_share_below_one(value: float) -> None:
+    with pytest.raises(ConfigError):
+        load_config(None, overrides={"cost_verbatim_value": value})
