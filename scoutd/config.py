@@ -89,6 +89,8 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     compaction_limit_share: Share = 0.75
     expected_horizon: Annotated[float, msgspec.Meta(ge=0)] = 1.0
     compaction_risk_share: Annotated[float, msgspec.Meta(ge=0)] = 0.06
+    # What keeping an output verbatim for a round is worth, as a share of its read cost.
+    cost_verbatim_value: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.8
     cache_pricing: CachePricing = "auto"
     cache_write_price: Annotated[float, msgspec.Meta(ge=0)] | None = None
     cache_read_price: Annotated[float, msgspec.Meta(ge=0)] | None = None
@@ -96,7 +98,7 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     tokenizer: str | None = None
     cost_full_tool_outputs: Count = 20
     # On a long run, at least this share of its outputs stays verbatim, up to the cap.
-    cost_full_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.05
+    cost_full_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
     cost_full_share_cap: Count = 35
     cost_compacted_tool_calls: Count = 10
     # inbox (docs/STRATEGIES.md)

@@ -11,8 +11,11 @@ when all of these hold (derivation in docs/ECONOMY.md):
 - the prompt is at least ``compaction_trigger_share`` of ``context_window``;
 - the read cost already paid for what a compaction would remove, summed since
   the last decision, has reached the rewrite's extra cost
-  (``rewritten tokens * (write - read)``): the classic rent-or-buy rule, which
-  removes about ``sqrt(2 * growth * rewrite / read)`` tokens at once;
+  (``rewritten tokens * (write - read)``) times ``1 / (1 - cost_verbatim_value)``:
+  the rent-or-buy rule, which removes about
+  ``sqrt(2 * growth * rewrite / (read * (1 - cost_verbatim_value)))`` tokens at
+  once (valuing verbatim rounds lengthens the cycle, the cheapest way to keep
+  more outputs verbatim on average);
 - the saving over the expected remaining rounds (``expected_horizon`` times the
   rounds so far) repays the rewrite.
 
@@ -300,6 +303,8 @@ def plan_compaction(
     premium = max(write - read, 0.0)
     risk, horizon_share, head = config.compaction_risk_share, config.expected_horizon, tokens.head
     whole, short = tokens.whole, tokens.shortened
+    # Valuing verbatim rounds lengthens the rent-or-buy cycle (docs/ECONOMY.md).
+    batch = 1.0 / (1.0 - config.cost_verbatim_value)
     state = Replay() if replay is None else replay
     dropped, shortened, decided = state.dropped, state.shortened, state.decided
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
@@ -340,7 +345,7 @@ def plan_compaction(
         rewrite = (new_prompt - head if new_prompt > head else 0) * premium
         pays = (
             prompt >= trigger
-            and carried >= rewrite
+            and carried >= batch * rewrite
             and removed * read * (number * horizon_share) >= rewrite
             and rewrite <= risk * billed
         )
