@@ -103,7 +103,8 @@ def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any)
         horizon = number * config.expected_horizon
         pays = (
             prompt >= trigger
-            and carried >= rewrite
+            # verbatim rounds valued at cost_verbatim_value of their read cost
+            and carried >= 1.0 / (1.0 - config.cost_verbatim_value) * rewrite
             and removed * prices.read * horizon >= rewrite
             and rewrite <= config.compaction_risk_share * billed
         )
