@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -153,7 +154,12 @@ def _text(message: Any) -> str:
     content = message.get("content") if isinstance(message, dict) else message
     if type(content) is str:
         return content
-    return "" if content is None else msgspec.json.encode(content).decode("utf-8", "replace")
+    if content is None:
+        return ""
+    try:
+        return msgspec.json.encode(content).decode()
+    except UnicodeEncodeError:  # a lone surrogate, which JSON text may hold as an escape
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
 
 
 def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:

@@ -18,14 +18,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scoutd.config import DEFAULT_NOTICE, PromptConfig
+from scoutd.formats import SCOUT
+from scoutd.incremental_cost import CostPlanner
 from scoutd.strategies.cost_aware import shorten_tools_cost_aware
+from scoutd.strategies.tool_messages import index_tools
 
 from . import oracle
-from .conversations import agent_conversations
+from .conversations import agent_conversations, call, output
 
 # Model constants of docs/ECONOMY.md ("Tokens"): a message costs 4 tokens
 # beyond its content; a shortened tool message is estimated as 520 characters
@@ -64,6 +69,7 @@ class Decision:
     round: int
     taken: str  # "forced", "paid" or "declined"
     bands: tuple[int, int]
+    rewrite: float  # its extra cost
 
 
 @dataclass
@@ -168,7 +174,7 @@ class Model:
                 and rewrite <= c.compaction_risk_share * billed
             )
             taken = "forced" if forced else "paid" if pays else "declined"
-            out.decisions.append(Decision(n, taken, bands))
+            out.decisions.append(Decision(n, taken, bands, rewrite))
             if taken != "declined":
                 out.dropped, out.shortened = bands
                 carried = 0.0
@@ -228,31 +234,44 @@ KINDS = ("forced", "paid", "declined")
 _remarks = st.one_of(
     st.text(max_size=8),
     st.integers(min_value=1, max_value=6).map(lambda n: "r" * (n * 90)),
-    st.sampled_from([None, ["said"], {"type": "text", "text": "noted"}]),
+    st.sampled_from([None, ["said"], {"type": "text", "text": "noted"}, ["\ud800 lone"]]),
 )
+# Messages that are not mappings: counted by their JSON text, never tool traffic.
+_strays = st.sampled_from(["stray text", 7, None, ["a", {"b": "\udfff"}]])
 
 
 def tokens_by_words(text: str) -> int:
-    """A tokenizer for the tests, unlike the character estimate: words plus a third of the characters."""
+    """A tokenizer for the tests, unlike the estimate: words plus a third of the characters."""
     return len(text.split()) + len(text) // 3
 
 
 @st.composite
 def agent_runs(draw: st.DrawFn) -> list[Any]:
-    """Agent-like conversations (``agent_conversations``) with assistant remarks among them."""
+    """Agent-like conversations (``agent_conversations``) with assistant remarks among them.
+
+    Some remarks have non-string contents (one with a lone surrogate), and
+    some conversations hold a message that is not a mapping.
+    """
     messages: list[Any] = draw(agent_conversations(max_steps=45))
     for _ in range(draw(st.integers(min_value=0, max_value=8))):
         at = draw(st.integers(min_value=0, max_value=len(messages)))
         messages.insert(at, {"role": "assistant", "content": draw(_remarks)})
+    if draw(st.integers(min_value=0, max_value=3)) == 0:
+        messages.insert(draw(st.integers(0, len(messages))), draw(_strays))
     return messages
 
 
 @st.composite
 def setups(draw: st.DrawFn) -> tuple[PromptConfig, str | None]:
-    """A configuration with explicit values for every cost-aware key, and a format."""
+    """A configuration with explicit values for every cost-aware key, and a format.
+
+    Half of them are generous (a large window, a long horizon, a high risk
+    share), so that compactions that pay for their rewrite happen often.
+    """
     tokenizer = draw(st.sampled_from([None, f"{__name__}:tokens_by_words"]))
+    generous = draw(st.booleans())
     config = PromptConfig(
-        context_window=draw(st.integers(min_value=300, max_value=8000)),
+        context_window=draw(st.integers(min_value=300, max_value=20_000)),
         compaction_trigger_share=draw(st.sampled_from([0.0, 0.05, 0.2, 0.5])),
         compaction_limit_share=draw(st.sampled_from([0.3, 0.75, 1.0])),
         expected_horizon=draw(st.sampled_from([0.0, 0.5, 1.0, 3.0])),
@@ -262,12 +281,21 @@ def setups(draw: st.DrawFn) -> tuple[PromptConfig, str | None]:
         cost_full_share_cap=draw(st.integers(min_value=0, max_value=8)),
         cost_compacted_tool_calls=draw(st.integers(min_value=0, max_value=5)),
         cache_pricing=draw(st.sampled_from(list(PRICES))),
-        cache_write_price=draw(st.none() | st.sampled_from([0.5, 1.0, 2.0])),
+        cache_write_price=draw(st.none() | st.sampled_from([0.12, 0.2, 0.5, 1.0, 2.0])),
         cache_read_price=draw(st.none() | st.sampled_from([0.05, 0.1, 0.6])),
         chars_per_token=draw(st.sampled_from([1.0, 1.5, 4.0])),
         tokenizer=tokenizer,
         compaction_notice=draw(st.sampled_from([DEFAULT_NOTICE, "cut {compacted}, {removed}"])),
     )
+    if generous:
+        config = msgspec.structs.replace(
+            config,
+            context_window=draw(st.integers(min_value=20_000, max_value=60_000)),
+            compaction_trigger_share=0.0,
+            compaction_limit_share=1.0,
+            expected_horizon=draw(st.sampled_from([1.0, 3.0])),
+            compaction_risk_share=draw(st.sampled_from([0.3, 2.0])),
+        )
     return config, draw(st.sampled_from([None, "anthropic", "openai-chat", "openai-responses"]))
 
 
@@ -302,6 +330,8 @@ def model_of(messages: list[Any], config: PromptConfig, format_name: str | None)
 def tag(outcome: Outcome) -> None:
     for decision in outcome.decisions:
         event(decision.taken)
+        if decision.taken == "paid" and decision.rewrite > 0:
+            event("paid a rewrite")
     if outcome.remarks and outcome.dropped >= min(outcome.remarks.values()):
         event("remarks dropped")
 
@@ -327,20 +357,72 @@ def test_the_prompt_and_report_are_those_of_the_model(
     assert (report.chars_before, report.chars_after) == (oracle.chars(messages), oracle.chars(got))
 
 
-def test_the_generator_reaches_every_kind_of_decision() -> None:
+def last_decision(outcome: Outcome) -> int:
+    taken = [d.round for d in outcome.decisions if d.taken != "declined"]
+    return taken[-1] if taken else 0
+
+
+@st.composite
+def growing_runs(draw: st.DrawFn) -> tuple[list[Any], list[int]]:
+    """Calls answered in order, remarks among them, and increasing cut points."""
+    messages: list[Any] = [{"role": "system", "content": "s" * draw(st.integers(0, 400))}]
+    for number in range(draw(st.integers(min_value=1, max_value=60))):
+        if draw(st.integers(min_value=0, max_value=3)) == 0:
+            messages.append({"role": "assistant", "content": draw(_remarks)})
+        arguments = {"q": "a" * draw(st.integers(0, 500))}
+        messages.append(call("t", arguments, f"c{number}"))
+        messages.append(output("t", "o" * draw(st.integers(0, 900)), f"c{number}"))
+    cuts = draw(st.lists(st.integers(1, len(messages)), max_size=6).map(sorted))
+    return messages, [*cuts, len(messages)]
+
+
+@PROPERTY
+@given(run=growing_runs(), setup=setups())
+def test_a_replay_carried_on_plans_as_one_from_scratch(
+    run: tuple[list[Any], list[int]], setup: tuple[PromptConfig, str | None]
+) -> None:
+    """A session's planner replays only new rounds and must end where a fresh replay ends."""
+    messages, cuts = run
+    config = setup[0]
+    planner = CostPlanner(config)
+    for end in cuts:
+        prefix = messages[:end]
+        got = planner.plan(prefix, index_tools(prefix), config)
+        fresh = CostPlanner(config).plan(prefix, index_tools(prefix), config)
+        outcome = model_of(prefix, config, SCOUT).replay()
+        tag(outcome)
+        assert got == fresh
+        assert (got.dropped, got.shortened) == (outcome.dropped, outcome.shortened)
+        assert got.decided_at == last_decision(outcome)
+
+
+def reached(messages: list[Any], config: PromptConfig, format_name: str | None) -> set[str]:
+    """The kinds of decision the reference took on ``messages``."""
+    outcome = model_of(messages, config, format_name).replay()
+    kinds = {d.taken for d in outcome.decisions}
+    kinds |= {"paid a rewrite" for d in outcome.decisions if d.taken == "paid" and d.rewrite}
+    if outcome.remarks and outcome.dropped >= min(outcome.remarks.values()):
+        kinds.add("remarks dropped")
+    return kinds
+
+
+@pytest.mark.parametrize(
+    "generator, cases",
+    [
+        (agent_runs(), ("forced", "declined", "paid", "remarks dropped")),
+        (growing_runs().map(lambda run: run[0]), (*KINDS, "paid a rewrite", "remarks dropped")),
+    ],
+)
+def test_the_generators_reach_every_kind_of_decision(
+    generator: st.SearchStrategy[list[Any]], cases: tuple[str, ...]
+) -> None:
     seen: Counter[str] = Counter()
 
     @settings(max_examples=100, deadline=None, derandomize=True, database=None)
-    @given(messages=agent_runs(), setup=setups())
+    @given(messages=generator, setup=setups())
     def collect(messages: list[Any], setup: tuple[PromptConfig, str | None]) -> None:
-        outcome = model_of(messages, *setup).replay()
-        seen.update({d.taken for d in outcome.decisions})
-        seen.update(
-            ["remarks dropped"]
-            if outcome.remarks and outcome.dropped >= min(outcome.remarks.values())
-            else []
-        )
+        seen.update(reached(messages, *setup))
 
     collect()
-    rare = {case: seen[case] for case in (*KINDS, "remarks dropped") if seen[case] < 5}
+    rare = {case: seen[case] for case in cases if seen[case] < 5}
     assert not rare, f"cases reached in fewer than 5 of 100 examples: {rare}"
