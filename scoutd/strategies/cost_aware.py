@@ -33,7 +33,7 @@ import importlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Any
 
@@ -142,11 +142,10 @@ def effective_prices(config: PromptConfig, format_name: str | None = None) -> Ca
         base = prices_for_format(format_name)
     else:
         base = PRICE_PRESETS[config.cache_pricing]
-    return CachePrices(
-        input=base.input,
+    return replace(
+        base,
         write=base.write if config.cache_write_price is None else config.cache_write_price,
         read=base.read if config.cache_read_price is None else config.cache_read_price,
-        ttl=base.ttl,
     )
 
 

@@ -183,8 +183,8 @@ class Model:
 
         return out
 
-    def prepared(self, outcome: Outcome) -> tuple[list[Any], dict[str, int], int]:
-        """The prompt of the final bands, the report's counts and the remarks dropped."""
+    def prepared(self, outcome: Outcome) -> tuple[list[Any], list[str], int]:
+        """The prompt of the final bands, the fate of each tool message, the remarks dropped."""
         fates = []
         for tool in self.pairing.tools:
             if tool.number <= outcome.dropped:
@@ -222,7 +222,7 @@ class Model:
                 (i for i, r in enumerate(roles) if r in (oracle.CALL, oracle.OUTPUT)), len(out)
             )
             out.insert(at, {"role": "user", "content": text})
-        return out, oracle.report_counts(self.pairing, fates), dropped_remarks
+        return out, fates, dropped_remarks
 
 
 # --- the strategy against the reference ----------------------------------------------
@@ -337,24 +337,27 @@ def tag(outcome: Outcome) -> None:
 
 
 @PROPERTY
-@given(messages=agent_runs(), setup=setups())
+@given(messages=agent_runs(), setup=setups(), detail=st.booleans())
 def test_the_prompt_and_report_are_those_of_the_model(
-    messages: list[Any], setup: tuple[PromptConfig, str | None]
+    messages: list[Any], setup: tuple[PromptConfig, str | None], detail: bool
 ) -> None:
     config, format_name = setup
     model = model_of(messages, config, format_name)
     outcome = model.replay()
     tag(outcome)
-    expected, counts, narration = model.prepared(outcome)
-    got, report = shorten_tools_cost_aware(messages, config, format_name=format_name)
+    expected, fates, narration = model.prepared(outcome)
+    got, report = shorten_tools_cost_aware(messages, config, detail=detail, format_name=format_name)
     assert got == expected
+    counts = oracle.report_counts(model.pairing, fates)
     assert {key: getattr(report, key) for key in counts} == counts
     assert report.narration_dropped == narration
-    assert report.notice == (
-        counts["outputs_dropped"] + counts["calls_dropped"] > 0
-        or counts["outputs_truncated"] + counts["calls_truncated"] > 0
-    )
+    assert report.notice == any(fate != "kept" for fate in fates)
     assert (report.chars_before, report.chars_after) == (oracle.chars(messages), oracle.chars(got))
+    assert report.strategy == "shorten_tools_cost_aware"
+    if detail:
+        assert [action.action for action in report.actions or []] == fates
+    else:
+        assert report.actions is None
 
 
 def last_decision(outcome: Outcome) -> int:

@@ -1,0 +1,172 @@
+"""shorten_tools_cost_aware: small exact cases of its rules (docs/ECONOMY.md).
+
+Each case sets every key it depends on explicitly, so that it holds whatever
+the defaults become. Token counts use ``chars_per_token = 1``: a message of
+``n`` characters costs ``n + 4`` tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from scoutd.config import PromptConfig
+from scoutd.errors import ConfigError
+from scoutd.pricing import PRICE_PRESETS
+from scoutd.strategies.cost_aware import (
+    effective_prices,
+    load_tokenizer,
+    shorten_tools_cost_aware,
+    token_counter,
+)
+
+from .conversations import call, output
+
+NAME = "shorten_tools_cost_aware"
+# Every output of these runs is its pair; nothing pays, only the window forces.
+FORCED_ONLY = PromptConfig(
+    context_window=1000,
+    compaction_trigger_share=0.0,
+    compaction_limit_share=1.0,
+    expected_horizon=0.0,
+    compaction_risk_share=0.0,
+    cache_pricing="anthropic",
+    chars_per_token=1.0,
+    cost_full_tool_outputs=1,
+    cost_full_share=0.0,
+    cost_full_share_cap=0,
+    cost_compacted_tool_calls=1,
+)
+
+
+class Words:
+    """A tokenizer reached through an attribute path."""
+
+    @staticmethod
+    def count(text: str) -> int:
+        return len(text.split())
+
+
+def pairs(sizes: list[int], *, head: str = "h") -> list[dict[str, Any]]:
+    """A user turn, then one call/output pair per size (the output's content length)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": head}]
+    for number, size in enumerate(sizes):
+        messages.append(call("t", {}, f"c{number}"))
+        messages.append(output("t", "o" * size, f"c{number}"))
+    return messages
+
+
+def fates(messages: list[Any], config: PromptConfig) -> list[str]:
+    """The action on each tool message, oldest first."""
+    _, report = shorten_tools_cost_aware(messages, config, detail=True)
+    assert report.strategy == NAME
+    return [action.action for action in report.actions or []]
+
+
+def tokens(message: dict[str, Any]) -> int:
+    return len(message["content"]) + 4
+
+
+def test_a_prompt_exactly_at_the_limit_is_left_alone_and_one_token_more_is_compacted() -> None:
+    messages = pairs([600, 600, 600])
+    total = sum(tokens(m) for m in messages)
+    at_limit = msgspec.structs.replace(FORCED_ONLY, context_window=total)
+    assert set(fates(messages, at_limit)) == {"kept"}
+    over = msgspec.structs.replace(FORCED_ONLY, context_window=total - 1)
+    # the usual bands: one pair whole, one shortened before it, the oldest dropped
+    assert fates(messages, over) == ["dropped", "dropped", "kept", "truncated", "kept", "kept"]
+
+
+def test_a_forced_compaction_keeps_the_newest_whole_and_shortens_only_what_it_must() -> None:
+    """Pairs cost 41 + 639 tokens, 565 shortened; the head 5 tokens.
+
+    Round 4 (2,725 tokens) is over the 2,400 limit: pairs 1-2 dropped, 3
+    shortened (1,250). Round 5 could drop pair 3 but nothing pays for it
+    (declined); round 6 (2,610) is over again: pairs 1-4 dropped, 5 shortened.
+    With a limit of 1,000 even the newest output must be shortened.
+    """
+    messages = pairs([600] * 6)
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=2400)
+    assert fates(messages, config) == ["dropped"] * 8 + ["kept", "truncated", "kept", "kept"]
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=1000)
+    assert fates(messages, config) == ["dropped"] * 10 + ["kept", "truncated"]
+    # a round earlier (5 pairs, 3,405 tokens) the bands were those of round 4
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=2400)
+    assert fates(messages[:-2], config) == ["dropped"] * 4 + ["kept", "truncated"] + ["kept"] * 4
+
+
+def test_a_lone_surrogate_in_a_non_string_content_is_counted() -> None:
+    """Such a content is counted by its JSON text (it used to fail the whole prompt)."""
+    messages = pairs([600] * 4)
+    messages.insert(1, {"role": "user", "content": ["\ud800" + "u" * 300]})
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=10_000)
+    got, report = shorten_tools_cost_aware(messages, config)
+    assert got == messages and report.outputs_kept == 4
+    # 300 characters more in the head than the window would hold compacted
+    text = json.dumps(messages[1]["content"], ensure_ascii=False, separators=(",", ":"))
+    total = sum(tokens(m) for m in messages if m is not messages[1]) + len(text) + 4
+    for window, changed in ((total, False), (total - 1, True)):
+        config = msgspec.structs.replace(FORCED_ONLY, context_window=window)
+        assert (shorten_tools_cost_aware(messages, config)[0] != messages) is changed
+
+
+def test_the_report_names_the_strategy_and_lists_actions_only_on_request() -> None:
+    messages = pairs([600] * 6)
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=2400)
+    _, plain = shorten_tools_cost_aware(messages, config)
+    _, detailed = shorten_tools_cost_aware(messages, config, detail=True)
+    assert plain.strategy == detailed.strategy == NAME
+    assert plain.actions is None and detailed.actions
+    assert msgspec.structs.replace(detailed, actions=None) == plain
+    _, untouched = shorten_tools_cost_aware(pairs([10]), config, detail=True)
+    assert untouched.strategy == NAME and [a.action for a in untouched.actions or []] == [
+        "kept",
+        "kept",
+    ]
+
+
+def test_effective_prices_are_the_preset_with_the_configured_prices() -> None:
+    for preset, prices in PRICE_PRESETS.items():
+        assert effective_prices(PromptConfig(cache_pricing=preset), "openai-chat") == prices
+        config = PromptConfig(cache_pricing=preset, cache_write_price=3.0, cache_read_price=0.7)
+        changed = effective_prices(config, None)
+        assert (changed.write, changed.read) == (3.0, 0.7)
+        assert (changed.input, changed.ttl, changed.output) == (
+            prices.input,
+            prices.ttl,
+            prices.output,
+        )
+    assert (
+        effective_prices(PromptConfig(cache_pricing="auto"), "openai-chat")
+        == (PRICE_PRESETS["openai"])
+    )
+    assert effective_prices(PromptConfig(cache_pricing="auto"), None) == PRICE_PRESETS["anthropic"]
+
+
+def test_a_tokenizer_is_found_by_module_and_attribute_path() -> None:
+    counter = load_tokenizer(f" {__name__} :Words.count")
+    assert counter("three small words") == 3
+    assert load_tokenizer(f"{__name__}:Words.count") is load_tokenizer(f"{__name__}:Words.count")
+    configured = token_counter(PromptConfig(tokenizer=f"{__name__}:Words.count"))
+    assert configured("a b") == 2
+    estimate = token_counter(PromptConfig(chars_per_token=2.5))
+    assert [estimate("x" * n) for n in (0, 1, 5, 6)] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("no_such_module_here:count", "tokenizer 'no_such_module_here:count' cannot be loaded: "),
+        (f"{__name__}:Words.nothing", "cannot be loaded: "),
+        (":count", "cannot be loaded: "),
+        (__name__, "is not callable"),
+        (f"{__name__}:NAME", f"tokenizer '{__name__}:NAME' is not callable"),
+    ],
+)
+def test_a_tokenizer_that_cannot_count_is_a_config_error(target: str, message: str) -> None:
+    with pytest.raises(ConfigError) as failed:
+        load_tokenizer(target)
+    assert message in str(failed.value)
