@@ -67,7 +67,7 @@ def fates(messages: list[Any], config: PromptConfig) -> list[str]:
 
 
 def tokens(message: dict[str, Any]) -> int:
-    return len(message["content"]) + 4
+    return len(message.get("content") or "") + 4
 
 
 def test_a_prompt_exactly_at_the_limit_is_left_alone_and_one_token_more_is_compacted() -> None:
@@ -99,8 +99,12 @@ def test_a_forced_compaction_keeps_the_newest_whole_and_shortens_only_what_it_mu
 
 
 def test_a_lone_surrogate_in_a_non_string_content_is_counted() -> None:
-    """Such a content is counted by its JSON text (it used to fail the whole prompt)."""
+    """Such a content is counted by its JSON text (it used to fail the whole prompt).
+
+    A missing or null content counts nothing but the message's overhead.
+    """
     messages = pairs([600] * 4)
+    messages[1:1] = [{"role": "user", "content": None}, {"role": "user"}]
     messages.insert(1, {"role": "user", "content": ["\ud800" + "u" * 300]})
     config = msgspec.structs.replace(FORCED_ONLY, context_window=10_000)
     got, report = shorten_tools_cost_aware(messages, config)
