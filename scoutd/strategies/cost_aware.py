@@ -149,6 +149,10 @@ def effective_prices(config: PromptConfig, format_name: str | None = None) -> Ca
     )
 
 
+# Compact JSON like msgspec's, for the contents msgspec cannot encode.
+_encode_surrogates = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _text(message: Any) -> str:
     content = message.get("content") if isinstance(message, dict) else message
     if type(content) is str:
@@ -158,7 +162,7 @@ def _text(message: Any) -> str:
     try:
         return msgspec.json.encode(content).decode()
     except UnicodeEncodeError:  # a lone surrogate, which JSON text may hold as an escape
-        return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+        return _encode_surrogates(content)
 
 
 def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:

@@ -105,7 +105,7 @@ def test_a_lone_surrogate_in_a_non_string_content_is_counted() -> None:
     """
     messages = pairs([600] * 4)
     messages[1:1] = [{"role": "user", "content": None}, {"role": "user"}]
-    messages.insert(1, {"role": "user", "content": ["\ud800" + "u" * 300]})
+    messages.insert(1, {"role": "user", "content": ["\ud800" + "u" * 300, {"k": 1, "j": 2}]})
     config = msgspec.structs.replace(FORCED_ONLY, context_window=10_000)
     got, report = shorten_tools_cost_aware(messages, config)
     assert got == messages and report.outputs_kept == 4
