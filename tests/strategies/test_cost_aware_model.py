@@ -279,7 +279,7 @@ def setups(draw: st.DrawFn) -> tuple[PromptConfig, str | None]:
         cost_full_tool_outputs=draw(st.integers(min_value=0, max_value=6)),
         cost_full_share=draw(st.sampled_from([0.0, 0.1, 0.5])),
         cost_full_share_cap=draw(st.integers(min_value=0, max_value=8)),
-        cost_compacted_tool_calls=draw(st.integers(min_value=0, max_value=5)),
+        cost_compacted_tool_calls=draw(st.integers(min_value=0, max_value=12)),
         cache_pricing=draw(st.sampled_from(list(PRICES))),
         cache_write_price=draw(st.none() | st.sampled_from([0.12, 0.2, 0.5, 1.0, 2.0])),
         cache_read_price=draw(st.none() | st.sampled_from([0.05, 0.1, 0.6])),
@@ -327,13 +327,16 @@ def model_of(messages: list[Any], config: PromptConfig, format_name: str | None)
     return Model(messages, config, count, *prices(config, format_name))
 
 
-def tag(outcome: Outcome) -> None:
+def tag(outcome: Outcome, fates: list[str] | None = None, pairing: Any = None) -> None:
     for decision in outcome.decisions:
         event(decision.taken)
         if decision.taken == "paid" and decision.rewrite > 0:
             event("paid a rewrite")
     if outcome.remarks and outcome.dropped >= min(outcome.remarks.values()):
         event("remarks dropped")
+    for tool, fate in zip(pairing.tools if pairing else [], fates or [], strict=True):
+        if fate == "truncated":
+            event("call truncated" if tool.is_call else "output truncated")
 
 
 @PROPERTY
@@ -344,8 +347,8 @@ def test_the_prompt_and_report_are_those_of_the_model(
     config, format_name = setup
     model = model_of(messages, config, format_name)
     outcome = model.replay()
-    tag(outcome)
     expected, fates, narration = model.prepared(outcome)
+    tag(outcome, fates, model.pairing)
     got, report = shorten_tools_cost_aware(messages, config, detail=detail, format_name=format_name)
     assert got == expected
     counts = oracle.report_counts(model.pairing, fates)
@@ -397,12 +400,22 @@ def test_a_replay_carried_on_plans_as_one_from_scratch(
         assert got == fresh
         assert (got.dropped, got.shortened) == (outcome.dropped, outcome.shortened)
         assert got.decided_at == last_decision(outcome)
+    # the prompt of the last cut (the whole run), long call arguments shortened too
+    model = model_of(messages, config, SCOUT)
+    expected, fates, _ = model.prepared(outcome)
+    assert shorten_tools_cost_aware(messages, config, format_name=SCOUT)[0] == expected
+    tag(outcome, fates, model.pairing)
 
 
 def reached(messages: list[Any], config: PromptConfig, format_name: str | None) -> set[str]:
     """The kinds of decision the reference took on ``messages``."""
-    outcome = model_of(messages, config, format_name).replay()
+    model = model_of(messages, config, format_name)
+    outcome = model.replay()
+    _, fates, _ = model.prepared(outcome)
     kinds = {d.taken for d in outcome.decisions}
+    for tool, fate in zip(model.pairing.tools, fates, strict=True):
+        if fate == "truncated":
+            kinds.add("call truncated" if tool.is_call else "output truncated")
     kinds |= {"paid a rewrite" for d in outcome.decisions if d.taken == "paid" and d.rewrite}
     if outcome.remarks and outcome.dropped >= min(outcome.remarks.values()):
         kinds.add("remarks dropped")
@@ -412,8 +425,13 @@ def reached(messages: list[Any], config: PromptConfig, format_name: str | None) 
 @pytest.mark.parametrize(
     "generator, cases",
     [
-        (agent_runs(), ("forced", "declined", "paid", "remarks dropped")),
-        (growing_runs().map(lambda run: run[0]), (*KINDS, "paid a rewrite", "remarks dropped")),
+        # messy conversations: the decisions that shorten nearly everything, or nothing
+        (agent_runs(), ("forced", "declined", "remarks dropped")),
+        # long runs: every kind of decision and of shortening
+        (
+            growing_runs().map(lambda run: run[0]),
+            (*KINDS, "paid a rewrite", "remarks dropped", "call truncated", "output truncated"),
+        ),
     ],
 )
 def test_the_generators_reach_every_kind_of_decision(
