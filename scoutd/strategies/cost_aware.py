@@ -172,7 +172,10 @@ def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
         contents = [m["content"] for m in messages]
         if set(map(type, contents)) <= {str}:
             per_token = getattr(count, "chars_per_token", None)
-            if per_token is not None:  # the estimate, without a call per message
+            # the estimate, without a call per message; not mutated: with the test
+            # reversed the estimate is called per message (the same counts) and a
+            # tokenizer's None fails the division, whose fallback counts the same
+            if per_token is not None:  # pragma: no mutate
                 return [math.ceil(len(text) / per_token) + overhead for text in contents]
             return [count(text) + overhead for text in contents]
     except (KeyError, TypeError, IndexError):
@@ -191,11 +194,14 @@ def _remarks(index: ToolIndex) -> list[tuple[int, int]]:
     indices, numbers, outputs = index.indices, index.numbers, index.outputs
     if not indices:
         return found
-    slot = 0
+    # not mutated: a remark lies after the first tool message, so its slot is
+    # at least 1 whether the search starts at 0 or 1
+    slot = 0  # pragma: no mutate
     for position in range(indices[0] + 1, indices[-1]):
         if index.roles[position] != REMARK_ROLE:
             continue
-        while indices[slot] < position:
+        # not mutated: `<=` is the same, a remark is never at a tool's index
+        while indices[slot] < position:  # pragma: no mutate
             slot += 1
         if numbers[slot] <= outputs:
             found.append((position, numbers[slot]))
@@ -356,8 +362,9 @@ def apply_plan(
     if plan.shortened:
         outputs = index.outputs
         window = Window(
-            pinned=plan.decided_at,
-            size=0,
+            # not mutated: _compact reads only the two bands, never these two
+            pinned=plan.decided_at,  # pragma: no mutate
+            size=0,  # pragma: no mutate
             keep_full=outputs - plan.shortened,
             truncate_to=outputs - plan.dropped,
         )
