@@ -173,3 +173,19 @@ def test_a_tokenizer_that_cannot_count_is_a_config_error(target: str, message: s
     with pytest.raises(ConfigError) as failed:
         load_tokenizer(target)
     assert message in str(failed.value)
+
+
+def test_remarks_between_a_call_and_its_output_go_with_their_pair() -> None:
+    """A remark belongs to the pair of the next tool message, also inside a pair."""
+    messages = pairs([600, 600])
+    messages.insert(2, {"role": "assistant", "content": "r0"})  # inside the first pair
+    messages.insert(5, {"role": "assistant", "content": "r1"})  # inside the newest pair
+    messages.append({"role": "assistant", "content": "after"})  # after every tool message
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=100)
+    got, report = shorten_tools_cost_aware(messages, config)
+    # not even the newest output fits: every pair goes, with the remarks inside them
+    assert report.outputs_dropped == 2 and report.narration_dropped == 2
+    assert [m["content"] for m in got if m["role"] == "assistant"] == ["after"]
+    # no tool message remains: the notice comes last
+    assert got[:2] == [messages[0], messages[-1]] and len(got) == 3
+    assert got[-1]["content"].startswith("[Context compaction]\n")

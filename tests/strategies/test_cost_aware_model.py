@@ -377,6 +377,8 @@ def growing_runs(draw: st.DrawFn) -> tuple[list[Any], list[int]]:
             messages.append({"role": "assistant", "content": draw(_remarks)})
         arguments = {"q": "a" * draw(st.integers(0, 500))}
         messages.append(call("t", arguments, f"c{number}"))
+        if draw(st.integers(min_value=0, max_value=5)) == 0:  # a remark inside the pair
+            messages.append({"role": "assistant", "content": draw(_remarks)})
         messages.append(output("t", "o" * draw(st.integers(0, 900)), f"c{number}"))
     cuts = draw(st.lists(st.integers(1, len(messages)), max_size=6).map(sorted))
     return messages, [*cuts, len(messages)]
