@@ -189,3 +189,28 @@ def test_remarks_between_a_call_and_its_output_go_with_their_pair() -> None:
     # no tool message remains: the notice comes last
     assert got[:2] == [messages[0], messages[-1]] and len(got) == 3
     assert got[-1]["content"].startswith("[Context compaction]\n")
+
+
+@pytest.mark.parametrize("long_side", ["call", "output"])
+def test_a_shortened_message_is_estimated_at_its_kept_size(long_side: str) -> None:
+    """A shortened tool message counts 520 characters (what shortening keeps) plus 4.
+
+    The oldest pair has one long message; the limit is set exactly at the
+    prompt with it shortened (it fits: shortening is enough), then one token
+    lower (it does not: that pair is dropped).
+    """
+    long_text = "q" * 2000
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "h"}]
+    if long_side == "call":
+        messages += [call("t", {"q": long_text}, "c0"), output("t", "short", "c0")]
+    else:
+        messages += [call("t", {}, "c0"), output("t", long_text, "c0")]
+    messages += [call("t", {}, "c1"), output("t", "short", "c1")]
+    long_at = 1 if long_side == "call" else 2
+    shortened = sum(tokens(m) for i, m in enumerate(messages) if i != long_at) + 520 + 4
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=shortened)
+    kept = ["kept", "kept", "kept", "kept"]
+    kept[long_at - 1] = "truncated"
+    assert fates(messages, config) == kept
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=shortened - 1)
+    assert fates(messages, config) == ["dropped", "dropped", "kept", "kept"]
