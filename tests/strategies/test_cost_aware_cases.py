@@ -214,3 +214,63 @@ def test_a_shortened_message_is_estimated_at_its_kept_size(long_side: str) -> No
     assert fates(messages, config) == kept
     config = msgspec.structs.replace(FORCED_ONLY, context_window=shortened - 1)
     assert fates(messages, config) == ["dropped", "dropped", "kept", "kept"]
+
+
+def balanced_run() -> tuple[list[dict[str, Any]], int]:
+    """A head of T tokens and two pairs of T tokens each (T returned)."""
+    messages = pairs([300, 300])[1:]
+    pair = sum(tokens(m) for m in messages[:2])
+    return [{"role": "user", "content": "h" * (pair - 4)}, *messages], pair
+
+
+# At round 2 a compaction could drop pair 1: it removes S = T tokens and the
+# rewrite is (P' - H) * (write - read) = T * 1. The read cost carried since the
+# last decision is S * read = T; over the horizon it saves S * read * 2 * h =
+# T; the bill so far is 2T * write (round 1) + 2T * read + T * write (round 2) = 8T.
+AT_EVERY_BOUND = PromptConfig(
+    context_window=1_000_000,
+    compaction_trigger_share=0.0,
+    compaction_limit_share=1.0,
+    expected_horizon=0.5,
+    compaction_risk_share=0.125,
+    cache_pricing="openai",
+    cache_write_price=2.0,
+    cache_read_price=1.0,
+    chars_per_token=1.0,
+    cost_full_tool_outputs=1,
+    cost_full_share=0.0,
+    cost_full_share_cap=0,
+    cost_compacted_tool_calls=0,
+)
+COMPACTED = ["dropped", "dropped", "kept", "kept"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},  # every rule holds with equality: it compacts
+        {"expected_horizon": 0.49},  # the saving over the horizon falls short
+        {"compaction_risk_share": 0.124},  # the rewrite is over the risk share of the bill
+        {"cache_write_price": 2.001, "expected_horizon": 1.0},  # carried < rewrite
+        {"trigger": 1},  # the prompt is one token under the trigger
+    ],
+)
+def test_each_rule_of_the_decision_holds_at_equality(change: dict[str, float]) -> None:
+    messages, pair = balanced_run()
+    config = AT_EVERY_BOUND
+    trigger = change.pop("trigger", None)
+    if trigger is not None:  # the trigger at 3T + 1 (the prompt is 3T)
+        config = msgspec.structs.replace(
+            config, context_window=6 * pair + 2, compaction_trigger_share=0.5
+        )
+    config = msgspec.structs.replace(config, **change)
+    expected = COMPACTED if not change and trigger is None else ["kept"] * 4
+    assert fates(messages, config) == expected
+
+
+def test_the_trigger_holds_at_equality() -> None:
+    messages, pair = balanced_run()
+    config = msgspec.structs.replace(
+        AT_EVERY_BOUND, context_window=6 * pair, compaction_trigger_share=0.5
+    )
+    assert fates(messages, config) == COMPACTED
