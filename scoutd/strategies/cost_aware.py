@@ -170,12 +170,13 @@ def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
     overhead = MESSAGE_OVERHEAD_TOKENS
     # A fast path. Not mutated: its mutants either raise inside the `try` or
     # leave the fast path, and the general count below gives the same counts;
-    # with the `is not None` reversed the estimate is called per message (the
-    # same counts) and a tokenizer's None fails the division inside the `try`.
+    # a `per_token` of None, or the `is not None` reversed, calls the estimate
+    # per message (the same counts), and a tokenizer's None fails the division
+    # inside the `try`. (Dropping getattr's default would fail a tokenizer.)
     try:
         contents = [m["content"] for m in messages]  # pragma: no mutate
         if set(map(type, contents)) <= {str}:  # pragma: no mutate
-            per_token = getattr(count, "chars_per_token", None)
+            per_token = getattr(count, "chars_per_token", None)  # pragma: no mutate
             if per_token is not None:  # pragma: no mutate (the estimate: no call per message)
                 return [math.ceil(len(text) / per_token) + overhead for text in contents]
             return [count(text) + overhead for text in contents]

@@ -8,6 +8,7 @@ the defaults become. Token counts use ``chars_per_token = 1``: a message of
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import msgspec
@@ -70,12 +71,16 @@ def tokens(message: dict[str, Any]) -> int:
     return len(message.get("content") or "") + 4
 
 
-def test_a_prompt_exactly_at_the_limit_is_left_alone_and_one_token_more_is_compacted() -> None:
+@pytest.mark.parametrize("chars_per_token", [1.0, 2.5])
+def test_a_prompt_exactly_at_the_limit_is_left_alone_and_one_token_more_is_compacted(
+    chars_per_token: float,
+) -> None:
     messages = pairs([600, 600, 600])
-    total = sum(tokens(m) for m in messages)
-    at_limit = msgspec.structs.replace(FORCED_ONLY, context_window=total)
+    total = sum(math.ceil(len(m["content"]) / chars_per_token) + 4 for m in messages)
+    config = msgspec.structs.replace(FORCED_ONLY, chars_per_token=chars_per_token)
+    at_limit = msgspec.structs.replace(config, context_window=total)
     assert set(fates(messages, at_limit)) == {"kept"}
-    over = msgspec.structs.replace(FORCED_ONLY, context_window=total - 1)
+    over = msgspec.structs.replace(config, context_window=total - 1)
     # the usual bands: one pair whole, one shortened before it, the oldest dropped
     assert fates(messages, over) == ["dropped", "dropped", "kept", "truncated", "kept", "kept"]
 
