@@ -279,3 +279,23 @@ def test_the_trigger_holds_at_equality() -> None:
         AT_EVERY_BOUND, context_window=6 * pair, compaction_trigger_share=0.5
     )
     assert fates(messages, config) == COMPACTED
+
+
+@pytest.mark.parametrize("longer", [0, 1])
+def test_without_a_head_the_rewrite_is_the_whole_kept_prompt(longer: int) -> None:
+    """No message before the first tool message: the rewrite is every kept token.
+
+    Pair 1 and pair 2 of T tokens: dropping pair 1 at round 2 carries T and
+    rewrites T, which pays (at equality); with pair 2 one token longer the
+    rewrite is T + 1 and it does not.
+    """
+    messages = [
+        call("t", {}, "c0"),
+        output("t", "o" * 300, "c0"),
+        call("t", {}, "c1"),
+        output("t", "o" * (300 + longer), "c1"),
+    ]
+    config = msgspec.structs.replace(
+        AT_EVERY_BOUND, expected_horizon=1.0, compaction_risk_share=2.0
+    )
+    assert fates(messages, config) == (["kept"] * 4 if longer else COMPACTED)
