@@ -299,3 +299,25 @@ def test_without_a_head_the_rewrite_is_the_whole_kept_prompt(longer: int) -> Non
         AT_EVERY_BOUND, expected_horizon=1.0, compaction_risk_share=2.0
     )
     assert fates(messages, config) == (["kept"] * 4 if longer else COMPACTED)
+
+
+def test_dropping_stops_exactly_at_the_limit() -> None:
+    """Six pairs; at 570 tokens the newest pair alone fits shortened (5 + 41 + 524)."""
+    messages = pairs([600] * 6)
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=570)
+    assert fates(messages, config) == ["dropped"] * 10 + ["kept", "truncated"]
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=569)
+    assert fates(messages, config) == ["dropped"] * 12
+
+
+def test_shortening_more_to_fit_drops_nothing_the_band_still_covers() -> None:
+    """Two newest kept whole would not fit: one more is shortened, none dropped (band 5)."""
+    messages = pairs([600] * 3)
+    total = sum(tokens(m) for m in messages)
+    config = msgspec.structs.replace(
+        FORCED_ONLY,
+        context_window=total - 200,  # shortening one output saves 115, two save 230
+        cost_full_tool_outputs=2,
+        cost_compacted_tool_calls=5,
+    )
+    assert fates(messages, config) == ["kept", "truncated", "kept", "truncated", "kept", "kept"]
