@@ -258,6 +258,9 @@ COMPACTED = ["dropped", "dropped", "kept", "kept"]
         {"compaction_risk_share": 0.124},  # the rewrite is over the risk share of the bill
         {"cache_write_price": 2.001, "expected_horizon": 1.0},  # carried < rewrite
         {"trigger": 1},  # the prompt is one token under the trigger
+        # read at 0.5, write at 1.0: everything halves, still at equality
+        {"cache_write_price": 1.0, "cache_read_price": 0.5, "compacts": 1},
+        {"cache_write_price": 1.0, "cache_read_price": 0.5, "expected_horizon": 0.49},
     ],
 )
 def test_each_rule_of_the_decision_holds_at_equality(change: dict[str, float]) -> None:
@@ -268,8 +271,9 @@ def test_each_rule_of_the_decision_holds_at_equality(change: dict[str, float]) -
         config = msgspec.structs.replace(
             config, context_window=6 * pair + 2, compaction_trigger_share=0.5
         )
+    compacts = change.pop("compacts", not change and trigger is None)
     config = msgspec.structs.replace(config, **change)
-    expected = COMPACTED if not change and trigger is None else ["kept"] * 4
+    expected = COMPACTED if compacts else ["kept"] * 4
     assert fates(messages, config) == expected
 
 
