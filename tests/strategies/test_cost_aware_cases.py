@@ -200,9 +200,11 @@ def test_remarks_between_a_call_and_its_output_go_with_their_pair() -> None:
 def test_a_shortened_message_is_estimated_at_its_kept_size(long_side: str) -> None:
     """A shortened tool message counts 520 characters (what shortening keeps) plus 4.
 
-    The oldest pair has one long message; the limit is set exactly at the
-    prompt with it shortened (it fits: shortening is enough), then one token
-    lower (it does not: that pair is dropped).
+    The oldest pair has one long message, the newest a long output. The
+    limit is set exactly at the prompt of round 2 with the oldest pair
+    shortened: round 1 fits whole, round 2 fits with that pair shortened and
+    no more (the fitting stops at equality); one token lower it does not,
+    and the oldest pair is dropped, the newest output shortened.
     """
     long_text = "q" * 2000
     messages: list[dict[str, Any]] = [{"role": "user", "content": "h"}]
@@ -210,7 +212,7 @@ def test_a_shortened_message_is_estimated_at_its_kept_size(long_side: str) -> No
         messages += [call("t", {"q": long_text}, "c0"), output("t", "short", "c0")]
     else:
         messages += [call("t", {}, "c0"), output("t", long_text, "c0")]
-    messages += [call("t", {}, "c1"), output("t", "short", "c1")]
+    messages += [call("t", {}, "c1"), output("t", long_text, "c1")]
     long_at = 1 if long_side == "call" else 2
     shortened = sum(tokens(m) for i, m in enumerate(messages) if i != long_at) + 520 + 4
     config = msgspec.structs.replace(FORCED_ONLY, context_window=shortened)
@@ -218,7 +220,7 @@ def test_a_shortened_message_is_estimated_at_its_kept_size(long_side: str) -> No
     kept[long_at - 1] = "truncated"
     assert fates(messages, config) == kept
     config = msgspec.structs.replace(FORCED_ONLY, context_window=shortened - 1)
-    assert fates(messages, config) == ["dropped", "dropped", "kept", "kept"]
+    assert fates(messages, config) == ["dropped", "dropped", "kept", "truncated"]
 
 
 def balanced_run() -> tuple[list[dict[str, Any]], int]:
