@@ -263,6 +263,7 @@ COMPACTED = ["dropped", "dropped", "kept", "kept"]
         # read at 0.5, write at 1.0: everything halves, still at equality
         {"cache_write_price": 1.0, "cache_read_price": 0.5, "compacts": 1},
         {"cache_write_price": 1.0, "cache_read_price": 0.5, "expected_horizon": 0.49},
+        {"cache_write_price": 1.0, "cache_read_price": 0.5, "compaction_risk_share": 0.124},
     ],
 )
 def test_each_rule_of_the_decision_holds_at_equality(change: dict[str, float]) -> None:
@@ -328,3 +329,23 @@ def test_shortening_more_to_fit_drops_nothing_the_band_still_covers() -> None:
         cost_compacted_tool_calls=5,
     )
     assert fates(messages, config) == ["kept", "truncated", "kept", "truncated", "kept", "kept"]
+
+
+@pytest.mark.parametrize("format_name", ["openai-chat", None])
+def test_automatic_prices_follow_the_conversation_format(format_name: str | None) -> None:
+    """Five pairs of T tokens, each round able to drop all but the newest.
+
+    The read cost carried by round n is 0.1 * T * n * (n - 1) / 2: at round
+    5 it reaches OpenAI's rewrite (0.9 T) but not Anthropic's (1.15 T).
+    """
+    messages = pairs([300] * 5, head="h" * 50)
+    config = msgspec.structs.replace(
+        AT_EVERY_BOUND,
+        cache_pricing="auto",
+        cache_write_price=None,
+        cache_read_price=None,
+        expected_horizon=3.0,
+        compaction_risk_share=2.0,
+    )
+    _, report = shorten_tools_cost_aware(messages, config, format_name=format_name)
+    assert report.outputs_dropped == (4 if format_name else 0)
