@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate, compress, islice, repeat
 from operator import add, and_, gt, itemgetter, le, lt, ne, not_, truediv
 from typing import Any
@@ -146,19 +147,27 @@ def effective_prices(config: PromptConfig, format_name: str | None = None) -> Ca
         base = prices_for_format(format_name)
     else:
         base = PRICE_PRESETS[config.cache_pricing]
-    return CachePrices(
-        input=base.input,
+    return replace(
+        base,
         write=base.write if config.cache_write_price is None else config.cache_write_price,
         read=base.read if config.cache_read_price is None else config.cache_read_price,
-        ttl=base.ttl,
     )
+
+
+# Compact JSON like msgspec's, for the contents msgspec cannot encode.
+_encode_surrogates = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _text(message: Any) -> str:
     content = message.get("content") if isinstance(message, dict) else message
     if type(content) is str:
         return content
-    return "" if content is None else msgspec.json.encode(content).decode("utf-8", "replace")
+    if content is None:
+        return ""
+    try:
+        return msgspec.json.encode(content).decode()
+    except UnicodeEncodeError:  # a lone surrogate, which JSON text may hold as an escape
+        return _encode_surrogates(content)
 
 
 _get_content = itemgetter("content")
@@ -167,11 +176,16 @@ _get_content = itemgetter("content")
 def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
     """Tokens of each message: its content's count plus the per-message overhead."""
     overhead = MESSAGE_OVERHEAD_TOKENS
+    # A fast path. Not mutated: its mutants either raise inside the `try` or
+    # leave the fast path, and the general count below gives the same counts;
+    # a `per_token` of None, or the `is not None` reversed, calls the estimate
+    # per message (the same counts), and a tokenizer's None fails the division
+    # inside the `try`. (Dropping getattr's default would fail a tokenizer.)
     try:
-        contents = list(map(_get_content, messages))
-        if set(map(type, contents)) <= {str}:
-            per_token = getattr(count, "chars_per_token", None)
-            if per_token is not None:  # the estimate, without a call per message
+        contents = list(map(_get_content, messages))  # pragma: no mutate
+        if set(map(type, contents)) <= {str}:  # pragma: no mutate
+            per_token = getattr(count, "chars_per_token", None)  # pragma: no mutate
+            if per_token is not None:  # pragma: no mutate (the estimate: no call per message)
                 estimates = map(math.ceil, map(truediv, map(len, contents), repeat(per_token)))
                 return list(map(add, estimates, repeat(overhead)))
             return [count(text) + overhead for text in contents]
@@ -396,8 +410,9 @@ def apply_plan(
     if plan.shortened:
         outputs = index.outputs
         window = Window(
-            pinned=plan.decided_at,
-            size=0,
+            # not mutated: _compact reads only the two bands, never these two
+            pinned=plan.decided_at,  # pragma: no mutate
+            size=0,  # pragma: no mutate
             keep_full=outputs - plan.shortened,
             truncate_to=outputs - plan.dropped,
         )
