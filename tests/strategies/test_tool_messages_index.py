@@ -1,0 +1,1 @@
+"""Indexing tool messages: roles, parsing, pairing keys and repeat keys, against plain references."""
