@@ -164,3 +164,44 @@ def test_cache_counts_are_exact(repeats: int) -> None:
     assert (cache.hits, cache.misses) == (repeats, 1)
     decoded = json.loads(cache.calls[content])
     assert decoded["arguments"]["path"].startswith("Truncated (302): 4:")
+
+
+def _output_of_raw_size(size: int, kind: str) -> dict[str, Any]:
+    """An output whose ``content`` is ``size`` characters of JSON text, of the given kind."""
+    if kind == "string":
+        value: Any = "s" * (size - 2)
+    elif kind == "spaced list":  # JSON longer than its compact text
+        return {
+            "role": "function_call_output",
+            "content": '{"id": "c", "content": [' + " " * (size - 3) + "1]}",
+        }
+    else:
+        value = [7] * ((size - 1) // 2)
+        assert len(json.dumps(value, separators=(",", ":"))) == size
+    return output("read", value, "c")
+
+
+@given(
+    st.integers(min_value=396, max_value=404),
+    st.sampled_from(["string", "spaced list", "list"]),
+)
+def test_only_outputs_whose_json_passes_the_limit_are_rewritten_or_remembered(
+    size: int, kind: str
+) -> None:
+    """An output is shortened when its text passes 400 characters; one whose JSON
+    content fits is not even decoded, so the session cache does not fill with it."""
+    if kind == "list" and size % 2 == 0:
+        size += 1  # a list of 7s has an odd length
+    message = _output_of_raw_size(size, kind)
+    index = index_tools([message])
+    (tool,) = oracle.pair([message]).tools
+    cache = RewriteCache()
+    with remembering_rewrites(cache):
+        got = shortened_output(index.bodies[0], message["content"])
+    assert got == oracle.rewritten(tool)
+    event(f"{kind}: {'rewritten' if got is not None else 'unchanged'}")
+    if size <= 400:
+        assert got is None
+        assert cache.outputs == {} and cache.misses == 0
+    else:
+        assert cache.misses == 1 and list(cache.outputs) == [message["content"]]
