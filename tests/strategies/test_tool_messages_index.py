@@ -179,7 +179,7 @@ def test_an_output_before_any_call_waits_for_nothing() -> None:
     assert index.numbers == [1, 2, 2]
     assert index.positions == [2, 1, 1]
     assert index.paired == [1]
-    assert index.waiting == {}
+    assert not index.waiting
 
 
 def test_a_call_still_waiting_is_placed_after_the_newest_output() -> None:
@@ -188,7 +188,7 @@ def test_a_call_still_waiting_is_placed_after_the_newest_output() -> None:
     assert index.numbers == [1, 1, 2]
     assert index.positions == [1, 1, 0]
     assert index.outputs == 1
-    assert list(index.waiting) == ["b"] and index.waiting["b"] == 2
+    assert list(index.waiting.values()) == [2]  # the call of id "b"
     assert index.paired == [0]
 
 
@@ -197,7 +197,7 @@ def test_paired_lists_the_calls_paired_by_the_last_extend_only() -> None:
     index = ToolIndex()
     index.extend(messages, 0)
     assert index.paired == [1]
-    assert index.waiting == {"a": 0}
+    assert list(index.waiting.values()) == [0]  # the call of id "a"
     messages += [output("r", "y", "a"), output("r", "z", "b")]
     index.extend(messages, 3)
     assert index.paired == [0]
