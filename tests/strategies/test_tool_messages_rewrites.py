@@ -162,7 +162,9 @@ def test_cache_counts_are_exact(repeats: int) -> None:
         for _ in range(repeats + 1):
             shortened_call(body, content)
     assert (cache.hits, cache.misses) == (repeats, 1)
-    decoded = json.loads(cache.calls[content])
+    remembered = cache.calls[content]
+    assert remembered is not None
+    decoded = json.loads(remembered)
     assert decoded["arguments"]["path"].startswith("Truncated (302): 4:")
 
 
