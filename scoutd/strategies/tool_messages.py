@@ -230,13 +230,16 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
     """Parse the tool messages at ``candidates``; drop the unusable ones."""
     contents = [messages[i].get("content") for i in candidates]  # none: unusable
     if set(map(type, contents)) <= {str}:
+        # not mutated: a fast path; each of its mutants raises TypeError, caught
+        # below, and the loop then parses the same contents one by one
         try:
-            return candidates, list(map(_parse_body, contents))
+            return candidates, list(map(_parse_body, contents))  # pragma: no mutate
         except (*_PARSE_ERRORS, msgspec.ValidationError):
             pass  # at least one is unusable: sort them out one by one
     indices: list[int] = []
     bodies: list[ToolBody] = []
-    for i, content in zip(candidates, contents, strict=True):
+    # not mutated: contents has one entry per candidate (strict= changes nothing)
+    for i, content in zip(candidates, contents, strict=True):  # pragma: no mutate
         if type(content) is str:
             try:
                 bodies.append(_parse_body(content))
