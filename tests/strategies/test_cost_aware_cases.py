@@ -248,6 +248,8 @@ AT_EVERY_BOUND = PromptConfig(
     cost_full_share=0.0,
     cost_full_share_cap=0,
     cost_compacted_tool_calls=0,
+    # verbatim rounds not valued: the rent-or-buy rule at its plain break-even
+    cost_verbatim_value=0.0,
 )
 COMPACTED = ["dropped", "dropped", "kept", "kept"]
 
@@ -259,6 +261,9 @@ COMPACTED = ["dropped", "dropped", "kept", "kept"]
         {"expected_horizon": 0.49},  # the saving over the horizon falls short
         {"compaction_risk_share": 0.124},  # the rewrite is over the risk share of the bill
         {"cache_write_price": 2.001, "expected_horizon": 1.0},  # carried < rewrite
+        # verbatim rounds valued: the carried read cost must reach rewrite / (1 - v)
+        {"cost_verbatim_value": 0.01},
+        {"cost_verbatim_value": 0.5, "expected_horizon": 1.0},
         {"trigger": 1},  # the prompt is one token under the trigger
         # read at 0.5, write at 1.0: everything halves, still at equality
         {"cache_write_price": 1.0, "cache_read_price": 0.5, "compacts": 1},

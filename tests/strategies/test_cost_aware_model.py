@@ -169,7 +169,8 @@ class Model:
             repays = removed * self.read * (n * c.expected_horizon) >= rewrite
             pays = (
                 prompt >= trigger
-                and carried >= rewrite
+                # verbatim rounds valued at cost_verbatim_value of their read cost
+                and carried >= 1.0 / (1.0 - c.cost_verbatim_value) * rewrite
                 and repays
                 and rewrite <= c.compaction_risk_share * billed
             )
