@@ -66,7 +66,9 @@ class _Checksummed:
 class DeltaEncoder(_Checksummed):
     """Sender side: turns each new prepared prompt into a :class:`PromptDelta`."""
 
-    def delta(self, prompt: list[Any], stable: int = 0) -> PromptDelta:
+    # no mutate: a default hint of 1 is checked by identity like any other, and a
+    # first message that is the same object is kept by the walk below anyway
+    def delta(self, prompt: list[Any], stable: int = 0) -> PromptDelta:  # pragma: no mutate
         """The delta from the previous prompt to ``prompt``.
 
         ``stable`` leading messages are known to be unchanged (they are not
@@ -109,5 +111,6 @@ class DeltaDecoder(_Checksummed):
     def full(self, prompt: list[Any]) -> list[Any]:
         """Take a full prompt (the sender forgot the previous one)."""
         self.prompt, self.crcs = [], []
-        self.replace(0, list(prompt))
+        # no mutate: replace(None, ...) slices and tests None as it does 0
+        self.replace(0, list(prompt))  # pragma: no mutate
         return list(self.prompt)
