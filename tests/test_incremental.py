@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from scoutd import prepare
 from scoutd.config import Config, PromptConfig
-from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch
-from scoutd.incremental import SessionPrompt
+from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch, PromptDelta
+from scoutd.incremental import SessionPrompt, json_size
 from scoutd.strategies.inbox import write_notice
 
 from .strategies.conversations import agent_conversations, agent_run, call, conversations, output
@@ -296,3 +296,147 @@ def test_a_lone_surrogate_is_stored_and_counted() -> None:
     assert session.size == len(b'{"role":"user","content":"\\\\ud800 lone"}')
     got, _ = session.prepare(None, CONFIGS["small"])
     assert got.messages[0]["content"] == "\ud800 lone"
+
+
+# -- the delta codec off the round trip: a sender that forgot its prompt, a receiver
+# given a full prompt, and the lists each side hands out or takes in, which the
+# caller may change afterwards
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _crc(messages: list[Any]) -> int:
+    """CRC-32 of each message's compact JSON, one after the other (docs/PROTOCOL.md)."""
+    return zlib.crc32(b"".join(json.dumps(m, separators=(",", ":")).encode() for m in messages))
+
+
+def test_a_sender_that_forgot_sends_everything_again() -> None:
+    encoder = DeltaEncoder()
+    first = [_user("a"), _user("b")]
+    encoder.delta(first)
+    encoder.forget()
+    again = encoder.delta([*first, _user("c")], stable=2)  # a hint about a forgotten prompt
+    assert again == PromptDelta(keep=0, append=[*first, _user("c")], checksum=0)
+    # and it holds the new prompt from then on
+    assert encoder.delta([*first, _user("c"), _user("d")]) == PromptDelta(
+        keep=3, append=[_user("d")], checksum=_crc([*first, _user("c")])
+    )
+
+
+def test_a_full_prompt_replaces_what_the_receiver_held() -> None:
+    decoder = DeltaDecoder()
+    decoder.full([_user("x"), _user("y"), _user("z")])
+    given = [_user("a"), _user("b")]
+    assert decoder.full(given) == given
+    # deltas now apply over the full prompt, not over what came before it
+    delta = {"keep": 2, "append": [_user("c")], "checksum": _crc(given)}
+    assert decoder.apply(delta) == [*given, _user("c")]
+    with pytest.raises(DeltaMismatch):
+        decoder.apply(
+            {"keep": 3, "append": [], "checksum": _crc([_user("x"), _user("y"), _user("z")])}
+        )
+
+
+def test_the_receiver_keeps_its_own_copies() -> None:
+    """Changing a list given to or returned by the decoder does not change its prompt."""
+    decoder = DeltaDecoder()
+    given = [_user("a")]
+    got = decoder.full(given)
+    given.append(_user("given"))
+    got.append(_user("got"))
+    append = [_user("b")]
+    delta = {"keep": 1, "append": append, "checksum": _crc([_user("a")])}
+    rebuilt = decoder.apply(delta)
+    append.append(_user("late"))
+    rebuilt.append(_user("rebuilt"))
+    assert decoder.apply({"keep": 2, "append": [], "checksum": _crc([_user("a"), _user("b")])}) == [
+        _user("a"),
+        _user("b"),
+    ]
+
+
+def test_keep_may_be_the_whole_prompt_but_not_more() -> None:
+    decoder = DeltaDecoder()
+    prompt = [_user("a"), _user("b")]
+    decoder.full(prompt)
+    assert decoder.apply(PromptDelta(keep=2, append=[], checksum=_crc(prompt))) == prompt
+    assert decoder.apply(PromptDelta(keep=0, append=[_user("n")], checksum=0)) == [_user("n")]
+    with pytest.raises(DeltaMismatch, match=r"^prompt delta does not apply: keep=2 of 1 messages$"):
+        decoder.apply(PromptDelta(keep=2, append=[], checksum=_crc([_user("n"), _user("n")])))
+    with pytest.raises(DeltaMismatch, match=r"keep=1 of 1 messages$"):
+        decoder.apply(PromptDelta(keep=1, append=[], checksum=_crc([_user("n")]) ^ 1))
+
+
+def test_a_false_hint_with_other_objects_is_compared_again() -> None:
+    """A hint whose messages are not the previous prompt's objects is not trusted."""
+    encoder, decoder = DeltaEncoder(), DeltaDecoder()
+    decoder.apply(encoder.delta([_user("a"), _user("b"), _user("c")]))
+    changed = [_user("a"), _user("B"), _user("c"), _user("d")]
+    delta = encoder.delta(changed, stable=3)
+    assert (delta.keep, delta.append) == (1, changed[1:])
+    assert decoder.apply(delta) == changed
+
+
+def test_the_checksum_chains_over_every_kept_message() -> None:
+    encoder = DeltaEncoder()
+    prompt = [_user(str(n)) for n in range(5)]
+    encoder.delta(prompt[:2])
+    encoder.delta(prompt[:4])  # the running CRC continues from the kept prefix
+    delta = encoder.delta(prompt)
+    assert (delta.keep, delta.checksum) == (4, _crc(prompt[:4]))
+    shorter = encoder.delta(prompt[:3])
+    assert (shorter.keep, shorter.append, shorter.checksum) == (3, [], _crc(prompt[:3]))
+
+
+# -- reset and truncate: the daemon truncates a session after a failed round and
+# resets it on a new conversation; the counted size is what max_session_bytes is
+# checked against (docs/PROTOCOL.md), so it must follow the conversation exactly
+
+
+def _plain_size(messages: list[Any]) -> int:
+    """Bytes of each message as compact JSON, added up (an independent count)."""
+    return sum(
+        len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode()) for m in messages
+    )
+
+
+def test_reset_counts_the_size_from_zero_and_takes_a_measured_size() -> None:
+    session = SessionPrompt()
+    session.extend(agent_run(5))
+    other = agent_run(3)
+    session.reset(other)
+    assert session.size == _plain_size(other) == json_size(other)
+    session.reset(other, size=12_345)  # the caller measured it (from the received bytes)
+    assert session.size == 12_345
+    session.extend([{"role": "user", "content": "é"}], size=7)
+    assert session.size == 12_352
+
+
+def test_truncate_goes_back_to_a_prefix() -> None:
+    run = agent_run(70)
+    session = SessionPrompt()
+    session.extend(run)
+    session.prepare(None, CONFIGS["default"])
+    session.truncate(41)
+    assert session.messages == run[:41]
+    assert session.size == _plain_size(run[:41])
+    got, stable = session.prepare(None, CONFIGS["default"])
+    assert got == prepare(run[:41], config=CONFIGS["default"])
+    assert stable == 0  # nothing to reuse after going back
+    session.extend(run[41:])
+    assert session.prepare(None, CONFIGS["default"])[0] == prepare(run, config=CONFIGS["default"])
+
+
+def test_truncating_to_the_whole_conversation_keeps_the_last_round() -> None:
+    run = agent_run(70)
+    session = SessionPrompt()
+    session.extend(run[:-2])
+    session.prepare(None, CONFIGS["default"])
+    session.truncate(len(run) - 2)  # nothing to drop: the last round stays reusable
+    session.truncate(len(run) + 5)
+    session.extend(run[-2:])
+    got, stable = session.prepare(None, CONFIGS["default"])
+    assert got == prepare(run, config=CONFIGS["default"])
+    assert stable > 0
