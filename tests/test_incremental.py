@@ -17,6 +17,8 @@ from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch, PromptDelta
 from scoutd.incremental import SessionPrompt, json_size
 from scoutd.strategies.inbox import write_notice
 
+from .formats.conversations import anthropic, chat
+from .formats.test_adapters import TIGHT
 from .strategies.conversations import agent_conversations, agent_run, call, conversations, output
 from .strategies.test_oracles import features
 from .strategies.test_properties import SMALL
@@ -440,3 +442,65 @@ def test_truncating_to_the_whole_conversation_keeps_the_last_round() -> None:
     got, stable = session.prepare(None, CONFIGS["default"])
     assert got == prepare(run, config=CONFIGS["default"])
     assert stable > 0
+
+
+# -- what a round takes from the session and from the call
+
+
+# Epochs that grow only for repeats, and far below their cap: every repeat shows.
+_REPEAT_GROWTH = Config(
+    prompt=msgspec.structs.replace(
+        SMALL,
+        epoch_size=3,
+        epoch_increment_epochs_per_increase=0,
+        epoch_increment_size_increase=0,
+        epoch_increment_repeat_increase=2,
+        epoch_increment_max_size=40,
+    )
+)
+
+
+def test_a_key_repeated_three_times_counts_each_repeat_where_it_lands() -> None:
+    """The third occurrence of a call is a repeat of its own (the epoch it lands in
+    grows for it), not a second count of the second occurrence."""
+    same = {"path": "/src/main.py"}
+    conversation: list[Any] = [{"role": "user", "content": "go"}]
+    session = SessionPrompt()
+    session.extend(conversation)
+    for n in range(40):
+        if n in (3, 9, 24):
+            added = [call("read", same, f"r{n}"), output("read", "r" * 400, f"r{n}")]
+        else:
+            added = [call("grep", {"n": n}, f"g{n}"), output("grep", "o" * 400, f"g{n}")]
+        session.extend(added)
+        conversation += added
+        got, _ = session.prepare("shorten_tools_epoch_increment", _REPEAT_GROWTH)
+        expected = prepare(conversation, "shorten_tools_epoch_increment", config=_REPEAT_GROWTH)
+        assert (got.messages, got.report) == (expected.messages, expected.report), n
+
+
+def test_a_session_remembers_its_rewrites_across_rounds() -> None:
+    """A conversation prepared whole every round (a provider format) shortens each
+    tool message once per session, not once per round."""
+    config = Config(prompt=TIGHT)
+    session = SessionPrompt()
+    session.extend(chat(8))
+    first, _ = session.prepare("shorten_tools_epoch", config)
+    assert (session.rewrites.hits, session.rewrites.misses) == (0, 1)
+    again, _ = session.prepare("shorten_tools_epoch", config)
+    assert (session.rewrites.hits, session.rewrites.misses) == (1, 1)
+    assert again == first == prepare(chat(8), "shorten_tools_epoch", config=config)
+
+
+def test_the_format_and_cache_hint_of_the_call_win_over_the_session() -> None:
+    config = Config(prompt=TIGHT)
+    foreign = SessionPrompt()
+    foreign.extend(chat(6))
+    got, _ = foreign.prepare("shorten_tools_epoch", config, format="scout")
+    assert got == prepare(chat(6), "shorten_tools_epoch", config=config, format="scout")
+    assert got.warnings  # declared scout, but the traffic is not
+    cached = SessionPrompt(format="anthropic")
+    cached.extend(anthropic(6))
+    got, _ = cached.prepare("shorten_tools_epoch", config, cache_control=True)
+    assert got == prepare(anthropic(6), "shorten_tools_epoch", config=config, cache_control=True)
+    assert got.messages[got.stable_prefix - 1]["content"][-1]["cache_control"]
