@@ -374,9 +374,18 @@ def test_override_edge_cases() -> None:
     assert config.prompt.epoch_size == 20  # the snapshot given is unchanged
 
 
-def test_load_config_applies_the_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_config_reads_the_file_and_applies_the_overrides(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("SCOUTD_CONFIG", raising=False)
     monkeypatch.setattr("scoutd.config.DEFAULT_CONFIG_PATH", "/nonexistent/scoutd.toml")
     config = load_config(overrides={"epoch_size": 9})
     assert config.prompt.epoch_size == 9
     assert config.origins["prompt.epoch_size"] == "override"
+    path = write(tmp_path / "s.toml", "[prompt]\nepoch_size = 4\nfull_tool_calls = 2\n")
+    config = load_config(path, overrides={"full_tool_calls": 1})
+    assert (config.path, config.prompt.epoch_size, config.prompt.full_tool_calls) == (
+        str(path),
+        4,
+        1,
+    )
