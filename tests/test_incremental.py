@@ -504,3 +504,33 @@ def test_the_format_and_cache_hint_of_the_call_win_over_the_session() -> None:
     got, _ = cached.prepare("shorten_tools_epoch", config, cache_control=True)
     assert got == prepare(anthropic(6), "shorten_tools_epoch", config=config, cache_control=True)
     assert got.messages[got.stable_prefix - 1]["content"][-1]["cache_control"]
+
+
+_COST_A = Config(prompt=PromptConfig(context_window=20_000))
+_COST_B = Config(prompt=PromptConfig(context_window=20_000, chars_per_token=2.0))
+
+
+def test_cost_aware_rounds_that_compact_equal_the_full_computation() -> None:
+    """The default strategy in a session, on a window small enough that it compacts,
+    and again when it compacts further; then with another configuration every round
+    (the replay of one configuration is not carried into the other)."""
+    run = agent_run(120)
+    session = SessionPrompt()
+    compacted = set()
+    start = 0
+    for end in range(10, len(run) + 1, 2):  # whole pairs: no output lands late
+        session.extend(run[start:end])
+        start = end
+        got, _ = session.prepare(None, _COST_A)
+        expected = prepare(run[:end], config=_COST_A)
+        assert (got.messages, got.report) == (expected.messages, expected.report), end
+        compacted.add(expected.report[0].outputs_truncated + expected.report[0].outputs_dropped)
+    assert len(compacted) >= 3  # none, then more than one plan
+    mixed = SessionPrompt()
+    start = 0
+    for n, end in enumerate(range(10, len(run) + 1, 5)):
+        mixed.extend(run[start:end])
+        start = end
+        config = (_COST_A, _COST_B)[n % 2]
+        got, _ = mixed.prepare(None, config)
+        assert got == prepare(run[:end], config=config), end
