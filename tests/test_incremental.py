@@ -534,3 +534,23 @@ def test_cost_aware_rounds_that_compact_equal_the_full_computation() -> None:
         config = (_COST_A, _COST_B)[n % 2]
         got, _ = mixed.prepare(None, config)
         assert got == prepare(run[:end], config=config), end
+
+
+def test_a_notice_appended_after_the_core_is_counted_like_the_full_computation(
+    tmp_path: Any,
+) -> None:
+    """The strategies after the epoch one that only append (``inbox``, ``none``) add
+    their characters after the core's, in the report as in the prompt."""
+    save_file = str(tmp_path / "agent.chat")
+    run = agent_run(60)
+    session = SessionPrompt()
+    session.extend(run)
+    names = "shorten_tools_epoch,inbox,none"
+    for text in ("first notice", "a second, longer notice"):
+        write_notice(save_file, text)
+        got, _ = session.prepare(names, CONFIGS["small"], save_file=save_file)
+        write_notice(save_file, text)  # delivered once more, to the full computation
+        expected = prepare(run, names, save_file=save_file, config=CONFIGS["small"])
+        assert got == expected
+        assert got.report[1].inbox_delivered == 1
+        assert got.report[2].chars_after == got.report[1].chars_after > got.report[0].chars_after
