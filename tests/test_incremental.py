@@ -554,3 +554,36 @@ def test_a_notice_appended_after_the_core_is_counted_like_the_full_computation(
         assert got == expected
         assert got.report[1].inbox_delivered == 1
         assert got.report[2].chars_after == got.report[1].chars_after > got.report[0].chars_after
+
+
+def test_the_save_file_reaches_an_inbox_after_a_strategy_that_rewrites(tmp_path: Any) -> None:
+    save_file = str(tmp_path / "agent.chat")
+    run = agent_run(40)
+    session = SessionPrompt()
+    session.extend(run)
+    write_notice(save_file, "after a rewriting strategy")
+    got, stable = session.prepare(
+        "shorten_tools_epoch,shorten_tools,inbox", CONFIGS["small"], save_file=save_file
+    )
+    assert got.messages[-1]["content"].endswith("after a rewriting strategy")
+    assert got.report[-1].inbox_delivered == 1 and stable == 0
+
+
+def test_repeats_from_several_appends_between_rounds_all_count() -> None:
+    """Two appends before one round: the pairs of both are counted as repeats."""
+    same = {"path": "/src/again.py"}
+    conversation: list[Any] = [{"role": "user", "content": "go"}]
+    for n in range(12):
+        conversation += [call("grep", {"n": n}, f"g{n}"), output("grep", "o" * 400, f"g{n}")]
+    session = SessionPrompt()
+    session.extend(conversation)
+    session.prepare("shorten_tools_epoch_increment", _REPEAT_GROWTH)
+    for n in range(3):
+        first = [call("read", same, f"a{n}"), output("read", "r" * 400, f"a{n}")]
+        second = [call("grep", {"m": n}, f"m{n}"), output("grep", "o" * 400, f"m{n}")]
+        session.extend(first)  # two appends, one round
+        session.extend(second)
+        conversation += first + second
+        got, _ = session.prepare("shorten_tools_epoch_increment", _REPEAT_GROWTH)
+        expected = prepare(conversation, "shorten_tools_epoch_increment", config=_REPEAT_GROWTH)
+        assert (got.messages, got.report) == (expected.messages, expected.report)
