@@ -587,3 +587,9 @@ def test_repeats_from_several_appends_between_rounds_all_count() -> None:
         got, _ = session.prepare("shorten_tools_epoch_increment", _REPEAT_GROWTH)
         expected = prepare(conversation, "shorten_tools_epoch_increment", config=_REPEAT_GROWTH)
         assert (got.messages, got.report) == (expected.messages, expected.report)
+
+
+def test_a_session_declared_scout_reuses_rounds_too() -> None:
+    run = agent_run(80)
+    stables = _grow(SessionPrompt(format="scout"), run[2:], 2)
+    assert sum(1 for stable in stables if stable > 0) >= len(stables) - 12
