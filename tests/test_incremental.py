@@ -414,6 +414,8 @@ def test_reset_counts_the_size_from_zero_and_takes_a_measured_size() -> None:
     assert session.size == 12_345
     session.extend([{"role": "user", "content": "é"}], size=7)
     assert session.size == 12_352
+    session.extend([])  # an empty append adds nothing
+    assert session.size == 12_352 and json_size([]) == 0
 
 
 def test_truncate_goes_back_to_a_prefix() -> None:
