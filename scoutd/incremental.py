@@ -190,7 +190,8 @@ class SessionPrompt:
         format: str | None,
         cache_control: bool | None,
     ) -> tuple[Prepared, int]:
-        names = strategy_names(strategies) if strategies is not None else None
+        # no mutate: strategy_names(None) is None, so the test is only a shortcut
+        names = strategy_names(strategies) if strategies is not None else None  # pragma: no mutate
         if names is None:
             names = strategy_names(config.prompt.prompt_strategies) or list(DEFAULT_STRATEGIES)
         requested = format or self.format

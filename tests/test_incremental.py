@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 
 from scoutd import prepare
 from scoutd.config import Config, PromptConfig
-from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch
-from scoutd.incremental import SessionPrompt
+from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch, PromptDelta
+from scoutd.incremental import SessionPrompt, json_size
 from scoutd.strategies.inbox import write_notice
 
+from .formats.conversations import anthropic, chat
+from .formats.test_adapters import TIGHT
 from .strategies.conversations import agent_conversations, agent_run, call, conversations, output
 from .strategies.test_oracles import features
 from .strategies.test_properties import SMALL
@@ -296,3 +298,300 @@ def test_a_lone_surrogate_is_stored_and_counted() -> None:
     assert session.size == len(b'{"role":"user","content":"\\\\ud800 lone"}')
     got, _ = session.prepare(None, CONFIGS["small"])
     assert got.messages[0]["content"] == "\ud800 lone"
+
+
+# -- the delta codec off the round trip: a sender that forgot its prompt, a receiver
+# given a full prompt, and the lists each side hands out or takes in, which the
+# caller may change afterwards
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _crc(messages: list[Any]) -> int:
+    """CRC-32 of each message's compact JSON, one after the other (docs/PROTOCOL.md)."""
+    return zlib.crc32(b"".join(json.dumps(m, separators=(",", ":")).encode() for m in messages))
+
+
+def test_a_sender_that_forgot_sends_everything_again() -> None:
+    encoder = DeltaEncoder()
+    first = [_user("a"), _user("b")]
+    encoder.delta(first)
+    encoder.forget()
+    again = encoder.delta([*first, _user("c")], stable=2)  # a hint about a forgotten prompt
+    assert again == PromptDelta(keep=0, append=[*first, _user("c")], checksum=0)
+    # and it holds the new prompt from then on
+    assert encoder.delta([*first, _user("c"), _user("d")]) == PromptDelta(
+        keep=3, append=[_user("d")], checksum=_crc([*first, _user("c")])
+    )
+
+
+def test_a_full_prompt_replaces_what_the_receiver_held() -> None:
+    decoder = DeltaDecoder()
+    decoder.full([_user("x"), _user("y"), _user("z")])
+    given = [_user("a"), _user("b")]
+    assert decoder.full(given) == given
+    # deltas now apply over the full prompt, not over what came before it
+    delta = {"keep": 2, "append": [_user("c")], "checksum": _crc(given)}
+    assert decoder.apply(delta) == [*given, _user("c")]
+    with pytest.raises(DeltaMismatch):
+        decoder.apply(
+            {"keep": 3, "append": [], "checksum": _crc([_user("x"), _user("y"), _user("z")])}
+        )
+
+
+def test_the_receiver_keeps_its_own_copies() -> None:
+    """Changing a list given to or returned by the decoder does not change its prompt."""
+    decoder = DeltaDecoder()
+    given = [_user("a")]
+    got = decoder.full(given)
+    given.append(_user("given"))
+    got.append(_user("got"))
+    append = [_user("b")]
+    delta = {"keep": 1, "append": append, "checksum": _crc([_user("a")])}
+    rebuilt = decoder.apply(delta)
+    append.append(_user("late"))
+    rebuilt.append(_user("rebuilt"))
+    assert decoder.apply({"keep": 2, "append": [], "checksum": _crc([_user("a"), _user("b")])}) == [
+        _user("a"),
+        _user("b"),
+    ]
+
+
+def test_keep_may_be_the_whole_prompt_but_not_more() -> None:
+    decoder = DeltaDecoder()
+    prompt = [_user("a"), _user("b")]
+    decoder.full(prompt)
+    assert decoder.apply(PromptDelta(keep=2, append=[], checksum=_crc(prompt))) == prompt
+    assert decoder.apply(PromptDelta(keep=0, append=[_user("n")], checksum=0)) == [_user("n")]
+    with pytest.raises(DeltaMismatch, match=r"^prompt delta does not apply: keep=2 of 1 messages$"):
+        decoder.apply(PromptDelta(keep=2, append=[], checksum=_crc([_user("n"), _user("n")])))
+    with pytest.raises(DeltaMismatch, match=r"keep=1 of 1 messages$"):
+        decoder.apply(PromptDelta(keep=1, append=[], checksum=_crc([_user("n")]) ^ 1))
+
+
+def test_a_false_hint_with_other_objects_is_compared_again() -> None:
+    """A hint whose messages are not the previous prompt's objects is not trusted."""
+    encoder, decoder = DeltaEncoder(), DeltaDecoder()
+    decoder.apply(encoder.delta([_user("a"), _user("b"), _user("c")]))
+    changed = [_user("a"), _user("B"), _user("c"), _user("d")]
+    delta = encoder.delta(changed, stable=3)
+    assert (delta.keep, delta.append) == (1, changed[1:])
+    assert decoder.apply(delta) == changed
+
+
+def test_the_checksum_chains_over_every_kept_message() -> None:
+    encoder = DeltaEncoder()
+    prompt = [_user(str(n)) for n in range(5)]
+    encoder.delta(prompt[:2])
+    encoder.delta(prompt[:4])  # the running CRC continues from the kept prefix
+    delta = encoder.delta(prompt)
+    assert (delta.keep, delta.checksum) == (4, _crc(prompt[:4]))
+    shorter = encoder.delta(prompt[:3])
+    assert (shorter.keep, shorter.append, shorter.checksum) == (3, [], _crc(prompt[:3]))
+
+
+# -- reset and truncate: the daemon truncates a session after a failed round and
+# resets it on a new conversation; the counted size is what max_session_bytes is
+# checked against (docs/PROTOCOL.md), so it must follow the conversation exactly
+
+
+def _plain_size(messages: list[Any]) -> int:
+    """Bytes of each message as compact JSON, added up (an independent count)."""
+    return sum(
+        len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode()) for m in messages
+    )
+
+
+def test_reset_counts_the_size_from_zero_and_takes_a_measured_size() -> None:
+    session = SessionPrompt()
+    session.extend(agent_run(5))
+    other = agent_run(3)
+    session.reset(other)
+    assert session.size == _plain_size(other) == json_size(other)
+    session.reset(other, size=12_345)  # the caller measured it (from the received bytes)
+    assert session.size == 12_345
+    session.extend([{"role": "user", "content": "é"}], size=7)
+    assert session.size == 12_352
+    session.extend([])  # an empty append adds nothing
+    assert session.size == 12_352 and json_size([]) == 0
+
+
+def test_truncate_goes_back_to_a_prefix() -> None:
+    run = agent_run(70)
+    session = SessionPrompt()
+    session.extend(run)
+    session.prepare(None, CONFIGS["default"])
+    session.truncate(41)
+    assert session.messages == run[:41]
+    assert session.size == _plain_size(run[:41])
+    got, stable = session.prepare(None, CONFIGS["default"])
+    assert got == prepare(run[:41], config=CONFIGS["default"])
+    assert stable == 0  # nothing to reuse after going back
+    session.extend(run[41:])
+    assert session.prepare(None, CONFIGS["default"])[0] == prepare(run, config=CONFIGS["default"])
+
+
+def test_truncating_to_the_whole_conversation_keeps_the_last_round() -> None:
+    run = agent_run(70)
+    session = SessionPrompt()
+    session.extend(run[:-2])
+    session.prepare(None, CONFIGS["default"])
+    session.truncate(len(run) - 2)  # nothing to drop: the last round stays reusable
+    session.truncate(len(run) + 5)
+    session.extend(run[-2:])
+    got, stable = session.prepare(None, CONFIGS["default"])
+    assert got == prepare(run, config=CONFIGS["default"])
+    assert stable > 0
+
+
+# -- what a round takes from the session and from the call
+
+
+# Epochs that grow only for repeats, and far below their cap: every repeat shows.
+_REPEAT_GROWTH = Config(
+    prompt=msgspec.structs.replace(
+        SMALL,
+        epoch_size=3,
+        epoch_increment_epochs_per_increase=0,
+        epoch_increment_size_increase=0,
+        epoch_increment_repeat_increase=2,
+        epoch_increment_max_size=40,
+    )
+)
+
+
+def test_a_key_repeated_three_times_counts_each_repeat_where_it_lands() -> None:
+    """The third occurrence of a call is a repeat of its own (the epoch it lands in
+    grows for it), not a second count of the second occurrence."""
+    same = {"path": "/src/main.py"}
+    conversation: list[Any] = [{"role": "user", "content": "go"}]
+    session = SessionPrompt()
+    session.extend(conversation)
+    for n in range(40):
+        if n in (3, 9, 24):
+            added = [call("read", same, f"r{n}"), output("read", "r" * 400, f"r{n}")]
+        else:
+            added = [call("grep", {"n": n}, f"g{n}"), output("grep", "o" * 400, f"g{n}")]
+        session.extend(added)
+        conversation += added
+        got, _ = session.prepare("shorten_tools_epoch_increment", _REPEAT_GROWTH)
+        expected = prepare(conversation, "shorten_tools_epoch_increment", config=_REPEAT_GROWTH)
+        assert (got.messages, got.report) == (expected.messages, expected.report), n
+
+
+def test_a_session_remembers_its_rewrites_across_rounds() -> None:
+    """A conversation prepared whole every round (a provider format) shortens each
+    tool message once per session, not once per round."""
+    config = Config(prompt=TIGHT)
+    session = SessionPrompt()
+    session.extend(chat(8))
+    first, _ = session.prepare("shorten_tools_epoch", config)
+    assert (session.rewrites.hits, session.rewrites.misses) == (0, 1)
+    again, _ = session.prepare("shorten_tools_epoch", config)
+    assert (session.rewrites.hits, session.rewrites.misses) == (1, 1)
+    assert again == first == prepare(chat(8), "shorten_tools_epoch", config=config)
+
+
+def test_the_format_and_cache_hint_of_the_call_win_over_the_session() -> None:
+    config = Config(prompt=TIGHT)
+    foreign = SessionPrompt()
+    foreign.extend(chat(6))
+    got, _ = foreign.prepare("shorten_tools_epoch", config, format="scout")
+    assert got == prepare(chat(6), "shorten_tools_epoch", config=config, format="scout")
+    assert got.warnings  # declared scout, but the traffic is not
+    cached = SessionPrompt(format="anthropic")
+    cached.extend(anthropic(6))
+    got, _ = cached.prepare("shorten_tools_epoch", config, cache_control=True)
+    assert got == prepare(anthropic(6), "shorten_tools_epoch", config=config, cache_control=True)
+    assert got.messages[got.stable_prefix - 1]["content"][-1]["cache_control"]
+
+
+_COST_A = Config(prompt=PromptConfig(context_window=20_000))
+_COST_B = Config(prompt=PromptConfig(context_window=20_000, chars_per_token=2.0))
+
+
+def test_cost_aware_rounds_that_compact_equal_the_full_computation() -> None:
+    """The default strategy in a session, on a window small enough that it compacts,
+    and again when it compacts further; then with another configuration every round
+    (the replay of one configuration is not carried into the other)."""
+    run = agent_run(120)
+    session = SessionPrompt()
+    compacted = set()
+    start = 0
+    for end in range(10, len(run) + 1, 2):  # whole pairs: no output lands late
+        session.extend(run[start:end])
+        start = end
+        got, _ = session.prepare(None, _COST_A)
+        expected = prepare(run[:end], config=_COST_A)
+        assert (got.messages, got.report) == (expected.messages, expected.report), end
+        compacted.add(expected.report[0].outputs_truncated + expected.report[0].outputs_dropped)
+    assert len(compacted) >= 3  # none, then more than one plan
+    mixed = SessionPrompt()
+    start = 0
+    for n, end in enumerate(range(10, len(run) + 1, 5)):
+        mixed.extend(run[start:end])
+        start = end
+        config = (_COST_A, _COST_B)[n % 2]
+        got, _ = mixed.prepare(None, config)
+        assert got == prepare(run[:end], config=config), end
+
+
+def test_a_notice_appended_after_the_core_is_counted_like_the_full_computation(
+    tmp_path: Any,
+) -> None:
+    """The strategies after the epoch one that only append (``inbox``, ``none``) add
+    their characters after the core's, in the report as in the prompt."""
+    save_file = str(tmp_path / "agent.chat")
+    run = agent_run(60)
+    session = SessionPrompt()
+    session.extend(run)
+    names = "shorten_tools_epoch,inbox,none"
+    for text in ("first notice", "a second, longer notice"):
+        write_notice(save_file, text)
+        got, _ = session.prepare(names, CONFIGS["small"], save_file=save_file)
+        write_notice(save_file, text)  # delivered once more, to the full computation
+        expected = prepare(run, names, save_file=save_file, config=CONFIGS["small"])
+        assert got == expected
+        assert got.report[1].inbox_delivered == 1
+        assert got.report[2].chars_after == got.report[1].chars_after > got.report[0].chars_after
+
+
+def test_the_save_file_reaches_an_inbox_after_a_strategy_that_rewrites(tmp_path: Any) -> None:
+    save_file = str(tmp_path / "agent.chat")
+    run = agent_run(40)
+    session = SessionPrompt()
+    session.extend(run)
+    write_notice(save_file, "after a rewriting strategy")
+    got, stable = session.prepare(
+        "shorten_tools_epoch,shorten_tools,inbox", CONFIGS["small"], save_file=save_file
+    )
+    assert got.messages[-1]["content"].endswith("after a rewriting strategy")
+    assert got.report[-1].inbox_delivered == 1 and stable == 0
+
+
+def test_repeats_from_several_appends_between_rounds_all_count() -> None:
+    """Two appends before one round: the pairs of both are counted as repeats."""
+    same = {"path": "/src/again.py"}
+    conversation: list[Any] = [{"role": "user", "content": "go"}]
+    for n in range(12):
+        conversation += [call("grep", {"n": n}, f"g{n}"), output("grep", "o" * 400, f"g{n}")]
+    session = SessionPrompt()
+    session.extend(conversation)
+    session.prepare("shorten_tools_epoch_increment", _REPEAT_GROWTH)
+    for n in range(3):
+        first = [call("read", same, f"a{n}"), output("read", "r" * 400, f"a{n}")]
+        second = [call("grep", {"m": n}, f"m{n}"), output("grep", "o" * 400, f"m{n}")]
+        session.extend(first)  # two appends, one round
+        session.extend(second)
+        conversation += first + second
+        got, _ = session.prepare("shorten_tools_epoch_increment", _REPEAT_GROWTH)
+        expected = prepare(conversation, "shorten_tools_epoch_increment", config=_REPEAT_GROWTH)
+        assert (got.messages, got.report) == (expected.messages, expected.report)
+
+
+def test_a_session_declared_scout_reuses_rounds_too() -> None:
+    run = agent_run(80)
+    stables = _grow(SessionPrompt(format="scout"), run[2:], 2)
+    assert sum(1 for stable in stables if stable > 0) >= len(stables) - 12
