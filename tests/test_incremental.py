@@ -87,9 +87,10 @@ def test_a_repeat_moves_protection_and_recomputes() -> None:
     session = SessionPrompt()
     session.extend(run)
     session.prepare(None, CONFIGS["default"])
+    third = json.loads(run[2 + 2 * 3]["content"])  # pair 3's call, repeated exactly
     repeat = [
-        call("read_file", {"path": "/src/3.py", "q": "x" * 250}, "r1"),
-        output("read_file", "3:again", "r1"),
+        call(third["name"], third["arguments"], "r1"),
+        output(third["name"], "3:again", "r1"),
     ]
     session.extend(repeat)
     prepared, stable = session.prepare(None, CONFIGS["default"])

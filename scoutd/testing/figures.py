@@ -37,6 +37,7 @@ def conversation(
     tag: str = "",
     user_every: int = 25,
     ensure_ascii: bool = True,
+    repeat_every: int = 0,
 ) -> list[dict[str, Any]]:
     """A system prompt, a task, then ``pairs`` tool call/output pairs with user turns.
 
@@ -46,7 +47,9 @@ def conversation(
     of their own (``extra``) that every strategy must pass through; an output
     is ``output_size`` characters of lines. ``ensure_ascii=False`` writes the
     bodies' non-ASCII text as itself rather than as ``\\u`` escapes, for the
-    tests that check it comes out as UTF-8.
+    tests that check it comes out as UTF-8. With ``repeat_every`` > 0, every
+    that-many-th call (after the first) repeats the first call's arguments
+    exactly, under an id of its own.
     """
     task = f"Fix the failing test {tag}." if tag else "Fix the failing test."
     messages: list[dict[str, Any]] = [
@@ -54,7 +57,10 @@ def conversation(
         {"role": "user", "content": task},
     ]
     for n in range(pairs):
+        repeat = repeat_every > 0 and n > 0 and n % repeat_every == 0
         args = {"path": f"/src/{n % 37}.py", "pattern": "é/" * 130 + str(n)}
+        if repeat:
+            args = {"path": "/src/0.py", "pattern": "é/" * 130 + "0"}
         call = {"name": "grep", "arguments": args, "id": f"c{n}"}
         out = {"name": "grep", "content": f"{n}:" + "line\n" * (output_size // 5), "id": f"c{n}"}
         messages.append(

@@ -8,6 +8,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from scoutd.strategies.tool_messages import CALL, OUTPUT
+from scoutd.testing import conversation
 
 
 def call(name: str, arguments: Any, ident: Any) -> dict[str, Any]:
@@ -21,20 +22,13 @@ def output(name: str, content: Any, ident: Any) -> dict[str, Any]:
 
 
 def agent_run(pairs: int, *, repeat_every: int = 0, output_size: int = 600) -> list[dict[str, Any]]:
-    """A system prompt, a user task, then ``pairs`` call/output pairs.
+    """The strategy tests' preset of :func:`scoutd.testing.conversation`.
 
-    With ``repeat_every`` > 0, every that-many-th call repeats the first call exactly.
+    A system prompt, a task, then ``pairs`` call/output pairs and no user
+    turns, so pair ``n``'s call is message ``2 + 2 * n``; with ``repeat_every``
+    > 0 every that-many-th call repeats the first call's arguments exactly.
     """
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a careful agent."},
-        {"role": "user", "content": "Fix the failing test."},
-    ]
-    for n in range(pairs):
-        repeat = repeat_every and n and n % repeat_every == 0
-        arguments = {"path": "/src/a.py"} if repeat else {"path": f"/src/{n}.py", "q": "x" * 250}
-        messages.append(call("read_file", arguments, f"call_{n}"))
-        messages.append(output("read_file", f"{n}:" + "y" * output_size, f"call_{n}"))
-    return messages
+    return conversation(pairs, output_size=output_size, user_every=0, repeat_every=repeat_every)
 
 
 # Small vocabularies so that repeats, collisions and every band happen often.
