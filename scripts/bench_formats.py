@@ -69,11 +69,17 @@ def bench_formats(
     snapshot = scoutd.load_config()
     check = scoutd.prepare(chat, config=snapshot).report[-1]
     assert check.format == "openai-chat" and check.malformed == 0, "conversion is not faithful"
+
+    def cold_chat() -> object:
+        """The same call with the texts of the previous view forgotten."""
+        openai_chat.forget()
+        return scoutd.prepare_prompt(chat, config=snapshot)
+
     samples = interleaved(
         {
             "scout": lambda: scoutd.prepare_prompt(messages, config=snapshot),
             "chat": lambda: scoutd.prepare_prompt(chat, config=snapshot),
-            "cold": lambda: (openai_chat.forget(), scoutd.prepare_prompt(chat, config=snapshot)),
+            "cold": cold_chat,
         },
         runs,
         warmup,
