@@ -202,7 +202,9 @@ def strategy_names(value: str | Sequence[str] | None) -> list[str] | None:
 
 
 def _where(error: msgspec.ValidationError, table: str) -> str:
-    return str(error).replace("`$.", f"`{table}.").replace("`$`", f"`{table}`")
+    """msgspec's error with its ``$`` root named as the table (a key of the file when '')."""
+    inside = f"`{table}." if table else "`"
+    return str(error).replace("`$.", inside).replace("`$`", f"`{table}`")
 
 
 def _validated_layer(

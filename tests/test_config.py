@@ -258,7 +258,7 @@ def test_file_errors_give_the_file_and_the_key(tmp_path: pathlib.Path) -> None:
     with pytest.raises(ConfigError) as caught:
         resolve_config(table, environ={})
     assert str(caught.value) == (
-        f"invalid config file {table}: Expected `object`, got `int` - at `.prompt`"
+        f"invalid config file {table}: Expected `object`, got `int` - at `prompt`"
     )
     binary = tmp_path / "b.toml"
     binary.write_bytes(b"[prompt]\nepoch_size = 3 # \xff\n")
