@@ -325,8 +325,18 @@ def _prepare_params(params: dict[str, object]) -> protocol.PreparePromptParams:
         ({"messages": [], "append": []}, "`append`, `base` and `delta` need a `session`"),
         ({"messages": [], "base": 0}, "`append`, `base` and `delta` need a `session`"),
         ({"messages": [], "delta": True}, "`append`, `base` and `delta` need a `session`"),
-        ({"session": "s", "messages": [], "append": []}, "give either `messages` or `append`"),
-        ({"session": "s", "messages": [], "base": 1}, "give either `messages` or `append`"),
+        (
+            {"session": "s", "messages": [], "append": []},
+            "give either `messages` or `append`, not both",
+        ),
+        (
+            {"session": "s", "messages": [], "base": 1},
+            "give either `messages` or `append`, not both",
+        ),
+        ({"session": "s", "append": [], "delta": True, "delta_replace": True}, None),
+        ({"session": "s", "append": [], "delta_replace": False}, None),
+        ({"session": "s", "append": [], "delta_replace": True}, "`delta_replace` needs `delta`"),
+        ({"session": "s", "delta": False, "delta_replace": True}, "`delta_replace` needs `delta`"),
     ],
 )
 def test_prepare_params_combinations(params: dict[str, object], error: str | None) -> None:
@@ -337,7 +347,7 @@ def test_prepare_params_combinations(params: dict[str, object], error: str | Non
     with pytest.raises(ProtocolError) as caught:
         _prepare_params(params)
     assert caught.value.code == protocol.INVALID_PARAMS and caught.value.id == 3
-    assert caught.value.message.startswith(f"invalid params: {error}")
+    assert caught.value.message == f"invalid params: {error} - at `$.params`"
 
 
 def test_error_messages_name_their_kind() -> None:
