@@ -16,6 +16,7 @@ from scoutd.errors import Aborted, ConfigError, RemoteError, UnknownStrategy
 from scoutd.protocol.error_table import (
     about_base,
     about_overrides,
+    about_replace,
     error_for,
     exception_for,
     too_large_limit,
@@ -116,3 +117,21 @@ def test_which_errors_say_the_base_is_wrong(code: int, data: Any, about: bool) -
 )
 def test_the_limit_of_a_too_large_error(code: int, data: Any, limit: int | None) -> None:
     assert too_large_limit(_error(code, data)) == limit
+
+
+@pytest.mark.parametrize(
+    ("code", "data", "refused"),
+    [
+        (protocol.INVALID_PARAMS, {"error": "Object contains unknown field `delta_replace`"}, True),
+        (protocol.INVALID_PARAMS, {"error": "Object contains unknown field `delta`"}, False),
+        (protocol.INVALID_PARAMS, {"other": "`delta_replace`"}, False),
+        (protocol.INVALID_PARAMS, "`delta_replace`", False),
+        (protocol.INVALID_PARAMS, None, False),
+        (protocol.INVALID_REQUEST, {"error": "unknown field `delta_replace`"}, False),
+    ],
+)
+def test_only_an_invalid_params_error_naming_delta_replace_refuses_it(
+    code: int, data: object, refused: bool
+) -> None:
+    """A client falls back to the running delta only when the daemon refused the param."""
+    assert about_replace(RemoteError(code, "invalid params", data)) is refused
