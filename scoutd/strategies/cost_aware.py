@@ -395,12 +395,11 @@ def shorten_tools_cost_aware(
     ``cache_pricing`` is ``auto`` (unknown: Anthropic's prices).
     """
     index = index_tools(messages)
-    plan = Plan(0, 0, 0)
-    remarks = None
-    if index.outputs:
-        remarks = _remarks(index)  # read by the counts and by the compaction: found once
-        tokens = _Tokens(messages, index, token_counter(config), remarks)
-        plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
+    if not index.outputs:  # no round ended yet: nothing to compact
+        return apply_changes(NAME, messages, index, Changes(), detail=detail)
+    remarks = _remarks(index)  # read by the counts and by the compaction: found once
+    tokens = _Tokens(messages, index, token_counter(config), remarks)
+    plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
     return apply_plan(messages, index, plan, config, detail, remarks)
 
 

@@ -25,7 +25,6 @@ from scoutd.strategies.cost_aware import (
     shorten_tools_cost_aware,
     token_counter,
 )
-
 from scoutd.strategies.tool_messages import index_tools
 
 from .conversations import call, output
