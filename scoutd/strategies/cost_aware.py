@@ -86,6 +86,8 @@ COST_AWARE_NOTICE = (
 MESSAGE_OVERHEAD_TOKENS = 4
 # Characters of a shortened tool message beyond its kept text: marker, JSON keys, id.
 SHORTENED_OVERHEAD_CHARS = 120
+# The text that stands for a shortened message's kept text, counted for its size.
+_FILLER = "x"  # pragma: no mutate (any one letter stands for the length alike)
 # The role of the model's remarks between tool calls, dropped with their pair.
 REMARK_ROLE = "assistant"
 
@@ -243,8 +245,9 @@ class _Tokens:
         shortened = [0] * (outputs + 1)
         self.output_end = output_end = [0] * (outputs + 1)  # message index + 1 of each output
         limits = (
-            count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
-            count("x" * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
+            count(_FILLER * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
+            count(_FILLER * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS))
+            + MESSAGE_OVERHEAD_TOKENS,
         )
         tool_tokens = map(per_message.__getitem__, index.indices)
         for number, position, tokens, is_call in zip(
