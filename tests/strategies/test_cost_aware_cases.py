@@ -372,3 +372,13 @@ def test_automatic_prices_follow_the_conversation_format(format_name: str | None
     )
     _, report = shorten_tools_cost_aware(messages, config, format_name=format_name)
     assert report.outputs_dropped == (4 if format_name else 0)
+
+
+def test_calls_still_waiting_for_their_output_are_left_alone_and_listed() -> None:
+    """No output yet: nothing is compacted, even under a window the calls overflow."""
+    messages = [{"role": "user", "content": "h"}, call("t", {"a": "x" * 900}, "c0")]
+    messages.append(call("t", {"a": "y" * 900}, "c1"))
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=100)
+    assert fates(messages, config) == ["kept", "kept"]
+    prompt, _ = shorten_tools_cost_aware(messages, config)
+    assert prompt == messages
