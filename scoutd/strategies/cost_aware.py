@@ -86,6 +86,8 @@ COST_AWARE_NOTICE = (
 MESSAGE_OVERHEAD_TOKENS = 4
 # Characters of a shortened tool message beyond its kept text: marker, JSON keys, id.
 SHORTENED_OVERHEAD_CHARS = 120
+# The text that stands for a shortened message's kept text, counted for its size.
+_FILLER = "x"  # pragma: no mutate (any one letter stands for the length alike)
 # The role of the model's remarks between tool calls, dropped with their pair.
 REMARK_ROLE = "assistant"
 
@@ -186,8 +188,14 @@ def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
         if set(map(type, contents)) <= {str}:  # pragma: no mutate
             per_token = getattr(count, "chars_per_token", None)  # pragma: no mutate
             if per_token is not None:  # pragma: no mutate (the estimate: no call per message)
+                # Not mutated: every mutant of these two statements (a None
+                # function, iterable or operand, a dropped argument) raises
+                # TypeError in the `list` inside the `try`, or yields nothing on
+                # no messages, and the general count gives the same counts.
+                # pragma: no mutate start
                 estimates = map(math.ceil, map(truediv, map(len, contents), repeat(per_token)))
                 return list(map(add, estimates, repeat(overhead)))
+                # pragma: no mutate end
             return [count(text) + overhead for text in contents]
     except (KeyError, TypeError, IndexError):
         pass  # a message that is not a mapping, or without a string content
@@ -237,8 +245,9 @@ class _Tokens:
         shortened = [0] * (outputs + 1)
         self.output_end = output_end = [0] * (outputs + 1)  # message index + 1 of each output
         limits = (
-            count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
-            count("x" * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
+            count(_FILLER * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)) + MESSAGE_OVERHEAD_TOKENS,
+            count(_FILLER * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS))
+            + MESSAGE_OVERHEAD_TOKENS,
         )
         tool_tokens = map(per_message.__getitem__, index.indices)
         for number, position, tokens, is_call in zip(
@@ -389,12 +398,11 @@ def shorten_tools_cost_aware(
     ``cache_pricing`` is ``auto`` (unknown: Anthropic's prices).
     """
     index = index_tools(messages)
-    plan = Plan(0, 0, 0)
-    remarks = None
-    if index.outputs:
-        remarks = _remarks(index)  # read by the counts and by the compaction: found once
-        tokens = _Tokens(messages, index, token_counter(config), remarks)
-        plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
+    if not index.outputs:  # no round ended yet: nothing to compact
+        return apply_changes(NAME, messages, index, Changes(), detail=detail)
+    remarks = _remarks(index)  # read by the counts and by the compaction: found once
+    tokens = _Tokens(messages, index, token_counter(config), remarks)
+    plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
     return apply_plan(messages, index, plan, config, detail, remarks)
 
 

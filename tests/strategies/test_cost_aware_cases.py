@@ -18,11 +18,14 @@ from scoutd.config import PromptConfig
 from scoutd.errors import ConfigError
 from scoutd.pricing import PRICE_PRESETS
 from scoutd.strategies.cost_aware import (
+    _fit,
+    _Tokens,
     effective_prices,
     load_tokenizer,
     shorten_tools_cost_aware,
     token_counter,
 )
+from scoutd.strategies.tool_messages import index_tools
 
 from .conversations import call, output
 
@@ -323,13 +326,28 @@ def test_dropping_stops_exactly_at_the_limit() -> None:
     assert fates(messages, config) == ["dropped"] * 12
 
 
-def test_shortening_more_to_fit_drops_nothing_the_band_still_covers() -> None:
-    """Two newest kept whole would not fit: one more is shortened, none dropped (band 5)."""
+@pytest.mark.parametrize(("full", "expected"), [(3, (0, 0)), (4, (0, 0)), (2, (0, 1))])
+def test_fitting_asks_for_no_more_than_the_outputs_kept_whole_when_all_fits(
+    full: int, expected: tuple[int, int]
+) -> None:
+    """With room to spare, the least compaction shortens only the pairs past ``full``."""
+    messages = pairs([600] * 3)
+    counts = _Tokens(messages, index_tools(messages), token_counter(FORCED_ONLY))
+    assert _fit(counts, 3, full, 1, 10_000.0) == expected
+
+
+@pytest.mark.parametrize("margin", [200, 230])
+def test_shortening_more_to_fit_drops_nothing_the_band_still_covers(margin: int) -> None:
+    """Two newest kept whole would not fit: one more is shortened, none dropped (band 5).
+
+    At a margin of 230 the prompt with two outputs shortened is exactly at the
+    limit: it fits, so the newest output stays whole.
+    """
     messages = pairs([600] * 3)
     total = sum(tokens(m) for m in messages)
     config = msgspec.structs.replace(
         FORCED_ONLY,
-        context_window=total - 200,  # shortening one output saves 115, two save 230
+        context_window=total - margin,  # shortening one output saves 115, two save 230
         cost_full_tool_outputs=2,
         cost_compacted_tool_calls=5,
     )
@@ -354,3 +372,13 @@ def test_automatic_prices_follow_the_conversation_format(format_name: str | None
     )
     _, report = shorten_tools_cost_aware(messages, config, format_name=format_name)
     assert report.outputs_dropped == (4 if format_name else 0)
+
+
+def test_calls_still_waiting_for_their_output_are_left_alone_and_listed() -> None:
+    """No output yet: nothing is compacted, even under a window the calls overflow."""
+    messages = [{"role": "user", "content": "h"}, call("t", {"a": "x" * 900}, "c0")]
+    messages.append(call("t", {"a": "y" * 900}, "c1"))
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=100)
+    assert fates(messages, config) == ["kept", "kept"]
+    prompt, _ = shorten_tools_cost_aware(messages, config)
+    assert prompt == messages
