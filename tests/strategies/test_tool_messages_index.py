@@ -322,3 +322,21 @@ def test_an_index_grown_in_steps_pairs_as_the_reference(
     cuts = sorted({min(cut, len(messages)) for cut in cuts})
     event("several steps" if len(cuts) > 1 else "one or two steps")
     _check_growing(messages, cuts)
+
+
+def test_tools_that_almost_alternate_pair_as_the_reference() -> None:
+    """Near misses of the one-call-at-a-time shape: each pairs as the reference says."""
+    cases = [
+        [output("r", "x", "a"), output("r", "y", "a")],
+        [call("r", {}, "a"), call("r", {}, "a")],
+        [output("r", "x", "a"), call("r", {}, "a")],
+        [call("r", {}, "a"), output("r", "x", "a"), call("r", {}, "b"), output("r", "y", "c")],
+        [call("r", {}, "a"), output("r", "x", "b"), call("r", {}, "b"), output("r", "y", "b")],
+        [call("r", {}, "a"), output("r", "x", "a"), output("r", "y", "a"), call("r", {}, "a")],
+        [call("r", {}, "a"), call("r", {}, "b"), output("r", "x", "b"), output("r", "y", "a")],
+        [call("r", {}, "a"), output("r", "x", "a"), call("r", {}, "b")],
+        [call("r", {}, 1), output("r", "x", 1), call("r", {}, "b"), output("r", "y", "b")],
+    ]
+    for messages in cases:
+        for cuts in ([], [2], [1, 3]):
+            _check_growing(messages, cuts)
