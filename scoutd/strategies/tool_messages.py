@@ -185,13 +185,15 @@ class ToolIndex:
 
     def _pair(self, first: int, ids: list[Any], calls: list[bool]) -> None:
         """Number and pair the tools from slot ``first`` on, one by one."""
-        self.numbers += [0] * len(ids)
+        # not mutated: a placeholder; the loop below writes every new slot's number
+        self.numbers += [0] * len(ids)  # pragma: no mutate
         self.partners += [-1] * len(ids)
         numbers, partners, waiting = self.numbers, self.partners, self.waiting
         paired = []
         outputs = self.outputs
         slots = range(first, first + len(ids))
-        for slot, ident, is_call in zip(slots, ids, calls, strict=True):
+        # not mutated: slots, ids and calls have one entry per new tool (strict= changes nothing)
+        for slot, ident, is_call in zip(slots, ids, calls, strict=True):  # pragma: no mutate
             key = ident if type(ident) is str else _pair_key(ident)
             if is_call:
                 numbers[slot] = outputs + 1  # the nearest newer output, until paired
