@@ -177,9 +177,13 @@ class ToolIndex:
         a Python loop (most agents call one tool at a time; docs/PERFORMANCE.md).
         """
         numbers = range(self.outputs + 1, self.outputs + 1 + count // 2)
-        self.numbers += chain.from_iterable(zip(numbers, numbers, strict=True))
         calls, outputs = range(first, first + count, 2), range(first + 1, first + count, 2)
-        self.partners += chain.from_iterable(zip(outputs, calls, strict=True))
+        # not mutated: count is even, so each zip is over two ranges of one length (strict=
+        # changes nothing)
+        twice = zip(numbers, numbers, strict=True)  # pragma: no mutate
+        crossed = zip(outputs, calls, strict=True)  # pragma: no mutate
+        self.numbers += chain.from_iterable(twice)
+        self.partners += chain.from_iterable(crossed)
         self.outputs += count // 2
         self.paired = list(calls)
 
