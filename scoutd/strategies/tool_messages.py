@@ -219,10 +219,11 @@ class ToolIndex:
 
 def _alternating(calls: list[bool], ids: list[Any]) -> bool:
     """Whether the tools go call, output, call, output..., each output with its call's string id."""
-    half = len(calls) // 2
+    # not mutated: any other half makes the test false, and _pair then finds the same pairs
+    # (an odd count fails the next line too: calls[::2] has one entry more than half)
+    half = len(calls) // 2  # pragma: no mutate
     return (
-        len(calls) % 2 == 0
-        and calls[::2] == [True] * half
+        calls[::2] == [True] * half
         and calls[1::2] == [False] * half
         and set(map(type, ids)) <= {str}
         and ids[::2] == ids[1::2]
