@@ -220,14 +220,9 @@ class ToolIndex:
 def _alternating(calls: list[bool], ids: list[Any]) -> bool:
     """Whether the tools go call, output, call, output..., each output with its call's string id."""
     # not mutated: any other half makes the test false, and _pair then finds the same pairs
-    # (an odd count fails the next line too: calls[::2] has one entry more than half)
+    # (an odd count fails the next line too: the lengths differ)
     half = len(calls) // 2  # pragma: no mutate
-    return (
-        calls[::2] == [True] * half
-        and calls[1::2] == [False] * half
-        and set(map(type, ids)) <= {str}
-        and ids[::2] == ids[1::2]
-    )
+    return calls == [True, False] * half and set(map(type, ids)) <= {str} and ids[::2] == ids[1::2]
 
 
 _get_id = attrgetter("id")
