@@ -177,21 +177,27 @@ class ToolIndex:
         a Python loop (most agents call one tool at a time; docs/PERFORMANCE.md).
         """
         numbers = range(self.outputs + 1, self.outputs + 1 + count // 2)
-        self.numbers += chain.from_iterable(zip(numbers, numbers, strict=True))
         calls, outputs = range(first, first + count, 2), range(first + 1, first + count, 2)
-        self.partners += chain.from_iterable(zip(outputs, calls, strict=True))
+        # not mutated: count is even, so each zip is over two ranges of one length (strict=
+        # changes nothing)
+        twice = zip(numbers, numbers, strict=True)  # pragma: no mutate
+        crossed = zip(outputs, calls, strict=True)  # pragma: no mutate
+        self.numbers += chain.from_iterable(twice)
+        self.partners += chain.from_iterable(crossed)
         self.outputs += count // 2
         self.paired = list(calls)
 
     def _pair(self, first: int, ids: list[Any], calls: list[bool]) -> None:
         """Number and pair the tools from slot ``first`` on, one by one."""
-        self.numbers += [0] * len(ids)
+        # not mutated: a placeholder; the loop below writes every new slot's number
+        self.numbers += [0] * len(ids)  # pragma: no mutate
         self.partners += [-1] * len(ids)
         numbers, partners, waiting = self.numbers, self.partners, self.waiting
         paired = []
         outputs = self.outputs
         slots = range(first, first + len(ids))
-        for slot, ident, is_call in zip(slots, ids, calls, strict=True):
+        # not mutated: slots, ids and calls have one entry per new tool (strict= changes nothing)
+        for slot, ident, is_call in zip(slots, ids, calls, strict=True):  # pragma: no mutate
             key = ident if type(ident) is str else _pair_key(ident)
             if is_call:
                 numbers[slot] = outputs + 1  # the nearest newer output, until paired
@@ -213,14 +219,10 @@ class ToolIndex:
 
 def _alternating(calls: list[bool], ids: list[Any]) -> bool:
     """Whether the tools go call, output, call, output..., each output with its call's string id."""
-    half = len(calls) // 2
-    return (
-        len(calls) % 2 == 0
-        and calls[::2] == [True] * half
-        and calls[1::2] == [False] * half
-        and set(map(type, ids)) <= {str}
-        and ids[::2] == ids[1::2]
-    )
+    # not mutated: any other half makes the test false, and _pair then finds the same pairs
+    # (an odd count fails the next line too: the lengths differ)
+    half = len(calls) // 2  # pragma: no mutate
+    return calls == [True, False] * half and set(map(type, ids)) <= {str} and ids[::2] == ids[1::2]
 
 
 _get_id = attrgetter("id")

@@ -263,3 +263,80 @@ def test_repeated_pairs_in_call_order() -> None:
     index = index_tools(messages)
     assert list(repeated_pairs(index).values()) == [[2, 1]]
     assert repeated_pairs(index_tools(messages[:3])) == {}
+
+
+def _expected_pairing(messages: list[Any]) -> tuple[list[int], list[int], int]:
+    """Partners (-1 when alone), numbers and the output count from the reference."""
+    reference = oracle.pair(messages)
+    partners = [-1 if t.partner is None else t.partner for t in reference.tools]
+    return partners, [t.number for t in reference.tools], reference.outputs
+
+
+def _check_growing(messages: list[Any], cuts: list[int]) -> None:
+    """Extend one index at every cut and compare it with the reference each time."""
+    index = ToolIndex()
+    start = 0
+    before: list[int] = []
+    for cut in [*cuts, len(messages)]:
+        index.extend(messages[:cut], start)
+        partners, numbers, outputs = _expected_pairing(messages[:cut])
+        assert index.partners == partners
+        assert index.numbers == numbers
+        assert index.outputs == outputs
+        newly = [
+            s
+            for s, partner in enumerate(partners)
+            if partner > s and (s >= len(before) or before[s] == -1)
+        ]
+        assert sorted(index.paired) == newly
+        before = partners
+        start = cut
+
+
+def test_an_alternating_extend_forgets_a_call_it_replaces() -> None:
+    """A call waiting from an earlier extend, replaced by a pair of the same id, pairs no more."""
+    messages = [
+        call("r", {}, "a"),
+        call("r", {}, "a"),
+        output("r", "x", "a"),
+        output("r", "y", "a"),
+    ]
+    _check_growing(messages, [1, 3])
+    index = ToolIndex()
+    index.extend(messages[:1], 0)
+    index.extend(messages[:3], 1)
+    assert index.waiting == {}
+    index.extend(messages, 3)
+    assert index.partners == [-1, 2, 1, -1]
+
+
+@PROPERTY
+@given(
+    messages=agent_conversations(max_steps=30),
+    cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=4),
+)
+def test_an_index_grown_in_steps_pairs_as_the_reference(
+    messages: list[Any], cuts: list[int]
+) -> None:
+    """Whatever the steps, each extend gives the pairing of the messages so far."""
+    cuts = sorted({min(cut, len(messages)) for cut in cuts})
+    event("several steps" if len(cuts) > 1 else "one or two steps")
+    _check_growing(messages, cuts)
+
+
+def test_tools_that_almost_alternate_pair_as_the_reference() -> None:
+    """Near misses of the one-call-at-a-time shape: each pairs as the reference says."""
+    cases = [
+        [output("r", "x", "a"), output("r", "y", "a")],
+        [call("r", {}, "a"), call("r", {}, "a")],
+        [output("r", "x", "a"), call("r", {}, "a")],
+        [call("r", {}, "a"), output("r", "x", "a"), call("r", {}, "b"), output("r", "y", "c")],
+        [call("r", {}, "a"), output("r", "x", "b"), call("r", {}, "b"), output("r", "y", "b")],
+        [call("r", {}, "a"), output("r", "x", "a"), output("r", "y", "a"), call("r", {}, "a")],
+        [call("r", {}, "a"), call("r", {}, "b"), output("r", "x", "b"), output("r", "y", "a")],
+        [call("r", {}, "a"), output("r", "x", "a"), call("r", {}, "b")],
+        [call("r", {}, 1), output("r", "x", 1), call("r", {}, "b"), output("r", "y", "b")],
+    ]
+    for messages in cases:
+        for cuts in ([], [2], [1, 3]):
+            _check_growing(messages, cuts)
