@@ -442,11 +442,13 @@ def test_the_generators_reach_every_kind_of_decision(
 ) -> None:
     seen: Counter[str] = Counter()
 
-    @settings(max_examples=100, deadline=None, derandomize=True, database=None)
+    # 200 examples: what Hypothesis generates also depends on which modules the
+    # run imported before (it draws constants from them), so leave a margin
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
     @given(messages=generator, setup=setups())
     def collect(messages: list[Any], setup: tuple[PromptConfig, str | None]) -> None:
         seen.update(reached(messages, *setup))
 
     collect()
     rare = {case: seen[case] for case in cases if seen[case] < 5}
-    assert not rare, f"cases reached in fewer than 5 of 100 examples: {rare}"
+    assert not rare, f"cases reached in fewer than 5 of 200 examples: {rare}"
