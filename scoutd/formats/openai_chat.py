@@ -45,6 +45,7 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 _ONE_CALL = (0, 0)  # the refs of a call (slot 0) and its output
+OUTPUT = "function_call_output"
 
 
 def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
@@ -72,6 +73,30 @@ def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
     return calls
 
 
+def _same_group(message: dict[str, Any], entry: dict[str, Any], answer: Any, found: _Known) -> bool:
+    """Whether a one-call group without text holds the very strings of ``found``."""
+    function = entry.get("function")
+    return (
+        type(function) is dict
+        and found[1] is entry.get("id")
+        and found[2] is function.get("name")
+        and found[3] is function.get("arguments")
+        and answer.get("role") == "tool"
+        and answer.get("tool_call_id") == found[1]
+        and not message.get("content")
+    )
+
+
+def _tool_at(messages: Sequence[Any], i: int, count: int) -> bool:
+    """Whether ``messages[i]`` exists and is a ``tool`` message."""
+    if i >= count:
+        return False
+    message = messages[i]
+    if type(message) is dict:
+        return message.get("role") == "tool"
+    return _is_tool(message)
+
+
 def _is_tool(message: Any) -> bool:
     if type(message) is dict:
         return message.get("role") == "tool"
@@ -91,11 +116,30 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
     texts = _Texts(*_last_texts)
+    known, made = texts.known.get, texts.made
     i = 0
     while i < count:
         message = messages[i]
         role = message.get("role") if type(message) is dict else None
         if role == "assistant":
+            # A one-call group whose strings are those of the previous view: its
+            # texts are known, only the checks and the view messages remain.
+            entries = message.get("tool_calls")
+            if type(entries) is list and len(entries) == 1 and i + 1 < count:
+                entry, answer = entries[0], messages[i + 1]
+                key = id(answer.get("content")) if type(answer) is dict else 0
+                found = known(key) if type(entry) is dict else None
+                if found is not None and _same_group(message, entry, answer, found):
+                    if not _tool_at(messages, i + 2, count):
+                        made[key] = found
+                        at = len(out)
+                        out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
+                        out.append({"role": OUTPUT, "content": found[5], VIEW_KEY: at + 1})
+                        refs += _ONE_CALL
+                        starts.append(at + 1)
+                        starts.append(at + 2)
+                        i += 2
+                        continue
             if _add_one_call(result, messages, i, message, texts):
                 i += 2
                 continue
