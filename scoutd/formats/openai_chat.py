@@ -17,29 +17,25 @@ from typing import Any
 
 import msgspec
 
+from .openai_chat_rebuild import is_tool as _is_tool
+from .openai_chat_rebuild import new_message, rebuild
 from .view import (
     DECODE_ERRORS,
     ENCODE_ERRORS,
-    KEPT,
     PASSTHROUGH,
     SCOUT_TOOL_ROLES,
     TEXT_PART,
     VIEW_KEY,
     Malformed,
-    Outcome,
-    Rebuilt,
     View,
     blocks_text,
     call_message,
     call_text,
-    encode_arguments,
     output_message,
     output_text,
-    rewritten_arguments,
-    rewritten_output,
 )
 
-__all__ = ["forget", "rebuild", "view"]
+__all__ = ["forget", "new_message", "rebuild", "view"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -97,12 +93,6 @@ def _tool_at(messages: Sequence[Any], i: int, count: int) -> bool:
     return _is_tool(message)
 
 
-def _is_tool(message: Any) -> bool:
-    if type(message) is dict:
-        return message.get("role") == "tool"
-    return isinstance(message, Mapping) and message.get("role") == "tool"
-
-
 def view(messages: Sequence[Any], mark: bool = True) -> View:
     """The scout view of an OpenAI Chat conversation.
 
@@ -129,17 +119,20 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
                 entry, answer = entries[0], messages[i + 1]
                 key = id(answer.get("content")) if type(answer) is dict else 0
                 found = known(key) if type(entry) is dict else None
-                if found is not None and _same_group(message, entry, answer, found):
-                    if not _tool_at(messages, i + 2, count):
-                        made[key] = found
-                        at = len(out)
-                        out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
-                        out.append({"role": OUTPUT, "content": found[5], VIEW_KEY: at + 1})
-                        refs += _ONE_CALL
-                        starts.append(at + 1)
-                        starts.append(at + 2)
-                        i += 2
-                        continue
+                if (
+                    found is not None
+                    and _same_group(message, entry, answer, found)
+                    and not _tool_at(messages, i + 2, count)
+                ):
+                    made[key] = found
+                    at = len(out)
+                    out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
+                    out.append({"role": OUTPUT, "content": found[5], VIEW_KEY: at + 1})
+                    refs += _ONE_CALL
+                    starts.append(at + 1)
+                    starts.append(at + 2)
+                    i += 2
+                    continue
             if _add_one_call(result, messages, i, message, texts):
                 i += 2
                 continue
@@ -455,89 +448,3 @@ def _add_group(
     parts.extend(call_message(name, ident, arguments) for name, ident, arguments in calls)
     parts.extend(output_message(ident, output) for ident, output in zip(ids, texts, strict=True))
     _commit(result, parts, len(calls))
-
-
-def new_message(message: Any) -> Any:
-    """A message a strategy added (a notice), as an OpenAI Chat message."""
-    if type(message) is dict and VIEW_KEY in message:
-        message = {k: v for k, v in message.items() if k != VIEW_KEY}
-    return message
-
-
-def _rewritten_call(entry: Mapping[str, Any], fate: Any) -> Any:
-    arguments = rewritten_arguments(fate)
-    if type(arguments) is not dict:
-        return entry
-    function = dict(entry["function"])
-    function["arguments"] = encode_arguments(arguments)
-    changed = dict(entry)
-    changed["function"] = function
-    return changed
-
-
-def _rewritten_tool(message: Mapping[str, Any], fate: Any) -> Any:
-    text = rewritten_output(fate)
-    if text is None:
-        return message
-    changed = dict(message)
-    changed["content"] = (
-        text if type(message["content"]) is str else [{"type": "text", "text": text}]
-    )
-    return changed
-
-
-def _rewritten(message: Any, ref: int, fate: Any) -> Any:
-    """A message whose only view message the strategies rewrote."""
-    if ref == PASSTHROUGH:
-        return fate  # a plugin replaced a message it was given as it is
-    if _is_tool(message):
-        return _rewritten_tool(message, fate)
-    changed = dict(message)
-    changed["tool_calls"] = [_rewritten_call(message["tool_calls"][ref], fate)]
-    return changed
-
-
-def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
-    """OpenAI Chat messages from the strategies' result over ``shape``."""
-    out: list[Any] = []
-    narration = 0
-    fates, refs, starts, before = result.fates, shape.refs, shape.starts, result.before
-    for position, message in enumerate(messages):
-        if before and position in before:
-            out.extend(map(new_message, before[position]))
-        start, end = starts[position], starts[position + 1]
-        if end - start == 1:  # the common case: one view message, no text beside it
-            fate = fates[start]
-            if fate is KEPT:
-                out.append(message)
-            elif fate is not None:
-                out.append(_rewritten(message, refs[start], fate))
-            continue
-        if refs[start] == PASSTHROUGH:
-            fate = fates[start]
-            if fate is not None:
-                out.append(message if fate is KEPT else fate)
-            continue
-        if _is_tool(message):
-            fate = fates[start]
-            if fate is not None:
-                out.append(message if fate is KEPT else _rewritten_tool(message, fate))
-            continue
-        slots = [v for v in range(start, end) if refs[v] >= 0]
-        if all(fates[v] is KEPT for v in slots):
-            out.append(message)
-            continue
-        entries = message["tool_calls"]
-        kept = [
-            entries[refs[v]] if fates[v] is KEPT else _rewritten_call(entries[refs[v]], fates[v])
-            for v in slots
-            if fates[v] is not None
-        ]
-        if not kept:
-            narration += refs[start] == TEXT_PART
-            continue
-        changed = dict(message)
-        changed["tool_calls"] = kept
-        out.append(changed)
-    out.extend(map(new_message, result.after))
-    return Rebuilt(out, narration)
