@@ -76,8 +76,8 @@ def test_chat_a_group_dropped_whole_counts_its_narration() -> None:
 
     prepared = prepare(messages, drop_the_first_group)
     assert prepared.messages == [*messages[:2], notice, *messages[4:]]
-    kept = [*messages[:2], *messages[4:]]
-    assert all(a is b for a, b in zip(prepared.messages[:2] + prepared.messages[3:], kept))
+    returned = prepared.messages[:2] + prepared.messages[3:]
+    assert all(a is b for a, b in zip(returned, [*messages[:2], *messages[4:]], strict=True))
     assert prepared.report[-1].narration_dropped == 1
 
 
