@@ -24,7 +24,8 @@ import pytest
 
 from scoutd import prepare
 from scoutd.config import PromptConfig
-from scoutd.formats import scout_view
+from scoutd.formats import adapter, scout_view
+from scoutd.formats.view import PASSTHROUGH, VIEW_KEY
 from scoutd.strategies.epoch import (
     fixed_window,
     increment_window,
@@ -180,3 +181,13 @@ def test_long_runs_are_shortened(fmt: str) -> None:
     for label, messages in long_runs:
         prepared = prepare(messages, "shorten_tools_epoch", format=fmt)
         assert len(_encode(prepared.messages)) < len(_encode(messages)), label
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_view_message_the_adapter_made_carries_its_index(fmt: str) -> None:
+    """Results are matched with the view by these marks (docs/FORMATS.md)."""
+    for _, messages in conversations(fmt):
+        view = adapter(fmt).view(messages, True)  # type: ignore[union-attr]
+        for index, (message, ref) in enumerate(zip(view.messages, view.refs, strict=True)):
+            if ref != PASSTHROUGH:
+                assert message[VIEW_KEY] == index
