@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from ..strategies.tool_messages import ToolBody
 from .openai_chat_rebuild import is_tool as _is_tool
 from .openai_chat_rebuild import new_message, rebuild
 from .view import (
@@ -106,7 +107,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
     texts = _Texts(*_last_texts)
-    known, made = texts.known.get, texts.made
+    known, made, bodies = texts.known.get, texts.made, result.bodies
     i = 0
     while i < count:
         message = messages[i]
@@ -125,6 +126,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
                     and not _tool_at(messages, i + 2, count)
                 ):
                     made[key] = found
+                    _give(bodies, found)
                     at = len(out)
                     out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
                     out.append({"role": OUTPUT, "content": found[5], VIEW_KEY: at + 1})
@@ -157,8 +159,44 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     return result
 
 
-# (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
-_Known = tuple[str, str, str, str, str, str]
+# (output, id, name, arguments, call text, output text, then (text, body) of the call
+# (None: not handed over) and of the output) of one-call groups, by id(output)
+_Known = tuple[str, str, str, str, str, str, tuple[str, ToolBody] | None, tuple[str, ToolBody]]
+_SHALLOW = 64  # at most this many brackets in arguments whose decoded body is handed over
+
+
+def _bodies(
+    call: str,
+    reply: str,
+    name: str,
+    ident: str,
+    arguments: dict[str, Any],
+    text: str,
+    encoded: bytes,
+    ident_json: bytes,
+) -> tuple[tuple[str, ToolBody] | None, tuple[str, ToolBody]]:
+    """The bodies the strategies would parse from a one-call group's texts, made from its values.
+
+    ``arguments`` is the object decoded from the arguments ``text``; ``encoded``
+    is the output text as bytes, whose ``content`` value is read in place. Very
+    nested arguments are left to the parser: nested one level deeper in the
+    call text, they could be too deep for it.
+    """
+    calling = None
+    if text.count("{") + text.count("[") <= _SHALLOW:
+        calling = (call, ToolBody(name=name, id=ident, arguments=arguments))
+    value = memoryview(encoded)[len(ident_json) + 17 : -1]  # {"id":ID,"content":VALUE}
+    return calling, (reply, ToolBody(id=ident, content=msgspec.Raw(value)))
+
+
+def _give(bodies: dict[int, tuple[str, ToolBody]], known: _Known) -> None:
+    """Hand over the bodies of a one-call group's texts (see :func:`_bodies`)."""
+    calling, answering = known[6], known[7]
+    if calling is not None:
+        bodies[id(calling[0])] = calling
+    bodies[id(answering[0])] = answering
+
+
 # (arguments, id, name, call text) by id(arguments) and (output, id, output text) by
 # id(output), of the calls and outputs of parallel calls
 _KnownCall = tuple[str, str, str, str]
@@ -259,21 +297,30 @@ def _add_one_call(
         call, reply = known[4], known[5]  # the very same strings: the same texts
         texts.made[key] = known
     else:
+        known = None  # kept only when the name is a string
         named = texts.names.get(name) if type(name) is str else None
         try:
             if named is None:
                 named = _encode(name).decode("utf-8")
                 if type(name) is str:
                     texts.names[name] = named
-            if type(_decode(arguments)) is not dict:
+            decoded = _decode(arguments)
+            if type(decoded) is not dict:
                 return False  # arguments kept as a string: the general way
-            ident_text = _encode(ident).decode("utf-8")
-            reply = _encode({"id": ident, "content": output}).decode("utf-8")
+            ident_json = _encode(ident)
+            encoded = _encode({"id": ident, "content": output})
+            reply = encoded.decode("utf-8")
         except (*DECODE_ERRORS, *ENCODE_ERRORS):
             return False
-        call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
+        call = f'{{"name":{named},"id":{ident_json.decode("utf-8")},"arguments":{arguments}}}'
         if type(name) is str:
-            texts.made[key] = (output, ident, name, arguments, call, reply)
+            calling, answering = _bodies(
+                call, reply, name, ident, decoded, arguments, encoded, ident_json
+            )
+            known = (output, ident, name, arguments, call, reply, calling, answering)
+            texts.made[key] = known
+    if known is not None:
+        _give(result.bodies, known)
     out, refs, starts = result.messages, result.refs, result.starts
     at = len(out)
     if text:

@@ -76,6 +76,9 @@ class View:
     starts: list[int] = field(default_factory=lambda: [0])
     malformed: int = 0
     mark: bool = True
+    # (text, body) by id(text): what the strategies would parse from texts the adapter
+    # made, handed over so that they are not decoded again (docs/PERFORMANCE.md)
+    bodies: dict[int, tuple[str, Any]] = field(default_factory=dict)
 
     def owner(self, view_index: int) -> int:
         """The provider message that view message ``view_index`` stands for."""

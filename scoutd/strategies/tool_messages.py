@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, sub
+from operator import attrgetter, eq, is_, itemgetter, sub
 from typing import Any
 
 import msgspec
@@ -37,6 +37,7 @@ __all__ = [
     "ToolIndex",
     "call_keys",
     "encode_json",
+    "given_bodies",
     "index_tools",
     "repeated_pairs",
     "role_of",
@@ -228,9 +229,34 @@ def _alternating(calls: list[bool], ids: list[Any]) -> bool:
 _get_id = attrgetter("id")
 
 
+# Bodies handed over by a provider format's adapter: (text, body) by id(text).
+_given_bodies: ContextVar[Mapping[int, tuple[str, ToolBody]] | None] = ContextVar(
+    "scoutd_given_bodies", default=None
+)
+
+
+@contextmanager
+def given_bodies(bodies: Mapping[int, tuple[str, ToolBody]]) -> Iterator[None]:
+    """Within the block, a tool message whose content is one of ``bodies``' texts is not parsed.
+
+    A provider format's adapter writes the JSON texts of its view from values
+    it holds already (docs/FORMATS.md); it hands over their bodies, keyed by the
+    id of the very text, so the strategies need not decode what was just
+    encoded. Each body must be what parsing its text gives.
+    """
+    token = _given_bodies.set(bodies)
+    try:
+        yield
+    finally:
+        _given_bodies.reset(token)
+
+
 def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
     """Parse the tool messages at ``candidates``; drop the unusable ones."""
     contents = [messages[i].get("content") for i in candidates]  # none: unusable
+    given = _given_bodies.get()
+    if given:
+        return _given_or_parsed(candidates, contents, given)
     if set(map(type, contents)) <= {str}:
         # not mutated: a fast path; each of its mutants raises TypeError, caught
         # below, and the loop then parses the same contents one by one
@@ -249,6 +275,36 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
                 continue
             indices.append(i)
     return indices, bodies
+
+
+def _given_or_parsed(
+    candidates: list[int], contents: list[Any], given: Mapping[int, tuple[str, ToolBody]]
+) -> tuple[list[int], list[ToolBody]]:
+    """:func:`_parse_all` with the bodies of :func:`given_bodies` taken as they are."""
+    entries: list[Any] = list(map(given.get, map(id, contents)))
+    if not any(map(is_, entries, repeat(None))) and all(
+        map(is_, map(_get_text, entries), contents)
+    ):
+        return candidates, list(map(_get_body, entries))
+    indices: list[int] = []
+    bodies: list[ToolBody] = []
+    for i, content, entry in zip(candidates, contents, entries, strict=True):
+        if entry is not None and entry[0] is content:
+            body = entry[1]
+        elif type(content) is str:
+            try:
+                body = _parse_body(content)
+            except (*_PARSE_ERRORS, msgspec.ValidationError):
+                continue
+        else:
+            continue
+        indices.append(i)
+        bodies.append(body)
+    return indices, bodies
+
+
+_get_text = itemgetter(0)
+_get_body = itemgetter(1)
 
 
 def _pair_key(ident: Any) -> Any:

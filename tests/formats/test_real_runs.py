@@ -24,14 +24,14 @@ import pytest
 
 from scoutd import prepare
 from scoutd.config import PromptConfig
-from scoutd.formats import adapter, scout_view
+from scoutd.formats import adapter, openai_chat, scout_view
 from scoutd.formats.view import PASSTHROUGH, VIEW_KEY
 from scoutd.strategies.epoch import (
     fixed_window,
     increment_window,
     repeat_numbers,
 )
-from scoutd.strategies.tool_messages import index_tools, repeated_pairs
+from scoutd.strategies.tool_messages import ToolBody, index_tools, repeated_pairs
 
 from .derive import to_anthropic, to_responses
 from .validity import new_problems
@@ -191,3 +191,18 @@ def test_every_view_message_the_adapter_made_carries_its_index(fmt: str) -> None
         for index, (message, ref) in enumerate(zip(view.messages, view.refs, strict=True)):
             if ref != PASSTHROUGH:
                 assert message[VIEW_KEY] == index
+
+
+def test_the_bodies_handed_to_the_strategies_are_those_their_texts_parse_to() -> None:
+    """The OpenAI Chat view hands over what parsing its texts gives (docs/PERFORMANCE.md)."""
+    openai_chat.forget()
+    checked = 0
+    for _ in range(2):  # texts made, then texts reused from the previous view
+        for _, messages in conversations("openai-chat"):
+            view = openai_chat.view(messages, True)
+            contents = {id(m["content"]) for m in view.messages if isinstance(m, dict)}
+            for key, (text, body) in view.bodies.items():
+                assert key == id(text) and key in contents
+                assert body == msgspec.json.decode(text, type=ToolBody)
+                checked += 1
+    assert checked > 1000
