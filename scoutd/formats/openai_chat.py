@@ -11,15 +11,14 @@ a string. Anything else passes through untouched and is counted as malformed
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
 import msgspec
 
-from ..strategies.tool_messages import ToolBody
 from .openai_chat_rebuild import is_tool as _is_tool
 from .openai_chat_rebuild import new_message, rebuild
+from .openai_chat_texts import Known, Texts, forget, group_bodies
 from .view import (
     DECODE_ERRORS,
     ENCODE_ERRORS,
@@ -31,9 +30,7 @@ from .view import (
     View,
     blocks_text,
     call_message,
-    call_text,
     output_message,
-    output_text,
 )
 
 __all__ = ["forget", "new_message", "rebuild", "view"]
@@ -70,7 +67,7 @@ def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
     return calls
 
 
-def _same_group(message: dict[str, Any], entry: dict[str, Any], answer: Any, found: _Known) -> bool:
+def _same_group(message: dict[str, Any], entry: dict[str, Any], answer: Any, found: Known) -> bool:
     """Whether a one-call group without text holds the very strings of ``found``."""
     function = entry.get("function")
     return (
@@ -106,8 +103,8 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
-    texts = _Texts(*_last_texts)
-    known, made, bodies = texts.known.get, texts.made, result.bodies
+    texts = Texts.last()
+    known, made = texts.known.get, texts.made
     i = 0
     while i < count:
         message = messages[i]
@@ -126,7 +123,6 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
                     and not _tool_at(messages, i + 2, count)
                 ):
                     made[key] = found
-                    _give(bodies, found)
                     at = len(out)
                     out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
                     out.append({"role": OUTPUT, "content": found[5], VIEW_KEY: at + 1})
@@ -155,115 +151,12 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
         for made, ref in zip(out, refs, strict=True):
             if ref != PASSTHROUGH:
                 made.pop(VIEW_KEY, None)
-    _remember((texts.made, texts.made_calls, texts.made_outputs))
+    result.bodies = texts.remember()
     return result
 
 
-# (output, id, name, arguments, call text, output text, then (text, body) of the call
-# (None: not handed over) and of the output) of one-call groups, by id(output)
-_Known = tuple[str, str, str, str, str, str, tuple[str, ToolBody] | None, tuple[str, ToolBody]]
-_SHALLOW = 64  # at most this many brackets in arguments whose decoded body is handed over
-
-
-def _bodies(
-    call: str,
-    reply: str,
-    name: str,
-    ident: str,
-    arguments: dict[str, Any],
-    text: str,
-    encoded: bytes,
-    ident_json: bytes,
-) -> tuple[tuple[str, ToolBody] | None, tuple[str, ToolBody]]:
-    """The bodies the strategies would parse from a one-call group's texts, made from its values.
-
-    ``arguments`` is the object decoded from the arguments ``text``; ``encoded``
-    is the output text as bytes, whose ``content`` value is read in place. Very
-    nested arguments are left to the parser: nested one level deeper in the
-    call text, they could be too deep for it.
-    """
-    calling = None
-    if text.count("{") + text.count("[") <= _SHALLOW:
-        calling = (call, ToolBody(name=name, id=ident, arguments=arguments))
-    value = memoryview(encoded)[len(ident_json) + 17 : -1]  # {"id":ID,"content":VALUE}
-    return calling, (reply, ToolBody(id=ident, content=msgspec.Raw(value)))
-
-
-def _give(bodies: dict[int, tuple[str, ToolBody]], known: _Known) -> None:
-    """Hand over the bodies of a one-call group's texts (see :func:`_bodies`)."""
-    calling, answering = known[6], known[7]
-    if calling is not None:
-        bodies[id(calling[0])] = calling
-    bodies[id(answering[0])] = answering
-
-
-# (arguments, id, name, call text) by id(arguments) and (output, id, output text) by
-# id(output), of the calls and outputs of parallel calls
-_KnownCall = tuple[str, str, str, str]
-_KnownOutput = tuple[str, str, str]
-_Kept = tuple[dict[int, _Known], dict[int, _KnownCall], dict[int, _KnownOutput]]
-
-
-@dataclass(slots=True)
-class _Texts:
-    """The view texts of the previous view, and those of the view being made.
-
-    An agent sends the same message objects every turn: a call or output whose
-    strings (output, id, function name, arguments) are the very same objects
-    as in the previous view gets the same texts, which are not encoded again
-    (docs/PERFORMANCE.md). Strings cannot change, so identity is proof; the
-    entries hold their strings, so an ``id`` is not reused while it is a key.
-    Only the last view's texts are kept: a bound of one conversation.
-    """
-
-    known: dict[int, _Known]
-    known_calls: dict[int, _KnownCall]
-    known_outputs: dict[int, _KnownOutput]
-    made: dict[int, _Known] = field(default_factory=dict)
-    made_calls: dict[int, _KnownCall] = field(default_factory=dict)
-    made_outputs: dict[int, _KnownOutput] = field(default_factory=dict)
-    names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
-
-    def call(self, name: Any, ident: str, arguments: str) -> str:
-        """:func:`call_text`, or the previous view's text for the very same strings."""
-        key = id(arguments)
-        known = self.known_calls.get(key)
-        if known is not None and known[1] is ident and known[2] is name:
-            self.made_calls[key] = known
-            return known[3]
-        text = call_text(name, ident, arguments)
-        if type(name) is str:
-            self.made_calls[key] = (arguments, ident, name, text)
-        return text
-
-    def output(self, ident: str, output: str) -> str:
-        """:func:`output_text`, or the previous view's text for the very same strings."""
-        key = id(output)
-        known = self.known_outputs.get(key)
-        if known is not None and known[1] is ident:
-            self.made_outputs[key] = known
-            return known[2]
-        text = output_text(ident, output)
-        self.made_outputs[key] = (output, ident, text)
-        return text
-
-
-_last_texts: _Kept = ({}, {}, {})
-
-
-def _remember(made: _Kept) -> None:
-    """Keep ``made`` for the next view (replaced whole: safe across threads)."""
-    global _last_texts
-    _last_texts = made
-
-
-def forget() -> None:
-    """Drop the texts kept from the previous view (the next view encodes everything)."""
-    _remember(({}, {}, {}))
-
-
 def _add_one_call(
-    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: _Texts
+    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: Texts
 ) -> bool:
     """Add an assistant message with one call and its answer right after, when plain.
 
@@ -314,13 +207,12 @@ def _add_one_call(
             return False
         call = f'{{"name":{named},"id":{ident_json.decode("utf-8")},"arguments":{arguments}}}'
         if type(name) is str:
-            calling, answering = _bodies(
+            calling, answering = group_bodies(
                 call, reply, name, ident, decoded, arguments, encoded, ident_json
             )
             known = (output, ident, name, arguments, call, reply, calling, answering)
             texts.made[key] = known
-    if known is not None:
-        _give(result.bodies, known)
+            texts.fresh.append(known)
     out, refs, starts = result.messages, result.refs, result.starts
     at = len(out)
     if text:
@@ -336,7 +228,7 @@ def _add_one_call(
 
 
 def _add_plain_group(
-    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: _Texts
+    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: Texts
 ) -> int:
     """Add an assistant message and its answers when all are of the common shape.
 

@@ -14,11 +14,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from scoutd import PromptConfig, prepare
 from scoutd.formats import openai_chat
 from scoutd.formats.view import VIEW_KEY
+from scoutd.strategies.tool_messages import ToolBody
 
 from .conversations import chat
 
@@ -243,3 +245,36 @@ PARALLEL_EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
 def test_parallel_calls_edited_in_place_are_read_afresh(edit: str) -> None:
     messages = chat(3, parallel=3)
     _check_read_afresh(messages, PARALLEL_EDITS[edit])
+
+
+def _check_bodies(view: Any) -> None:
+    contents = {id(m["content"]) for m in view.messages if isinstance(m, dict)}
+    for key, (text, body) in view.bodies.items():
+        assert key == id(text) and key in contents
+        assert body == msgspec.json.decode(text, type=ToolBody)
+
+
+@pytest.mark.parametrize("narrated", [True, False])
+def test_the_bodies_of_a_growing_conversation_grow_with_it(narrated: bool) -> None:
+    messages = _chat(8, narrated)
+    openai_chat.forget()
+    first = openai_chat.view(messages[:4], True)
+    _check_bodies(first)
+    assert len(first.bodies) == 2
+    for end in range(5, len(messages) + 1):
+        view = openai_chat.view(messages[:end], True)
+        _check_bodies(view)
+        assert len(view.bodies) == 2 * ((end - 2) // 2)
+        assert view.bodies is first.bodies  # every group reused: grown in place
+    shorter = openai_chat.view(messages[:6], True)  # the last groups left out: made afresh
+    _check_bodies(shorter)
+    assert len(shorter.bodies) == 4 and shorter.bodies is not first.bodies
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_the_bodies_after_an_edit_in_place_are_those_of_the_texts(edit: str) -> None:
+    messages = _chat(5, narrated=False)
+    openai_chat.forget()
+    openai_chat.view(messages, True)
+    EDITS[edit](messages)
+    _check_bodies(openai_chat.view(messages, True))
