@@ -18,7 +18,7 @@ import msgspec
 
 from .openai_chat_rebuild import is_tool as _is_tool
 from .openai_chat_rebuild import new_message, rebuild
-from .openai_chat_texts import Known, Texts, forget, group_bodies
+from .openai_chat_texts import Known, Texts, forget
 from .view import (
     DECODE_ERRORS,
     ENCODE_ERRORS,
@@ -122,7 +122,10 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
                     and _same_group(message, entry, answer, found)
                     and not _tool_at(messages, i + 2, count)
                 ):
-                    made[key] = found
+                    if found[6] is None:
+                        texts.reuse(key, found)
+                    else:
+                        made[key] = found
                     at = len(out)
                     out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
                     out.append({"role": OUTPUT, "content": found[5], VIEW_KEY: at + 1})
@@ -188,31 +191,24 @@ def _add_one_call(
     known = texts.known.get(key)
     if known is not None and known[1] is ident and known[2] is name and known[3] is arguments:
         call, reply = known[4], known[5]  # the very same strings: the same texts
-        texts.made[key] = known
+        texts.reuse(key, known)
     else:
-        known = None  # kept only when the name is a string
         named = texts.names.get(name) if type(name) is str else None
         try:
             if named is None:
                 named = _encode(name).decode("utf-8")
                 if type(name) is str:
                     texts.names[name] = named
-            decoded = _decode(arguments)
-            if type(decoded) is not dict:
+            if type(_decode(arguments)) is not dict:
                 return False  # arguments kept as a string: the general way
-            ident_json = _encode(ident)
-            encoded = _encode({"id": ident, "content": output})
-            reply = encoded.decode("utf-8")
+            ident_text = _encode(ident).decode("utf-8")
+            reply = _encode({"id": ident, "content": output}).decode("utf-8")
         except (*DECODE_ERRORS, *ENCODE_ERRORS):
             return False
-        call = f'{{"name":{named},"id":{ident_json.decode("utf-8")},"arguments":{arguments}}}'
+        call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
         if type(name) is str:
-            calling, answering = group_bodies(
-                call, reply, name, ident, decoded, arguments, encoded, ident_json
-            )
-            known = (output, ident, name, arguments, call, reply, calling, answering)
-            texts.made[key] = known
-            texts.fresh.append(known)
+            texts.made[key] = (output, ident, name, arguments, call, reply, None)
+            texts.new += 1
     out, refs, starts = result.messages, result.refs, result.starts
     at = len(out)
     if text:

@@ -15,60 +15,50 @@ import msgspec
 from ..strategies.tool_messages import ToolBody
 from .view import call_text, output_text
 
-__all__ = ["Known", "Texts", "forget", "group_bodies"]
+__all__ = ["Known", "Texts", "forget"]
 
-# (output, id, name, arguments, call text, output text, then (text, body) of the call
-# (None: not handed over) and of the output) of one-call groups, by id(output)
-Known = tuple[str, str, str, str, str, str, tuple[str, ToolBody] | None, tuple[str, ToolBody]]
-_SHALLOW = 64  # at most this many brackets in arguments whose decoded body is handed over
+# (output, id, name, arguments, call text, output text, bodies) of one-call groups, by
+# id(output); bodies: None until the group is reused, then the (text, body) of the call
+# and of the output (None for a text the parser refuses)
+_Pair = tuple[str, ToolBody]
+Known = tuple[str, str, str, str, str, str, tuple[_Pair | None, _Pair | None] | None]
+_parse_body = msgspec.json.Decoder(ToolBody).decode
+# What parsing a text can raise (as for the strategies' own parsing)
+_PARSE_ERRORS = (
+    msgspec.DecodeError,
+    msgspec.ValidationError,
+    TypeError,
+    UnicodeError,
+    RecursionError,
+)
 
 
-def group_bodies(
-    call: str,
-    reply: str,
-    name: str,
-    ident: str,
-    arguments: dict[str, Any],
-    text: str,
-    encoded: bytes,
-    ident_json: bytes,
-) -> tuple[tuple[str, ToolBody] | None, tuple[str, ToolBody]]:
-    """The bodies the strategies would parse from a one-call group's texts, made from its values.
-
-    ``arguments`` is the object decoded from the arguments ``text``; ``encoded``
-    is the output text as bytes, whose ``content`` value is read in place. Very
-    nested arguments are left to the parser: nested one level deeper in the
-    call text, they could be too deep for it.
-    """
-    calling = None
-    if text.count("{") + text.count("[") <= _SHALLOW:
-        calling = (call, ToolBody(name=name, id=ident, arguments=arguments))
-    value = memoryview(encoded)[len(ident_json) + 17 : -1]  # {"id":ID,"content":VALUE}
-    return calling, (reply, ToolBody(id=ident, content=msgspec.Raw(value)))
+def _parsed(text: str) -> _Pair | None:
+    """``text`` with the body the strategies parse from it; None if they cannot."""
+    try:
+        return text, _parse_body(text)
+    except _PARSE_ERRORS:
+        return None
 
 
 def _handed_over(texts: Texts) -> _Bodies:
-    """The bodies of the one-call texts of the view just made (see :func:`group_bodies`).
+    """The bodies of the one-call texts of the view just made, by id of the text.
 
-    When the view reused every group of the previous one (an agent resends its
-    conversation and appends to it), the previous view's bodies are all still
-    right: that dict grows by the new groups only. Otherwise it is made afresh.
+    A group's bodies are parsed when it is first reused: a group seen once is
+    parsed by the strategies as it comes, and costs nothing more. When the view
+    reused every group of the previous one (an agent resends its conversation
+    and appends to it), the previous view's bodies are all still right: that
+    dict grows by the groups parsed now only. Otherwise it is made afresh.
     """
-    if len(texts.made) - len(texts.fresh) == len(texts.known):
-        bodies, new = texts.known_bodies, texts.fresh  # every kept entry was reused
+    if len(texts.made) - texts.new == len(texts.known):
+        bodies, parsed = texts.known_bodies, texts.parsed  # every kept entry was reused
     else:
-        bodies, new = {}, list(texts.made.values())
-    for known in new:
-        _give(bodies, known)
+        bodies, parsed = {}, list(texts.made.values())
+    for known in parsed:
+        for pair in known[6] or ():
+            if pair is not None:
+                bodies[id(pair[0])] = pair
     return bodies
-
-
-def _give(bodies: _Bodies, known: Known) -> None:
-    """Hand over the bodies of a one-call group's texts (see :func:`group_bodies`)."""
-    calling, answering = known[6], known[7]
-    if calling is not None:
-        bodies[id(calling[0])] = calling
-    bodies[id(answering[0])] = answering
 
 
 # (arguments, id, name, call text) by id(arguments) and (output, id, output text) by
@@ -96,10 +86,18 @@ class Texts:
     known_outputs: dict[int, KnownOutput]
     known_bodies: _Bodies  # what the previous view handed over
     made: dict[int, Known] = field(default_factory=dict)
-    fresh: list[Known] = field(default_factory=list)  # the one-call entries made, not reused
+    new: int = 0  # one-call entries made, not reused
+    parsed: list[Known] = field(default_factory=list)  # entries whose bodies were parsed now
     made_calls: dict[int, KnownCall] = field(default_factory=dict)
     made_outputs: dict[int, KnownOutput] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
+
+    def reuse(self, key: int, known: Known) -> None:
+        """Keep the previous view's entry ``known`` of a one-call group, with its bodies."""
+        if known[6] is None:
+            known = (*known[:6], (_parsed(known[4]), _parsed(known[5])))
+            self.parsed.append(known)
+        self.made[key] = known
 
     @classmethod
     def last(cls) -> Texts:
