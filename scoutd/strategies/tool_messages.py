@@ -280,16 +280,17 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
 def _given_or_parsed(
     candidates: list[int], contents: list[Any], given: Mapping[int, tuple[str, ToolBody]]
 ) -> tuple[list[int], list[ToolBody]]:
-    """:func:`_parse_all` with the bodies of :func:`given_bodies` taken as they are."""
+    """:func:`_parse_all` with the bodies of :func:`given_bodies` taken as they are.
+
+    An entry holds its text, so no other object has the id it is keyed by.
+    """
     entries: list[Any] = list(map(given.get, map(id, contents)))
-    if not any(map(is_, entries, repeat(None))) and all(
-        map(is_, map(_get_text, entries), contents)
-    ):
+    if not any(map(is_, entries, repeat(None))):
         return candidates, list(map(_get_body, entries))
     indices: list[int] = []
     bodies: list[ToolBody] = []
     for i, content, entry in zip(candidates, contents, entries, strict=True):
-        if entry is not None and entry[0] is content:
+        if entry is not None:
             body = entry[1]
         elif type(content) is str:
             try:
@@ -303,7 +304,6 @@ def _given_or_parsed(
     return indices, bodies
 
 
-_get_text = itemgetter(0)
 _get_body = itemgetter(1)
 
 
