@@ -18,10 +18,10 @@ from .view import call_text, output_text
 __all__ = ["Known", "Texts", "forget"]
 
 # (output, id, name, arguments, call text, output text, bodies) of one-call groups, by
-# id(output); bodies: None until the group is reused, then the (text, body) of the call
-# and of the output (None for a text the parser refuses)
+# id(output); bodies: the (text, body) of the call and of the output (None: not handed over)
 _Pair = tuple[str, ToolBody]
-Known = tuple[str, str, str, str, str, str, tuple[_Pair | None, _Pair | None] | None]
+Known = tuple[str, str, str, str, str, str, tuple[_Pair | None, _Pair | None]]
+_SHALLOW = 64  # at most this many brackets in arguments whose decoded object is handed over
 _parse_body = msgspec.json.Decoder(ToolBody).decode
 # What parsing a text can raise (as for the strategies' own parsing)
 _PARSE_ERRORS = (
@@ -44,18 +44,16 @@ def _parsed(text: str) -> _Pair | None:
 def _handed_over(texts: Texts) -> _Bodies:
     """The bodies of the one-call texts of the view just made, by id of the text.
 
-    A group's bodies are parsed when it is first reused: a group seen once is
-    parsed by the strategies as it comes, and costs nothing more. When the view
-    reused every group of the previous one (an agent resends its conversation
-    and appends to it), the previous view's bodies are all still right: that
-    dict grows by the groups parsed now only. Otherwise it is made afresh.
+    When the view reused every group of the previous one (an agent resends its
+    conversation and appends to it), the previous view's bodies are all still
+    right: that dict grows by the new groups only. Otherwise it is made afresh.
     """
-    if len(texts.made) - texts.new == len(texts.known):
-        bodies, parsed = texts.known_bodies, texts.parsed  # every kept entry was reused
+    if len(texts.made) - len(texts.fresh) == len(texts.known):
+        bodies, fresh = texts.known_bodies, texts.fresh  # every kept entry was reused
     else:
-        bodies, parsed = {}, list(texts.made.values())
-    for known in parsed:
-        for pair in known[6] or ():
+        bodies, fresh = {}, list(texts.made.values())
+    for known in fresh:
+        for pair in known[6]:
             if pair is not None:
                 bodies[id(pair[0])] = pair
     return bodies
@@ -86,18 +84,28 @@ class Texts:
     known_outputs: dict[int, KnownOutput]
     known_bodies: _Bodies  # what the previous view handed over
     made: dict[int, Known] = field(default_factory=dict)
-    new: int = 0  # one-call entries made, not reused
-    parsed: list[Known] = field(default_factory=list)  # entries whose bodies were parsed now
+    fresh: list[Known] = field(default_factory=list)  # one-call entries made, not reused
     made_calls: dict[int, KnownCall] = field(default_factory=dict)
     made_outputs: dict[int, KnownOutput] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
 
-    def reuse(self, key: int, known: Known) -> None:
-        """Keep the previous view's entry ``known`` of a one-call group, with its bodies."""
-        if known[6] is None:
-            known = (*known[:6], (_parsed(known[4]), _parsed(known[5])))
-            self.parsed.append(known)
+    def add(self, key: int, texts: tuple[str, str, str, str, str, str], decoded: Any) -> None:
+        """Keep the ``texts`` of a new one-call group, with the bodies of its texts.
+
+        (output, id, name, arguments, call text, output text); ``decoded`` is the
+        object decoded from the arguments. The call's body is made of those values
+        unless the arguments are very nested (one level deeper in the call text,
+        they could be too deep for the parser); the output's is parsed.
+        """
+        call, arguments = texts[4], texts[3]
+        if arguments.count("{") + arguments.count("[") <= _SHALLOW:
+            body = ToolBody(name=texts[2], id=texts[1], arguments=decoded)
+            calling: _Pair | None = (call, body)
+        else:
+            calling = _parsed(call)
+        known = (*texts, (calling, _parsed(texts[5])))
         self.made[key] = known
+        self.fresh.append(known)
 
     @classmethod
     def last(cls) -> Texts:

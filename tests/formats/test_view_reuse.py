@@ -259,15 +259,27 @@ def test_the_bodies_of_a_growing_conversation_grow_with_it(narrated: bool) -> No
     messages = _chat(8, narrated)
     openai_chat.forget()
     first = openai_chat.view(messages[:4], True)
-    assert first.bodies == {}  # a group seen once: the strategies parse it
+    _check_bodies(first)
+    assert len(first.bodies) == 2
     for end in range(5, len(messages) + 1):
         view = openai_chat.view(messages[:end], True)
         _check_bodies(view)
-        assert len(view.bodies) == 2 * ((end - 3) // 2)  # the groups of the previous view
+        assert len(view.bodies) == 2 * ((end - 2) // 2)
         assert view.bodies is first.bodies  # every group reused: grown in place
     shorter = openai_chat.view(messages[:6], True)  # the last groups left out: made afresh
     _check_bodies(shorter)
     assert len(shorter.bodies) == 4 and shorter.bodies is not first.bodies
+
+
+def test_very_nested_arguments_are_left_to_the_parser() -> None:
+    messages = _chat(3, narrated=False)
+    deep = {"a": [[[[{"b": [1, [2, [3]]]}]]]] * 20}
+    messages[2]["tool_calls"][0]["function"]["arguments"] = json.dumps(deep)
+    openai_chat.forget()
+    view = openai_chat.view(messages, True)
+    _check_bodies(view)
+    call = view.messages[2]["content"]
+    assert view.bodies[id(call)][1].arguments == deep
 
 
 @pytest.mark.parametrize("edit", EDITS)
