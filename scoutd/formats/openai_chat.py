@@ -196,8 +196,7 @@ def _add_one_call(
                 named = _encode(name).decode("utf-8")
                 if type(name) is str:
                     texts.names[name] = named
-            decoded = _decode(arguments)
-            if type(decoded) is not dict:
+            if type(_decode(arguments)) is not dict:
                 return False  # arguments kept as a string: the general way
             ident_text = _encode(ident).decode("utf-8")
             reply = _encode({"id": ident, "content": output}).decode("utf-8")
@@ -205,7 +204,7 @@ def _add_one_call(
             return False
         call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
         if type(name) is str:
-            texts.add(key, (output, ident, name, arguments, call, reply), decoded)
+            texts.add(key, (output, ident, name, arguments, call, reply))
     out, refs, starts = result.messages, result.refs, result.starts
     at = len(out)
     if text:

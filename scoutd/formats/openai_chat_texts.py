@@ -1,8 +1,8 @@
 """The texts of the OpenAI Chat view kept from one view to the next (docs/PERFORMANCE.md).
 
 Split from :mod:`scoutd.formats.openai_chat`: the texts of the previous view,
-reused for the very same strings, and the bodies of the texts handed over to
-the strategies so that they do not decode what the view just encoded.
+reused for the very same strings, and the texts handed over to the strategies
+with their bodies, so that a text resent is not decoded again.
 """
 
 from __future__ import annotations
@@ -10,52 +10,37 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from ..strategies.tool_messages import ToolBody
+from ..strategies.tool_messages import Given
 from .view import call_text, output_text
 
 __all__ = ["Known", "Texts", "forget"]
 
-# (output, id, name, arguments, call text, output text, bodies) of one-call groups, by
-# id(output); bodies: the (text, body) of the call and of the output (None: not handed over)
-_Pair = tuple[str, ToolBody]
-Known = tuple[str, str, str, str, str, str, tuple[_Pair | None, _Pair | None]]
-_SHALLOW = 64  # at most this many brackets in arguments whose decoded object is handed over
-_parse_body = msgspec.json.Decoder(ToolBody).decode
-# What parsing a text can raise (as for the strategies' own parsing)
-_PARSE_ERRORS = (
-    msgspec.DecodeError,
-    msgspec.ValidationError,
-    TypeError,
-    UnicodeError,
-    RecursionError,
-)
+# (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
+Known = tuple[str, str, str, str, str, str]
 
 
-def _parsed(text: str) -> _Pair | None:
-    """``text`` with the body the strategies parse from it; None if they cannot."""
-    try:
-        return text, _parse_body(text)
-    except _PARSE_ERRORS:
-        return None
+def _handed_over(texts: Texts) -> Given:
+    """The texts of the one-call groups of the view just made, with their bodies if known.
 
-
-def _handed_over(texts: Texts) -> _Bodies:
-    """The bodies of the one-call texts of the view just made, by id of the text.
-
-    When the view reused every group of the previous one (an agent resends its
-    conversation and appends to it), the previous view's bodies are all still
-    right: that dict grows by the new groups only. Otherwise it is made afresh.
+    The strategies parse a text handed over without a body and store its body
+    (:func:`~scoutd.strategies.tool_messages.given_bodies`), so a group resent
+    on the next prepare is not parsed again. When the view reused every group
+    of the previous one (an agent resends its conversation and appends to it),
+    the previous view's dict is still right: it grows by the new groups only.
+    Otherwise it is made afresh from this view's groups.
     """
     if len(texts.made) - len(texts.fresh) == len(texts.known):
         bodies, fresh = texts.known_bodies, texts.fresh  # every kept entry was reused
-    else:
-        bodies, fresh = {}, list(texts.made.values())
-    for known in fresh:
-        for pair in known[6]:
-            if pair is not None:
-                bodies[id(pair[0])] = pair
+        for known in fresh:
+            call, reply = known[4], known[5]
+            bodies[id(call)] = (call, None)
+            bodies[id(reply)] = (reply, None)
+        return bodies
+    before, bodies = texts.known_bodies, {}
+    for known in texts.made.values():
+        for text in (known[4], known[5]):
+            key = id(text)
+            bodies[key] = before.get(key) or (text, None)
     return bodies
 
 
@@ -63,8 +48,7 @@ def _handed_over(texts: Texts) -> _Bodies:
 # id(output), of the calls and outputs of parallel calls
 KnownCall = tuple[str, str, str, str]
 KnownOutput = tuple[str, str, str]
-_Bodies = dict[int, tuple[str, ToolBody]]
-_Kept = tuple[dict[int, Known], dict[int, KnownCall], dict[int, KnownOutput], _Bodies]
+_Kept = tuple[dict[int, Known], dict[int, KnownCall], dict[int, KnownOutput], Given]
 
 
 @dataclass(slots=True)
@@ -82,28 +66,15 @@ class Texts:
     known: dict[int, Known]
     known_calls: dict[int, KnownCall]
     known_outputs: dict[int, KnownOutput]
-    known_bodies: _Bodies  # what the previous view handed over
+    known_bodies: Given  # what the previous view handed over
     made: dict[int, Known] = field(default_factory=dict)
     fresh: list[Known] = field(default_factory=list)  # one-call entries made, not reused
     made_calls: dict[int, KnownCall] = field(default_factory=dict)
     made_outputs: dict[int, KnownOutput] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
 
-    def add(self, key: int, texts: tuple[str, str, str, str, str, str], decoded: Any) -> None:
-        """Keep the ``texts`` of a new one-call group, with the bodies of its texts.
-
-        (output, id, name, arguments, call text, output text); ``decoded`` is the
-        object decoded from the arguments. The call's body is made of those values
-        unless the arguments are very nested (one level deeper in the call text,
-        they could be too deep for the parser); the output's is parsed.
-        """
-        call, arguments = texts[4], texts[3]
-        if arguments.count("{") + arguments.count("[") <= _SHALLOW:
-            body = ToolBody(name=texts[2], id=texts[1], arguments=decoded)
-            calling: _Pair | None = (call, body)
-        else:
-            calling = _parsed(call)
-        known = (*texts, (calling, _parsed(texts[5])))
+    def add(self, key: int, known: Known) -> None:
+        """Keep the texts of a new one-call group."""
         self.made[key] = known
         self.fresh.append(known)
 
@@ -112,7 +83,7 @@ class Texts:
         """A new view's texts, knowing those of the previous view."""
         return cls(*_last_texts)
 
-    def remember(self) -> _Bodies:
+    def remember(self) -> Given:
         """Keep this view's texts for the next view; return the bodies handed over."""
         bodies = _handed_over(self)
         _remember((self.made, self.made_calls, self.made_outputs, bodies))

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, is_, itemgetter, sub
+from operator import attrgetter, eq, is_, is_not, sub
 from typing import Any
 
 import msgspec
@@ -229,20 +229,20 @@ def _alternating(calls: list[bool], ids: list[Any]) -> bool:
 _get_id = attrgetter("id")
 
 
-# Bodies handed over by a provider format's adapter: (text, body) by id(text).
-_given_bodies: ContextVar[Mapping[int, tuple[str, ToolBody]] | None] = ContextVar(
-    "scoutd_given_bodies", default=None
-)
+# Bodies handed over by a provider format's adapter: (text, body or None) by id(text).
+Given = dict[int, tuple[str, ToolBody | None]]
+_given_bodies: ContextVar[Given | None] = ContextVar("scoutd_given_bodies", default=None)
 
 
 @contextmanager
-def given_bodies(bodies: Mapping[int, tuple[str, ToolBody]]) -> Iterator[None]:
-    """Within the block, a tool message whose content is one of ``bodies``' texts is not parsed.
+def given_bodies(bodies: Given) -> Iterator[None]:
+    """Within the block, a tool message whose content is one of ``bodies``' texts is parsed once.
 
-    A provider format's adapter writes the JSON texts of its view from values
-    it holds already (docs/FORMATS.md); it hands over their bodies, keyed by the
-    id of the very text, so the strategies need not decode what was just
-    encoded. Each body must be what parsing its text gives.
+    A provider format's adapter writes the JSON texts of its view and keeps
+    them from one prepare to the next while the agent resends the same values
+    (docs/FORMATS.md); it keys them here by the id of the very text, which the
+    entry holds. A text whose body is None is parsed and its body stored in
+    place, so the next prepare that hands it over does not parse it again.
     """
     token = _given_bodies.set(bodies)
     try:
@@ -257,6 +257,11 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
     given = _given_bodies.get()
     if given:
         return _given_or_parsed(candidates, contents, given)
+    return _parse_contents(candidates, contents)
+
+
+def _parse_contents(candidates: list[int], contents: list[Any]) -> tuple[list[int], list[ToolBody]]:
+    """Parse ``contents``, those of the tool messages at ``candidates``; drop the unusable ones."""
     if set(map(type, contents)) <= {str}:
         # not mutated: a fast path; each of its mutants raises TypeError, caught
         # below, and the loop then parses the same contents one by one
@@ -278,33 +283,26 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
 
 
 def _given_or_parsed(
-    candidates: list[int], contents: list[Any], given: Mapping[int, tuple[str, ToolBody]]
+    candidates: list[int], contents: list[Any], given: Given
 ) -> tuple[list[int], list[ToolBody]]:
-    """:func:`_parse_all` with the bodies of :func:`given_bodies` taken as they are.
-
-    An entry holds its text, so no other object has the id it is keyed by.
-    """
+    """:func:`_parse_all` with the bodies of :func:`given_bodies`: the others are parsed,
+    and the bodies of the texts handed over without one are stored in ``given``."""
     entries: list[Any] = list(map(given.get, map(id, contents)))
-    if not any(map(is_, entries, repeat(None))):
-        return candidates, list(map(_get_body, entries))
-    indices: list[int] = []
-    bodies: list[ToolBody] = []
-    for i, content, entry in zip(candidates, contents, entries, strict=True):
-        if entry is not None:
-            body = entry[1]
-        elif type(content) is str:
-            try:
-                body = _parse_body(content)
-            except (*_PARSE_ERRORS, msgspec.ValidationError):
-                continue
-        else:
-            continue
-        indices.append(i)
-        bodies.append(body)
-    return indices, bodies
-
-
-_get_body = itemgetter(1)
+    found = [None if entry is None else entry[1] for entry in entries]
+    if not any(map(is_, found, repeat(None))):
+        return candidates, found  # type: ignore[return-value]
+    missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
+    indices, parsed = _parse_contents(
+        [candidates[k] for k in missing], [contents[k] for k in missing]
+    )
+    by_index = dict(zip(indices, parsed, strict=True))
+    for k in missing:
+        body = by_index.get(candidates[k])
+        found[k] = body
+        if body is not None and entries[k] is not None:
+            given[id(contents[k])] = (contents[k], body)
+    usable = list(map(is_not, found, repeat(None)))
+    return list(compress(candidates, usable)), list(compress(found, usable))  # type: ignore[arg-type]
 
 
 def _pair_key(ident: Any) -> Any:
