@@ -24,18 +24,13 @@ def _handed_over(texts: Texts) -> Given:
 
     The strategies parse a text handed over without a body and store its body
     (:func:`~scoutd.strategies.tool_messages.given_bodies`), so a group resent
-    on the next prepare is not parsed again. When the view reused every group
-    of the previous one (an agent resends its conversation and appends to it),
-    the previous view's dict is still right: it grows by the new groups only.
-    Otherwise it is made afresh from this view's groups.
+    on the next prepare is not parsed again. The texts of new groups join the
+    previous view's dict as they are made; when the view reused every group of
+    the previous one (an agent resends its conversation and appends to it),
+    that dict is right as it is. Otherwise it is made afresh from this view's.
     """
-    if len(texts.made) - len(texts.fresh) == len(texts.known):
-        bodies, fresh = texts.known_bodies, texts.fresh  # every kept entry was reused
-        for known in fresh:
-            call, reply = known[4], known[5]
-            bodies[id(call)] = (call, None)
-            bodies[id(reply)] = (reply, None)
-        return bodies
+    if len(texts.made) - texts.fresh == len(texts.known):
+        return texts.known_bodies  # every kept entry was reused
     before, bodies = texts.known_bodies, {}
     for known in texts.made.values():
         for text in (known[4], known[5]):
@@ -68,15 +63,18 @@ class Texts:
     known_outputs: dict[int, KnownOutput]
     known_bodies: Given  # what the previous view handed over
     made: dict[int, Known] = field(default_factory=dict)
-    fresh: list[Known] = field(default_factory=list)  # one-call entries made, not reused
+    fresh: int = 0  # one-call entries made, not reused
     made_calls: dict[int, KnownCall] = field(default_factory=dict)
     made_outputs: dict[int, KnownOutput] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
 
     def add(self, key: int, known: Known) -> None:
-        """Keep the texts of a new one-call group."""
+        """Keep the texts of a new one-call group; hand them over without bodies."""
         self.made[key] = known
-        self.fresh.append(known)
+        self.fresh += 1
+        call, reply = known[4], known[5]
+        self.known_bodies[id(call)] = (call, None)
+        self.known_bodies[id(reply)] = (reply, None)
 
     @classmethod
     def last(cls) -> Texts:

@@ -291,6 +291,13 @@ def _given_or_parsed(
     found = [None if entry is None else entry[1] for entry in entries]
     if not any(map(is_, found, repeat(None))):
         return candidates, found  # type: ignore[return-value]
+    if not any(map(is_not, found, repeat(None))):  # none parsed yet: all at once, in C
+        indices, parsed = _parse_contents(candidates, contents)
+        if len(indices) == len(candidates):
+            handed = map(is_not, entries, repeat(None))
+            pairs = zip(contents, parsed, strict=True)
+            given.update(compress(zip(map(id, contents), pairs, strict=True), handed))
+            return indices, parsed
     missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
     indices, parsed = _parse_contents(
         [candidates[k] for k in missing], [contents[k] for k in missing]
