@@ -220,8 +220,13 @@ def prepare(
     chosen = adapter(name)
     shape = None if chosen is None else chosen.view(messages, True)
     current: list[Any] = list(messages) if shape is None else shape.messages
-    with given_bodies({} if shape is None else shape.bodies):  # docs/PERFORMANCE.md
+    if shape is None or shape.parsed is None:
         result, reports, names = _run_chain(current, strategies, save_file, snapshot, detail, name)
+    else:
+        with given_bodies(shape.bodies, shape.parsed):  # docs/PERFORMANCE.md
+            result, reports, names = _run_chain(
+                current, strategies, save_file, snapshot, detail, name
+            )
     narration = 0
     if chosen is not None and shape is not None:
         read = outcome(shape, result)

@@ -10,32 +10,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..strategies.tool_messages import Given
+from ..strategies.tool_messages import Given, ToolBody
 from .view import call_text, output_text
 
 __all__ = ["Known", "Texts", "forget"]
 
-# (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
-Known = tuple[str, str, str, str, str, str]
+# (output, id, name, arguments, call text, output text, bodies) of one-call groups, by
+# id(output); bodies: None until known, then the (text, body) of the call and the output
+_Pair = tuple[str, ToolBody]
+Known = tuple[str, str, str, str, str, str, tuple[_Pair | None, _Pair | None] | None]
 
 
 def _handed_over(texts: Texts) -> Given:
-    """The texts of the one-call groups of the view just made, with their bodies if known.
+    """The bodies of the texts of the view just made that are known, by id of the text.
 
-    The strategies parse a text handed over without a body and store its body
-    (:func:`~scoutd.strategies.tool_messages.given_bodies`), so a group resent
-    on the next prepare is not parsed again. The texts of new groups join the
-    previous view's dict as they are made; when the view reused every group of
-    the previous one (an agent resends its conversation and appends to it),
-    that dict is right as it is. Otherwise it is made afresh from this view's.
+    A group's bodies are those the strategies parsed from its texts in the
+    previous prepare (:func:`~scoutd.strategies.tool_messages.given_bodies`),
+    so a resent group is parsed once. When the view reused every group of the
+    previous one (an agent resends its conversation and appends to it), the
+    previous view's dict is still right: it grows by the groups just known.
+    Otherwise it is made afresh from this view's groups.
     """
     if len(texts.made) - texts.fresh == len(texts.known):
-        return texts.known_bodies  # every kept entry was reused
-    before, bodies = texts.known_bodies, {}
-    for known in texts.made.values():
-        for text in (known[4], known[5]):
-            key = id(text)
-            bodies[key] = before.get(key) or (text, None)
+        bodies, known = texts.known_bodies, texts.picked  # every kept entry was reused
+    else:
+        bodies, known = {}, list(texts.made.values())
+    for entry in known:
+        for pair in entry[6] or ():
+            if pair is not None:
+                bodies[id(pair[0])] = pair
     return bodies
 
 
@@ -43,7 +46,7 @@ def _handed_over(texts: Texts) -> Given:
 # id(output), of the calls and outputs of parallel calls
 KnownCall = tuple[str, str, str, str]
 KnownOutput = tuple[str, str, str]
-_Kept = tuple[dict[int, Known], dict[int, KnownCall], dict[int, KnownOutput], Given]
+_Kept = tuple[dict[int, Known], dict[int, KnownCall], dict[int, KnownOutput], Given, Given]
 
 
 @dataclass(slots=True)
@@ -62,19 +65,30 @@ class Texts:
     known_calls: dict[int, KnownCall]
     known_outputs: dict[int, KnownOutput]
     known_bodies: Given  # what the previous view handed over
+    known_parsed: Given  # what the strategies parsed in the previous prepare
     made: dict[int, Known] = field(default_factory=dict)
     fresh: int = 0  # one-call entries made, not reused
+    picked: list[Known] = field(default_factory=list)  # entries whose bodies became known
+    parsed: Given = field(default_factory=dict)  # for the strategies to fill
     made_calls: dict[int, KnownCall] = field(default_factory=dict)
     made_outputs: dict[int, KnownOutput] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
 
     def add(self, key: int, known: Known) -> None:
-        """Keep the texts of a new one-call group; hand them over without bodies."""
+        """Keep the texts of a new one-call group."""
         self.made[key] = known
         self.fresh += 1
-        call, reply = known[4], known[5]
-        self.known_bodies[id(call)] = (call, None)
-        self.known_bodies[id(reply)] = (reply, None)
+
+    def reuse(self, key: int, known: Known) -> None:
+        """Keep the previous view's entry of a one-call group, with the bodies of its
+        texts if the strategies parsed them in the previous prepare."""
+        if known[6] is None:
+            parsed = self.known_parsed
+            calling, answering = parsed.get(id(known[4])), parsed.get(id(known[5]))
+            if calling is not None or answering is not None:
+                known = (*known[:6], (calling, answering))
+                self.picked.append(known)
+        self.made[key] = known
 
     @classmethod
     def last(cls) -> Texts:
@@ -84,7 +98,7 @@ class Texts:
     def remember(self) -> Given:
         """Keep this view's texts for the next view; return the bodies handed over."""
         bodies = _handed_over(self)
-        _remember((self.made, self.made_calls, self.made_outputs, bodies))
+        _remember((self.made, self.made_calls, self.made_outputs, bodies, self.parsed))
         return bodies
 
     def call(self, name: Any, ident: str, arguments: str) -> str:
@@ -111,7 +125,7 @@ class Texts:
         return text
 
 
-_last_texts: _Kept = ({}, {}, {}, {})
+_last_texts: _Kept = ({}, {}, {}, {}, {})
 
 
 def _remember(made: _Kept) -> None:
@@ -122,4 +136,4 @@ def _remember(made: _Kept) -> None:
 
 def forget() -> None:
     """Drop the texts kept from the previous view (the next view encodes everything)."""
-    _remember(({}, {}, {}, {}))
+    _remember(({}, {}, {}, {}, {}))

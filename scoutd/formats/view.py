@@ -79,6 +79,7 @@ class View:
     # (text, body) by id(text): what the strategies would parse from texts the adapter
     # made, handed over so that they are not decoded again (docs/PERFORMANCE.md)
     bodies: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    parsed: dict[int, tuple[str, Any]] | None = None  # where the strategies add what they parse
 
     def owner(self, view_index: int) -> int:
         """The provider message that view message ``view_index`` stands for."""

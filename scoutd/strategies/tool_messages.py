@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, is_, is_not, sub
+from operator import attrgetter, eq, is_, is_not, itemgetter, sub
 from typing import Any
 
 import msgspec
@@ -229,22 +229,26 @@ def _alternating(calls: list[bool], ids: list[Any]) -> bool:
 _get_id = attrgetter("id")
 
 
-# Bodies handed over by a provider format's adapter: (text, body or None) by id(text).
-Given = dict[int, tuple[str, ToolBody | None]]
-_given_bodies: ContextVar[Given | None] = ContextVar("scoutd_given_bodies", default=None)
+# (text, body) by id(text): bodies handed over by a provider format's adapter, and
+# those parsed while it looks on
+Given = dict[int, tuple[str, ToolBody]]
+_given_bodies: ContextVar[tuple[Given, Given] | None] = ContextVar(
+    "scoutd_given_bodies", default=None
+)
 
 
 @contextmanager
-def given_bodies(bodies: Given) -> Iterator[None]:
-    """Within the block, a tool message whose content is one of ``bodies``' texts is parsed once.
+def given_bodies(given: Given, parsed: Given) -> Iterator[None]:
+    """Within the block, a tool message whose content is one of ``given``'s texts is not parsed.
 
-    A provider format's adapter writes the JSON texts of its view and keeps
-    them from one prepare to the next while the agent resends the same values
-    (docs/FORMATS.md); it keys them here by the id of the very text, which the
-    entry holds. A text whose body is None is parsed and its body stored in
-    place, so the next prepare that hands it over does not parse it again.
+    A provider format's adapter keeps the JSON texts of its view from one
+    prepare to the next while the agent resends the same values
+    (docs/FORMATS.md), and hands over the bodies of those texts, keyed by the
+    id of the very text (which the entry holds, so no other object has that
+    id). Every other text parsed within the block is added to ``parsed``: the
+    adapter takes the bodies of its own texts from there for the next prepare.
     """
-    token = _given_bodies.set(bodies)
+    token = _given_bodies.set((given, parsed))
     try:
         yield
     finally:
@@ -255,8 +259,8 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
     """Parse the tool messages at ``candidates``; drop the unusable ones."""
     contents = [messages[i].get("content") for i in candidates]  # none: unusable
     given = _given_bodies.get()
-    if given:
-        return _given_or_parsed(candidates, contents, given)
+    if given is not None:
+        return _given_or_parsed(candidates, contents, *given)
     return _parse_contents(candidates, contents)
 
 
@@ -283,33 +287,38 @@ def _parse_contents(candidates: list[int], contents: list[Any]) -> tuple[list[in
 
 
 def _given_or_parsed(
-    candidates: list[int], contents: list[Any], given: Given
+    candidates: list[int], contents: list[Any], given: Given, parsed: Given
 ) -> tuple[list[int], list[ToolBody]]:
-    """:func:`_parse_all` with the bodies of :func:`given_bodies`: the others are parsed,
-    and the bodies of the texts handed over without one are stored in ``given``."""
-    entries: list[Any] = list(map(given.get, map(id, contents)))
-    found = [None if entry is None else entry[1] for entry in entries]
-    if not any(map(is_, found, repeat(None))):
-        return candidates, found  # type: ignore[return-value]
-    if not any(map(is_not, found, repeat(None))):  # none parsed yet: all at once, in C
-        indices, parsed = _parse_contents(candidates, contents)
+    """:func:`_parse_all` with the bodies of :func:`given_bodies`; the others, parsed, go
+    into ``parsed``."""
+    entries: list[Any] = list(map(given.get, map(id, contents))) if given else []
+    if entries and not any(map(is_, entries, repeat(None))):
+        return candidates, list(map(_get_body, entries))
+    if not entries or not any(map(is_not, entries, repeat(None))):  # none given: in C
+        indices, bodies = _parse_contents(candidates, contents)
         if len(indices) == len(candidates):
-            handed = map(is_not, entries, repeat(None))
-            pairs = zip(contents, parsed, strict=True)
-            given.update(compress(zip(map(id, contents), pairs, strict=True), handed))
-            return indices, parsed
-    missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
-    indices, parsed = _parse_contents(
-        [candidates[k] for k in missing], [contents[k] for k in missing]
-    )
-    by_index = dict(zip(indices, parsed, strict=True))
-    for k in missing:
-        body = by_index.get(candidates[k])
-        found[k] = body
-        if body is not None and entries[k] is not None:
-            given[id(contents[k])] = (contents[k], body)
-    usable = list(map(is_not, found, repeat(None)))
-    return list(compress(candidates, usable)), list(compress(found, usable))  # type: ignore[arg-type]
+            pairs = zip(contents, bodies, strict=True)
+            parsed.update(zip(map(id, contents), pairs, strict=True))
+            return indices, bodies
+    indices, bodies = [], []
+    entries = entries or [None] * len(contents)
+    for i, content, entry in zip(candidates, contents, entries, strict=True):
+        if entry is not None:
+            body = entry[1]
+        elif type(content) is str:
+            try:
+                body = _parse_body(content)
+            except (*_PARSE_ERRORS, msgspec.ValidationError):
+                continue
+            parsed[id(content)] = (content, body)
+        else:
+            continue
+        indices.append(i)
+        bodies.append(body)
+    return indices, bodies
+
+
+_get_body = itemgetter(1)
 
 
 def _pair_key(ident: Any) -> Any:

@@ -263,17 +263,16 @@ def _check_bodies(view: Any) -> int:
 def test_the_bodies_of_a_growing_conversation_grow_with_it(narrated: bool) -> None:
     messages = _chat(8, narrated)
     openai_chat.forget()
+    prepare(messages[:4], "shorten_tools", config=SHORT)  # its strategies parse the group
     first = openai_chat.view(messages[:4], True)
-    _check_bodies(first)
-    assert len(first.bodies) == 2
+    assert _check_bodies(first) == 2
     for end in range(5, len(messages) + 1):
+        prepare(messages[:end], "shorten_tools", config=SHORT)
         view = openai_chat.view(messages[:end], True)
-        _check_bodies(view)
-        assert len(view.bodies) == 2 * ((end - 2) // 2)
+        assert _check_bodies(view) == 2 * ((end - 2) // 2)
         assert view.bodies is first.bodies  # every group reused: grown in place
     shorter = openai_chat.view(messages[:6], True)  # the last groups left out: made afresh
-    _check_bodies(shorter)
-    assert len(shorter.bodies) == 4 and shorter.bodies is not first.bodies
+    assert _check_bodies(shorter) == 4 and shorter.bodies is not first.bodies
 
 
 def test_a_prepare_stores_the_bodies_it_parsed_for_the_next() -> None:
