@@ -122,10 +122,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
                     and _same_group(message, entry, answer, found)
                     and not _tool_at(messages, i + 2, count)
                 ):
-                    if found[6] is None:
-                        texts.reuse(key, found)
-                    else:
-                        made[key] = found
+                    made[key] = found
                     at = len(out)
                     out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
                     out.append({"role": OUTPUT, "content": found[5], VIEW_KEY: at + 1})
@@ -154,7 +151,8 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
         for made, ref in zip(out, refs, strict=True):
             if ref != PASSTHROUGH:
                 made.pop(VIEW_KEY, None)
-    result.bodies, result.parsed = texts.remember(), texts.parsed
+    texts.remember()
+    result.bodies, result.parsed = texts.known_parsed, texts.parsed
     return result
 
 
@@ -191,7 +189,7 @@ def _add_one_call(
     known = texts.known.get(key)
     if known is not None and known[1] is ident and known[2] is name and known[3] is arguments:
         call, reply = known[4], known[5]  # the very same strings: the same texts
-        texts.reuse(key, known)
+        texts.made[key] = known
     else:
         named = texts.names.get(name) if type(name) is str else None
         try:
@@ -207,7 +205,7 @@ def _add_one_call(
             return False
         call = f'{{"name":{named},"id":{ident_text},"arguments":{arguments}}}'
         if type(name) is str:
-            texts.add(key, (output, ident, name, arguments, call, reply, None))
+            texts.made[key] = (output, ident, name, arguments, call, reply)
     out, refs, starts = result.messages, result.refs, result.starts
     at = len(out)
     if text:

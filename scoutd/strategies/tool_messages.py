@@ -229,8 +229,7 @@ def _alternating(calls: list[bool], ids: list[Any]) -> bool:
 _get_id = attrgetter("id")
 
 
-# (text, body) by id(text): bodies handed over by a provider format's adapter, and
-# those parsed while it looks on
+# (text, body) by id(text); an entry holds its text, so no other object has that id
 Given = dict[int, tuple[str, ToolBody]]
 _given_bodies: ContextVar[tuple[Given, Given] | None] = ContextVar(
     "scoutd_given_bodies", default=None
@@ -243,10 +242,9 @@ def given_bodies(given: Given, parsed: Given) -> Iterator[None]:
 
     A provider format's adapter keeps the JSON texts of its view from one
     prepare to the next while the agent resends the same values
-    (docs/FORMATS.md), and hands over the bodies of those texts, keyed by the
-    id of the very text (which the entry holds, so no other object has that
-    id). Every other text parsed within the block is added to ``parsed``: the
-    adapter takes the bodies of its own texts from there for the next prepare.
+    (docs/FORMATS.md): it hands over what the previous prepare parsed
+    (``given``), and every tool message's text and body of this one are added
+    to ``parsed``, for the next.
     """
     token = _given_bodies.set((given, parsed))
     try:
@@ -289,32 +287,31 @@ def _parse_contents(candidates: list[int], contents: list[Any]) -> tuple[list[in
 def _given_or_parsed(
     candidates: list[int], contents: list[Any], given: Given, parsed: Given
 ) -> tuple[list[int], list[ToolBody]]:
-    """:func:`_parse_all` with the bodies of :func:`given_bodies`; the others, parsed, go
-    into ``parsed``."""
-    entries: list[Any] = list(map(given.get, map(id, contents))) if given else []
+    """:func:`_parse_all` with the bodies of :func:`given_bodies`; each text and body
+    (given or parsed) goes into ``parsed``."""
+    ids = list(map(id, contents))
+    entries: list[Any] = list(map(given.get, ids)) if given else []
     if entries and not any(map(is_, entries, repeat(None))):
+        parsed.update(zip(ids, entries, strict=True))
         return candidates, list(map(_get_body, entries))
     if not entries or not any(map(is_not, entries, repeat(None))):  # none given: in C
         indices, bodies = _parse_contents(candidates, contents)
         if len(indices) == len(candidates):
-            pairs = zip(contents, bodies, strict=True)
-            parsed.update(zip(map(id, contents), pairs, strict=True))
+            parsed.update(zip(ids, zip(contents, bodies, strict=True), strict=True))
             return indices, bodies
     indices, bodies = [], []
     entries = entries or [None] * len(contents)
     for i, content, entry in zip(candidates, contents, entries, strict=True):
-        if entry is not None:
-            body = entry[1]
-        elif type(content) is str:
+        if entry is None:
+            if type(content) is not str:
+                continue
             try:
-                body = _parse_body(content)
+                entry = (content, _parse_body(content))
             except (*_PARSE_ERRORS, msgspec.ValidationError):
                 continue
-            parsed[id(content)] = (content, body)
-        else:
-            continue
+        parsed[id(content)] = entry
         indices.append(i)
-        bodies.append(body)
+        bodies.append(entry[1])
     return indices, bodies
 
 

@@ -248,31 +248,22 @@ def test_parallel_calls_edited_in_place_are_read_afresh(edit: str) -> None:
 
 
 def _check_bodies(view: Any) -> int:
-    """Every text handed over is in the view, with no body or the one it parses to."""
-    contents = {id(m["content"]) for m in view.messages if isinstance(m, dict)}
-    parsed = 0
+    """Every body handed over is that of its text; how many of the view's texts have one."""
     for key, (text, body) in view.bodies.items():
-        assert key == id(text) and key in contents
-        if body is not None:
-            assert body == msgspec.json.decode(text, type=ToolBody)
-            parsed += 1
-    return parsed
+        assert key == id(text) and body == msgspec.json.decode(text, type=ToolBody)
+    return sum(id(m["content"]) in view.bodies for m in view.messages if isinstance(m, dict))
 
 
 @pytest.mark.parametrize("narrated", [True, False])
-def test_the_bodies_of_a_growing_conversation_grow_with_it(narrated: bool) -> None:
+def test_the_bodies_of_a_growing_conversation_are_handed_over(narrated: bool) -> None:
     messages = _chat(8, narrated)
     openai_chat.forget()
-    prepare(messages[:4], "shorten_tools", config=SHORT)  # its strategies parse the group
-    first = openai_chat.view(messages[:4], True)
-    assert _check_bodies(first) == 2
-    for end in range(5, len(messages) + 1):
-        prepare(messages[:end], "shorten_tools", config=SHORT)
-        view = openai_chat.view(messages[:end], True)
-        assert _check_bodies(view) == 2 * ((end - 2) // 2)
-        assert view.bodies is first.bodies  # every group reused: grown in place
-    shorter = openai_chat.view(messages[:6], True)  # the last groups left out: made afresh
-    assert _check_bodies(shorter) == 4 and shorter.bodies is not first.bodies
+    for end in range(4, len(messages) + 1):
+        prepare(messages[:end], "shorten_tools", config=SHORT)  # its strategies parse them
+        assert _check_bodies(openai_chat.view(messages[:end], True)) == 2 * ((end - 2) // 2)
+    prepare(messages[:6], "shorten_tools", config=SHORT)  # the last groups left out
+    assert _check_bodies(openai_chat.view(messages[:6], True)) == 4
+    assert _check_bodies(openai_chat.view(messages[:6], True)) == 0  # no prepare in between
 
 
 def test_a_prepare_stores_the_bodies_it_parsed_for_the_next() -> None:
