@@ -76,10 +76,11 @@ class View:
     starts: list[int] = field(default_factory=lambda: [0])
     malformed: int = 0
     mark: bool = True
-    # (text, body) by id(text): what the strategies would parse from texts the adapter
-    # made, handed over so that they are not decoded again (docs/PERFORMANCE.md)
+    # (text, body) by id(text): what the strategies parsed in the previous prepare, handed
+    # over so that a text the adapter reused is not decoded again; ``parsed`` (None: not
+    # wanted) receives what they parse now (docs/PERFORMANCE.md)
     bodies: dict[int, tuple[str, Any]] = field(default_factory=dict)
-    parsed: dict[int, tuple[str, Any]] | None = None  # where the strategies add what they parse
+    parsed: dict[int, tuple[str, Any]] | None = None
 
     def owner(self, view_index: int) -> int:
         """The provider message that view message ``view_index`` stands for."""
