@@ -39,7 +39,7 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 _ONE_CALL = (0, 0)  # the refs of a call (slot 0) and its output
-OUTPUT = "function_call_output"
+_OUTPUT = "function_call_output"
 
 
 def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
@@ -125,7 +125,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
                     made[key] = found
                     at = len(out)
                     out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
-                    out.append({"role": OUTPUT, "content": found[5], VIEW_KEY: at + 1})
+                    out.append({"role": _OUTPUT, "content": found[5], VIEW_KEY: at + 1})
                     refs += _ONE_CALL
                     starts.append(at + 1)
                     starts.append(at + 2)
@@ -148,9 +148,9 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             continue
         i = _add_any_group(result, messages, i, message)
     if not mark:  # the common way always marks what it makes
-        for made, ref in zip(out, refs, strict=True):
+        for part, ref in zip(out, refs, strict=True):
             if ref != PASSTHROUGH:
-                made.pop(VIEW_KEY, None)
+                part.pop(VIEW_KEY, None)
     texts.remember()
     result.bodies, result.parsed = texts.known_parsed, texts.parsed
     return result
