@@ -22,6 +22,7 @@ from .formats.cache import stable_prefix, with_cache_control
 from .message_rules import check_messages
 from .strategies import BUILTINS
 from .strategies.report import StrategyReport, plain_report
+from .strategies.tool_messages import given_bodies
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -219,7 +220,13 @@ def prepare(
     chosen = adapter(name)
     shape = None if chosen is None else chosen.view(messages, True)
     current: list[Any] = list(messages) if shape is None else shape.messages
-    result, reports, names = _run_chain(current, strategies, save_file, snapshot, detail, name)
+    if shape is None or shape.parsed is None:
+        result, reports, names = _run_chain(current, strategies, save_file, snapshot, detail, name)
+    else:
+        with given_bodies(shape.bodies, shape.parsed):  # docs/PERFORMANCE.md
+            result, reports, names = _run_chain(
+                current, strategies, save_file, snapshot, detail, name
+            )
     narration = 0
     if chosen is not None and shape is not None:
         read = outcome(shape, result)

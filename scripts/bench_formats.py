@@ -5,8 +5,9 @@ OpenAI Chat format (each scout call an assistant message's ``tool_calls``
 entry, each output a ``tool`` message); the ratio of the two medians is the
 cost of reading and writing the provider format. Like an agent, each call
 sends the same message objects again, so the OpenAI Chat view reuses the
-texts of the previous call; ``format_openai_chat_cold_ms_N`` is the same
-call with those texts forgotten first (a conversation seen for the first time).
+texts of the previous call and the strategies what they parsed from them;
+``format_openai_chat_cold_ms_N`` is the same call with both forgotten first (a
+conversation seen for the first time).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def bench_formats(
     assert check.format == "openai-chat" and check.malformed == 0, "conversion is not faithful"
 
     def cold_chat() -> object:
-        """The same call with the texts of the previous view forgotten."""
+        """The same call with the texts (and parsed bodies) of the previous call forgotten."""
         openai_chat.forget()
         return scoutd.prepare_prompt(chat, config=snapshot)
 

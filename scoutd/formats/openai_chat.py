@@ -11,40 +11,35 @@ a string. Anything else passes through untouched and is counted as malformed
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
 import msgspec
 
+from .openai_chat_rebuild import is_tool as _is_tool
+from .openai_chat_rebuild import new_message, rebuild
+from .openai_chat_texts import Known, Texts, forget
 from .view import (
     DECODE_ERRORS,
     ENCODE_ERRORS,
-    KEPT,
     PASSTHROUGH,
     SCOUT_TOOL_ROLES,
     TEXT_PART,
     VIEW_KEY,
     Malformed,
-    Outcome,
-    Rebuilt,
     View,
     blocks_text,
     call_message,
-    call_text,
-    encode_arguments,
     output_message,
-    output_text,
-    rewritten_arguments,
-    rewritten_output,
 )
 
-__all__ = ["forget", "rebuild", "view"]
+__all__ = ["forget", "new_message", "rebuild", "view"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 _ONE_CALL = (0, 0)  # the refs of a call (slot 0) and its output
+_OUTPUT = "function_call_output"
 
 
 def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
@@ -72,10 +67,28 @@ def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
     return calls
 
 
-def _is_tool(message: Any) -> bool:
+def _same_group(message: dict[str, Any], entry: dict[str, Any], answer: Any, found: Known) -> bool:
+    """Whether a one-call group without text holds the very strings of ``found``."""
+    function = entry.get("function")
+    return (
+        type(function) is dict
+        and found[1] is entry.get("id")
+        and found[2] is function.get("name")
+        and found[3] is function.get("arguments")
+        and answer.get("role") == "tool"
+        and answer.get("tool_call_id") == found[1]
+        and not message.get("content")
+    )
+
+
+def _tool_at(messages: Sequence[Any], i: int, count: int) -> bool:
+    """Whether ``messages[i]`` exists and is a ``tool`` message."""
+    if i >= count:
+        return False
+    message = messages[i]
     if type(message) is dict:
         return message.get("role") == "tool"
-    return isinstance(message, Mapping) and message.get("role") == "tool"
+    return _is_tool(message)
 
 
 def view(messages: Sequence[Any], mark: bool = True) -> View:
@@ -90,12 +103,34 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
-    texts = _Texts(*_last_texts)
+    texts = Texts.last()
+    known, made = texts.known.get, texts.made
     i = 0
     while i < count:
         message = messages[i]
         role = message.get("role") if type(message) is dict else None
         if role == "assistant":
+            # A one-call group whose strings are those of the previous view: its
+            # texts are known, only the checks and the view messages remain.
+            entries = message.get("tool_calls")
+            if type(entries) is list and len(entries) == 1 and i + 1 < count:
+                entry, answer = entries[0], messages[i + 1]
+                key = id(answer.get("content")) if type(answer) is dict else 0
+                found = known(key) if type(entry) is dict else None
+                if (
+                    found is not None
+                    and _same_group(message, entry, answer, found)
+                    and not _tool_at(messages, i + 2, count)
+                ):
+                    made[key] = found
+                    at = len(out)
+                    out.append({"role": "function_call", "content": found[4], VIEW_KEY: at})
+                    out.append({"role": _OUTPUT, "content": found[5], VIEW_KEY: at + 1})
+                    refs += _ONE_CALL
+                    starts.append(at + 1)
+                    starts.append(at + 2)
+                    i += 2
+                    continue
             if _add_one_call(result, messages, i, message, texts):
                 i += 2
                 continue
@@ -113,82 +148,16 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             continue
         i = _add_any_group(result, messages, i, message)
     if not mark:  # the common way always marks what it makes
-        for made, ref in zip(out, refs, strict=True):
+        for part, ref in zip(out, refs, strict=True):
             if ref != PASSTHROUGH:
-                made.pop(VIEW_KEY, None)
-    _remember((texts.made, texts.made_calls, texts.made_outputs))
+                part.pop(VIEW_KEY, None)
+    texts.remember()
+    result.bodies, result.parsed = texts.known_parsed, texts.parsed
     return result
 
 
-# (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
-_Known = tuple[str, str, str, str, str, str]
-# (arguments, id, name, call text) by id(arguments) and (output, id, output text) by
-# id(output), of the calls and outputs of parallel calls
-_KnownCall = tuple[str, str, str, str]
-_KnownOutput = tuple[str, str, str]
-_Kept = tuple[dict[int, _Known], dict[int, _KnownCall], dict[int, _KnownOutput]]
-
-
-@dataclass(slots=True)
-class _Texts:
-    """The view texts of the previous view, and those of the view being made.
-
-    An agent sends the same message objects every turn: a call or output whose
-    strings (output, id, function name, arguments) are the very same objects
-    as in the previous view gets the same texts, which are not encoded again
-    (docs/PERFORMANCE.md). Strings cannot change, so identity is proof; the
-    entries hold their strings, so an ``id`` is not reused while it is a key.
-    Only the last view's texts are kept: a bound of one conversation.
-    """
-
-    known: dict[int, _Known]
-    known_calls: dict[int, _KnownCall]
-    known_outputs: dict[int, _KnownOutput]
-    made: dict[int, _Known] = field(default_factory=dict)
-    made_calls: dict[int, _KnownCall] = field(default_factory=dict)
-    made_outputs: dict[int, _KnownOutput] = field(default_factory=dict)
-    names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
-
-    def call(self, name: Any, ident: str, arguments: str) -> str:
-        """:func:`call_text`, or the previous view's text for the very same strings."""
-        key = id(arguments)
-        known = self.known_calls.get(key)
-        if known is not None and known[1] is ident and known[2] is name:
-            self.made_calls[key] = known
-            return known[3]
-        text = call_text(name, ident, arguments)
-        if type(name) is str:
-            self.made_calls[key] = (arguments, ident, name, text)
-        return text
-
-    def output(self, ident: str, output: str) -> str:
-        """:func:`output_text`, or the previous view's text for the very same strings."""
-        key = id(output)
-        known = self.known_outputs.get(key)
-        if known is not None and known[1] is ident:
-            self.made_outputs[key] = known
-            return known[2]
-        text = output_text(ident, output)
-        self.made_outputs[key] = (output, ident, text)
-        return text
-
-
-_last_texts: _Kept = ({}, {}, {})
-
-
-def _remember(made: _Kept) -> None:
-    """Keep ``made`` for the next view (replaced whole: safe across threads)."""
-    global _last_texts
-    _last_texts = made
-
-
-def forget() -> None:
-    """Drop the texts kept from the previous view (the next view encodes everything)."""
-    _remember(({}, {}, {}))
-
-
 def _add_one_call(
-    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: _Texts
+    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: Texts
 ) -> bool:
     """Add an assistant message with one call and its answer right after, when plain.
 
@@ -252,7 +221,7 @@ def _add_one_call(
 
 
 def _add_plain_group(
-    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: _Texts
+    result: View, messages: Sequence[Any], i: int, message: dict[str, Any], texts: Texts
 ) -> int:
     """Add an assistant message and its answers when all are of the common shape.
 
@@ -411,89 +380,3 @@ def _add_group(
     parts.extend(call_message(name, ident, arguments) for name, ident, arguments in calls)
     parts.extend(output_message(ident, output) for ident, output in zip(ids, texts, strict=True))
     _commit(result, parts, len(calls))
-
-
-def new_message(message: Any) -> Any:
-    """A message a strategy added (a notice), as an OpenAI Chat message."""
-    if type(message) is dict and VIEW_KEY in message:
-        message = {k: v for k, v in message.items() if k != VIEW_KEY}
-    return message
-
-
-def _rewritten_call(entry: Mapping[str, Any], fate: Any) -> Any:
-    arguments = rewritten_arguments(fate)
-    if type(arguments) is not dict:
-        return entry
-    function = dict(entry["function"])
-    function["arguments"] = encode_arguments(arguments)
-    changed = dict(entry)
-    changed["function"] = function
-    return changed
-
-
-def _rewritten_tool(message: Mapping[str, Any], fate: Any) -> Any:
-    text = rewritten_output(fate)
-    if text is None:
-        return message
-    changed = dict(message)
-    changed["content"] = (
-        text if type(message["content"]) is str else [{"type": "text", "text": text}]
-    )
-    return changed
-
-
-def _rewritten(message: Any, ref: int, fate: Any) -> Any:
-    """A message whose only view message the strategies rewrote."""
-    if ref == PASSTHROUGH:
-        return fate  # a plugin replaced a message it was given as it is
-    if _is_tool(message):
-        return _rewritten_tool(message, fate)
-    changed = dict(message)
-    changed["tool_calls"] = [_rewritten_call(message["tool_calls"][ref], fate)]
-    return changed
-
-
-def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
-    """OpenAI Chat messages from the strategies' result over ``shape``."""
-    out: list[Any] = []
-    narration = 0
-    fates, refs, starts, before = result.fates, shape.refs, shape.starts, result.before
-    for position, message in enumerate(messages):
-        if before and position in before:
-            out.extend(map(new_message, before[position]))
-        start, end = starts[position], starts[position + 1]
-        if end - start == 1:  # the common case: one view message, no text beside it
-            fate = fates[start]
-            if fate is KEPT:
-                out.append(message)
-            elif fate is not None:
-                out.append(_rewritten(message, refs[start], fate))
-            continue
-        if refs[start] == PASSTHROUGH:
-            fate = fates[start]
-            if fate is not None:
-                out.append(message if fate is KEPT else fate)
-            continue
-        if _is_tool(message):
-            fate = fates[start]
-            if fate is not None:
-                out.append(message if fate is KEPT else _rewritten_tool(message, fate))
-            continue
-        slots = [v for v in range(start, end) if refs[v] >= 0]
-        if all(fates[v] is KEPT for v in slots):
-            out.append(message)
-            continue
-        entries = message["tool_calls"]
-        kept = [
-            entries[refs[v]] if fates[v] is KEPT else _rewritten_call(entries[refs[v]], fates[v])
-            for v in slots
-            if fates[v] is not None
-        ]
-        if not kept:
-            narration += refs[start] == TEXT_PART
-            continue
-        changed = dict(message)
-        changed["tool_calls"] = kept
-        out.append(changed)
-    out.extend(map(new_message, result.after))
-    return Rebuilt(out, narration)

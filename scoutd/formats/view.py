@@ -16,6 +16,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import eq
 from typing import Any
 
 import msgspec
@@ -74,6 +76,11 @@ class View:
     starts: list[int] = field(default_factory=lambda: [0])
     malformed: int = 0
     mark: bool = True
+    # (text, body) by id(text): what the strategies parsed in the previous prepare, handed
+    # over so that a text the adapter reused is not decoded again; ``parsed`` (None: not
+    # wanted) receives what they parse now (docs/PERFORMANCE.md)
+    bodies: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    parsed: dict[int, tuple[str, Any]] | None = None
 
     def owner(self, view_index: int) -> int:
         """The provider message that view message ``view_index`` stands for."""
@@ -136,11 +143,19 @@ class Rebuilt:
 
 
 def outcome(view: View, result: Sequence[Any]) -> Outcome:
-    """Match the strategies' ``result`` with ``view``, message by message."""
+    """Match the strategies' ``result`` with ``view``, message by message.
+
+    A view message the adapter made is found by its mark (the view holds it
+    once, and ``prepare`` always marks); the provider's own messages, placed in
+    the view as they are, by identity. A marked message that is not the view
+    message its mark names is a rewrite of it; anything else is new.
+    """
     view_messages = view.messages
     size = len(view_messages)
-    # The first index of each object wins: filled from the end, in C.
-    by_identity = dict(zip(map(id, reversed(view_messages)), range(size - 1, -1, -1), strict=True))
+    # The first index of each provider message wins: filled from the end, in C.
+    own = list(compress(range(size), map(eq, view.refs, repeat(PASSTHROUGH))))
+    own.reverse()
+    by_identity = dict(zip(map(id, map(view_messages.__getitem__, own)), own, strict=True))
     fates: list[Any] = [None] * size
     before: dict[int, list[Any]] = {}
     pending: list[Any] = []

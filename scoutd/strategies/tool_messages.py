@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, sub
+from operator import attrgetter, eq, is_, is_not, itemgetter, sub
 from typing import Any
 
 import msgspec
@@ -37,6 +37,7 @@ __all__ = [
     "ToolIndex",
     "call_keys",
     "encode_json",
+    "given_bodies",
     "index_tools",
     "repeated_pairs",
     "role_of",
@@ -228,9 +229,41 @@ def _alternating(calls: list[bool], ids: list[Any]) -> bool:
 _get_id = attrgetter("id")
 
 
+# (text, body) by id(text); an entry holds its text, so no other object has that id
+Given = dict[int, tuple[str, ToolBody]]
+_given_bodies: ContextVar[tuple[Given, Given] | None] = ContextVar(
+    "scoutd_given_bodies", default=None
+)
+
+
+@contextmanager
+def given_bodies(given: Given, parsed: Given) -> Iterator[None]:
+    """Within the block, a tool message whose content is one of ``given``'s texts is not parsed.
+
+    A provider format's adapter keeps the JSON texts of its view from one
+    prepare to the next while the agent resends the same values
+    (docs/FORMATS.md): it hands over what the previous prepare parsed
+    (``given``), and every tool message's text and body of this one are added
+    to ``parsed``, for the next.
+    """
+    token = _given_bodies.set((given, parsed))
+    try:
+        yield
+    finally:
+        _given_bodies.reset(token)
+
+
 def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
     """Parse the tool messages at ``candidates``; drop the unusable ones."""
     contents = [messages[i].get("content") for i in candidates]  # none: unusable
+    given = _given_bodies.get()
+    if given is not None:
+        return _given_or_parsed(candidates, contents, *given)
+    return _parse_contents(candidates, contents)
+
+
+def _parse_contents(candidates: list[int], contents: list[Any]) -> tuple[list[int], list[ToolBody]]:
+    """Parse ``contents``, those of the tool messages at ``candidates``; drop the unusable ones."""
     if set(map(type, contents)) <= {str}:
         # not mutated: a fast path; each of its mutants raises TypeError, caught
         # below, and the loop then parses the same contents one by one
@@ -249,6 +282,40 @@ def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int
                 continue
             indices.append(i)
     return indices, bodies
+
+
+def _given_or_parsed(
+    candidates: list[int], contents: list[Any], given: Given, parsed: Given
+) -> tuple[list[int], list[ToolBody]]:
+    """:func:`_parse_all` with the bodies of :func:`given_bodies`; each text and body
+    (given or parsed) goes into ``parsed``."""
+    ids = list(map(id, contents))
+    entries: list[Any] = list(map(given.get, ids)) if given else []
+    if entries and not any(map(is_, entries, repeat(None))):
+        parsed.update(zip(ids, entries, strict=True))
+        return candidates, list(map(_get_body, entries))
+    if not entries or not any(map(is_not, entries, repeat(None))):  # none given: in C
+        indices, bodies = _parse_contents(candidates, contents)
+        if len(indices) == len(candidates):
+            parsed.update(zip(ids, zip(contents, bodies, strict=True), strict=True))
+            return indices, bodies
+    indices, bodies = [], []
+    entries = entries or [None] * len(contents)
+    for i, content, entry in zip(candidates, contents, entries, strict=True):
+        if entry is None:
+            if type(content) is not str:
+                continue
+            try:
+                entry = (content, _parse_body(content))
+            except (*_PARSE_ERRORS, msgspec.ValidationError):
+                continue
+        parsed[id(content)] = entry
+        indices.append(i)
+        bodies.append(entry[1])
+    return indices, bodies
+
+
+_get_body = itemgetter(1)
 
 
 def _pair_key(ident: Any) -> Any:

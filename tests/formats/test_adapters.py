@@ -67,6 +67,20 @@ def test_chat_notice_goes_before_the_assistant_message_of_the_first_kept_call() 
     assert out[notice - 1]["role"] in ("user", "tool")
 
 
+def test_chat_a_group_dropped_whole_counts_its_narration() -> None:
+    messages = chat(3)  # the view: system, user, then text, call and output three times
+    notice = {"role": "user", "content": "notice"}
+
+    def drop_the_first_group(view: list[Any]) -> list[Any]:
+        return [*view[:2], notice, *view[5:]]
+
+    prepared = prepare(messages, drop_the_first_group)
+    assert prepared.messages == [*messages[:2], notice, *messages[4:]]
+    returned = prepared.messages[:2] + prepared.messages[3:]
+    assert all(a is b for a, b in zip(returned, [*messages[:2], *messages[4:]], strict=True))
+    assert prepared.report[-1].narration_dropped == 1
+
+
 def test_chat_parallel_calls_keep_their_pairs() -> None:
     messages = chat(6, parallel=3)
     out = prepare(

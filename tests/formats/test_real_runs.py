@@ -24,13 +24,14 @@ import pytest
 
 from scoutd import prepare
 from scoutd.config import PromptConfig
-from scoutd.formats import scout_view
+from scoutd.formats import adapter, openai_chat, scout_view
+from scoutd.formats.view import PASSTHROUGH, VIEW_KEY
 from scoutd.strategies.epoch import (
     fixed_window,
     increment_window,
     repeat_numbers,
 )
-from scoutd.strategies.tool_messages import index_tools, repeated_pairs
+from scoutd.strategies.tool_messages import ToolBody, index_tools, repeated_pairs
 
 from .derive import to_anthropic, to_responses
 from .validity import new_problems
@@ -180,3 +181,26 @@ def test_long_runs_are_shortened(fmt: str) -> None:
     for label, messages in long_runs:
         prepared = prepare(messages, "shorten_tools_epoch", format=fmt)
         assert len(_encode(prepared.messages)) < len(_encode(messages)), label
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_view_message_the_adapter_made_carries_its_index(fmt: str) -> None:
+    """Results are matched with the view by these marks (docs/FORMATS.md)."""
+    for _, messages in conversations(fmt):
+        view = adapter(fmt).view(messages, True)  # type: ignore[union-attr]
+        for index, (message, ref) in enumerate(zip(view.messages, view.refs, strict=True)):
+            if ref != PASSTHROUGH:
+                assert message[VIEW_KEY] == index
+
+
+def test_the_bodies_handed_to_the_strategies_are_those_their_texts_parse_to() -> None:
+    """The OpenAI Chat view hands over what parsing its texts gives (docs/PERFORMANCE.md)."""
+    handed = 0
+    for _, messages in conversations("openai-chat"):
+        openai_chat.forget()
+        prepare(messages, "shorten_tools")  # parses the texts once and keeps their bodies
+        view = openai_chat.view(messages, True)
+        for key, (text, body) in view.bodies.items():
+            assert key == id(text) and body == msgspec.json.decode(text, type=ToolBody)
+        handed += sum(id(m["content"]) in view.bodies for m in view.messages if "content" in m)
+    assert handed > 1000

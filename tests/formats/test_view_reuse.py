@@ -14,11 +14,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from scoutd import PromptConfig, prepare
 from scoutd.formats import openai_chat
 from scoutd.formats.view import VIEW_KEY
+from scoutd.strategies.tool_messages import ToolBody
 
 from .conversations import chat
 
@@ -43,14 +45,27 @@ def _tool_texts(messages: list[dict[str, Any]]) -> list[str]:
     return [m["content"] for m in view.messages if m.get("role", "").startswith("function_call")]
 
 
-def test_the_same_messages_get_the_same_text_objects() -> None:
-    messages = chat(4)
+def _chat(pairs: int, narrated: bool) -> list[dict[str, Any]]:
+    """:func:`chat`, or without the assistant's text (as most agents send calls)."""
+    messages = chat(pairs)
+    if not narrated:
+        for message in messages:
+            if message["role"] == "assistant":
+                message["content"] = None
+    return messages
+
+
+@pytest.mark.parametrize("narrated", [True, False])
+def test_the_same_messages_get_the_same_text_objects(narrated: bool) -> None:
+    messages = _chat(4, narrated)
     openai_chat.forget()
     first = _tool_texts(messages)
     second = _tool_texts(messages)
     assert len(first) == 8
     assert first == second
     assert all(a is b for a, b in zip(first, second, strict=True))
+    third = _tool_texts(messages)  # the second view kept what it reused
+    assert all(a is b for a, b in zip(first, third, strict=True))
     openai_chat.forget()
     third = _tool_texts(messages)
     assert third == first
@@ -82,6 +97,10 @@ def _set_id(messages: list[dict[str, Any]]) -> None:
     messages[5]["tool_call_id"] = "renamed"
 
 
+def _set_call_id(messages: list[dict[str, Any]]) -> None:
+    messages[2]["tool_calls"][0]["id"] = "renamed"  # now unanswered: the group is malformed
+
+
 def _set_name(messages: list[dict[str, Any]]) -> None:
     messages[2]["tool_calls"][0]["function"]["name"] = "grep"
 
@@ -102,15 +121,28 @@ def _add_a_second_answer(messages: list[dict[str, Any]]) -> None:
     messages.insert(4, {"role": "tool", "tool_call_id": "c0_0", "content": "again"})
 
 
+def _answer_as_user(messages: list[dict[str, Any]]) -> None:
+    messages[3]["role"] = "user"  # the call is now unanswered: the group is malformed
+
+
+def _add_a_second_call(messages: list[dict[str, Any]]) -> None:
+    entry = copy.deepcopy(messages[2]["tool_calls"][0])
+    entry["id"] = "extra"
+    messages[2]["tool_calls"].append(entry)
+
+
 EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
     "output": _set_output,
     "tool_call_id": _set_tool_call_id,
     "id": _set_id,
+    "call id": _set_call_id,
     "name": _set_name,
     "arguments": _set_arguments,
     "arguments not an object": _set_arguments_to_a_list,
     "function": _replace_function,
     "second answer": _add_a_second_answer,
+    "answer role": _answer_as_user,
+    "second call": _add_a_second_call,
 }
 
 
@@ -131,15 +163,19 @@ def _check_read_afresh(messages: list[Any], edit: Callable[[list[Any]], object])
     assert _tool_texts(messages) != before
 
 
+@pytest.mark.parametrize("narrated", [True, False])
 @pytest.mark.parametrize("edit", EDITS)
-def test_a_message_edited_in_place_is_read_afresh(edit: str) -> None:
-    messages = chat(5)
+def test_a_message_edited_in_place_is_read_afresh(edit: str, narrated: bool) -> None:
+    messages = _chat(5, narrated)
     _check_read_afresh(messages, EDITS[edit])
 
 
+@pytest.mark.parametrize("narrated", [True, False])
 @pytest.mark.parametrize("edit", EDITS)
-def test_a_prepare_after_an_edit_in_place_answers_what_a_fresh_one_does(edit: str) -> None:
-    messages = chat(5)
+def test_a_prepare_after_an_edit_in_place_answers_what_a_fresh_one_does(
+    edit: str, narrated: bool
+) -> None:
+    messages = _chat(5, narrated)
     openai_chat.forget()
     prepare(messages, "shorten_tools", config=SHORT)  # the texts are now kept
     EDITS[edit](messages)
@@ -148,8 +184,21 @@ def test_a_prepare_after_an_edit_in_place_answers_what_a_fresh_one_does(edit: st
     assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages
 
 
-def test_a_growing_conversation_answers_what_a_fresh_one_does() -> None:
-    messages = chat(8)
+def test_text_given_in_place_to_a_kept_call_is_read_afresh() -> None:
+    messages = _chat(5, narrated=False)
+    openai_chat.forget()
+    openai_chat.view(messages, True)  # the texts are now kept
+    messages[2]["content"] = "Let me look."
+    after = openai_chat.view(messages, True)
+    openai_chat.forget()
+    fresh = openai_chat.view(copy.deepcopy(messages), True)
+    assert {"role": "assistant", "content": "Let me look.", VIEW_KEY: 2} in after.messages
+    assert (after.messages, after.refs, after.starts) == (fresh.messages, fresh.refs, fresh.starts)
+
+
+@pytest.mark.parametrize("narrated", [True, False])
+def test_a_growing_conversation_answers_what_a_fresh_one_does(narrated: bool) -> None:
+    messages = _chat(8, narrated)
     openai_chat.forget()
     for end in range(3, len(messages) + 1):
         prefix = messages[:end]
@@ -196,3 +245,43 @@ PARALLEL_EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
 def test_parallel_calls_edited_in_place_are_read_afresh(edit: str) -> None:
     messages = chat(3, parallel=3)
     _check_read_afresh(messages, PARALLEL_EDITS[edit])
+
+
+def _check_bodies(view: Any) -> int:
+    """Every body handed over is that of its text; how many of the view's texts have one."""
+    for key, (text, body) in view.bodies.items():
+        assert key == id(text) and body == msgspec.json.decode(text, type=ToolBody)
+    return sum(id(m["content"]) in view.bodies for m in view.messages if isinstance(m, dict))
+
+
+@pytest.mark.parametrize("narrated", [True, False])
+def test_the_bodies_of_a_growing_conversation_are_handed_over(narrated: bool) -> None:
+    messages = _chat(8, narrated)
+    openai_chat.forget()
+    for end in range(4, len(messages) + 1):
+        prepare(messages[:end], "shorten_tools", config=SHORT)  # its strategies parse them
+        assert _check_bodies(openai_chat.view(messages[:end], True)) == 2 * ((end - 2) // 2)
+    prepare(messages[:6], "shorten_tools", config=SHORT)  # the last groups left out
+    assert _check_bodies(openai_chat.view(messages[:6], True)) == 4
+    assert _check_bodies(openai_chat.view(messages[:6], True)) == 0  # no prepare in between
+
+
+def test_a_prepare_stores_the_bodies_it_parsed_for_the_next() -> None:
+    messages = _chat(4, narrated=False)
+    openai_chat.forget()
+    assert _check_bodies(openai_chat.view(messages, True)) == 0  # none parsed yet
+    prepare(messages, "shorten_tools", config=SHORT)  # the strategies parse them once
+    assert _check_bodies(openai_chat.view(messages, True)) == 8
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_the_bodies_after_an_edit_in_place_are_those_of_the_texts(edit: str) -> None:
+    messages = _chat(5, narrated=False)
+    openai_chat.forget()
+    openai_chat.view(messages, True)
+    prepare(messages, "shorten_tools", config=SHORT)
+    EDITS[edit](messages)
+    _check_bodies(openai_chat.view(messages, True))
+    got = prepare(messages, "shorten_tools", config=SHORT).messages
+    openai_chat.forget()
+    assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages

@@ -1,0 +1,97 @@
+"""The texts of the OpenAI Chat view kept from one view to the next (docs/PERFORMANCE.md).
+
+Split from :mod:`scoutd.formats.openai_chat`: the texts of the previous view,
+reused for the very same strings, and the bodies the strategies parsed from
+them, handed over so that a text reused is not decoded again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..strategies.tool_messages import Given
+from .view import call_text, output_text
+
+__all__ = ["Known", "Texts", "forget"]
+
+# (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
+Known = tuple[str, str, str, str, str, str]
+
+
+# (arguments, id, name, call text) by id(arguments) and (output, id, output text) by
+# id(output), of the calls and outputs of parallel calls
+KnownCall = tuple[str, str, str, str]
+KnownOutput = tuple[str, str, str]
+_Kept = tuple[dict[int, Known], dict[int, KnownCall], dict[int, KnownOutput], Given]
+
+
+@dataclass(slots=True)
+class Texts:
+    """The view texts of the previous view, and those of the view being made.
+
+    An agent sends the same message objects every turn: a call or output whose
+    strings (output, id, function name, arguments) are the very same objects
+    as in the previous view gets the same texts, which are not encoded again
+    (docs/PERFORMANCE.md). Strings cannot change, so identity is proof; the
+    entries hold their strings, so an ``id`` is not reused while it is a key.
+    Only the last view's texts are kept: a bound of one conversation.
+    """
+
+    known: dict[int, Known]
+    known_calls: dict[int, KnownCall]
+    known_outputs: dict[int, KnownOutput]
+    # The texts and bodies the strategies parsed in the previous prepare, and those of this one
+    # (tool_messages.given_bodies): a text the view reuses is not parsed again
+    known_parsed: Given
+    made: dict[int, Known] = field(default_factory=dict)
+    parsed: Given = field(default_factory=dict)
+    made_calls: dict[int, KnownCall] = field(default_factory=dict)
+    made_outputs: dict[int, KnownOutput] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
+
+    @classmethod
+    def last(cls) -> Texts:
+        """A new view's texts, knowing those of the previous view."""
+        return cls(*_last_texts)
+
+    def remember(self) -> None:
+        """Keep this view's texts, and the bodies its prepare will parse, for the next view."""
+        _remember((self.made, self.made_calls, self.made_outputs, self.parsed))
+
+    def call(self, name: Any, ident: str, arguments: str) -> str:
+        """:func:`call_text`, or the previous view's text for the very same strings."""
+        key = id(arguments)
+        known = self.known_calls.get(key)
+        if known is not None and known[1] is ident and known[2] is name:
+            self.made_calls[key] = known
+            return known[3]
+        text = call_text(name, ident, arguments)
+        if type(name) is str:
+            self.made_calls[key] = (arguments, ident, name, text)
+        return text
+
+    def output(self, ident: str, output: str) -> str:
+        """:func:`output_text`, or the previous view's text for the very same strings."""
+        key = id(output)
+        known = self.known_outputs.get(key)
+        if known is not None and known[1] is ident:
+            self.made_outputs[key] = known
+            return known[2]
+        text = output_text(ident, output)
+        self.made_outputs[key] = (output, ident, text)
+        return text
+
+
+_last_texts: _Kept = ({}, {}, {}, {})
+
+
+def _remember(made: _Kept) -> None:
+    """Keep ``made`` for the next view (replaced whole: safe across threads)."""
+    global _last_texts
+    _last_texts = made
+
+
+def forget() -> None:
+    """Drop the texts kept from the previous view (the next view encodes everything)."""
+    _remember(({}, {}, {}, {}))
