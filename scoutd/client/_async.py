@@ -127,6 +127,10 @@ class AsyncClient:
     ) -> list[Any]:
         """The prepared prompt, computed by the daemon (see :func:`scoutd.prepare_prompt`).
 
+        Without a session, the daemon answers with the indices of the messages
+        it kept (docs/PROTOCOL.md, the indices answer): those come back as the
+        caller's own message objects, as with the library in process.
+
         Raises:
             Aborted: an abort file was consumed for this save file or session.
             UnknownStrategy: a strategy name the daemon does not know.

@@ -18,7 +18,7 @@ from ..prepare import Prepared
 from ..protocol import PreparePromptParams
 from ..protocol.client_state import ClientState, Incoming
 from ..protocol.error_table import about_answer, about_replace, exception_for
-from ..protocol.layout import rebuild
+from ..protocol.layout import LayoutError, rebuild
 from ..strategies.report import StrategyReport
 
 __all__ = [
@@ -57,7 +57,9 @@ class WholePrompt(msgspec.Struct):
         """The prepared prompt; kept messages are the objects of ``sent`` (LayoutError)."""
         if self.layout is not None:
             return rebuild(self.layout, sent)
-        return self.messages or []
+        if self.messages is None:
+            raise LayoutError("the answer carries neither `messages` nor a `layout`")
+        return self.messages
 
 
 class WholePrepared(WholePrompt):

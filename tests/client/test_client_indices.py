@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings
 
 import scoutd
 from scoutd.client import AsyncClient, Client
-from scoutd.protocol.layout import rebuild
+from scoutd.client._common import WholePrompt
+from scoutd.protocol.layout import LayoutError, rebuild
 from scoutd.strategies.report import StrategyReport
 
 from ..formats import conversations as formats
@@ -271,3 +272,13 @@ def test_an_older_daemon_is_asked_once_per_connection(older: Daemon) -> None:
 
     assert anyio.run(run) == whole
     assert _errors(older) == before + 3
+
+
+def test_an_answer_with_neither_form_is_refused() -> None:
+    sent = [{"role": "user", "content": "hi"}]
+    assert WholePrompt(messages=[{"role": "user", "content": "x"}]).prompt(sent) == [
+        {"role": "user", "content": "x"}
+    ]
+    assert WholePrompt(layout=[0, 0]).prompt(sent) == [sent[0], sent[0]]
+    with pytest.raises(LayoutError):
+        WholePrompt().prompt(sent)
