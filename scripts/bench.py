@@ -341,13 +341,33 @@ def bench_rpc(
     small: list[dict[str, Any]],
     plan: Plan,
 ) -> None:
-    """``rpc_ms_2000`` and ``small_rpc_us_p50``: whole round trips, client encode to decode."""
+    """``rpc_ms_2000`` and ``small_rpc_us_p50``: whole round trips, client encode to decode.
+
+    ``rpc_ms_2000`` is what a :class:`scoutd.Client` user gets (the indices
+    answer, docs/PROTOCOL.md); ``rpc_whole_answer_ms_2000``, timed in turn with
+    it, the same call answered with every prepared message, as a daemon older
+    than the indices answer gives it; ``rpc_inproc_ms_2000``, the in-process
+    prepare timed in turn with both, so that their ratio to it is taken under
+    the same load (``inproc_ms_2000`` is timed minutes earlier).
+    """
     progress(f"prepare_prompt through the daemon, {plan.large} calls")
-    with daemon.client() as client:
+    snapshot = scoutd.load_config()
+    with daemon.client() as client, daemon.client() as whole:
+        whole.connect()
+        assert whole._conn is not None
+        whole._conn.state.indices_refused = True  # as after an older daemon's refusal
         samples = interleaved(
-            {"rpc": lambda: client.prepare_prompt(large)}, plan.rpc_runs, plan.warmup
+            {
+                "rpc": lambda: client.prepare_prompt(large),
+                "whole": lambda: whole.prepare_prompt(large),
+                "inproc": lambda: scoutd.prepare_prompt(large, config=snapshot),
+            },
+            plan.rpc_runs,
+            plan.warmup,
         )
         results["rpc_ms_2000"] = ms(statistics.median(samples["rpc"]))
+        results["rpc_whole_answer_ms_2000"] = ms(statistics.median(samples["whole"]))
+        results["rpc_inproc_ms_2000"] = ms(statistics.median(samples["inproc"]))
         progress(f"prepare_prompt through the daemon, {len(small)} messages")
         runs = plan.small_rpc_calls
         samples = interleaved({"small": lambda: client.prepare_prompt(small)}, runs, 20)
@@ -740,6 +760,17 @@ def render(results: dict[str, Any]) -> str:
             f"prepare_prompt, {large} calls, median",
             msec("rpc_ms_2000"),
             ratio("rpc_ms_2000", "inproc_ms_2000"),
+        ),
+        _row(
+            f"prepare_prompt, {large} calls, whole answer, median",
+            msec("rpc_whole_answer_ms_2000"),
+            ratio("rpc_whole_answer_ms_2000", "inproc_ms_2000"),
+        ),
+        _row(
+            f"in process, {large} calls, timed in turn with the two",
+            msec("rpc_inproc_ms_2000"),
+            f"{r['rpc_ms_2000'] / r['rpc_inproc_ms_2000']:.2f} / "
+            f"{r['rpc_whole_answer_ms_2000'] / r['rpc_inproc_ms_2000']:.2f} x",
         ),
         _row(
             f"prepare_prompt, {plan['small_messages']} messages, p50",

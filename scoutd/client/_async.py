@@ -31,6 +31,7 @@ from ..protocol import (
     ConfigReloadResult,
     MetricsParams,
     MetricsResult,
+    PreparePromptParams,
     SessionCloseParams,
     SessionOpenParams,
     SessionOpenResult,
@@ -45,8 +46,12 @@ from ._common import (
     Overrides,
     SentConversation,
     SessionAnswer,
+    WholePrepared,
+    WholePrompt,
     default_socket_path,
     prepare_params,
+    refused_indices,
+    whole_params,
 )
 from ._reconnect import (
     backoff,
@@ -62,6 +67,7 @@ __all__ = ["AsyncClient", "AsyncSession"]
 log = logging.getLogger("scoutd.client")
 
 T = TypeVar("T")
+W = TypeVar("W", bound=WholePrompt)
 
 # Closing a session on leaving its context manager is bounded even when the
 # block was cancelled: the daemon also closes it with the connection.
@@ -121,6 +127,10 @@ class AsyncClient:
     ) -> list[Any]:
         """The prepared prompt, computed by the daemon (see :func:`scoutd.prepare_prompt`).
 
+        Without a session, the daemon answers with the indices of the messages
+        it kept (docs/PROTOCOL.md, the indices answer): those come back as the
+        caller's own message objects, as with the library in process.
+
         Raises:
             Aborted: an abort file was consumed for this save file or session.
             UnknownStrategy: a strategy name the daemon does not know.
@@ -130,7 +140,10 @@ class AsyncClient:
         params = prepare_params(
             messages, strategies, save_file, session_id, config, format, cache_control
         )
-        return (await self._call("prepare_prompt", params, Messages)).messages
+        if session_id is not None:
+            return (await self._call("prepare_prompt", params, Messages)).messages
+        answer, sent = await self._prepare_whole(params, WholePrompt)
+        return answer.prompt(sent)
 
     async def prepare(
         self,
@@ -148,7 +161,10 @@ class AsyncClient:
         params = prepare_params(
             messages, strategies, save_file, session_id, config, format, cache_control
         )
-        return await self._call("prepare_prompt", params, Prepared)
+        if session_id is not None:
+            return await self._call("prepare_prompt", params, Prepared)
+        answer, sent = await self._prepare_whole(params, WholePrepared)
+        return Prepared(messages=answer.prompt(sent), report=answer.report)
 
     async def open_session(
         self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
@@ -285,6 +301,21 @@ class AsyncClient:
         """Send one request and wait for its answer, reading for everyone meanwhile."""
         conn = conn or await self._connection()
         return await conn.call(method, params, kind)
+
+    async def _prepare_whole(
+        self, params: PreparePromptParams, kind: type[W]
+    ) -> tuple[W, list[Any]]:
+        """A session-less prepare, answered with indices (docs/PROTOCOL.md) unless
+        the daemon refuses them: then, once per connection, the whole answer."""
+        conn = await self._connection()
+        asked, sent = whole_params(params, conn.state)
+        try:
+            return await self._call("prepare_prompt", asked, kind, conn), sent
+        except RemoteError as exc:
+            if not refused_indices(exc, asked, conn.state):
+                raise
+        whole = msgspec.structs.replace(asked, answer="messages")
+        return await self._call("prepare_prompt", whole, kind, conn), sent
 
     async def _close_session(self, session: AsyncSession) -> None:
         conn = session._conn

@@ -17,7 +17,8 @@ from ..formats import check_format_name
 from ..prepare import Prepared
 from ..protocol import PreparePromptParams
 from ..protocol.client_state import ClientState, Incoming
-from ..protocol.error_table import about_replace, exception_for
+from ..protocol.error_table import about_answer, about_replace, exception_for
+from ..protocol.layout import LayoutError, rebuild
 from ..strategies.report import StrategyReport
 
 __all__ = [
@@ -26,9 +27,13 @@ __all__ = [
     "Overrides",
     "SentConversation",
     "SessionAnswer",
+    "WholePrepared",
+    "WholePrompt",
     "default_socket_path",
     "prepare_params",
+    "refused_indices",
     "result_of",
+    "whole_params",
 ]
 
 T = TypeVar("T")
@@ -39,6 +44,48 @@ class Messages(msgspec.Struct):
     """The part of a ``prepare_prompt`` result that ``prepare_prompt`` returns."""
 
     messages: list[Any]
+
+
+class WholePrompt(msgspec.Struct):
+    """A session-less ``prepare_prompt`` result as ``prepare_prompt`` reads it:
+    every prepared message, or their layout over the messages sent."""
+
+    messages: list[Any] | None = None
+    layout: list[Any] | None = None
+
+    def prompt(self, sent: Sequence[Any]) -> list[Any]:
+        """The prepared prompt; kept messages are the objects of ``sent`` (LayoutError)."""
+        if self.layout is not None:
+            return rebuild(self.layout, sent)
+        if self.messages is None:
+            raise LayoutError("the answer carries neither `messages` nor a `layout`")
+        return self.messages
+
+
+class WholePrepared(WholePrompt):
+    """:class:`WholePrompt` with the strategies' report, for ``prepare``."""
+
+    report: list[StrategyReport] = msgspec.field(default_factory=list)
+
+
+def whole_params(
+    params: PreparePromptParams, state: ClientState
+) -> tuple[PreparePromptParams, list[Any]]:
+    """Ask for the indices answer (unless this connection's daemon refused it); the
+    messages sent, as a list of the caller's objects that the layout indexes."""
+    sent = list(params.messages or ())
+    if state.indices_refused:
+        return msgspec.structs.replace(params, messages=sent), sent
+    return msgspec.structs.replace(params, messages=sent, answer="indices"), sent
+
+
+def refused_indices(exc: RemoteError, params: PreparePromptParams, state: ClientState) -> bool:
+    """Whether ``exc`` refuses ``answer`` (a daemon older than it) while it was asked
+    for; the connection then asks for whole answers from now on."""
+    if params.answer == "messages" or not about_answer(exc):
+        return False
+    state.indices_refused = True
+    return True
 
 
 class SessionAnswer(msgspec.Struct):

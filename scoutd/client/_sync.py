@@ -24,6 +24,7 @@ from ..protocol import (
     ConfigReloadResult,
     MetricsParams,
     MetricsResult,
+    PreparePromptParams,
     SessionCloseParams,
     SessionOpenParams,
     SessionOpenResult,
@@ -37,8 +38,12 @@ from ._common import (
     Overrides,
     SentConversation,
     SessionAnswer,
+    WholePrepared,
+    WholePrompt,
     default_socket_path,
     prepare_params,
+    refused_indices,
+    whole_params,
 )
 from ._reconnect import (
     backoff,
@@ -55,6 +60,7 @@ __all__ = ["Client", "Session"]
 log = logging.getLogger("scoutd.client")
 
 T = TypeVar("T")
+W = TypeVar("W", bound=WholePrompt)
 
 # Closing a session on leaving its context manager is bounded even when the
 # block was cancelled: the daemon also closes it with the connection.
@@ -114,6 +120,10 @@ class Client:
     ) -> list[Any]:
         """The prepared prompt, computed by the daemon (see :func:`scoutd.prepare_prompt`).
 
+        Without a session, the daemon answers with the indices of the messages
+        it kept (docs/PROTOCOL.md, the indices answer): those come back as the
+        caller's own message objects, as with the library in process.
+
         Raises:
             Aborted: an abort file was consumed for this save file or session.
             UnknownStrategy: a strategy name the daemon does not know.
@@ -123,7 +133,10 @@ class Client:
         params = prepare_params(
             messages, strategies, save_file, session_id, config, format, cache_control
         )
-        return (self._call("prepare_prompt", params, Messages)).messages
+        if session_id is not None:
+            return (self._call("prepare_prompt", params, Messages)).messages
+        answer, sent = self._prepare_whole(params, WholePrompt)
+        return answer.prompt(sent)
 
     def prepare(
         self,
@@ -141,7 +154,10 @@ class Client:
         params = prepare_params(
             messages, strategies, save_file, session_id, config, format, cache_control
         )
-        return self._call("prepare_prompt", params, Prepared)
+        if session_id is not None:
+            return self._call("prepare_prompt", params, Prepared)
+        answer, sent = self._prepare_whole(params, WholePrepared)
+        return Prepared(messages=answer.prompt(sent), report=answer.report)
 
     def open_session(
         self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
@@ -278,6 +294,19 @@ class Client:
         """Send one request and wait for its answer, reading for everyone meanwhile."""
         conn = conn or self._connection()
         return conn.call(method, params, kind)
+
+    def _prepare_whole(self, params: PreparePromptParams, kind: type[W]) -> tuple[W, list[Any]]:
+        """A session-less prepare, answered with indices (docs/PROTOCOL.md) unless
+        the daemon refuses them: then, once per connection, the whole answer."""
+        conn = self._connection()
+        asked, sent = whole_params(params, conn.state)
+        try:
+            return self._call("prepare_prompt", asked, kind, conn), sent
+        except RemoteError as exc:
+            if not refused_indices(exc, asked, conn.state):
+                raise
+        whole = msgspec.structs.replace(asked, answer="messages")
+        return self._call("prepare_prompt", whole, kind, conn), sent
 
     def _close_session(self, session: Session) -> None:
         conn = session._conn

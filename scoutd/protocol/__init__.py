@@ -6,6 +6,7 @@ Shared by the daemon and the clients (docs/PROTOCOL.md):
 - :mod:`.framing`: the one line reader both ends use;
 - :mod:`.codec`: lines to typed requests and typed answers to lines (daemon);
 - :mod:`.error_table`: error codes to exceptions and back (both ends);
+- :mod:`.layout`: the indices answer of ``prepare_prompt``, built and applied;
 - :mod:`.client_state`: a client connection's requests, answers and aborts.
 
 Every name the single-module version of this package defined is re-exported
@@ -39,6 +40,7 @@ from .messages import (
     UNKNOWN_SESSION,
     UNKNOWN_STRATEGY,
     AbortedData,
+    AnswerForm,
     ConfigInvalidData,
     ConfigReloadParams,
     ConfigReloadResult,
@@ -83,6 +85,7 @@ __all__ = [
     # messages
     "METHOD_PARAMS",
     "AbortedData",
+    "AnswerForm",
     "ConfigInvalidData",
     "ConfigReloadParams",
     "ConfigReloadResult",

@@ -89,6 +89,9 @@ class ClientState:
         self._answers: dict[int, Incoming] = {}
         self._aborts: dict[str, str] = {}  # session id -> reason of its abort
         self.lost: str | None = None  # why the connection is gone, once it is
+        # The daemon refused ``"answer": "indices"`` (it predates it): ask for
+        # whole answers on this connection from then on (docs/PROTOCOL.md).
+        self.indices_refused = False
 
     # -- requests ----------------------------------------------------------------------------
 

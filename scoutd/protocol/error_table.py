@@ -98,6 +98,16 @@ def about_replace(exc: RemoteError) -> bool:
     return exc.code == INVALID_PARAMS and "`delta_replace`" in str(data.get("error"))
 
 
+def about_answer(exc: RemoteError) -> bool:
+    """Whether an error refuses the ``answer`` param as unknown (a daemon older than it)."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    return (
+        exc.code == INVALID_PARAMS
+        and data.get("path") == "$.params"
+        and "unknown field `answer`" in str(data.get("error"))
+    )
+
+
 def too_large_limit(error: ErrorObject) -> int | None:
     """The line limit of a TOO_LARGE error (else ``None``)."""
     if error.code != TOO_LARGE or not isinstance(error.data, dict):

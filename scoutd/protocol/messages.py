@@ -29,6 +29,9 @@ UNKNOWN_SESSION: Final = -32006
 SHUTTING_DOWN: Final = -32007
 
 FormatName = Literal["auto", "scout", "openai-chat", "openai-responses", "anthropic"]
+# How a session-less ``prepare_prompt`` answers: every prepared message, or the
+# layout of the prepared prompt over the request's messages (docs/PROTOCOL.md).
+AnswerForm = Literal["messages", "indices"]
 
 # ``id`` may be a string, an integer or null; fractional numbers and booleans are refused.
 RequestId = int | str | None
@@ -47,7 +50,9 @@ class PreparePromptParams(
     ``append`` extends it (``base``, if given, is the length the client believes
     it has), and neither reuses it as is; ``delta`` asks for the answer as a
     change of the previous prepared prompt, ``delta_replace`` for its
-    replacing form (docs/PROTOCOL.md, incremental sessions).
+    replacing form (docs/PROTOCOL.md, incremental sessions). Without a
+    session, ``answer="indices"`` asks for the prepared prompt as a ``layout``
+    over ``messages`` (:mod:`scoutd.protocol.layout`).
     """
 
     messages: list[dict[str, Any]] | None = None
@@ -61,8 +66,14 @@ class PreparePromptParams(
     config: dict[str, Any] | None = None  # per-call overrides of [prompt] keys
     format: FormatName | None = None  # docs/FORMATS.md; a session's own by default
     cache_control: bool | None = None  # Anthropic cache hint; [prompt] cache_control by default
+    answer: AnswerForm = "messages"  # without a session only
 
     def __post_init__(self) -> None:
+        if self.answer != "messages" and self.session is not None:
+            raise ValueError(
+                f"`answer` {self.answer!r} is for calls without a `session` "
+                "(a session answers with deltas)"
+            )
         if self.session is None:
             if self.messages is None:
                 raise ValueError("`messages` is required without a `session`")
@@ -116,13 +127,15 @@ METHOD_PARAMS: Final[dict[str, type[msgspec.Struct]]] = {
 
 
 class PreparePromptResult(msgspec.Struct, kw_only=True):
-    """Either ``messages`` (the whole prepared prompt) or a delta: the first
-    ``keep`` messages of the previous prepared prompt (with ``replace``, when
-    asked for, put in by index), then ``append``; ``checksum`` covers those
-    ``keep`` messages as they were (:mod:`scoutd.delta`).
+    """Either ``messages`` (the whole prepared prompt), its ``layout`` over the
+    request's messages (``answer="indices"``, :mod:`scoutd.protocol.layout`),
+    or a delta: the first ``keep`` messages of the previous prepared prompt
+    (with ``replace``, when asked for, put in by index), then ``append``;
+    ``checksum`` covers those ``keep`` messages as they were (:mod:`scoutd.delta`).
     """
 
     messages: list[Any] | msgspec.UnsetType = msgspec.UNSET
+    layout: list[Any] | msgspec.UnsetType = msgspec.UNSET
     keep: int | msgspec.UnsetType = msgspec.UNSET
     replace: list[tuple[int, Any]] | msgspec.UnsetType = msgspec.UNSET
     append: list[Any] | msgspec.UnsetType = msgspec.UNSET
