@@ -82,7 +82,8 @@ class AgentSession:
     # incremental prompt state (docs/PROTOCOL.md, incremental sessions)
     prompt: SessionPrompt = field(default_factory=SessionPrompt)
     encoder: DeltaEncoder = field(default_factory=DeltaEncoder)
-    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one prepare at a time
+    # one prepare at a time; taken without a turn of the event loop when free
+    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     last_used: float = field(default_factory=time.monotonic)
 
     def forget_conversation(self) -> None:
