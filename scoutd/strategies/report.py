@@ -88,20 +88,31 @@ _get_content = itemgetter("content")
 
 def content_chars(messages: Sequence[Any]) -> int:
     """Characters of all string contents of a message list."""
+    total, _ = _content_chars(messages)
+    return total
+
+
+def _content_chars(messages: Sequence[Any]) -> tuple[int, bool]:
+    """:func:`content_chars`, and whether every message has a string ``content``.
+
+    When it has, the count is additive: a list made of these messages, new
+    messages with string contents and some of them left out counts the sum of
+    their lengths (what :func:`apply_changes` uses to count its output).
+    """
     try:
         # not mutated: a fast path; whatever its mutants raise, the loop below counts the same
         contents = list(map(_get_content, messages))  # pragma: no mutate
     except (KeyError, TypeError, IndexError):
         contents = None  # a message without a content: count the string ones one by one
     if contents is not None and set(map(type, contents)) <= {str}:  # len(list) is no char count
-        return sum(map(len, contents))
+        return sum(map(len, contents)), True
     total = 0
     for message in messages:
         if type(message) is dict or isinstance(message, Mapping):
             content = message.get("content")
             if type(content) is str:
                 total += len(content)
-    return total
+    return total, False
 
 
 def plain_report(name: str, before: Sequence[Any], after: Sequence[Any]) -> StrategyReport:

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, sub
+from operator import attrgetter, eq, itemgetter, sub
 from typing import Any
 
 import msgspec
@@ -86,12 +86,15 @@ def role_of(message: Any) -> Any:
     return None
 
 
+_get_role = itemgetter("role")
+
+
 def roles_of(messages: Sequence[Any]) -> list[Any]:
     """The role of every message (None for a message without one)."""
     # not mutated: a fast path; whatever its mutants raise, the fallback finds the same
     # roles (it writes None for a non-string role, which no caller tells from another)
     try:
-        roles = [message["role"] for message in messages]  # pragma: no mutate
+        roles = list(map(_get_role, messages))  # pragma: no mutate
         set(roles)  # pragma: no mutate (raises TypeError on an unhashable role)
     except (KeyError, TypeError, IndexError):
         roles = [role_of(message) for message in messages]
@@ -176,15 +179,16 @@ class ToolIndex:
         What :meth:`_pair` finds for them when no call is waiting, built without
         a Python loop (most agents call one tool at a time; docs/PERFORMANCE.md).
         """
-        numbers = range(self.outputs + 1, self.outputs + 1 + count // 2)
+        half = count // 2
         calls, outputs = range(first, first + count, 2), range(first + 1, first + count, 2)
-        # not mutated: count is even, so each zip is over two ranges of one length (strict=
-        # changes nothing)
-        twice = zip(numbers, numbers, strict=True)  # pragma: no mutate
-        crossed = zip(outputs, calls, strict=True)  # pragma: no mutate
-        self.numbers += chain.from_iterable(twice)
-        self.partners += chain.from_iterable(crossed)
-        self.outputs += count // 2
+        # each pair's number twice, and each slot's partner: built by slice assignment
+        numbers = [0] * count
+        numbers[::2] = numbers[1::2] = range(self.outputs + 1, self.outputs + 1 + half)
+        partners = [0] * count
+        partners[::2], partners[1::2] = outputs, calls
+        self.numbers += numbers
+        self.partners += partners
+        self.outputs += half
         self.paired = list(calls)
 
     def _pair(self, first: int, ids: list[Any], calls: list[bool]) -> None:
@@ -226,11 +230,16 @@ def _alternating(calls: list[bool], ids: list[Any]) -> bool:
 
 
 _get_id = attrgetter("id")
+_DICT = frozenset((dict,))
 
 
 def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
     """Parse the tool messages at ``candidates``; drop the unusable ones."""
-    contents = [messages[i].get("content") for i in candidates]  # none: unusable
+    chosen = list(map(messages.__getitem__, candidates))
+    if set(map(type, chosen)) <= _DICT:  # plain dicts: their get, called without a Python loop
+        contents = list(map(dict.get, chosen, repeat("content")))  # none: unusable
+    else:
+        contents = [message.get("content") for message in chosen]
     if set(map(type, contents)) <= {str}:
         # not mutated: a fast path; each of its mutants raises TypeError, caught
         # below, and the loop then parses the same contents one by one
