@@ -19,8 +19,10 @@ from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strat
 from .errors import ConfigError, UnknownStrategy
 from .formats import ANTHROPIC, AUTO, adapter, outcome, resolve_format
 from .formats.cache import stable_prefix, with_cache_control
-from .message_rules import check_messages
+from .formats.detect import detect_format
+from .message_rules import check_plain
 from .strategies import BUILTINS
+from .strategies.columns import Columns, columns_of, sharing
 from .strategies.report import StrategyReport, plain_report
 
 __all__ = [
@@ -156,18 +158,25 @@ def _run_chain(
     snapshot: Config | None,
     detail: bool,
     format: str,
+    columns: Columns | None = None,
 ) -> tuple[list[Any], list[StrategyReport], list[str] | None]:
-    """Run the strategies over ``current``; the names run (None for a callable)."""
+    """Run the strategies over ``current``; the names run (None for a callable).
+
+    ``columns``: ``current``'s roles and contents, read by the caller; shared
+    with the first strategy only (when built in), which runs before any other
+    code could change the messages (docs/PERFORMANCE.md).
+    """
     if callable(strategies) and not isinstance(strategies, str):
         result = strategies(current)
         return result, [plain_report("<callable>", current, result)], None
     assert snapshot is not None
     names = _names(strategies, snapshot)
     reports: list[StrategyReport] = []
-    for name in names:
+    for position, name in enumerate(names):
         builtin = BUILTINS.get(name)
         if builtin is not None:
-            current, report = builtin(current, snapshot.prompt, save_file, detail, format)
+            with sharing(columns if position == 0 else None):
+                current, report = builtin(current, snapshot.prompt, save_file, detail, format)
             reports.append(report)
             continue
         plugin = False
@@ -209,8 +218,13 @@ def prepare(
         InvalidMessages: a message breaks the rule of docs/PROTOCOL.md ("Messages");
             a ``TypeError`` and a ``ValueError``.
     """
-    check_messages(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
-    name, warning = resolve_format(messages, format)
+    plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
+    # A plain list's roles and contents, read once for detection and the first strategy
+    columns = columns_of(messages) if plain else None
+    if columns is not None and type(format) is str and format == AUTO:
+        name, warning = detect_format(messages, (columns.roles, columns.content_types)), None
+    else:
+        name, warning = resolve_format(messages, format)
     snapshot = (
         None
         if callable(strategies) and not isinstance(strategies, str)
@@ -219,7 +233,10 @@ def prepare(
     chosen = adapter(name)
     shape = None if chosen is None else chosen.view(messages, True)
     current: list[Any] = list(messages) if shape is None else shape.messages
-    result, reports, names = _run_chain(current, strategies, save_file, snapshot, detail, name)
+    shared = None if columns is None or shape is not None else columns.over(current)
+    result, reports, names = _run_chain(
+        current, strategies, save_file, snapshot, detail, name, shared
+    )
     narration = 0
     if chosen is not None and shape is not None:
         read = outcome(shape, result)

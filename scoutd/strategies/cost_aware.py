@@ -47,6 +47,7 @@ import msgspec
 from ..config import DEFAULT_NOTICE, PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
+from .columns import forget_columns, known_columns
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
 from .tool_messages import (
@@ -178,6 +179,14 @@ _get_content = itemgetter("content")
 def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
     """Tokens of each message: its content's count plus the per-message overhead."""
     overhead = MESSAGE_OVERHEAD_TOKENS
+    if type(count) is _CharEstimate:
+        columns = known_columns(messages)
+        if columns is not None and columns.lengths is not None:  # the estimate below, from
+            # the lengths read once for this prepare
+            per_length = map(truediv, columns.lengths, repeat(count.chars_per_token))
+            return list(map(add, map(math.ceil, per_length), repeat(overhead)))
+    else:
+        forget_columns()  # a tokenizer is code of its own: read the messages afresh after it
     # A fast path. Not mutated: its mutants either raise inside the `try` or
     # leave the fast path, and the general count below gives the same counts;
     # a `per_token` of None, or the `is not None` reversed, calls the estimate

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from .columns import known_columns
 from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = [
@@ -88,31 +89,20 @@ _get_content = itemgetter("content")
 
 def content_chars(messages: Sequence[Any]) -> int:
     """Characters of all string contents of a message list."""
-    total, _ = _content_chars(messages)
-    return total
-
-
-def _content_chars(messages: Sequence[Any]) -> tuple[int, bool]:
-    """:func:`content_chars`, and whether every message has a string ``content``.
-
-    When it has, the count is additive: a list made of these messages, new
-    messages with string contents and some of them left out counts the sum of
-    their lengths (what :func:`apply_changes` uses to count its output).
-    """
     try:
         # not mutated: a fast path; whatever its mutants raise, the loop below counts the same
         contents = list(map(_get_content, messages))  # pragma: no mutate
     except (KeyError, TypeError, IndexError):
         contents = None  # a message without a content: count the string ones one by one
     if contents is not None and set(map(type, contents)) <= {str}:  # len(list) is no char count
-        return sum(map(len, contents)), True
+        return sum(map(len, contents))
     total = 0
     for message in messages:
         if type(message) is dict or isinstance(message, Mapping):
             content = message.get("content")
             if type(content) is str:
                 total += len(content)
-    return total, False
+    return total
 
 
 def plain_report(name: str, before: Sequence[Any], after: Sequence[Any]) -> StrategyReport:
@@ -181,7 +171,12 @@ def apply_changes(
     is_call = index.is_call.__getitem__
     calls = sum(index.is_call)
     outputs = len(index.indices) - calls
-    report = StrategyReport(strategy=name, chars_before=content_chars(messages))
+    columns = known_columns(messages)
+    if columns is not None and columns.lengths is not None:
+        before = sum(columns.lengths)  # what content_chars counts, from the lengths read once
+    else:
+        before = content_chars(messages)
+    report = StrategyReport(strategy=name, chars_before=before)
     report.calls_dropped = sum(map(is_call, changes.dropped))
     report.outputs_dropped = len(changes.dropped) - report.calls_dropped
     report.calls_truncated = sum(map(is_call, changes.rewrites))

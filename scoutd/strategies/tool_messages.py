@@ -20,12 +20,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import attrgetter, eq, itemgetter, sub
 from typing import Any
 
 import msgspec
 
+from .columns import known_columns
 from .text import shorten_string
 
 __all__ = [
@@ -154,12 +155,19 @@ class ToolIndex:
         the same ``id`` arrives (a later call with the same ``id`` replaces a
         waiting one).
         """
-        new = messages[start:] if start else messages
-        roles = roles_of(new)
+        columns = None if start else known_columns(messages)
+        if columns is not None:  # read once for this prepare: the same roles and contents
+            roles: list[Any] = columns.roles
+        else:
+            roles = roles_of(messages[start:] if start else messages)
         # roles_of gives hashable roles; compress and map keep these passes out of Python loops
         found = map(TOOL_ROLES.__contains__, roles)
         candidates = list(compress(range(start, start + len(roles)), found))
-        indices, bodies = _parse_all(messages, candidates)
+        if columns is not None:
+            contents = list(map(columns.contents.__getitem__, candidates))
+        else:
+            contents = _contents(messages, candidates)
+        indices, bodies = _parse_all(contents, candidates)
         self.roles += roles
         first = len(self.indices)
         self.indices += indices
@@ -233,13 +241,16 @@ _get_id = attrgetter("id")
 _DICT = frozenset((dict,))
 
 
-def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
-    """Parse the tool messages at ``candidates``; drop the unusable ones."""
+def _contents(messages: Sequence[Any], candidates: list[int]) -> list[Any]:
+    """The ``content`` of the messages at ``candidates`` (None when missing: unusable)."""
     chosen = list(map(messages.__getitem__, candidates))
     if set(map(type, chosen)) <= _DICT:  # plain dicts: their get, called without a Python loop
-        contents = list(map(dict.get, chosen, repeat("content")))  # none: unusable
-    else:
-        contents = [message.get("content") for message in chosen]
+        return list(map(dict.get, chosen, repeat("content")))
+    return [message.get("content") for message in chosen]
+
+
+def _parse_all(contents: list[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
+    """Parse the ``contents`` of the tool messages at ``candidates``; drop the unusable ones."""
     if set(map(type, contents)) <= {str}:
         # not mutated: a fast path; each of its mutants raises TypeError, caught
         # below, and the loop then parses the same contents one by one
