@@ -220,7 +220,7 @@ def prepare(
     """
     plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
     # A plain list's roles and contents, read once for detection and the first strategy
-    columns = columns_of(messages) if plain else None
+    columns = columns_of(messages, dicts=True) if plain else None
     if columns is not None and type(format) is str and format == AUTO:
         name, warning = detect_format(messages, (columns.roles, columns.content_types)), None
     else:

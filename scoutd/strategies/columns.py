@@ -50,10 +50,13 @@ class Columns:
         return Columns(messages, self.roles, self.contents, self.content_types, self.lengths)
 
 
-def columns_of(messages: Sequence[Any]) -> Columns | None:
+def columns_of(messages: Sequence[Any], dicts: bool = False) -> Columns | None:
     """The columns of ``messages``, or None unless it is a list of plain dicts that all
-    have a string ``role`` and a ``content`` (the other lists take the general paths)."""
-    if type(messages) is not list or not set(map(type, messages)) <= _DICT:
+    have a string ``role`` and a ``content`` (the other lists take the general paths).
+
+    ``dicts``: the caller knows every message to be a plain dict already.
+    """
+    if type(messages) is not list or not (dicts or set(map(type, messages)) <= _DICT):
         return None
     try:
         roles = list(map(_get_role, messages))
