@@ -17,7 +17,7 @@ import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
 from .errors import ConfigError, UnknownStrategy
-from .formats import ANTHROPIC, AUTO, adapter, outcome, resolve_format
+from .formats import ANTHROPIC, AUTO, SCOUT, adapter, outcome, resolve_format
 from .formats.cache import stable_prefix, with_cache_control
 from .formats.detect import detect_format
 from .message_rules import check_plain
@@ -192,6 +192,29 @@ def _run_chain(
     return current, reports, names
 
 
+def _detect(
+    messages: Sequence[Any], format: str, plain: bool
+) -> tuple[str, str | None, Columns | None]:
+    """:func:`resolve_format`, and a plain scout list's roles and contents read once.
+
+    The columns (docs/PERFORMANCE.md) are read only for a list that may be in
+    the scout format (no ``type`` or ``tool_calls`` key): a provider format's
+    view makes messages of its own.
+    """
+    if not plain:
+        return (*resolve_format(messages, format), None)
+    if type(format) is str and format == AUTO:
+        keys = set().union(*messages)
+        scout = "type" not in keys and "tool_calls" not in keys
+        columns = columns_of(messages, dicts=True) if scout else None
+        known = (
+            (keys, None, None) if columns is None else (keys, columns.roles, columns.content_types)
+        )
+        return detect_format(messages, known), None, columns
+    name, warning = resolve_format(messages, format)
+    return name, warning, columns_of(messages, dicts=True) if name == SCOUT else None
+
+
 def prepare(
     messages: Sequence[Any],
     strategies: str | Sequence[str] | Callable[[list[Any]], Any] | None = None,
@@ -219,12 +242,7 @@ def prepare(
             a ``TypeError`` and a ``ValueError``.
     """
     plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
-    # A plain list's roles and contents, read once for detection and the first strategy
-    columns = columns_of(messages, dicts=True) if plain else None
-    if columns is not None and type(format) is str and format == AUTO:
-        name, warning = detect_format(messages, (columns.roles, columns.content_types)), None
-    else:
-        name, warning = resolve_format(messages, format)
+    name, warning, columns = _detect(messages, format, plain)
     snapshot = (
         None
         if callable(strategies) and not isinstance(strategies, str)

@@ -11,6 +11,7 @@ every format. See docs/FORMATS.md.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from operator import itemgetter
 from typing import Any
 
@@ -107,8 +108,9 @@ def _signal(message: Any) -> tuple[str, str] | None:
 
 _get_content = itemgetter("content")
 _get_role = itemgetter("role")
-# The roles (all strings) and the set of the contents' types of a list of plain dicts.
-Known = tuple[Sequence[str], Collection[type]]
+# What a caller has read of a list of plain dicts: the set of its keys, and the
+# roles (all strings) and the set of the contents' types, or None for those.
+Known = tuple[AbstractSet[str], Sequence[str] | None, Collection[type] | None]
 
 
 def _role_signals(
@@ -120,17 +122,23 @@ def _role_signals(
     key or a list content, whose roles are strings or missing: a message's
     signal is then role ``tool`` or a scout tool role, and the first of each is
     found by ``list.index`` instead of a call of :func:`_signal` per message
-    (detection runs on every prepare; docs/PERFORMANCE.md). ``known``: the
-    roles (all strings) and the set of the contents' types of ``messages``,
-    a list of plain dicts, when the caller has read them already.
+    (detection runs on every prepare; docs/PERFORMANCE.md). ``known``: for a
+    list of plain dicts, what the caller has read of it already: the set of
+    the messages' keys, and maybe the roles (all strings) and the set of the
+    contents' types.
     """
-    if not messages or (known is None and set(map(type, messages)) != {dict}):
+    if not messages:
         return None
-    keys = set().union(*messages)
+    if known is None:
+        if set(map(type, messages)) != {dict}:
+            return None
+        keys: AbstractSet[str] = set().union(*messages)
+    else:
+        keys, known_roles, content_types = known
     if "type" in keys or "tool_calls" in keys:
         return None
-    if known is not None:
-        roles, content_types = known
+    if known is not None and known_roles is not None and content_types is not None:
+        roles: Sequence[Any] = known_roles
         if list in content_types:
             return None
     else:
@@ -183,7 +191,7 @@ def first_signal(messages: Sequence[Any]) -> int:
 def detect_format(messages: Sequence[Any], known: Known | None = None) -> str:
     """The format of ``messages``: one of :data:`FORMATS` (``scout`` without tool traffic).
 
-    ``known``: the roles and the set of content types, when the caller has them
+    ``known``: what the caller has read of a list of plain dicts already
     (:func:`_role_signals`).
 
     Raises:
