@@ -133,6 +133,9 @@ class ToolIndex:
     outputs: int = 0
     waiting: dict[Any, int] = field(default_factory=dict)  # call slots by id, not yet paired
     paired: list[int] = field(default_factory=list)  # call slots paired by the last extend
+    # Every tool so far paired by _pair_alternating: slot 2k is pair k+1's call, slot
+    # 2k+1 its output, and the numbers go 1, 1, 2, 2, ...
+    alternating: bool = True
     _positions: list[int] | None = None
 
     @property
@@ -165,9 +168,11 @@ class ToolIndex:
         candidates = list(compress(range(start, start + len(roles)), found))
         if columns is not None:
             contents = list(map(columns.contents.__getitem__, candidates))
+            strings = columns.lengths is not None  # every content a str
         else:
             contents = _contents(messages, candidates)
-        indices, bodies = _parse_all(contents, candidates)
+            strings = set(map(type, contents)) <= _STR
+        indices, bodies = _parse_all(contents, candidates, strings)
         self.roles += roles
         first = len(self.indices)
         self.indices += indices
@@ -180,6 +185,7 @@ class ToolIndex:
             self._pair_alternating(first, len(indices))
         else:
             self._pair(first, ids, calls)
+            self.alternating = False
 
     def _pair_alternating(self, first: int, count: int) -> None:
         """Pair ``count`` new tools that alternate call, output, each pair under one string id.
@@ -239,6 +245,7 @@ def _alternating(calls: list[bool], ids: list[Any]) -> bool:
 
 _get_id = attrgetter("id")
 _DICT = frozenset((dict,))
+_STR = frozenset((str,))
 
 
 def _contents(messages: Sequence[Any], candidates: list[int]) -> list[Any]:
@@ -249,9 +256,14 @@ def _contents(messages: Sequence[Any], candidates: list[int]) -> list[Any]:
     return [message.get("content") for message in chosen]
 
 
-def _parse_all(contents: list[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
-    """Parse the ``contents`` of the tool messages at ``candidates``; drop the unusable ones."""
-    if set(map(type, contents)) <= {str}:
+def _parse_all(
+    contents: list[Any], candidates: list[int], strings: bool
+) -> tuple[list[int], list[ToolBody]]:
+    """Parse the ``contents`` of the tool messages at ``candidates``; drop the unusable ones.
+
+    ``strings``: whether every content is a str.
+    """
+    if strings:
         # not mutated: a fast path; each of its mutants raises TypeError, caught
         # below, and the loop then parses the same contents one by one
         try:
