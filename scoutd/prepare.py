@@ -251,7 +251,10 @@ def prepare(
     chosen = adapter(name)
     shape = None if chosen is None else chosen.view(messages, True)
     current: list[Any] = list(messages) if shape is None else shape.messages
-    shared = None if columns is None or shape is not None else columns.over(current)
+    if shape is None:
+        shared = None if columns is None else columns.over(current)
+    else:  # the strategies see the view's messages: read those once instead
+        shared = columns_of(current) if plain else None
     result, reports, names = _run_chain(
         current, strategies, save_file, snapshot, detail, name, shared
     )
