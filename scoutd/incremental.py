@@ -35,13 +35,8 @@ from .strategies import BUILTINS
 from .strategies.cost_aware import apply_plan
 from .strategies.epoch import Window, compact, fixed_window, increment_window
 from .strategies.report import StrategyReport, content_chars
-from .strategies.tool_messages import (
-    TOOL_ROLES,
-    RewriteCache,
-    ToolIndex,
-    call_keys,
-    remembering_rewrites,
-)
+from .strategies.rewrites import RewriteCache, remembering_rewrites
+from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
 
 __all__ = ["SessionPrompt", "json_size"]
 
@@ -177,7 +172,7 @@ class SessionPrompt:
         Provider formats (docs/FORMATS.md) and the strategies without an
         incremental form are prepared whole each round (the delta sent to the
         client still carries only what changed); every strategy reuses the
-        session's rewrites (:class:`~scoutd.strategies.tool_messages.RewriteCache`).
+        session's rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`).
         """
         with remembering_rewrites(self.rewrites):
             return self._prepare(strategies, config, save_file, format, cache_control)

@@ -17,10 +17,12 @@ import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
 from .errors import ConfigError, UnknownStrategy
-from .formats import ANTHROPIC, AUTO, adapter, outcome, resolve_format
+from .formats import ANTHROPIC, AUTO, SCOUT, adapter, outcome, resolve_format
 from .formats.cache import stable_prefix, with_cache_control
-from .message_rules import check_messages
+from .formats.detect import detect_format
+from .message_rules import check_plain
 from .strategies import BUILTINS
+from .strategies.columns import Columns, columns_of, sharing
 from .strategies.report import StrategyReport, plain_report
 from .strategies.tool_messages import given_bodies
 
@@ -157,18 +159,25 @@ def _run_chain(
     snapshot: Config | None,
     detail: bool,
     format: str,
+    columns: Columns | None = None,
 ) -> tuple[list[Any], list[StrategyReport], list[str] | None]:
-    """Run the strategies over ``current``; the names run (None for a callable)."""
+    """Run the strategies over ``current``; the names run (None for a callable).
+
+    ``columns``: ``current``'s roles and contents, read by the caller; shared
+    with the first strategy only (when built in), which runs before any other
+    code could change the messages (docs/PERFORMANCE.md).
+    """
     if callable(strategies) and not isinstance(strategies, str):
         result = strategies(current)
         return result, [plain_report("<callable>", current, result)], None
     assert snapshot is not None
     names = _names(strategies, snapshot)
     reports: list[StrategyReport] = []
-    for name in names:
+    for position, name in enumerate(names):
         builtin = BUILTINS.get(name)
         if builtin is not None:
-            current, report = builtin(current, snapshot.prompt, save_file, detail, format)
+            with sharing(columns if position == 0 else None):
+                current, report = builtin(current, snapshot.prompt, save_file, detail, format)
             reports.append(report)
             continue
         plugin = False
@@ -182,6 +191,29 @@ def _run_chain(
         current = _run_external(name, fn, current, save_file, snapshot, plugin, format)
         reports.append(plain_report(name, before, current))
     return current, reports, names
+
+
+def _detect(
+    messages: Sequence[Any], format: str, plain: bool
+) -> tuple[str, str | None, Columns | None]:
+    """:func:`resolve_format`, and a plain scout list's roles and contents read once.
+
+    The columns (docs/PERFORMANCE.md) are read only for a list that may be in
+    the scout format (no ``type`` or ``tool_calls`` key): a provider format's
+    view makes messages of its own.
+    """
+    if not plain:
+        return (*resolve_format(messages, format), None)
+    if type(format) is str and format == AUTO:
+        keys = set().union(*messages)
+        scout = "type" not in keys and "tool_calls" not in keys
+        columns = columns_of(messages, dicts=True) if scout else None
+        known = (
+            (keys, None, None) if columns is None else (keys, columns.roles, columns.content_types)
+        )
+        return detect_format(messages, known), None, columns
+    name, warning = resolve_format(messages, format)
+    return name, warning, columns_of(messages, dicts=True) if name == SCOUT else None
 
 
 def prepare(
@@ -210,8 +242,8 @@ def prepare(
         InvalidMessages: a message breaks the rule of docs/PROTOCOL.md ("Messages");
             a ``TypeError`` and a ``ValueError``.
     """
-    check_messages(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
-    name, warning = resolve_format(messages, format)
+    plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
+    name, warning, columns = _detect(messages, format, plain)
     snapshot = (
         None
         if callable(strategies) and not isinstance(strategies, str)
@@ -220,12 +252,18 @@ def prepare(
     chosen = adapter(name)
     shape = None if chosen is None else chosen.view(messages, True)
     current: list[Any] = list(messages) if shape is None else shape.messages
+    if shape is None:
+        shared = None if columns is None else columns.over(current)
+    else:  # the strategies see the view's messages: read those once instead
+        shared = columns_of(current) if plain else None
     if shape is None or shape.parsed is None:
-        result, reports, names = _run_chain(current, strategies, save_file, snapshot, detail, name)
+        result, reports, names = _run_chain(
+            current, strategies, save_file, snapshot, detail, name, shared
+        )
     else:
         with given_bodies(shape.bodies, shape.parsed):  # docs/PERFORMANCE.md
             result, reports, names = _run_chain(
-                current, strategies, save_file, snapshot, detail, name
+                current, strategies, save_file, snapshot, detail, name, shared
             )
     narration = 0
     if chosen is not None and shape is not None:

@@ -10,7 +10,8 @@ every format. See docs/FORMATS.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from operator import itemgetter
 from typing import Any
 
@@ -107,30 +108,48 @@ def _signal(message: Any) -> tuple[str, str] | None:
 
 _get_content = itemgetter("content")
 _get_role = itemgetter("role")
+# What a caller has read of a list of plain dicts: the set of its keys, and the
+# roles (all strings) and the set of the contents' types, or None for those.
+Known = tuple[AbstractSet[str], Sequence[str] | None, Collection[type] | None]
 
 
-def _role_signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]] | None:
+def _role_signals(
+    messages: Sequence[Any], known: Known | None = None
+) -> dict[str, tuple[int, str]] | None:
     """:func:`signals` for the common list whose signals can only come from roles, else None.
 
     That is a list of plain dicts none of which has a ``type`` or ``tool_calls``
     key or a list content, whose roles are strings or missing: a message's
     signal is then role ``tool`` or a scout tool role, and the first of each is
     found by ``list.index`` instead of a call of :func:`_signal` per message
-    (detection runs on every prepare; docs/PERFORMANCE.md).
+    (detection runs on every prepare; docs/PERFORMANCE.md). ``known``: for a
+    list of plain dicts, what the caller has read of it already: the set of
+    the messages' keys, and maybe the roles (all strings) and the set of the
+    contents' types.
     """
-    if set(map(type, messages)) != {dict}:
+    if not messages:
         return None
-    keys = set().union(*messages)
+    if known is None:
+        if set(map(type, messages)) != {dict}:
+            return None
+        keys: AbstractSet[str] = set().union(*messages)
+    else:
+        keys, known_roles, content_types = known
     if "type" in keys or "tool_calls" in keys:
         return None
-    try:
-        if list in set(map(type, map(_get_content, messages))):
+    if known is not None and known_roles is not None and content_types is not None:
+        roles: Sequence[Any] = known_roles
+        if list in content_types:
             return None
-        roles = list(map(_get_role, messages))
-    except KeyError:
-        return None  # a message without a role or a content
-    if not set(map(type, roles)) <= {str, type(None)}:
-        return None
+    else:
+        try:
+            if list in set(map(type, map(_get_content, messages))):
+                return None
+            roles = list(map(_get_role, messages))
+        except KeyError:
+            return None  # a message without a role or a content
+        if not set(map(type, roles)) <= {str, type(None)}:
+            return None
     shown: list[tuple[int, tuple[str, str]]] = []
     for role, signal in (("tool", _TOOL_ROLE), *_SCOUT_SIGNALS.items()):
         if role in roles:
@@ -141,9 +160,12 @@ def _role_signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]] | None:
     return found
 
 
-def signals(messages: Sequence[Any]) -> dict[str, tuple[int, str]]:
-    """The first message (index, reason) showing each format present in ``messages``."""
-    found = _role_signals(messages)
+def signals(messages: Sequence[Any], known: Known | None = None) -> dict[str, tuple[int, str]]:
+    """The first message (index, reason) showing each format present in ``messages``.
+
+    ``known``: see :func:`_role_signals`.
+    """
+    found = _role_signals(messages, known)
     if found is not None:
         return found
     found = {}
@@ -166,14 +188,17 @@ def first_signal(messages: Sequence[Any]) -> int:
     return len(messages)
 
 
-def detect_format(messages: Sequence[Any]) -> str:
+def detect_format(messages: Sequence[Any], known: Known | None = None) -> str:
     """The format of ``messages``: one of :data:`FORMATS` (``scout`` without tool traffic).
+
+    ``known``: what the caller has read of a list of plain dicts already
+    (:func:`_role_signals`).
 
     Raises:
         FormatError: the list mixes formats; the message names the first
             message of each format found.
     """
-    return format_of(signals(messages))
+    return format_of(signals(messages, known))
 
 
 def format_of(found: dict[str, tuple[int, str]]) -> str:

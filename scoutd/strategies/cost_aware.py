@@ -37,9 +37,9 @@ import json
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import accumulate, compress, islice, repeat
-from operator import add, and_, gt, itemgetter, le, lt, ne, not_, truediv
+from operator import add, and_, floordiv, gt, itemgetter, le, lt, ne, not_, truediv
 from typing import Any
 
 import msgspec
@@ -47,15 +47,19 @@ import msgspec
 from ..config import DEFAULT_NOTICE, PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
+from .columns import forget_columns, known_columns
+from .cost_plan import Plan as Plan
+from .cost_plan import Replay as Replay
+from .cost_plan import _fit as _fit
+from .cost_plan import plan_compaction as plan_compaction
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
+from .rewrites import shortened_call, shortened_output
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
     ToolIndex,
     index_tools,
-    shortened_call,
-    shortened_output,
 )
 
 __all__ = [
@@ -90,20 +94,6 @@ SHORTENED_OVERHEAD_CHARS = 120
 _FILLER = "x"  # pragma: no mutate (any one letter stands for the length alike)
 # The role of the model's remarks between tool calls, dropped with their pair.
 REMARK_ROLE = "assistant"
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """The bands after the last decision, in oldest-first output numbers.
-
-    Pairs ``<= dropped`` are removed, pairs ``<= shortened`` are shortened, the
-    rest are whole; ``decided_at`` is the round (output number) of the last
-    decision (0: never compacted).
-    """
-
-    dropped: int
-    shortened: int
-    decided_at: int
 
 
 @functools.lru_cache(maxsize=16)
@@ -175,9 +165,27 @@ def _text(message: Any) -> str:
 _get_content = itemgetter("content")
 
 
+# Characters per token by which a length divides exactly (a power of two): then
+# ceil(length / step) + overhead == (length + step - 1 + step * overhead) // step.
+_EXACT_STEPS = frozenset((1.0, 2.0, 4.0, 8.0))
+
+
 def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
     """Tokens of each message: its content's count plus the per-message overhead."""
     overhead = MESSAGE_OVERHEAD_TOKENS
+    if type(count) is _CharEstimate:
+        columns = known_columns(messages)
+        if columns is not None and columns.lengths is not None:  # the estimate below, from
+            # the lengths read once for this prepare
+            step = count.chars_per_token
+            if step in _EXACT_STEPS:  # length / step is exact: the same count in integers
+                whole_step = int(step)
+                shifted = map(add, columns.lengths, repeat(whole_step - 1 + whole_step * overhead))
+                return list(map(floordiv, shifted, repeat(whole_step)))
+            per_length = map(truediv, columns.lengths, repeat(step))
+            return list(map(add, map(math.ceil, per_length), repeat(overhead)))
+    else:
+        forget_columns()  # a tokenizer is code of its own: read the messages afresh after it
     # A fast path. Not mutated: its mutants either raise inside the `try` or
     # leave the fast path, and the general count below gives the same counts;
     # a `per_token` of None, or the `is not None` reversed, calls the estimate
@@ -249,17 +257,30 @@ class _Tokens:
             count(_FILLER * (2 * ARGUMENT_SIZE + SHORTENED_OVERHEAD_CHARS))
             + MESSAGE_OVERHEAD_TOKENS,
         )
-        tool_tokens = map(per_message.__getitem__, index.indices)
-        for number, position, tokens, is_call in zip(
-            index.numbers, index.indices, tool_tokens, index.is_call, strict=True
-        ):
-            if number > outputs:
-                continue  # a call still waiting for its output
-            whole[number] += tokens
-            limit = limits[is_call]
-            shortened[number] += limit if limit < tokens else tokens  # min(tokens, limit)
-            if not is_call:
-                output_end[number] = position + 1
+        if type(count) is _CharEstimate and index.alternating:
+            # Integer counts, pair k at slots 2k-2 and 2k-1: the same sums pair by pair
+            pair_tokens = list(map(per_message.__getitem__, index.indices))
+            calls, outputs_only = pair_tokens[::2], pair_tokens[1::2]
+            call_limit, output_limit = limits[True], limits[False]
+            whole[1:] = map(add, calls, outputs_only)
+            shortened[1:] = [
+                (call_limit if call_limit < call else call)
+                + (output_limit if output_limit < out else out)
+                for call, out in zip(calls, outputs_only, strict=True)
+            ]
+            output_end[1:] = map(add, index.indices[1::2], repeat(1))
+        else:
+            tool_tokens = map(per_message.__getitem__, index.indices)
+            for number, position, tokens, is_call in zip(
+                index.numbers, index.indices, tool_tokens, index.is_call, strict=True
+            ):
+                if number > outputs:
+                    continue  # a call still waiting for its output
+                whole[number] += tokens
+                limit = limits[is_call]
+                shortened[number] += limit if limit < tokens else tokens  # min(tokens, limit)
+                if not is_call:
+                    output_end[number] = position + 1
         for position, number in _remarks(index) if remarks is None else remarks:
             whole[number] += per_message[position]
             shortened[number] += per_message[position]
@@ -272,117 +293,6 @@ class _Tokens:
         """Tokens a plan removes from the prompt."""
         kept_short = self.shortened[shortened] - self.shortened[dropped]
         return self.whole[shortened] - kept_short
-
-
-def _fit(tokens: _Tokens, number: int, full: int, band: int, limit: float) -> tuple[int, int]:
-    """The least compaction at round ``number`` that keeps ``full`` outputs whole, or fits."""
-    prompt = tokens.cumulative[tokens.output_end[number]]
-    shortened = max(0, number - full)
-    dropped = max(0, shortened - band)
-    while prompt - tokens.saved(dropped, shortened) > limit and shortened < number:
-        shortened += 1
-        dropped = max(0, shortened - band)
-    while prompt - tokens.saved(dropped, shortened) > limit and dropped < number:
-        dropped += 1
-    return dropped, shortened
-
-
-@dataclass(slots=True)
-class Replay:
-    """Where a replay stopped, so that a session replays only its new rounds."""
-
-    rounds: int = 0
-    dropped: int = 0
-    shortened: int = 0
-    decided: int = 0
-    carried: float = 0.0
-    billed: float = 0.0
-    previous: int = 0
-
-
-def plan_compaction(
-    tokens: _Tokens,
-    outputs: int,
-    config: PromptConfig,
-    prices: CachePrices,
-    replay: Replay | None = None,
-) -> Plan:
-    """Replay the decision of every round up to ``outputs`` and return the last bands.
-
-    ``replay``, when given, is where an earlier call over the same first rounds
-    stopped: only the rounds after it are replayed, and it is moved forward.
-
-    The loop runs once per round of the conversation, so it reads the prefix
-    sums directly and keeps the tokens the current bands save instead of
-    asking :meth:`_Tokens.saved` again (docs/PERFORMANCE.md); the arithmetic,
-    and its order for the floating-point sums, is that of the rule above.
-    """
-    window = config.context_window
-    trigger = config.compaction_trigger_share * window
-    limit = config.compaction_limit_share * window
-    least_full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
-    full_share, share_cap = config.cost_full_share, config.cost_full_share_cap
-    read, write = prices.read, prices.write
-    premium = max(write - read, 0.0)
-    risk, horizon_share, head = config.compaction_risk_share, config.expected_horizon, tokens.head
-    whole, short = tokens.whole, tokens.shortened
-    # Valuing verbatim rounds lengthens the rent-or-buy cycle (docs/ECONOMY.md).
-    batch = 1.0 / (1.0 - config.cost_verbatim_value)
-    state = Replay() if replay is None else replay
-    dropped, shortened, decided = state.dropped, state.shortened, state.decided
-    carried = state.carried  # read cost paid since the last decision for what a compaction removes
-    billed = state.billed  # the estimated bill so far, with this plan
-    previous = state.previous
-    saving = tokens.saved(dropped, shortened)  # what the current bands remove
-    cumulative = tokens.cumulative
-    first = state.rounds + 1
-    # The whole prompt at the end of each round, before any compaction.
-    ends = map(cumulative.__getitem__, tokens.output_end[first : outputs + 1])
-    for number, whole_prompt in enumerate(ends, first):
-        # min() and max() spelt as comparisons: the same values, without a call each
-        prompt = whole_prompt - saving
-        if prompt >= previous:
-            billed += previous * read + (prompt - previous) * write
-        else:
-            billed += prompt * read + 0 * write
-        previous = prompt
-        forced = prompt > limit
-        full = int(number * full_share)
-        full = share_cap if share_cap < full else full
-        full = full if full > least_full else least_full
-        new_shortened = number - full
-        if new_shortened <= shortened and not forced:
-            continue
-        # _fit, whose loops only run when the least compaction does not fit
-        new_shortened = new_shortened if new_shortened > 0 else 0
-        new_dropped = new_shortened - band if new_shortened > band else 0
-        new_saving = whole[new_shortened] - short[new_shortened] + short[new_dropped]
-        if whole_prompt - new_saving > limit:
-            new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
-            new_saving = tokens.saved(new_dropped, new_shortened)
-        if new_dropped < dropped or (new_dropped == dropped and new_shortened <= shortened):
-            continue  # no further than the current bands
-        new_prompt = whole_prompt - new_saving
-        removed = prompt - new_prompt
-        carried += removed * read
-        rewrite = (new_prompt - head if new_prompt > head else 0) * premium
-        pays = (
-            prompt >= trigger
-            and carried >= batch * rewrite
-            and removed * read * (number * horizon_share) >= rewrite
-            and rewrite <= risk * billed
-        )
-        if forced or pays:
-            dropped, shortened, decided = new_dropped, new_shortened, number
-            saving = new_saving
-            carried = 0.0
-            billed += rewrite - removed * read
-            previous = new_prompt
-    if replay is not None and outputs > replay.rounds:
-        replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
-        replay.decided, replay.carried, replay.billed = decided, carried, billed
-        replay.previous = previous
-    return Plan(dropped, shortened, decided)
 
 
 def shorten_tools_cost_aware(
@@ -439,7 +349,8 @@ def _bands(index: ToolIndex, window: Window) -> tuple[list[int], list[int]]:
     """
     keep_full, truncate_to = window.keep_full, window.truncate_to
     numbers = index.numbers
-    if all(map(le, numbers, islice(numbers, 1, None))):
+    # numbers paired call, output, ... go 1, 1, 2, 2, ...: no need to look
+    if index.alternating or all(map(le, numbers, islice(numbers, 1, None))):
         cut = bisect_right(numbers, index.outputs - truncate_to)
         return list(range(cut)), list(range(cut, bisect_right(numbers, index.outputs - keep_full)))
     positions = index.positions

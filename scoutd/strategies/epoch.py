@@ -18,12 +18,11 @@ from typing import Any
 
 from ..config import PromptConfig
 from .report import Changes, StrategyReport, apply_changes
+from .rewrites import shortened_call, shortened_output
 from .tool_messages import (
     ToolIndex,
     index_tools,
     repeated_pairs,
-    shortened_call,
-    shortened_output,
 )
 
 __all__ = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import and_, itemgetter
@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from .columns import known_columns
 from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = [
@@ -170,8 +171,19 @@ def apply_changes(
     is_call = index.is_call.__getitem__
     calls = sum(index.is_call)
     outputs = len(index.indices) - calls
-    report = StrategyReport(strategy=name, chars_before=content_chars(messages))
-    report.calls_dropped = sum(map(is_call, changes.dropped))
+    columns = known_columns(messages)
+    if columns is not None and columns.lengths is not None:
+        before = sum(columns.lengths)  # what content_chars counts, from the lengths read once
+    else:
+        before = content_chars(messages)
+    report = StrategyReport(strategy=name, chars_before=before)
+    # The oldest tools dropped (what the default strategy drops): read by slices
+    count = len(changes.dropped)
+    prefix = changes.dropped == list(range(count))
+    if prefix:
+        report.calls_dropped = sum(index.is_call[:count])
+    else:
+        report.calls_dropped = sum(map(is_call, changes.dropped))
     report.outputs_dropped = len(changes.dropped) - report.calls_dropped
     report.calls_truncated = sum(map(is_call, changes.rewrites))
     report.outputs_truncated = len(changes.rewrites) - report.calls_truncated
@@ -190,7 +202,10 @@ def apply_changes(
         out[position] = with_content(messages[position], content)
     keep = [True] * len(out)
     # keep[position] = False for every dropped tool and remark, without a Python loop
-    dropped = map(index.indices.__getitem__, changes.dropped)
+    if prefix:
+        dropped: Iterable[int] = index.indices[:count]
+    else:
+        dropped = map(index.indices.__getitem__, changes.dropped)
     deque(map(keep.__setitem__, chain(dropped, changes.narration), repeat(False)), maxlen=0)
     report.narration_dropped = len(changes.narration)
     compacted = len(changes.rewrites)

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..config import PromptConfig
 from .report import Changes, StrategyReport, apply_changes
-from .tool_messages import index_tools, shortened_call, shortened_output
+from .rewrites import shortened_call, shortened_output
+from .tool_messages import index_tools
 
 __all__ = ["shorten_tools"]
 

@@ -1,4 +1,4 @@
-"""Tool traffic inside a conversation: decoding, pairing, positions, rewriting.
+"""Tool traffic inside a conversation: decoding, pairing, positions.
 
 Every strategy starts with :func:`index_tools`, which parses each tool
 message's JSON exactly once and works out the pairs and the newest-first
@@ -10,7 +10,8 @@ The index is kept in parallel lists rather than one object per message: a
 prepare call on a long agent run touches thousands of tool messages, and the
 strategies must cost little more than decoding them (see docs/PERFORMANCE.md).
 Parsing reads only ``name``, ``id`` and ``arguments``; an output's ``content``
-is validated but left undecoded (``msgspec.Raw``) until a strategy rewrites it.
+is validated but left undecoded (``msgspec.Raw``) until a strategy rewrites it
+(:mod:`.rewrites`).
 """
 
 from __future__ import annotations
@@ -20,19 +21,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import attrgetter, eq, is_, is_not, itemgetter, sub
 from typing import Any
 
 import msgspec
 
-from .text import shorten_string
+from .columns import known_columns
 
 __all__ = [
     "CALL",
     "OUTPUT",
     "TOOL_ROLES",
-    "RewriteCache",
     "ToolBody",
     "ToolIndex",
     "call_keys",
@@ -42,9 +42,6 @@ __all__ = [
     "repeated_pairs",
     "role_of",
     "roles_of",
-    "remembering_rewrites",
-    "shortened_call",
-    "shortened_output",
     "with_content",
 ]
 
@@ -65,7 +62,6 @@ class ToolBody(msgspec.Struct, gc=False):
 
 
 _parse_body = msgspec.json.Decoder(ToolBody).decode
-_decode = msgspec.json.Decoder().decode
 # msgspec writes compact JSON in the key order of the dict, raw UTF-8, `/`
 # unescaped and lowercase \u00xx escapes: byte-identical to the original's output.
 _encode = msgspec.json.Encoder().encode
@@ -87,12 +83,15 @@ def role_of(message: Any) -> Any:
     return None
 
 
+_get_role = itemgetter("role")
+
+
 def roles_of(messages: Sequence[Any]) -> list[Any]:
     """The role of every message (None for a message without one)."""
     # not mutated: a fast path; whatever its mutants raise, the fallback finds the same
     # roles (it writes None for a non-string role, which no caller tells from another)
     try:
-        roles = [message["role"] for message in messages]  # pragma: no mutate
+        roles = list(map(_get_role, messages))  # pragma: no mutate
         set(roles)  # pragma: no mutate (raises TypeError on an unhashable role)
     except (KeyError, TypeError, IndexError):
         roles = [role_of(message) for message in messages]
@@ -130,6 +129,9 @@ class ToolIndex:
     outputs: int = 0
     waiting: dict[Any, int] = field(default_factory=dict)  # call slots by id, not yet paired
     paired: list[int] = field(default_factory=list)  # call slots paired by the last extend
+    # Every tool so far paired by _pair_alternating: slot 2k is pair k+1's call, slot
+    # 2k+1 its output, and the numbers go 1, 1, 2, 2, ...
+    alternating: bool = True
     _positions: list[int] | None = None
 
     @property
@@ -152,12 +154,21 @@ class ToolIndex:
         the same ``id`` arrives (a later call with the same ``id`` replaces a
         waiting one).
         """
-        new = messages[start:] if start else messages
-        roles = roles_of(new)
+        columns = None if start else known_columns(messages)
+        if columns is not None:  # read once for this prepare: the same roles and contents
+            roles: list[Any] = columns.roles
+        else:
+            roles = roles_of(messages[start:] if start else messages)
         # roles_of gives hashable roles; compress and map keep these passes out of Python loops
         found = map(TOOL_ROLES.__contains__, roles)
         candidates = list(compress(range(start, start + len(roles)), found))
-        indices, bodies = _parse_all(messages, candidates)
+        if columns is not None:
+            contents = list(map(columns.contents.__getitem__, candidates))
+            strings = columns.lengths is not None  # every content a str
+        else:
+            contents = _contents(messages, candidates)
+            strings = set(map(type, contents)) <= _STR
+        indices, bodies = _parse_all(contents, candidates, strings)
         self.roles += roles
         first = len(self.indices)
         self.indices += indices
@@ -170,6 +181,7 @@ class ToolIndex:
             self._pair_alternating(first, len(indices))
         else:
             self._pair(first, ids, calls)
+            self.alternating = False
 
     def _pair_alternating(self, first: int, count: int) -> None:
         """Pair ``count`` new tools that alternate call, output, each pair under one string id.
@@ -177,15 +189,16 @@ class ToolIndex:
         What :meth:`_pair` finds for them when no call is waiting, built without
         a Python loop (most agents call one tool at a time; docs/PERFORMANCE.md).
         """
-        numbers = range(self.outputs + 1, self.outputs + 1 + count // 2)
+        half = count // 2
         calls, outputs = range(first, first + count, 2), range(first + 1, first + count, 2)
-        # not mutated: count is even, so each zip is over two ranges of one length (strict=
-        # changes nothing)
-        twice = zip(numbers, numbers, strict=True)  # pragma: no mutate
-        crossed = zip(outputs, calls, strict=True)  # pragma: no mutate
-        self.numbers += chain.from_iterable(twice)
-        self.partners += chain.from_iterable(crossed)
-        self.outputs += count // 2
+        # each pair's number twice, and each slot's partner: built by slice assignment
+        numbers = [0] * count
+        numbers[::2] = numbers[1::2] = range(self.outputs + 1, self.outputs + 1 + half)
+        partners = [0] * count
+        partners[::2], partners[1::2] = outputs, calls
+        self.numbers += numbers
+        self.partners += partners
+        self.outputs += half
         self.paired = list(calls)
 
     def _pair(self, first: int, ids: list[Any], calls: list[bool]) -> None:
@@ -227,6 +240,8 @@ def _alternating(calls: list[bool], ids: list[Any]) -> bool:
 
 
 _get_id = attrgetter("id")
+_DICT = frozenset((dict,))
+_STR = frozenset((str,))
 
 
 # (text, body) by id(text); an entry holds its text, so no other object has that id
@@ -253,18 +268,33 @@ def given_bodies(given: Given, parsed: Given) -> Iterator[None]:
         _given_bodies.reset(token)
 
 
-def _parse_all(messages: Sequence[Any], candidates: list[int]) -> tuple[list[int], list[ToolBody]]:
-    """Parse the tool messages at ``candidates``; drop the unusable ones."""
-    contents = [messages[i].get("content") for i in candidates]  # none: unusable
+def _contents(messages: Sequence[Any], candidates: list[int]) -> list[Any]:
+    """The ``content`` of the messages at ``candidates`` (None when missing: unusable)."""
+    chosen = list(map(messages.__getitem__, candidates))
+    if set(map(type, chosen)) <= _DICT:  # plain dicts: their get, called without a Python loop
+        return list(map(dict.get, chosen, repeat("content")))
+    return [message.get("content") for message in chosen]
+
+
+def _parse_all(
+    contents: list[Any], candidates: list[int], strings: bool
+) -> tuple[list[int], list[ToolBody]]:
+    """Parse the ``contents`` of the tool messages at ``candidates``; drop the unusable ones.
+
+    ``strings``: whether every content is a str. Within :func:`given_bodies`,
+    the bodies handed over are taken instead of parsing their texts again.
+    """
     given = _given_bodies.get()
     if given is not None:
-        return _given_or_parsed(candidates, contents, *given)
-    return _parse_contents(candidates, contents)
+        return _given_or_parsed(candidates, contents, strings, *given)
+    return _parse_contents(contents, candidates, strings)
 
 
-def _parse_contents(candidates: list[int], contents: list[Any]) -> tuple[list[int], list[ToolBody]]:
-    """Parse ``contents``, those of the tool messages at ``candidates``; drop the unusable ones."""
-    if set(map(type, contents)) <= {str}:
+def _parse_contents(
+    contents: list[Any], candidates: list[int], strings: bool
+) -> tuple[list[int], list[ToolBody]]:
+    """:func:`_parse_all` without bodies handed over."""
+    if strings:
         # not mutated: a fast path; each of its mutants raises TypeError, caught
         # below, and the loop then parses the same contents one by one
         try:
@@ -285,7 +315,7 @@ def _parse_contents(candidates: list[int], contents: list[Any]) -> tuple[list[in
 
 
 def _given_or_parsed(
-    candidates: list[int], contents: list[Any], given: Given, parsed: Given
+    candidates: list[int], contents: list[Any], strings: bool, given: Given, parsed: Given
 ) -> tuple[list[int], list[ToolBody]]:
     """:func:`_parse_all` with the bodies of :func:`given_bodies`; each text and body
     (given or parsed) goes into ``parsed``."""
@@ -295,7 +325,7 @@ def _given_or_parsed(
         parsed.update(zip(ids, entries, strict=True))
         return candidates, list(map(_get_body, entries))
     if not entries or not any(map(is_not, entries, repeat(None))):  # none given: in C
-        indices, bodies = _parse_contents(candidates, contents)
+        indices, bodies = _parse_contents(contents, candidates, strings)
         if len(indices) == len(candidates):
             parsed.update(zip(ids, zip(contents, bodies, strict=True), strict=True))
             return indices, bodies
@@ -366,117 +396,3 @@ def repeated_pairs(index: ToolIndex) -> dict[bytes, list[int]]:
         if counts[key] > 1:
             repeated.setdefault(key, []).append(top - index.positions[slot])
     return repeated
-
-
-def _full_body(content: str) -> dict[str, Any]:
-    body: dict[str, Any] = _decode(content)
-    return body
-
-
-class RewriteCache:
-    """Shortened contents remembered by their original content, for one session.
-
-    A rewrite depends on the message's content alone, and an agent sends the
-    same content strings every round, so within a session each tool message
-    is shortened once, not once per round. Bounded: past ``limit`` entries of
-    one kind the cache starts afresh (the next rounds recompute what they need).
-    """
-
-    def __init__(self, limit: int = 8192) -> None:
-        self.limit = limit
-        self.calls: dict[str, str | None] = {}
-        self.outputs: dict[str, str | None] = {}
-        self.hits = 0
-        self.misses = 0
-
-    def forget(self) -> None:
-        """Drop every remembered rewrite (the conversation was replaced)."""
-        self.calls.clear()
-        self.outputs.clear()
-
-    def remember(self, table: dict[str, str | None], content: str, new: str | None) -> None:
-        """Store ``new`` as the rewrite of ``content`` in ``table`` (calls or outputs)."""
-        self.misses += 1
-        if len(table) >= self.limit:
-            table.clear()
-        table[content] = new
-
-
-_session_rewrites: ContextVar[RewriteCache | None] = ContextVar("scoutd_rewrites", default=None)
-_MISSING = object()
-
-
-@contextmanager
-def remembering_rewrites(cache: RewriteCache) -> Iterator[RewriteCache]:
-    """Within the block, :func:`shortened_call` and :func:`shortened_output` use ``cache``.
-
-    A context variable, so that concurrent sessions (threads or tasks) each see
-    their own cache, and the strategies' signatures stay as they are.
-    """
-    token = _session_rewrites.set(cache)
-    try:
-        yield cache
-    finally:
-        _session_rewrites.reset(token)
-
-
-def _remembered(table_of: str, content: str, compute: Any) -> str | None:
-    """``compute()``, or what it gave before for ``content`` in this session."""
-    cache = _session_rewrites.get()
-    if cache is None:
-        result: str | None = compute()
-        return result
-    table: dict[str, str | None] = getattr(cache, table_of)
-    found = table.get(content, _MISSING)
-    if found is not _MISSING:
-        cache.hits += 1
-        return found  # type: ignore[return-value]
-    result = compute()
-    cache.remember(table, content, result)
-    return result
-
-
-def shortened_call(body: ToolBody, content: str) -> str | None:
-    """New content for a call with its long top-level string arguments shortened.
-
-    None when nothing changes (arguments missing, not an object, or short).
-    """
-    arguments = body.arguments
-    if type(arguments) is not dict:
-        return None
-    if not any(type(v) is str and len(v) > ARGUMENT_SIZE for v in arguments.values()):
-        return None
-    return _remembered("calls", content, lambda: _shortened_call(content))
-
-
-def _shortened_call(content: str) -> str:
-    data = _full_body(content)
-    data["arguments"] = {
-        name: shorten_string(value, ARGUMENT_SIZE) if type(value) is str else value
-        for name, value in data["arguments"].items()
-    }
-    return encode_json(data)
-
-
-def shortened_output(body: ToolBody, content: str) -> str | None:
-    """New content for an output with its ``content`` shortened.
-
-    A non-string content is shortened as its compact JSON text. None when
-    nothing changes (content missing, null, or short).
-    """
-    raw = body.content
-    if isinstance(raw, msgspec.UnsetType) or len(raw) <= OUTPUT_SIZE:  # JSON is never shorter
-        return None
-    return _remembered("outputs", content, lambda: _shortened_output(content))
-
-
-def _shortened_output(content: str) -> str | None:
-    data = _full_body(content)
-    value = data["content"]
-    if value is None:
-        return None
-    text = value if type(value) is str else encode_json(value)
-    if len(text) <= OUTPUT_SIZE:
-        return None
-    data["content"] = shorten_string(text, OUTPUT_SIZE)
-    return encode_json(data)

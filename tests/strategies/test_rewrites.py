@@ -13,14 +13,13 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from scoutd.strategies.tool_messages import (
+from scoutd.strategies.rewrites import (
     RewriteCache,
-    ToolBody,
-    index_tools,
     remembering_rewrites,
     shortened_call,
     shortened_output,
 )
+from scoutd.strategies.tool_messages import ToolBody, index_tools
 
 from . import oracle
 from .conversations import agent_conversations, call, output

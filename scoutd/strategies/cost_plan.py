@@ -1,0 +1,145 @@
+"""The replay of ``shorten_tools_cost_aware``'s decisions (docs/ECONOMY.md).
+
+:func:`plan_compaction` replays the decision the strategy would have taken at
+every round of the conversation and returns the bands after the last one; the
+rule itself is described in :mod:`scoutd.strategies.cost_aware`, which
+re-exports these names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..config import PromptConfig
+from ..pricing import CachePrices
+
+if TYPE_CHECKING:
+    from .cost_aware import _Tokens
+
+__all__ = ["Plan", "Replay", "plan_compaction"]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The bands after the last decision, in oldest-first output numbers.
+
+    Pairs ``<= dropped`` are removed, pairs ``<= shortened`` are shortened, the
+    rest are whole; ``decided_at`` is the round (output number) of the last
+    decision (0: never compacted).
+    """
+
+    dropped: int
+    shortened: int
+    decided_at: int
+
+
+def _fit(tokens: _Tokens, number: int, full: int, band: int, limit: float) -> tuple[int, int]:
+    """The least compaction at round ``number`` that keeps ``full`` outputs whole, or fits."""
+    prompt = tokens.cumulative[tokens.output_end[number]]
+    shortened = max(0, number - full)
+    dropped = max(0, shortened - band)
+    while prompt - tokens.saved(dropped, shortened) > limit and shortened < number:
+        shortened += 1
+        dropped = max(0, shortened - band)
+    while prompt - tokens.saved(dropped, shortened) > limit and dropped < number:
+        dropped += 1
+    return dropped, shortened
+
+
+@dataclass(slots=True)
+class Replay:
+    """Where a replay stopped, so that a session replays only its new rounds."""
+
+    rounds: int = 0
+    dropped: int = 0
+    shortened: int = 0
+    decided: int = 0
+    carried: float = 0.0
+    billed: float = 0.0
+    previous: int = 0
+
+
+def plan_compaction(
+    tokens: _Tokens,
+    outputs: int,
+    config: PromptConfig,
+    prices: CachePrices,
+    replay: Replay | None = None,
+) -> Plan:
+    """Replay the decision of every round up to ``outputs`` and return the last bands.
+
+    ``replay``, when given, is where an earlier call over the same first rounds
+    stopped: only the rounds after it are replayed, and it is moved forward.
+
+    The loop runs once per round of the conversation, so it reads the prefix
+    sums directly and keeps the tokens the current bands save instead of
+    asking :meth:`_Tokens.saved` again (docs/PERFORMANCE.md); the arithmetic,
+    and its order for the floating-point sums, is that of the rule above.
+    """
+    window = config.context_window
+    trigger = config.compaction_trigger_share * window
+    limit = config.compaction_limit_share * window
+    least_full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
+    full_share, share_cap = config.cost_full_share, config.cost_full_share_cap
+    read, write = prices.read, prices.write
+    premium = max(write - read, 0.0)
+    risk, horizon_share, head = config.compaction_risk_share, config.expected_horizon, tokens.head
+    whole, short = tokens.whole, tokens.shortened
+    # Valuing verbatim rounds lengthens the rent-or-buy cycle (docs/ECONOMY.md).
+    batch = 1.0 / (1.0 - config.cost_verbatim_value)
+    state = Replay() if replay is None else replay
+    dropped, shortened, decided = state.dropped, state.shortened, state.decided
+    carried = state.carried  # read cost paid since the last decision for what a compaction removes
+    billed = state.billed  # the estimated bill so far, with this plan
+    previous = state.previous
+    saving = tokens.saved(dropped, shortened)  # what the current bands remove
+    cumulative = tokens.cumulative
+    first = state.rounds + 1
+    # The whole prompt at the end of each round, before any compaction.
+    ends = map(cumulative.__getitem__, tokens.output_end[first : outputs + 1])
+    for number, whole_prompt in enumerate(ends, first):
+        # min() and max() spelt as comparisons: the same values, without a call each
+        prompt = whole_prompt - saving
+        if prompt >= previous:
+            billed += previous * read + (prompt - previous) * write
+        else:
+            billed += prompt * read + 0 * write
+        previous = prompt
+        forced = prompt > limit
+        full = int(number * full_share)
+        full = share_cap if share_cap < full else full
+        full = full if full > least_full else least_full
+        new_shortened = number - full
+        if new_shortened <= shortened and not forced:
+            continue
+        # _fit, whose loops only run when the least compaction does not fit
+        new_shortened = new_shortened if new_shortened > 0 else 0
+        new_dropped = new_shortened - band if new_shortened > band else 0
+        new_saving = whole[new_shortened] - short[new_shortened] + short[new_dropped]
+        if whole_prompt - new_saving > limit:
+            new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
+            new_saving = tokens.saved(new_dropped, new_shortened)
+        if new_dropped < dropped or (new_dropped == dropped and new_shortened <= shortened):
+            continue  # no further than the current bands
+        new_prompt = whole_prompt - new_saving
+        removed = prompt - new_prompt
+        carried += removed * read
+        rewrite = (new_prompt - head if new_prompt > head else 0) * premium
+        pays = (
+            prompt >= trigger
+            and carried >= batch * rewrite
+            and removed * read * (number * horizon_share) >= rewrite
+            and rewrite <= risk * billed
+        )
+        if forced or pays:
+            dropped, shortened, decided = new_dropped, new_shortened, number
+            saving = new_saving
+            carried = 0.0
+            billed += rewrite - removed * read
+            previous = new_prompt
+    if replay is not None and outputs > replay.rounds:
+        replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
+        replay.decided, replay.carried, replay.billed = decided, carried, billed
+        replay.previous = previous
+    return Plan(dropped, shortened, decided)

@@ -1,0 +1,138 @@
+"""Shortened tool messages: the rewrites of docs/STRATEGIES.md, remembered per session.
+
+A call keeps its arguments with every long top-level string shortened; an
+output keeps its ``content`` shortened. Within a session
+(:func:`remembering_rewrites`) each content is shortened once, not once per
+round: the engine hands its :class:`RewriteCache` over through a context
+variable, so the strategies' signatures stay as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import msgspec
+
+from .text import shorten_string
+from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolBody, encode_json
+
+__all__ = ["RewriteCache", "remembering_rewrites", "shortened_call", "shortened_output"]
+
+_decode = msgspec.json.Decoder().decode
+
+
+def _full_body(content: str) -> dict[str, Any]:
+    body: dict[str, Any] = _decode(content)
+    return body
+
+
+class RewriteCache:
+    """Shortened contents remembered by their original content, for one session.
+
+    A rewrite depends on the message's content alone, and an agent sends the
+    same content strings every round, so within a session each tool message
+    is shortened once, not once per round. Bounded: past ``limit`` entries of
+    one kind the cache starts afresh (the next rounds recompute what they need).
+    """
+
+    def __init__(self, limit: int = 8192) -> None:
+        self.limit = limit
+        self.calls: dict[str, str | None] = {}
+        self.outputs: dict[str, str | None] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def forget(self) -> None:
+        """Drop every remembered rewrite (the conversation was replaced)."""
+        self.calls.clear()
+        self.outputs.clear()
+
+    def remember(self, table: dict[str, str | None], content: str, new: str | None) -> None:
+        """Store ``new`` as the rewrite of ``content`` in ``table`` (calls or outputs)."""
+        self.misses += 1
+        if len(table) >= self.limit:
+            table.clear()
+        table[content] = new
+
+
+_session_rewrites: ContextVar[RewriteCache | None] = ContextVar("scoutd_rewrites", default=None)
+_MISSING = object()
+
+
+@contextmanager
+def remembering_rewrites(cache: RewriteCache) -> Iterator[RewriteCache]:
+    """Within the block, :func:`shortened_call` and :func:`shortened_output` use ``cache``.
+
+    A context variable, so that concurrent sessions (threads or tasks) each see
+    their own cache, and the strategies' signatures stay as they are.
+    """
+    token = _session_rewrites.set(cache)
+    try:
+        yield cache
+    finally:
+        _session_rewrites.reset(token)
+
+
+def _remembered(table_of: str, content: str, compute: Any) -> str | None:
+    """``compute()``, or what it gave before for ``content`` in this session."""
+    cache = _session_rewrites.get()
+    if cache is None:
+        result: str | None = compute()
+        return result
+    table: dict[str, str | None] = getattr(cache, table_of)
+    found = table.get(content, _MISSING)
+    if found is not _MISSING:
+        cache.hits += 1
+        return found  # type: ignore[return-value]
+    result = compute()
+    cache.remember(table, content, result)
+    return result
+
+
+def shortened_call(body: ToolBody, content: str) -> str | None:
+    """New content for a call with its long top-level string arguments shortened.
+
+    None when nothing changes (arguments missing, not an object, or short).
+    """
+    arguments = body.arguments
+    if type(arguments) is not dict:
+        return None
+    if not any(type(v) is str and len(v) > ARGUMENT_SIZE for v in arguments.values()):
+        return None
+    return _remembered("calls", content, lambda: _shortened_call(content))
+
+
+def _shortened_call(content: str) -> str:
+    data = _full_body(content)
+    data["arguments"] = {
+        name: shorten_string(value, ARGUMENT_SIZE) if type(value) is str else value
+        for name, value in data["arguments"].items()
+    }
+    return encode_json(data)
+
+
+def shortened_output(body: ToolBody, content: str) -> str | None:
+    """New content for an output with its ``content`` shortened.
+
+    A non-string content is shortened as its compact JSON text. None when
+    nothing changes (content missing, null, or short).
+    """
+    raw = body.content
+    if isinstance(raw, msgspec.UnsetType) or len(raw) <= OUTPUT_SIZE:  # JSON is never shorter
+        return None
+    return _remembered("outputs", content, lambda: _shortened_output(content))
+
+
+def _shortened_output(content: str) -> str | None:
+    data = _full_body(content)
+    value = data["content"]
+    if value is None:
+        return None
+    text = value if type(value) is str else encode_json(value)
+    if len(text) <= OUTPUT_SIZE:
+        return None
+    data["content"] = shorten_string(text, OUTPUT_SIZE)
+    return encode_json(data)
