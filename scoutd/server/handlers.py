@@ -24,9 +24,7 @@ from .. import protocol
 from ..config import Config, strategy_names, with_overrides
 from ..errors import Aborted, ConfigError, UnknownStrategy
 from ..formats import FormatError
-from ..prepare import prepare
 from ..protocol.error_table import error_for
-from ..protocol.layout import layout_of
 from ..security import Forbidden
 from ..strategies import BUILTINS
 from ..strategies.inbox import inbox_dir
@@ -38,7 +36,7 @@ if TYPE_CHECKING:
     from .connection import PeerConnection
     from .server import Server
 
-__all__ = ["HANDLERS", "INLINE_BYTES", "THREAD_DECODE_BYTES", "Call", "dispatch", "run_whole"]
+__all__ = ["HANDLERS", "INLINE_BYTES", "THREAD_DECODE_BYTES", "Call", "dispatch"]
 
 log = logging.getLogger("scoutd.server")
 
@@ -276,14 +274,15 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                 if session is None:
                     if _inline(call, params, config, resolved):
                         # Small, built-in and without files: cheaper here than the hand-off.
-                        line, delivered = run_whole(rid, params, None, config)
+                        line, delivered = workers.run_prepare(rid, params, None, config, True)
                     else:
                         line, delivered = await anyio.to_thread.run_sync(
-                            run_whole,
+                            workers.run_prepare,
                             rid,
                             params,
                             resolved,
                             config,
+                            _builtin_only(params, config),
                             limiter=server.limiter,
                         )
                 else:
@@ -339,45 +338,6 @@ def _builtin_only(params: protocol.PreparePromptParams, config: Config) -> bool:
         params.strategies if params.strategies is not None else config.prompt.prompt_strategies
     )
     return names is None or all(name in BUILTINS for name in names)
-
-
-def run_whole(
-    rid: protocol.RequestId,
-    params: protocol.PreparePromptParams,
-    save_file: str | None,
-    config: Config,
-) -> tuple[bytes, int]:
-    """A session-less prepare; (answer line, notices delivered).
-
-    With ``answer="indices"``, the answer is the prompt's layout over the
-    request's messages (docs/PROTOCOL.md): the kept messages, the very objects
-    decoded from the request, are not encoded again. The daemon answers
-    ``messages`` instead when a plugin ran (it cannot vouch that a plugin left
-    its input untouched, and the built-ins never modify it) or when the layout
-    has no such form (:func:`scoutd.protocol.layout.layout_of`).
-    """
-    if params.answer != "indices":
-        return workers.run_prepare(rid, params, save_file, config)
-    assert params.messages is not None  # required without a session
-    prepared = prepare(
-        params.messages,
-        params.strategies,
-        save_file=save_file,
-        config=config,
-        format=params.format or "auto",
-        cache_control=params.cache_control,
-    )
-    delivered = sum(report.inbox_delivered for report in prepared.report)
-    for warning in prepared.warnings:
-        log.warning("prepare_prompt: %s", warning)
-    layout = None
-    if _builtin_only(params, config):
-        layout = layout_of(params.messages, prepared.messages)
-    if layout is None:
-        result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
-    else:
-        result = protocol.PreparePromptResult(layout=layout, report=prepared.report)
-    return protocol.encode_result(rid, result), delivered
 
 
 HANDLERS: Final[dict[str, Handler]] = {

@@ -17,6 +17,7 @@ from .. import protocol
 from ..config import Config
 from ..incremental import SessionPrompt, json_size
 from ..prepare import Prepared, prepare
+from ..protocol.layout import layout_of
 from ..security import PeerCred, check_access, check_save_file
 from .sessions import AgentSession
 
@@ -53,8 +54,17 @@ def run_prepare(
     params: protocol.PreparePromptParams,
     save_file: str | None,
     config: Config,
+    layout_allowed: bool = False,
 ) -> tuple[bytes, int]:
-    """Run the strategies on the request's messages; (answer line, notices delivered)."""
+    """Run the strategies on the request's messages; (answer line, notices delivered).
+
+    With ``answer="indices"`` and ``layout_allowed``, the answer is the prompt's
+    layout over the request's messages (docs/PROTOCOL.md): the kept messages,
+    the very objects decoded from the request, are not encoded again. The
+    caller allows it only when built-in strategies alone run (they never
+    modify their input; a plugin might); the answer is ``messages`` otherwise,
+    or when the layout has no such form (:func:`scoutd.protocol.layout.layout_of`).
+    """
     assert params.messages is not None  # required without a session
     prepared = prepare(
         params.messages,
@@ -66,7 +76,13 @@ def run_prepare(
     )
     delivered = sum(report.inbox_delivered for report in prepared.report)
     _log_warnings(prepared)
-    result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
+    layout = None
+    if layout_allowed and params.answer == "indices":
+        layout = layout_of(params.messages, prepared.messages)
+    if layout is None:
+        result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
+    else:
+        result = protocol.PreparePromptResult(layout=layout, report=prepared.report)
     return protocol.encode_result(rid, result), delivered
 
 
