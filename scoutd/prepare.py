@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from importlib.metadata import entry_points
 from typing import Any
 
 import msgspec
@@ -82,6 +81,10 @@ def unregister_strategy(name: str) -> None:
 
 
 def _plugin_sources(config: Config) -> dict[str, str]:
+    # imported here: importlib.metadata costs every process (CLI, daemon) about
+    # 40 ms at start-up, and only a prepare with an unknown name reads it
+    from importlib.metadata import entry_points
+
     sources = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
     sources.update(config.plugins)
     return sources
