@@ -40,6 +40,8 @@ FIGURES = (
     "format_openai_chat_cold_ms_2000",
     "format_overhead_cold_2000",
     "rpc_ms_2000",
+    "rpc_whole_answer_ms_2000",
+    "rpc_inproc_ms_2000",
     "small_rpc_us_p50",
     "small_rpc_us_p99",
     "session_round_ms_100",
