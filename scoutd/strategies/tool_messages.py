@@ -320,18 +320,22 @@ def _given_or_parsed(
     """:func:`_parse_all` with the bodies of :func:`given_bodies`; each text and body
     (given or parsed) goes into ``parsed``."""
     ids = list(map(id, contents))
-    entries: list[Any] = list(map(given.get, ids)) if given else []
+    # not mutated: the two tests below only choose between equal ways (the
+    # general loop at the end gives the same indices, bodies and records), and
+    # every zip here pairs lists of one length, so strict= changes nothing
+    entries: list[Any] = list(map(given.get, ids)) if given else []  # pragma: no mutate
     if entries and not any(map(is_, entries, repeat(None))):
-        parsed.update(zip(ids, entries, strict=True))
+        parsed.update(zip(ids, entries, strict=True))  # pragma: no mutate
         return candidates, list(map(_get_body, entries))
-    if not entries or not any(map(is_not, entries, repeat(None))):  # none given: in C
-        indices, bodies = _parse_contents(contents, candidates, strings)
+    if not entries or not any(map(is_not, entries, repeat(None))):  # pragma: no mutate
+        indices, bodies = _parse_contents(contents, candidates, strings)  # pragma: no mutate
         if len(indices) == len(candidates):
-            parsed.update(zip(ids, zip(contents, bodies, strict=True), strict=True))
+            pairs = zip(contents, bodies, strict=True)  # pragma: no mutate
+            parsed.update(zip(ids, pairs, strict=True))  # pragma: no mutate
             return indices, bodies
     indices, bodies = [], []
     entries = entries or [None] * len(contents)
-    for i, content, entry in zip(candidates, contents, entries, strict=True):
+    for i, content, entry in zip(candidates, contents, entries, strict=True):  # pragma: no mutate
         if entry is None:
             if type(content) is not str:
                 continue
