@@ -33,30 +33,36 @@ def layout_of(request: Sequence[Any], prepared: Sequence[Any]) -> list[Any] | No
     identity map, one pass. None when a new message is not a JSON object (it
     could not be told from an index), so the caller answers ``messages``.
     """
-    where = dict(zip(map(id, request), range(len(request)), strict=True))
+    # not mutated: every zip here pairs lists of one length (strict= changes nothing)
+    where = dict(zip(map(id, request), range(len(request)), strict=True))  # pragma: no mutate
     positions = list(map(where.get, map(id, prepared)))
     layout: list[Any] = []
-    start = stop = -1  # the run of kept request messages being gathered: start .. stop - 1
-    for position, message in zip(positions, prepared, strict=True):
+    # the run of kept request messages being gathered: start .. stop - 1; empty
+    # while start == stop (not mutated: any equal pair is an empty run)
+    start = stop = -1  # pragma: no mutate
+    for position, message in zip(positions, prepared, strict=True):  # pragma: no mutate
         if position is not None and position == stop:
             stop += 1
             continue
-        if stop - start == 1:
-            layout.append(start)
-        elif stop - start > 1:
-            layout.append([start, stop])
+        _close_run(layout, start, stop)
         if position is None:
             if type(message) is not dict:
                 return None
             layout.append(message)
-            start = stop = -1
+            start = stop = -1  # pragma: no mutate
         else:
             start, stop = position, position + 1
-    if stop - start == 1:
-        layout.append(start)
-    elif stop - start > 1:
-        layout.append([start, stop])
+    _close_run(layout, start, stop)
     return layout
+
+
+def _close_run(layout: list[Any], start: int, stop: int) -> None:
+    """Add the run ``start .. stop - 1`` to ``layout``: nothing, an index, or ``[start, stop]``."""
+    length = stop - start
+    if length == 1:
+        layout.append(start)
+    elif length:
+        layout.append([start, stop])
 
 
 def rebuild(layout: Sequence[Any], sent: Sequence[Any]) -> list[Any]:

@@ -149,6 +149,37 @@ _prompts = st.integers(min_value=0, max_value=30).flatmap(
 )
 
 
+def _expected_layout(request: list[Any], prepared: list[Any]) -> list[Any]:
+    """The layout written plainly: each kept message's index found by a search,
+    a run grown one index at a time, a run of one left a bare index."""
+    layout: list[Any] = []
+    for message in prepared:
+        found = [i for i, sent in enumerate(request) if sent is message]
+        if not found:
+            layout.append(message)
+            continue
+        index = found[0]
+        last = layout[-1] if layout else None
+        if type(last) is list and last[1] == index:
+            last[1] = index + 1
+        elif type(last) is int and last + 1 == index:
+            layout[-1] = [last, index + 1]
+        else:
+            layout.append(index)
+    return layout
+
+
+@given(_prompts)
+def test_the_layout_is_the_one_written_plainly(drawn: tuple[int, list[int | None]]) -> None:
+    count, picks = drawn
+    request = _request(count)
+    prepared = [
+        {"role": "assistant", "content": f"new{n}"} if pick is None else request[pick]
+        for n, pick in enumerate(picks)
+    ]
+    assert layout_of(request, prepared) == _expected_layout(request, prepared)
+
+
 @given(_prompts)
 def test_a_layout_rebuilds_the_prompt_from_equal_messages(
     drawn: tuple[int, list[int | None]],
@@ -191,8 +222,14 @@ def test_a_layout_rebuilds_the_prompt_from_equal_messages(
     ],
 )
 def test_a_layout_that_does_not_fit_is_refused(layout: list[Any]) -> None:
-    with pytest.raises(LayoutError):
+    with pytest.raises(LayoutError) as refused:
         rebuild(layout, _request(3))
+    # the message names the item and what is wrong with it
+    item = layout[0]
+    if type(item) is int:
+        assert str(refused.value) == f"layout index {item} outside the 3 messages sent"
+    else:
+        assert str(refused.value) == f"layout item {item!r} is not an index, a run or a message"
 
 
 def test_rebuild_takes_any_sequence_of_messages() -> None:
