@@ -80,6 +80,8 @@ class Outcome:
     shortened: int = 0
     decisions: list[Decision] = field(default_factory=list)
     remarks: dict[int, int] = field(default_factory=dict)  # message index -> pair number
+    carried: float = 0.0  # read cost paid since the last decision, at the end
+    billed: float = 0.0  # the estimated bill of the whole replay, at the end
 
 
 class Model:
@@ -181,7 +183,7 @@ class Model:
                 carried = 0.0
                 billed += rewrite - removed * self.read
                 previous = after
-
+        out.carried, out.billed = carried, billed
         return out
 
     def prepared(self, outcome: Outcome) -> tuple[list[Any], list[str], int]:
@@ -403,6 +405,9 @@ def test_a_replay_carried_on_plans_as_one_from_scratch(
         assert got == fresh
         assert (got.dropped, got.shortened) == (outcome.dropped, outcome.shortened)
         assert got.decided_at == last_decision(outcome)
+        # what the next round's decision starts from: the same bill and carried cost
+        assert math.isclose(planner.replay.billed, outcome.billed, rel_tol=1e-9, abs_tol=1e-6)
+        assert math.isclose(planner.replay.carried, outcome.carried, rel_tol=1e-9, abs_tol=1e-6)
     # the prompt of the last cut (the whole run), long call arguments shortened too
     model = model_of(messages, config, SCOUT)
     expected, fates, _ = model.prepared(outcome)
