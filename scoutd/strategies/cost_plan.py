@@ -88,7 +88,8 @@ def plan_compaction(
     whole, short = tokens.whole, tokens.shortened
     # Valuing verbatim rounds lengthens the rent-or-buy cycle (docs/ECONOMY.md).
     batch = 1.0 / (1.0 - config.cost_verbatim_value)
-    state = Replay() if replay is None else replay
+    # not mutated: a fresh replay of every round ends in the same plan (tested), only slower
+    state = Replay() if replay is None else replay  # pragma: no mutate
     dropped, shortened, decided = state.dropped, state.shortened, state.decided
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
     billed = state.billed  # the estimated bill so far, with this plan
@@ -99,23 +100,27 @@ def plan_compaction(
     # The whole prompt at the end of each round, before any compaction.
     ends = map(cumulative.__getitem__, tokens.output_end[first : outputs + 1])
     for number, whole_prompt in enumerate(ends, first):
-        # min() and max() spelt as comparisons: the same values, without a call each
+        # min() and max() spelt as comparisons: the same values, without a call each.
+        # Not mutated (the lines so marked): at the equality of such a comparison
+        # both sides give the same value, and between two decisions the prompt
+        # never shrinks, so the else branch below only completes min() and max()
         prompt = whole_prompt - saving
-        if prompt >= previous:
+        if prompt >= previous:  # pragma: no mutate
             billed += previous * read + (prompt - previous) * write
         else:
-            billed += prompt * read + 0 * write
+            billed += prompt * read + 0 * write  # pragma: no mutate
         previous = prompt
         forced = prompt > limit
         full = int(number * full_share)
-        full = share_cap if share_cap < full else full
-        full = full if full > least_full else least_full
+        full = share_cap if share_cap < full else full  # pragma: no mutate
+        full = full if full > least_full else least_full  # pragma: no mutate
         new_shortened = number - full
         if new_shortened <= shortened and not forced:
             continue
         # _fit, whose loops only run when the least compaction does not fit
         new_shortened = new_shortened if new_shortened > 0 else 0
-        new_dropped = new_shortened - band if new_shortened > band else 0
+        # not mutated: at new_shortened == band both sides give 0
+        new_dropped = new_shortened - band if new_shortened > band else 0  # pragma: no mutate
         new_saving = whole[new_shortened] - short[new_shortened] + short[new_dropped]
         if whole_prompt - new_saving > limit:
             new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
@@ -125,7 +130,8 @@ def plan_compaction(
         new_prompt = whole_prompt - new_saving
         removed = prompt - new_prompt
         carried += removed * read
-        rewrite = (new_prompt - head if new_prompt > head else 0) * premium
+        # not mutated: a prompt always holds its head, and at equality both sides give 0
+        rewrite = (new_prompt - head if new_prompt > head else 0) * premium  # pragma: no mutate
         pays = (
             prompt >= trigger
             and carried >= batch * rewrite
@@ -138,7 +144,8 @@ def plan_compaction(
             carried = 0.0
             billed += rewrite - removed * read
             previous = new_prompt
-    if replay is not None and outputs > replay.rounds:
+    # not mutated: with no new round (equality) the replay holds these values already
+    if replay is not None and outputs > replay.rounds:  # pragma: no mutate
         replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
         replay.decided, replay.carried, replay.billed = decided, carried, billed
         replay.previous = previous
