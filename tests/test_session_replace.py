@@ -11,8 +11,6 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import scoutd
 from scoutd import protocol
@@ -22,7 +20,6 @@ from scoutd.delta import DeltaDecoder
 from scoutd.protocol.error_table import about_replace, exception_for
 from scoutd.simulate.workload import round_ends, synthetic_run
 
-from .strategies.conversations import conversations
 from .support.daemon import Daemon
 
 # Small epochs, so that repeated calls move the protection every few rounds.
@@ -78,42 +75,6 @@ def test_the_wire_answer_replaces_single_messages(daemon: Daemon) -> None:
                 assert decoder.apply(result) == expected
                 sent = len(conversation)
             assert (replaced_rounds > 0) == replacing
-
-
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(
-    messages=conversations(max_pairs=50),
-    cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=10),
-    strategies=st.sampled_from([None, "shorten_tools_epoch", "shorten_tools_epoch,shorten_tools"]),
-)
-def test_replacing_deltas_rebuild_exactly_the_full_computation(
-    daemon: Daemon, messages: list[Any], cuts: list[int], strategies: str | None
-) -> None:
-    """Growth by random chunks, any strategies: every applied delta equals prepare()."""
-    messages = [m for m in messages if isinstance(m, dict)]  # the wire takes objects only
-    with daemon.connect() as client:
-        save_file = os.path.join(daemon.dir, "property.chat")
-        session = client.call("session.open", {"save_file": save_file})["result"]["session"]
-        decoder = DeltaDecoder(replacing=True)
-        start = 0
-        for end in sorted({min(cut, len(messages)) for cut in cuts} | {len(messages)}):
-            params: dict[str, Any] = {
-                "session": session,
-                "append": messages[start:end],
-                "base": start,
-                "delta": True,
-                "delta_replace": True,
-            }
-            if strategies is not None:
-                params["strategies"] = strategies
-            result = client.call("prepare_prompt", params)["result"]
-            expected = scoutd.prepare_prompt(messages[:end], strategies, config=CONFIG)
-            assert decoder.apply(result) == expected
-            start = end
 
 
 def test_sync_client_sessions_equal_the_full_computation(daemon: Daemon) -> None:

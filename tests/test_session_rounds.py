@@ -60,14 +60,16 @@ def _round(client: LineClient, params: dict[str, Any]) -> dict[str, Any]:
     cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=10),
     strategies=st.sampled_from([None, "shorten_tools_epoch", "shorten_tools_epoch,shorten_tools"]),
 )
+@pytest.mark.parametrize("replacing", [False, True], ids=["running", "replacing"])
 def test_deltas_rebuild_exactly_the_full_computation(
-    daemon: Daemon, messages: list[Any], cuts: list[int], strategies: str | None
+    daemon: Daemon, replacing: bool, messages: list[Any], cuts: list[int], strategies: str | None
 ) -> None:
-    """Growth by random chunks: every applied delta equals prepare() on the whole."""
+    """Growth by random chunks, either form of delta: every applied delta equals
+    prepare() on the whole."""
     messages = [m for m in messages if isinstance(m, dict)]  # the wire takes objects only
     with daemon.connect() as client:
         session = _open(client, daemon)
-        prompt = DeltaDecoder()
+        prompt = DeltaDecoder(replacing=replacing)
         ends = sorted({min(cut, len(messages)) for cut in cuts} | {len(messages)})
         start = 0
         for end in ends:
@@ -77,6 +79,8 @@ def test_deltas_rebuild_exactly_the_full_computation(
                 "base": start,
                 "delta": True,
             }
+            if replacing:
+                params["delta_replace"] = True
             if strategies is not None:
                 params["strategies"] = strategies
             result = _round(client, params)
