@@ -17,7 +17,7 @@ there) with Anthropic prices, and keeps more outputs verbatim than it on
 average over the rounds with either pricing (the OpenAI bill at that size is
 recorded in docs/ECONOMY.md). The last round of one run is one sample of a
 count that rises and falls with each compaction, so the last round is asserted
-at 400 calls only (docs/ECONOMY.md, "Retention"). 2,000 calls take minutes:
+at 400 calls only (docs/ECONOMY.md, "Retention"). 2,000 calls take about a minute:
 their figures are recorded there.
 """
 

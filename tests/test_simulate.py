@@ -39,9 +39,11 @@ SCOUTD_STRATEGIES = (
     "shorten_tools",
     "shorten_tools_epoch",
     "shorten_tools_epoch_increment",
+    "shorten_tools_cost_aware",
 )
-# Small epochs so that a 40-call run crosses several epoch boundaries.
-SMALL_EPOCHS = {
+# Small epochs and cost-aware bands, so that a 40-call run crosses several epoch
+# boundaries and the cost-aware default compacts too.
+SMALL_BANDS = {
     "epoch_tool_call_threshold": 8,
     "epoch_full_tool_calls": 3,
     "epoch_compacted_tool_calls": 6,
@@ -49,6 +51,8 @@ SMALL_EPOCHS = {
     "full_tool_outputs": 3,
     "max_tool_calls": 8,
     "max_tool_chars": 2000,
+    "cost_full_tool_outputs": 3,
+    "cost_compacted_tool_calls": 6,
 }
 
 
@@ -266,8 +270,10 @@ def test_the_clear_tool_uses_replay_clears_progressively() -> None:
 
 @pytest.mark.parametrize("name", SCOUTD_STRATEGIES)
 def test_the_replay_equals_prepare_prompt_on_each_prefix(name: str) -> None:
+    """The replay keeps one session per strategy (docs/ECONOMY.md): each round's
+    prompt is still the one a prepare from scratch of that prefix gives."""
     workload = synthetic_run(40, seed=7, repeat_rate=0.2)
-    config = load_config(overrides=SMALL_EPOCHS)
+    config = load_config(overrides=SMALL_BANDS)
     settings = Settings(config=config)
     replayed = list(prepared_rounds(workload.messages, name, settings))
     ends = round_ends(workload.messages)

@@ -56,6 +56,8 @@ _encode = msgspec.json.Encoder().encode
 
 def role_of(message: Any) -> Any:
     """The ``role`` of a message, or None when the message is not a mapping."""
+    if type(message) is dict:  # the common case, without the slow abstract check
+        return message.get("role")
     return message.get("role") if isinstance(message, Mapping) else None
 
 

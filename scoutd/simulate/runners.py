@@ -1,7 +1,9 @@
 """How each compared strategy prepares a round's prompt, and the peers' settings.
 
-scoutd's strategies run through :func:`scoutd.prepare.prepare` with one
-configuration snapshot; the peer emulations of :mod:`.peers` run with the
+scoutd's strategies run in an in-process :class:`scoutd.Session` with one
+configuration snapshot, as an agent that keeps its session from round to
+round (each round equals :func:`scoutd.prepare` over the same prefix, and
+costs only what is new); the peer emulations of :mod:`.peers` run with the
 state a real deployment carries from request to request.
 """
 
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..prepare import prepare
+from ..session import Session
 from .cache import Estimator, Prices
 from .peers import PeerMemo, SummaryState, clear_tool_uses, mask_last_n, summarize
 
@@ -149,5 +151,10 @@ def _clearing(peers: PeerSettings, estimator: Estimator) -> Runner:
 
 
 def scoutd_runner(name: str, config: Any) -> Runner:
-    """A runner of a scoutd, registered or plugin strategy with one config snapshot."""
-    return lambda prefix: prepare(prefix, [name], config=config).messages
+    """A runner of a scoutd, registered or plugin strategy with one config snapshot.
+
+    The runner keeps one session: give it the rounds of one conversation in
+    order (another list is recognised as such and prepared whole).
+    """
+    session = Session(strategies=[name], config=config)
+    return lambda prefix: session.prepare_prompt(prefix).messages
