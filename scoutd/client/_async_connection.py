@@ -81,7 +81,7 @@ class AsyncConnection:
     async def _send(
         self,
         request_id: int,
-        line: bytes,
+        line: bytearray,
         params: msgspec.Struct,
         deadline: float | None,
     ) -> None:

@@ -10,6 +10,7 @@ in both backends.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import anyio
 import anyio.abc
@@ -113,7 +114,7 @@ class Stream:
         """Bytes already received (``b""``: end of stream), None when there are none."""
         return read_nowait(self._sock)
 
-    async def send_all(self, data: bytes, deadline: float | None) -> None:
+    async def send_all(self, data: bytes | bytearray, deadline: float | None) -> None:
         """Write all of ``data``; a cancelled caller waits for it (a cut line would
         corrupt the stream for every request on the connection).
 
@@ -125,7 +126,8 @@ class Stream:
         with anyio.CancelScope(shield=True) as scope:
             scope.deadline = anyio.current_time() + (SEND_GRACE if left is None else left)
             try:
-                await self._stream.send(data)
+                # anyio sends any bytes-like buffer; its annotation says bytes
+                await self._stream.send(cast(bytes, data))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise ConnectionError(str(exc.__cause__ or exc) or "connection reset") from exc
         if scope.cancelled_caught:

@@ -103,7 +103,7 @@ class Stream:
         """Bytes already received (``b""``: end of stream), None when there are none."""
         return read_nowait(self._sock)
 
-    def send_all(self, data: bytes, deadline: float | None) -> None:
+    def send_all(self, data: bytes | bytearray, deadline: float | None) -> None:
         """Write all of ``data``.
 
         Raises:

@@ -77,7 +77,7 @@ class Connection:
     def _send(
         self,
         request_id: int,
-        line: bytes,
+        line: bytearray,
         params: msgspec.Struct,
         deadline: float | None,
     ) -> None:

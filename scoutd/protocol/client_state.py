@@ -95,14 +95,18 @@ class ClientState:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def send_request(self, method: str, params: msgspec.Struct) -> tuple[int, bytes]:
-        """A new request: its id and the line to write (with its newline)."""
+    def send_request(self, method: str, params: msgspec.Struct) -> tuple[int, bytearray]:
+        """A new request: its id and the line to write (with its newline).
+
+        The line is the buffer it was encoded into, not a copy of it: a
+        conversation of a few megabytes is not copied once more to be sent.
+        """
         request_id = next(self._ids)
         buffer = bytearray()
         _encoder.encode_into(_Request("2.0", request_id, method, params), buffer)
         buffer += b"\n"
         self._waiting[request_id] = len(buffer)
-        return request_id, bytes(buffer)
+        return request_id, buffer
 
     def answer(self, request_id: int) -> Incoming | None:
         """Take the answer of ``request_id`` if it has arrived."""
