@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import msgspec
@@ -259,15 +260,15 @@ def prepare(
         shared = None if columns is None else columns.over(current)
     else:  # the strategies see the view's messages: read those once instead
         shared = columns_of(current) if plain else None
-    if shape is None or shape.parsed is None:
+    handing_over = (
+        nullcontext()
+        if shape is None or shape.parsed is None
+        else given_bodies(shape.bodies, shape.parsed)  # docs/PERFORMANCE.md
+    )
+    with handing_over:
         result, reports, names = _run_chain(
             current, strategies, save_file, snapshot, detail, name, shared
         )
-    else:
-        with given_bodies(shape.bodies, shape.parsed):  # docs/PERFORMANCE.md
-            result, reports, names = _run_chain(
-                current, strategies, save_file, snapshot, detail, name, shared
-            )
     narration = 0
     if chosen is not None and shape is not None:
         read = outcome(shape, result)
