@@ -23,15 +23,13 @@ from .strategies.cost_aware import (
     MESSAGE_OVERHEAD_TOKENS,
     REMARK_ROLE,
     SHORTENED_OVERHEAD_CHARS,
-    Plan,
-    Replay,
     TokenCounter,
     _message_tokens,
     _Tokens,
     effective_prices,
-    plan_compaction,
     token_counter,
 )
+from .strategies.cost_plan import Plan, Replay, plan_compaction
 from .strategies.tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex
 
 __all__ = ["CostPlanner", "GrowingTokens"]

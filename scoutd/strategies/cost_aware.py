@@ -48,10 +48,7 @@ from ..config import DEFAULT_NOTICE, PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
 from .columns import forget_columns, known_columns
-from .cost_plan import Plan as Plan
-from .cost_plan import Replay as Replay
-from .cost_plan import _fit as _fit
-from .cost_plan import plan_compaction as plan_compaction
+from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
 from .rewrites import shortened_call, shortened_output
@@ -63,12 +60,9 @@ from .tool_messages import (
 )
 
 __all__ = [
-    "Plan",
-    "Replay",
     "TokenCounter",
     "apply_plan",
     "load_tokenizer",
-    "plan_compaction",
     "shorten_tools_cost_aware",
     "token_counter",
 ]

@@ -22,16 +22,14 @@ from scoutd.strategies.cost_aware import (
     MESSAGE_OVERHEAD_TOKENS,
     REMARK_ROLE,
     SHORTENED_OVERHEAD_CHARS,
-    Plan,
-    Replay,
     _bands,
     _message_tokens,
     _remarks,
     _Tokens,
     effective_prices,
-    plan_compaction,
     token_counter,
 )
+from scoutd.strategies.cost_plan import Plan, Replay, plan_compaction
 from scoutd.strategies.epoch import Window
 from scoutd.strategies.tool_messages import (
     ARGUMENT_SIZE,

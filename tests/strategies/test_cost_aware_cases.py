@@ -18,13 +18,13 @@ from scoutd.config import PromptConfig
 from scoutd.errors import ConfigError
 from scoutd.pricing import PRICE_PRESETS
 from scoutd.strategies.cost_aware import (
-    _fit,
     _Tokens,
     effective_prices,
     load_tokenizer,
     shorten_tools_cost_aware,
     token_counter,
 )
+from scoutd.strategies.cost_plan import _fit
 from scoutd.strategies.tool_messages import index_tools
 
 from .conversations import call, output
