@@ -14,11 +14,12 @@ import pytest
 
 import scoutd
 from scoutd import protocol
-from scoutd.client._common import SentConversation
+from scoutd.client._common import SentConversation, SessionAnswer
 from scoutd.config import Config, PromptConfig
 from scoutd.delta import DeltaDecoder
 from scoutd.protocol.error_table import about_replace, exception_for
 from scoutd.simulate.workload import round_ends, synthetic_run
+from scoutd.strategies.report import StrategyReport
 
 from .support.daemon import Daemon
 
@@ -36,6 +37,16 @@ PROMPT = {
 }
 CONFIG = Config(prompt=PromptConfig(**PROMPT))  # type: ignore[arg-type]
 RUN = synthetic_run(80, seed=3, repeat_rate=0.6).messages
+
+
+class OlderParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``prepare_prompt`` params as a daemon older than ``delta_replace`` decodes them."""
+
+    session: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    append: list[dict[str, Any]] | None = None
+    base: int | None = None
+    delta: bool = False
 
 
 def _rounds() -> list[list[dict[str, Any]]]:
@@ -102,13 +113,6 @@ def test_the_refusal_of_an_older_daemon_switches_to_running_deltas() -> None:
     """A daemon that predates ``delta_replace`` refuses it as an unknown field; the
     session recognises that refusal and asks for running deltas from then on."""
 
-    class OlderParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-        session: str | None = None
-        messages: list[dict[str, Any]] | None = None
-        append: list[dict[str, Any]] | None = None
-        base: int | None = None
-        delta: bool = False
-
     conversation = SentConversation("s")
     params = conversation.params([{"role": "user", "content": "hi"}], None, None, whole=False)
     assert params.delta_replace
@@ -127,3 +131,31 @@ def test_the_refusal_of_an_older_daemon_switches_to_running_deltas() -> None:
     assert not conversation.refused_replace(exc)  # once only
     again = conversation.params([{"role": "user", "content": "hi"}], None, None, whole=False)
     assert again.delta and not again.delta_replace
+
+
+def test_the_refusal_of_redeliver_drops_it_once() -> None:
+    """A daemon that predates ``redeliver`` refuses it as an unknown field: the
+    session asks again without it, and says what is lost."""
+    conversation = SentConversation("s")
+    hi = [{"role": "user", "content": "hi"}]
+    report = StrategyReport(strategy="inbox", inbox_delivered=1)
+    conversation.discard(SessionAnswer(report=[report], messages=hi))
+    params = conversation.params(hi, None, None, whole=True)
+    assert params.redeliver
+    line = msgspec.json.encode(
+        {"jsonrpc": "2.0", "id": 1, "method": "prepare_prompt", "params": params}
+    )
+    with pytest.raises(protocol.ProtocolError) as refused:
+        protocol.decode_params(protocol.decode_request(line), OlderParams)
+    error = protocol.ErrorObject(
+        code=refused.value.code, message=refused.value.message, data=refused.value.data
+    )
+    exc = exception_for(error)
+    assert isinstance(exc, scoutd.RemoteError)
+    assert not conversation.refused_replace(exc)
+    assert conversation.refused_redeliver(exc)
+    assert not conversation.refused_redeliver(exc)  # once only
+    assert not conversation.params(hi, None, None, whole=True).redeliver
+    # an answer without notices asks for nothing again
+    conversation.discard(SessionAnswer(report=[StrategyReport(strategy="inbox")], messages=hi))
+    assert not conversation.params(hi, None, None, whole=True).redeliver

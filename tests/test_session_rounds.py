@@ -216,12 +216,39 @@ def test_client_session_is_incremental_and_transparent(daemon: Daemon) -> None:
                 conversation, config=SMALL
             )
         # An equal copy in place of a sent message changes nothing the daemon holds...
+        sent = session._conversation
         copied = [*conversation[:-1], dict(conversation[-1])]
-        assert session._conversation.params(copied, None, None, whole=False).messages is None
+        sent.check(copied, sent.params(copied, None, None, whole=False))
+        assert not sent.stale
         # ...an edited history is noticed (a sent message's values differ): all resent.
         edited = [*conversation[:-1], {**conversation[-1], "content": "edited"}]
-        assert session._conversation.params(edited, None, None, whole=False).messages is not None
+        sent.check(edited, sent.params(edited, None, None, whole=False))
+        assert sent.stale
         assert session.prepare_prompt(edited) == scoutd.prepare_prompt(edited, config=SMALL)
+
+
+def test_redeliver_repeats_the_notices_of_the_last_answer(daemon: Daemon) -> None:
+    """``redeliver``: the notices of the session's previous answer come again,
+    first, as often as it is asked; without it, only what the inbox holds now."""
+    client = LineClient(daemon.socket_path)
+    with client:
+        session = _open(client, daemon, "redeliver.chat")
+        save_file = os.path.join(daemon.dir, "redeliver.chat")
+        task = [{"role": "user", "content": "task"}]
+        strategies = ["none", "inbox"]
+        scoutd.write_notice(save_file, "first notice")
+        first = _round(client, {"session": session, "messages": task, "strategies": strategies})
+        assert first["messages"] == [*task, {"role": "user", "content": "first notice"}]
+        scoutd.write_notice(save_file, "second notice")
+        again = {"session": session, "messages": task, "strategies": strategies, "redeliver": True}
+        notices = [{"role": "user", "content": f"{n} notice"} for n in ("first", "second")]
+        assert _round(client, again)["messages"] == [*task, *notices]
+        assert _round(client, again)["messages"] == [*task, *notices]
+        plain = {"session": session, "append": [], "base": 1, "strategies": strategies}
+        assert _round(client, plain)["messages"] == task
+        assert _round(client, again)["messages"] == task  # the last answer had none
+        refused = client.call("prepare_prompt", {"messages": task, "redeliver": True})
+        assert refused["error"]["code"] == -32602
 
 
 def test_client_recovers_when_the_daemon_forgot_the_conversation() -> None:

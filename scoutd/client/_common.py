@@ -3,6 +3,7 @@ to results or exceptions, and a session's incremental state."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -17,7 +18,7 @@ from ..formats import check_format_name
 from ..prepare import Prepared
 from ..protocol import PreparePromptParams
 from ..protocol.client_state import ClientState, Incoming
-from ..protocol.error_table import about_answer, about_replace, exception_for
+from ..protocol.error_table import about_field, about_replace, exception_for
 from ..protocol.layout import LayoutError, rebuild
 from ..strategies.report import StrategyReport
 
@@ -36,6 +37,7 @@ __all__ = [
     "whole_params",
 ]
 
+log = logging.getLogger("scoutd.client")
 T = TypeVar("T")
 Overrides = Config | PromptConfig | Mapping[str, Any] | None
 
@@ -82,7 +84,7 @@ def whole_params(
 def refused_indices(exc: RemoteError, params: PreparePromptParams, state: ClientState) -> bool:
     """Whether ``exc`` refuses ``answer`` (a daemon older than it) while it was asked
     for; the connection then asks for whole answers from now on."""
-    if params.answer == "messages" or not about_answer(exc):
+    if params.answer == "messages" or not about_field(exc, "answer"):
         return False
     state.indices_refused = True
     return True
@@ -184,6 +186,10 @@ class SentConversation:
         self._shapes: list[Any] = []
         # Replacing deltas (docs/PROTOCOL.md) unless the daemon predates them.
         self._prompt = DeltaDecoder(replacing=True)
+        # Whether the tail last sent lies on messages changed since (see ``check``).
+        self.stale = False
+        # Whether the next whole call asks for the notices of a discarded answer.
+        self._redeliver = False
 
     def params(
         self,
@@ -193,10 +199,15 @@ class SentConversation:
         *,
         whole: bool,
     ) -> PreparePromptParams:
-        """Only what was appended since the last call, unless ``whole`` (or it changed)."""
+        """Only what was appended since the last call, unless ``whole``.
+
+        The tail goes out before the messages under it are compared with those
+        sent (:meth:`check`, while the daemon prepares).
+        """
+        self.stale = False
         params = prepare_params(messages, strategies, None, self.session_id, config)
         sent = self._sent
-        if not whole and 0 < sent <= len(messages) and self._unchanged(messages):
+        if not whole and 0 < sent <= len(messages):
             return msgspec.structs.replace(
                 params,
                 messages=None,
@@ -206,8 +217,38 @@ class SentConversation:
                 delta_replace=self._prompt.replacing,
             )
         return msgspec.structs.replace(
-            params, delta=not whole, delta_replace=not whole and self._prompt.replacing
+            params,
+            delta=not whole,
+            delta_replace=not whole and self._prompt.replacing,
+            redeliver=self._redeliver,
         )
+
+    def check(self, messages: Sequence[Any], params: PreparePromptParams) -> None:
+        """Set ``stale`` if the tail of ``params`` went out on top of messages that
+        changed since they were sent: its answer is then not theirs (:meth:`discard`).
+
+        Run while the daemon prepares that tail, so that the comparison, the one
+        part of a round that grows with the conversation, overlaps its work.
+        """
+        if params.append is not None:
+            self.stale = not self._unchanged(messages)
+
+    def discard(self, answer: SessionAnswer) -> None:
+        """Drop a ``stale`` answer: the next whole call asks for its notices again."""
+        self._redeliver = any(report.inbox_delivered for report in answer.report)
+
+    def refused_redeliver(self, exc: RemoteError) -> bool:
+        """Whether ``exc`` refuses ``redeliver`` (a daemon older than it) while it
+        was asked for; the call is then made without (those notices are lost)."""
+        if not (self._redeliver and about_field(exc, "redeliver")):
+            return False
+        log.warning(
+            "scoutd session %s: the daemon cannot deliver again the notices of an "
+            "answer not used (the conversation changed while it was prepared)",
+            self.session_id,
+        )
+        self._redeliver = False
+        return True
 
     def refused_replace(self, exc: RemoteError) -> bool:
         """Whether ``exc`` refuses ``delta_replace`` (a daemon older than it) while
@@ -257,6 +298,7 @@ class SentConversation:
         del self._shapes[start:]
         self._shapes += map(_shape, messages[start:])
         self._sent = len(messages)
+        self._redeliver = False
         return Prepared(messages=prompt, report=answer.report)
 
     def forget(self) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -290,10 +291,12 @@ class Client:
         params: msgspec.Struct,
         kind: type[T],
         conn: Connection | None = None,
+        meanwhile: Callable[[], object] | None = None,
     ) -> T:
-        """Send one request and wait for its answer, reading for everyone meanwhile."""
+        """Send one request and wait for its answer, reading for everyone meanwhile
+        (``meanwhile``: see :meth:`Connection.call`)."""
         conn = conn or self._connection()
-        return conn.call(method, params, kind)
+        return conn.call(method, params, kind, meanwhile)
 
     def _prepare_whole(self, params: PreparePromptParams, kind: type[W]) -> tuple[W, list[Any]]:
         """A session-less prepare, answered with indices (docs/PROTOCOL.md) unless
@@ -396,22 +399,28 @@ class Session:
     ) -> Prepared:
         """:meth:`prepare_prompt` plus what each strategy did (``.report``)."""
         self._busy.acquire(None)
+        conversation = self._conversation
         try:
             whole = False
             while True:
-                params = self._conversation.params(messages, strategies, config, whole=whole)
+                params = conversation.params(messages, strategies, config, whole=whole)
+                check = partial(conversation.check, messages, params)
                 try:
-                    answer = self._client._call("prepare_prompt", params, SessionAnswer)
-                    return self._conversation.absorb(answer, messages, params)
+                    answer = self._client._call(
+                        "prepare_prompt", params, SessionAnswer, meanwhile=check
+                    )
+                    if not conversation.stale:
+                        return conversation.absorb(answer, messages, params)
+                    conversation.discard(answer)  # prepared on messages changed since
                 except RemoteError as exc:
-                    if self._conversation.refused_replace(exc):
-                        continue  # once: the same call again, asking for the older form
-                    if whole or not about_base(exc):
+                    if conversation.refused_replace(exc) or conversation.refused_redeliver(exc):
+                        continue  # once: the same call again, without what was refused
+                    if whole or not (about_base(exc) or conversation.stale):
                         raise
                 except DeltaMismatch:
                     if whole:
                         raise
-                self._conversation.forget()
+                conversation.forget()
                 whole = True
         finally:
             self._busy.release()

@@ -59,12 +59,18 @@ class Connection:
         method: str,
         params: msgspec.Struct,
         kind: type[T],
+        meanwhile: Callable[[], object] | None = None,
     ) -> T:
-        """Send one request and wait for its answer, reading for everyone meanwhile."""
+        """Send one request and wait for its answer, reading for everyone meanwhile.
+
+        ``meanwhile`` runs once the request is out, while the daemon works on it.
+        """
         deadline = deadline_after(self.timeout)
         request_id, line = self.state.send_request(method, params)
         try:
             self._send(request_id, line, params, deadline)
+            if meanwhile is not None:
+                meanwhile()
             answer = self._answer(request_id, deadline)
             if answer is None:
                 raise DaemonTimeout(

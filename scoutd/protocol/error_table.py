@@ -98,13 +98,13 @@ def about_replace(exc: RemoteError) -> bool:
     return exc.code == INVALID_PARAMS and "`delta_replace`" in str(data.get("error"))
 
 
-def about_answer(exc: RemoteError) -> bool:
-    """Whether an error refuses the ``answer`` param as unknown (a daemon older than it)."""
+def about_field(exc: RemoteError, name: str) -> bool:
+    """Whether an error refuses the param ``name`` as unknown (a daemon older than it)."""
     data = exc.data if isinstance(exc.data, dict) else {}
     return (
         exc.code == INVALID_PARAMS
         and data.get("path") == "$.params"
-        and "unknown field `answer`" in str(data.get("error"))
+        and f"unknown field `{name}`" in str(data.get("error"))
     )
 
 

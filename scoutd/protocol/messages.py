@@ -50,7 +50,9 @@ class PreparePromptParams(
     ``append`` extends it (``base``, if given, is the length the client believes
     it has), and neither reuses it as is; ``delta`` asks for the answer as a
     change of the previous prepared prompt, ``delta_replace`` for its
-    replacing form (docs/PROTOCOL.md, incremental sessions). Without a
+    replacing form (docs/PROTOCOL.md, incremental sessions); ``redeliver``
+    says the client did not use the session's previous answer, whose notices
+    then come again. Without a
     session, ``answer="indices"`` asks for the prepared prompt as a ``layout``
     over ``messages`` (:mod:`scoutd.protocol.layout`).
     """
@@ -60,6 +62,7 @@ class PreparePromptParams(
     base: Annotated[int, msgspec.Meta(ge=0)] | None = None
     delta: bool = False
     delta_replace: bool = False
+    redeliver: bool = False  # with a session: the previous answer's notices again
     strategies: str | list[str] | None = None
     save_file: str | None = None
     session: str | None = None
@@ -77,8 +80,8 @@ class PreparePromptParams(
         if self.session is None:
             if self.messages is None:
                 raise ValueError("`messages` is required without a `session`")
-            if self.append is not None or self.base is not None or self.delta:
-                raise ValueError("`append`, `base` and `delta` need a `session`")
+            if self.append is not None or self.base is not None or self.delta or self.redeliver:
+                raise ValueError("`append`, `base`, `delta` and `redeliver` need a `session`")
         elif self.messages is not None and (self.append is not None or self.base is not None):
             raise ValueError("give either `messages` or `append`, not both")
         if self.delta_replace and not self.delta:

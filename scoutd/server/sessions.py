@@ -82,6 +82,8 @@ class AgentSession:
     # incremental prompt state (docs/PROTOCOL.md, incremental sessions)
     prompt: SessionPrompt = field(default_factory=SessionPrompt)
     encoder: DeltaEncoder = field(default_factory=DeltaEncoder)
+    # the notices of the last answer, delivered again if its client did not use it
+    delivered: tuple[str, ...] = ()
     # one prepare at a time; taken without a turn of the event loop when free
     lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     last_used: float = field(default_factory=time.monotonic)

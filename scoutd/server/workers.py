@@ -19,6 +19,7 @@ from ..incremental import SessionPrompt, json_size
 from ..prepare import Prepared, prepare
 from ..protocol.layout import layout_of
 from ..security import PeerCred, check_access, check_save_file
+from ..strategies.inbox import redelivering
 from .sessions import AgentSession
 
 __all__ = [
@@ -164,7 +165,9 @@ def run_session_prepare(
     """Update the session's conversation, prepare it, encode the answer.
 
     Runs under the session's lock: one prepare per session at a time. A call
-    that fails leaves the session's conversation exactly as it was.
+    that fails leaves the session's conversation exactly as it was. With
+    ``redeliver``, the notices of the session's previous answer come first
+    again; the count returned is of notices delivered for the first time.
     ``recheck`` (save file, roots, peer, daemon uid): check the session's save
     file here first (:func:`checked_path`; Forbidden) and prepare with it; it
     must still resolve to the session's.
@@ -193,20 +196,24 @@ def run_session_prepare(
         append = params.append or []
         size = check_session_size(session, append, config, rid, kept=len(state.messages))
         state.extend(append, size)
+    carried = session.delivered if params.redeliver else ()
     try:
-        prepared, stable = state.prepare(
-            params.strategies,
-            config,
-            save_file=save_file,
-            format=params.format,
-            cache_control=params.cache_control,
-        )
+        with redelivering(carried) as redelivery:
+            prepared, stable = state.prepare(
+                params.strategies,
+                config,
+                save_file=save_file,
+                format=params.format,
+                cache_control=params.cache_control,
+            )
     except BaseException:
         if state is session.prompt and params.append:
             state.truncate(len(state.messages) - len(params.append))
         raise
     session.prompt = state
-    delivered = sum(report.inbox_delivered for report in prepared.report)
+    session.delivered = tuple(redelivery.delivered)
+    redelivered = len(carried) - len(redelivery.carried)  # those the inbox strategy took
+    delivered = sum(report.inbox_delivered for report in prepared.report) - redelivered
     _log_warnings(prepared)
     if params.delta:
         delta = session.encoder.delta(prepared.messages, stable, replace=params.delta_replace)

@@ -5,11 +5,18 @@ pickup took and raises :class:`~scoutd.errors.Aborted` for an abort. The
 pickup (claiming files, recording them, the abort rule) is file delivery and
 lives in :mod:`scoutd.inbox`; :func:`inbox` joins the two. The names below
 that come from :mod:`scoutd.inbox` stay importable from here.
+
+A daemon session round runs inside :func:`redelivering`, which hands the
+strategy the notices of an answer its client did not use (they come again
+first) and records what the round delivered (docs/PROTOCOL.md, ``redeliver``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import PromptConfig
@@ -31,12 +38,14 @@ from .report import StrategyReport, content_chars
 __all__ = [
     "ABORT_NAME",
     "AbortNotWritten",
+    "Redelivery",
     "claim_abort",
     "deliver",
     "inbox",
     "inbox_dir",
     "inbox_removed_dir",
     "record_problem",
+    "redelivering",
     "write_abort",
     "write_notice",
 ]
@@ -62,18 +71,49 @@ def deliver(messages: Sequence[Any], pickup: Pickup) -> tuple[list[Any], Strateg
     )
 
 
+@dataclass(slots=True)
+class Redelivery:
+    """Notices to deliver again before the inbox's own (``carried``, taken by the
+    first pickup), and every notice the pickups delivered meanwhile."""
+
+    carried: tuple[str, ...] = ()
+    delivered: list[str] = field(default_factory=list)
+
+
+_REDELIVERY: ContextVar[Redelivery | None] = ContextVar("scoutd_redelivery", default=None)
+
+
+@contextmanager
+def redelivering(carried: Sequence[str] = ()) -> Iterator[Redelivery]:
+    """Run the ``inbox`` strategies of this context with ``carried`` delivered again first."""
+    state = Redelivery(tuple(carried))
+    token = _REDELIVERY.set(state)
+    try:
+        yield state
+    finally:
+        _REDELIVERY.reset(token)
+
+
 def inbox(
     messages: Sequence[Any], config: PromptConfig, *, save_file: str | None = None
 ) -> tuple[list[Any], StrategyReport]:
     """Pick up ``save_file``'s inbox and deliver what it held (see :func:`deliver`).
 
     Without a ``save_file`` or an inbox directory, nothing is touched or created.
+    Inside :func:`redelivering`, its notices come first and count against
+    ``inbox_max_total_bytes`` like the inbox's own.
 
     Raises:
         Aborted: the inbox held an ``abort`` (now consumed); every notice stays
             pending for the next run.
     """
-    pickup = pick_up(
-        save_file, max_bytes=config.inbox_max_bytes, max_total_bytes=config.inbox_max_total_bytes
-    )
+    redelivery = _REDELIVERY.get()
+    carried = redelivery.carried if redelivery is not None else ()
+    budget = config.inbox_max_total_bytes - sum(len(text.encode("utf-8")) for text in carried)
+    pickup = pick_up(save_file, max_bytes=config.inbox_max_bytes, max_total_bytes=budget)
+    if redelivery is not None and pickup.abort is None:
+        if carried:
+            pickup = Pickup([*carried, *pickup.notices])
+            redelivery.carried = ()
+        redelivery.delivered += pickup.notices
     return deliver(messages, pickup)

@@ -73,6 +73,31 @@ def test_session_resends_a_conversation_changed_behind_its_back(daemon: Daemon) 
         assert s.prepare_prompt(messages, "none") == messages  # unchanged: appends nothing
 
 
+@pytest.mark.parametrize("edit", ["in place", "replaced"])
+def test_the_notices_of_an_answer_not_used_come_again(daemon: Daemon, edit: str) -> None:
+    """The tail goes out before the client compares the messages under it: an
+    answer prepared on a message edited since is dropped, the conversation sent
+    again, and a notice that answer took comes in the next one, once."""
+    save_file = chat_path(daemon, f"redeliver-{edit[0]}")
+    strategies = ["none", "inbox"]
+    messages = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
+    with Client(daemon.socket_path) as client, client.session(save_file) as s:
+        assert s.prepare_prompt(messages, strategies) == messages
+        delivered = client.status()["counts"]["notices_delivered"]
+        write_notice(save_file, "Mind the tests.")
+        if edit == "in place":
+            messages[0]["content"] = "a different task"
+        else:
+            messages[1] = {"role": "assistant", "content": "a different answer"}
+        messages.append({"role": "user", "content": "next"})
+        prepared = s.prepare(messages, strategies)
+        assert prepared.messages == [*messages, {"role": "user", "content": "Mind the tests."}]
+        assert prepared.report[-1].inbox_delivered == 1
+        assert client.status()["counts"]["notices_delivered"] == delivered + 1
+        messages.append({"role": "assistant", "content": "done"})
+        assert s.prepare_prompt(messages, strategies) == messages  # once only
+
+
 def test_session_close_is_sent(daemon: Daemon) -> None:
     save_file = chat_path(daemon, "closing")
     with Client(daemon.socket_path) as client:

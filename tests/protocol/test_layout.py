@@ -15,7 +15,7 @@ from scoutd import protocol
 from scoutd.errors import ProtocolError, RemoteError
 from scoutd.protocol import decode_params, decode_request
 from scoutd.protocol.client_state import ClientState
-from scoutd.protocol.error_table import about_answer
+from scoutd.protocol.error_table import about_field
 from scoutd.protocol.layout import LayoutError, layout_of, rebuild
 
 # --- the param --------------------------------------------------------------------------
@@ -104,7 +104,7 @@ UNKNOWN = "Object contains unknown field `answer`"
 def test_only_an_older_daemons_refusal_turns_indices_off(
     code: int, data: object, refused: bool
 ) -> None:
-    assert about_answer(RemoteError(code, "invalid params", data)) is refused
+    assert about_field(RemoteError(code, "invalid params", data), "answer") is refused
 
 
 # --- the layout -------------------------------------------------------------------------

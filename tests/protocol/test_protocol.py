@@ -311,6 +311,9 @@ def _prepare_params(params: dict[str, object]) -> protocol.PreparePromptParams:
     return decode_params(decode_request(line.encode()), protocol.PreparePromptParams)
 
 
+NEEDS_SESSION = "`append`, `base`, `delta` and `redeliver` need a `session`"
+
+
 @pytest.mark.parametrize(
     ("params", "error"),
     [
@@ -322,9 +325,11 @@ def _prepare_params(params: dict[str, object]) -> protocol.PreparePromptParams:
         ({"session": "s", "base": 2}, None),
         ({}, "`messages` is required without a `session`"),
         ({"delta": True}, "`messages` is required without a `session`"),
-        ({"messages": [], "append": []}, "`append`, `base` and `delta` need a `session`"),
-        ({"messages": [], "base": 0}, "`append`, `base` and `delta` need a `session`"),
-        ({"messages": [], "delta": True}, "`append`, `base` and `delta` need a `session`"),
+        ({"messages": [], "append": []}, NEEDS_SESSION),
+        ({"messages": [], "base": 0}, NEEDS_SESSION),
+        ({"messages": [], "delta": True}, NEEDS_SESSION),
+        ({"messages": [], "redeliver": True}, NEEDS_SESSION),
+        ({"session": "s", "messages": [], "redeliver": True}, None),
         (
             {"session": "s", "messages": [], "append": []},
             "give either `messages` or `append`, not both",

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from scoutd import Aborted, PromptConfig
 from scoutd.inbox import Pickup
-from scoutd.strategies.inbox import deliver, inbox, inbox_dir, write_abort, write_notice
+from scoutd.strategies.inbox import (
+    deliver,
+    inbox,
+    inbox_dir,
+    redelivering,
+    write_abort,
+    write_notice,
+)
 
 _CONTENTS = st.one_of(st.text(max_size=8), st.sampled_from([None, 3, ["part"], {"type": "text"}]))
 _MESSAGES = st.lists(
@@ -113,3 +120,29 @@ def test_inbox_cuts_an_abort_reason_at_inbox_max_bytes(tmp_path: pathlib.Path) -
     assert "run now" not in caught.value.reason
     out, _ = inbox([], PromptConfig(), save_file=save_file)
     assert [m["content"] for m in out] == ["stays"]
+
+
+def test_redelivered_notices_come_first_and_count_against_the_budget(
+    tmp_path: pathlib.Path,
+) -> None:
+    save_file = _save(tmp_path, ["aaaaa", "bbbbb"])
+    config = PromptConfig(inbox_max_bytes=100, inbox_max_total_bytes=9)
+    with redelivering(["é é"]) as redelivery:  # 5 bytes of UTF-8: 4 left for the inbox
+        out, report = inbox([], config, save_file=save_file)
+        again, _ = inbox([], config, save_file=save_file)  # the carried ones went out once
+    assert [m["content"] for m in out] == [
+        "é é",
+        "aaaa\n[scoutd: notice truncated at 4 of 5 bytes]",
+    ]
+    assert report.inbox_delivered == 2
+    assert [m["content"] for m in again] == ["bbbbb"]
+    assert redelivery.delivered == [m["content"] for m in [*out, *again]]
+    assert redelivery.carried == ()
+
+
+def test_an_abort_outranks_the_notices_to_redeliver(tmp_path: pathlib.Path) -> None:
+    save_file = _save(tmp_path, [])
+    write_abort(save_file, "stop")
+    with redelivering(["again"]) as redelivery, pytest.raises(Aborted):
+        inbox([], PromptConfig(), save_file=save_file)
+    assert redelivery.carried == ("again",) and redelivery.delivered == []
