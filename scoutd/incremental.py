@@ -24,17 +24,18 @@ from typing import Any
 
 import msgspec
 
-from .config import DEFAULT_STRATEGIES, Config, strategy_names
+from .config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
 from .formats import AUTO, SCOUT, format_of, signals
 from .formats.cache import STABLE_STRATEGIES, stable_prefix
 from .formats.detect import first_signal
 from .incremental_cost import CostPlanner
+from .incremental_epoch import EpochState, epoch_state, move_protection
 from .paths import safe_value
 from .prepare import Prepared, prepare
 from .strategies import BUILTINS
 from .strategies.cost_aware import apply_plan
-from .strategies.epoch import Window, compact, fixed_window, increment_window
-from .strategies.report import StrategyReport, content_chars
+from .strategies.epoch import Window, epoch_changes, fixed_window, increment_window
+from .strategies.report import StrategyReport, apply_changes, content_chars
 from .strategies.rewrites import RewriteCache, remembering_rewrites
 from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
 
@@ -56,6 +57,7 @@ class _Repeats:
         self.occurrences: dict[bytes, list[tuple[int, int]]] = {}  # key -> [(call slot, number)]
         self.numbers: list[int] = []  # sorted output numbers of every repeat
         self.latest: dict[bytes, int] = {}  # newest output number of each repeated key
+        self.call_slots: dict[int, int] = {}  # call slot of each number ever in ``latest``
 
     def add(self, index: ToolIndex, call_slots: Sequence[int]) -> None:
         """Count the pairs completed by ``call_slots`` (O(log n) each, usually)."""
@@ -73,6 +75,7 @@ class _Repeats:
             bisect.insort(self.numbers, seen[1][1] if place == 0 else number)
             # pairs complete in output order: this one has the key's newest output
             self.latest[key] = number
+            self.call_slots[number] = slot
 
 
 @dataclass(slots=True)
@@ -88,6 +91,7 @@ class _Round:
     core: list[Any]  # the epoch strategy's output
     report: StrategyReport
     tool_present: bool  # core holds a tool-role message (the notice stands before it)
+    epoch: EpochState | None = None  # what an epoch strategy changed, to patch
 
 
 @dataclass(slots=True)
@@ -255,23 +259,36 @@ class SessionPrompt:
             if window is not None:
                 protected = frozenset(self._repeats.latest.values())
             bands = _bands(window), protected
-        if (
-            same_run
-            and last is not None
-            and last.bands == bands
-            and (last.tool_present or not last.report.notice)
-        ):
+        extends = same_run and last is not None and (last.tool_present or not last.report.notice)
+        epoch: EpochState | None = None
+        patched = None
+        if extends and last is not None and last.bands == bands:
             new = self.messages[last.messages :]
             core = last.core + new
             report = _extended_report(last.report, index, last.tools, new)
             stable = len(last.core)
+            epoch = last.epoch
         elif plan is not None:
             core, report = apply_plan(self.messages, index, plan, prompt, False)
             stable = 0
         else:
-            positions = {index.outputs - number + 1 for number in protected}
-            core, report = compact(name, self.messages, index, window, positions, prompt)
-            stable = 0
+            if extends and last is not None:
+                patched = self._moved_protection(name, window, last, protected, prompt)
+            if patched is not None:
+                core, report, epoch, stable = patched
+            else:
+                positions = {index.outputs - number + 1 for number in protected}
+                changes = epoch_changes(self.messages, index, window, positions)
+                core, report = apply_changes(
+                    name,
+                    self.messages,
+                    index,
+                    changes,
+                    notice=prompt.compaction_notice,
+                    detail=False,
+                )
+                epoch = epoch_state(index, changes, report.notice)
+                stable = 0
         self._last = _Round(
             names=names,
             config=config,
@@ -282,9 +299,39 @@ class SessionPrompt:
             core=core,
             report=report,
             tool_present=_holds_tool(last, index.roles),
+            epoch=epoch,
         )
         self._late_pairing = False
         return core, report, stable
+
+    def _moved_protection(
+        self,
+        name: str,
+        window: Window | None,
+        last: _Round,
+        protected: frozenset[int],
+        prompt: PromptConfig,
+    ) -> tuple[list[Any], StrategyReport, EpochState, int] | None:
+        """The last epoch round patched where the protection of repeats moved
+        within the same bands (:mod:`scoutd.incremental_epoch`); None when the
+        bands moved (or protection reached an older pair): walk it all again."""
+        last_window, last_protected = last.bands
+        if window is None or last.epoch is None or _bands(window) != last_window:
+            return None
+        outputs = self.index.outputs
+        if any(outputs - number + 1 > window.keep_full for number in protected - last_protected):
+            return None  # protection reached an older pair (not seen to happen): recompute
+        lost = [self._repeats.call_slots[number] for number in last_protected - protected]
+        return move_protection(
+            name,
+            self.messages,
+            self.index,
+            window,
+            (last.core, last.report, last.epoch, last.messages),
+            lost,
+            prompt.compaction_notice,
+            self.chars,
+        )
 
 
 def _appended(

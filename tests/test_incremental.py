@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import operator
 import zlib
+from collections import Counter
 from typing import Any
 
 import msgspec
@@ -11,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from scoutd import prepare
+from scoutd import incremental, prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch, PromptDelta
 from scoutd.incremental import SessionPrompt, json_size
+from scoutd.simulate.workload import round_ends, synthetic_run
 from scoutd.strategies.inbox import write_notice
 
 from .formats.conversations import anthropic, chat
@@ -596,3 +599,93 @@ def test_a_session_declared_scout_reuses_rounds_too() -> None:
     run = agent_run(80)
     stables = _grow(SessionPrompt(format="scout"), run[2:], 2)
     assert sum(1 for stable in stables if stable > 0) >= len(stables) - 12
+
+
+# Small epochs, so that repeated calls move the protection every few rounds.
+MOVING = {
+    "epoch_tool_call_threshold": 3,
+    "epoch_full_tool_calls": 2,
+    "epoch_compacted_tool_calls": 3,
+    "epoch_size": 2,
+    "epoch_increment_epochs_per_increase": 1,
+    "epoch_increment_size_increase": 1,
+    "epoch_increment_repeat_increase": 2,
+    "epoch_increment_max_size": 6,
+}
+
+
+def _patching(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count the rounds the engine patches (scoutd.incremental_epoch), and what each
+    changed; check that a patched round keeps exactly the leading messages of the
+    last prompt that it says it keeps."""
+    reached: Counter[str] = Counter()
+    patch = incremental.move_protection
+
+    def counting(*args: Any) -> Any:
+        result = patch(*args)
+        (last, _, before, _), (out, _, after, kept) = args[4], result
+        same = list(map(operator.is_, last, out))
+        assert kept == (same.index(False) if False in same else len(same))
+        reached["patched"] += 1
+        reached["dropped"] += len(after.changes.dropped) > len(before.changes.dropped)
+        reached["truncated"] += len(after.changes.rewrites) > len(before.changes.rewrites)
+        reached["notice moved"] += before.notice_before not in (-1, after.notice_before)
+        return result
+
+    monkeypatch.setattr(incremental, "move_protection", counting)
+    return reached
+
+
+def _rounds_equal_the_full_computation(run: list[Any], snapshot: Config) -> None:
+    session, start = SessionPrompt(), 0
+    for end in round_ends(run):
+        session.extend(run[start:end])
+        start = end
+        got, _ = session.prepare(None, snapshot)
+        expected = prepare(run[:end], config=snapshot)
+        assert got.messages == expected.messages
+        assert got.report == expected.report
+
+
+@pytest.mark.parametrize("strategy", ["shorten_tools_epoch", "shorten_tools_epoch_increment"])
+@pytest.mark.parametrize("notice", [PromptConfig().compaction_notice, "[tool traffic shortened]"])
+def test_a_moved_protection_patches_the_last_prompt(
+    strategy: str, notice: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a repeat moves the protection within the same bands, the last prompt
+    is patched instead of walked again, and every round still equals the full
+    computation (also with a notice that does not count what changed)."""
+    config = PromptConfig(prompt_strategies=(strategy,), compaction_notice=notice, **MOVING)
+    reached = _patching(monkeypatch)
+    _rounds_equal_the_full_computation(
+        synthetic_run(150, seed=5, repeat_rate=0.6).messages, Config(prompt=config)
+    )
+    assert reached["patched"] >= 40
+    assert reached["dropped"] and reached["truncated"] and reached["notice moved"], reached
+
+
+def test_a_first_compaction_by_a_moved_protection_brings_the_notice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compacted band holds a short output (kept: nothing to shorten) and the
+    protected repeat of its call; when the call comes a third time, that repeat
+    is the first message truncated, and the notice appears."""
+    config = PromptConfig(
+        prompt_strategies=("shorten_tools_epoch",),
+        epoch_tool_call_threshold=3,
+        epoch_full_tool_calls=1,
+        epoch_compacted_tool_calls=2,
+        epoch_size=100,
+    )
+    again = {"path": "/src/app.py"}
+    pairs = [("read_file", again, "ok"), ("read_file", again, "x" * 3000)]
+    pairs += [("grep", {"q": str(n)}, "y" * 3000) for n in range(2)]
+    pairs += [("read_file", again, "z" * 3000)]
+    run = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}]
+    for n, (name, arguments, text) in enumerate(pairs):
+        run += [call(name, arguments, f"c{n}"), output(name, text, f"c{n}")]
+    reached = _patching(monkeypatch)
+    _rounds_equal_the_full_computation(run, Config(prompt=config))
+    assert reached["patched"] == 1 and reached["truncated"] == 1
+    assert prepare(run[:-2], config=Config(prompt=config)).report[0].notice is False
+    assert prepare(run, config=Config(prompt=config)).report[0].notice is True

@@ -28,6 +28,7 @@ from .tool_messages import (
 __all__ = [
     "Window",
     "compact",
+    "epoch_changes",
     "increment_window",
     "fixed_window",
     "repeat_numbers",
@@ -126,6 +127,18 @@ def compact(
     detail: bool = False,
 ) -> tuple[list[Any], StrategyReport]:
     """Walk the tool messages against ``window``; ``protected`` are positions kept whole."""
+    changes = epoch_changes(messages, index, window, protected)
+    return apply_changes(
+        name, messages, index, changes, notice=config.compaction_notice, detail=detail
+    )
+
+
+def epoch_changes(
+    messages: Sequence[Any], index: ToolIndex, window: Window | None, protected: set[int]
+) -> Changes:
+    """What :func:`compact` changes: by newest-first position, whole within
+    ``keep_full``, truncated up to ``truncate_to``, dropped beyond, and the
+    ``protected`` positions past ``keep_full`` kept whole."""
     changes = Changes()
     if window is not None:
         keep_full, truncate_to = window.keep_full, window.truncate_to
@@ -149,9 +162,7 @@ def compact(
             )
             if new is not None:
                 changes.rewrites[slot] = new
-    return apply_changes(
-        name, messages, index, changes, notice=config.compaction_notice, detail=detail
-    )
+    return changes
 
 
 def shorten_tools_epoch(

@@ -28,6 +28,8 @@ __all__ = [
     "ToolAction",
     "apply_changes",
     "content_chars",
+    "count_changes",
+    "notice_text",
     "plain_report",
 ]
 
@@ -153,6 +155,39 @@ class Changes:
     narration: list[int] = field(default_factory=list)
 
 
+def count_changes(
+    report: StrategyReport, index: ToolIndex, changes: Changes, prefix: bool = False
+) -> None:
+    """Set the report's kept, truncated, dropped and protected counts from ``changes``.
+
+    ``prefix``: the dropped slots are the oldest ones, ``range(len(dropped))``
+    (what the default strategy drops), counted by a slice.
+    """
+    is_call = index.is_call.__getitem__
+    calls = sum(index.is_call)
+    outputs = len(index.indices) - calls
+    if prefix:
+        report.calls_dropped = sum(index.is_call[: len(changes.dropped)])
+    else:
+        report.calls_dropped = sum(map(is_call, changes.dropped))
+    report.outputs_dropped = len(changes.dropped) - report.calls_dropped
+    report.calls_truncated = sum(map(is_call, changes.rewrites))
+    report.outputs_truncated = len(changes.rewrites) - report.calls_truncated
+    report.calls_protected = sum(map(is_call, changes.protected))
+    report.outputs_protected = len(changes.protected) - report.calls_protected
+    report.calls_kept = (
+        calls - report.calls_dropped - report.calls_truncated - report.calls_protected
+    )
+    report.outputs_kept = (
+        outputs - report.outputs_dropped - report.outputs_truncated - report.outputs_protected
+    )
+
+
+def notice_text(template: str, compacted: int, removed: int) -> str:
+    """The compaction notice: ``template`` with ``{compacted}`` and ``{removed}`` filled in."""
+    return template.replace("{compacted}", str(compacted)).replace("{removed}", str(removed))
+
+
 def apply_changes(
     name: str,
     messages: Sequence[Any],
@@ -168,33 +203,15 @@ def apply_changes(
     before the first remaining tool-role message when anything was truncated or
     dropped (appended when no tool message remains).
     """
-    is_call = index.is_call.__getitem__
-    calls = sum(index.is_call)
-    outputs = len(index.indices) - calls
     columns = known_columns(messages)
     if columns is not None and columns.lengths is not None:
         before = sum(columns.lengths)  # what content_chars counts, from the lengths read once
     else:
         before = content_chars(messages)
     report = StrategyReport(strategy=name, chars_before=before)
-    # The oldest tools dropped (what the default strategy drops): read by slices
     count = len(changes.dropped)
     prefix = changes.dropped == list(range(count))
-    if prefix:
-        report.calls_dropped = sum(index.is_call[:count])
-    else:
-        report.calls_dropped = sum(map(is_call, changes.dropped))
-    report.outputs_dropped = len(changes.dropped) - report.calls_dropped
-    report.calls_truncated = sum(map(is_call, changes.rewrites))
-    report.outputs_truncated = len(changes.rewrites) - report.calls_truncated
-    report.calls_protected = sum(map(is_call, changes.protected))
-    report.outputs_protected = len(changes.protected) - report.calls_protected
-    report.calls_kept = (
-        calls - report.calls_dropped - report.calls_truncated - report.calls_protected
-    )
-    report.outputs_kept = (
-        outputs - report.outputs_dropped - report.outputs_truncated - report.outputs_protected
-    )
+    count_changes(report, index, changes, prefix)
 
     out = list(messages)
     for slot, content in changes.rewrites.items():
@@ -214,8 +231,7 @@ def apply_changes(
         # the first tool-role message kept, found by map rather than message by message
         remaining = map(and_, map(TOOL_ROLES.__contains__, index.roles), keep)
         first = next(compress(range(len(keep)), remaining), len(out))
-        text = notice.replace("{compacted}", str(compacted)).replace("{removed}", str(removed))
-        out.insert(first, {"role": "user", "content": text})
+        out.insert(first, {"role": "user", "content": notice_text(notice, compacted, removed)})
         keep.insert(first, True)
         report.notice = True
     if removed or changes.narration:
