@@ -314,13 +314,12 @@ class SessionPrompt:
     ) -> tuple[list[Any], StrategyReport, EpochState, int] | None:
         """The last epoch round patched where the protection of repeats moved
         within the same bands (:mod:`scoutd.incremental_epoch`); None when the
-        bands moved (or protection reached an older pair): walk it all again."""
+        bands moved: walk it all again. Protection only ever moves to a pair
+        completed since the last round (the newest output of its call key),
+        which is whole in any window; the pair it left is the one to change."""
         last_window, last_protected = last.bands
         if window is None or last.epoch is None or _bands(window) != last_window:
             return None
-        outputs = self.index.outputs
-        if any(outputs - number + 1 > window.keep_full for number in protected - last_protected):
-            return None  # protection reached an older pair (not seen to happen): recompute
         lost = [self._repeats.call_slots[number] for number in last_protected - protected]
         return move_protection(
             name,
