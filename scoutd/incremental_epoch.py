@@ -85,32 +85,30 @@ def move_protection(
     moves: dict[int, str | None] = {}  # message index -> new content (None: dropped)
     for call in lost:
         position = index.outputs - index.numbers[call] + 1
-        if position <= window.keep_full:
-            continue  # whole either way
-        for slot in (call, index.partners[call]):  # protected in the last round
-            protected.discard(slot)
-            if position > window.truncate_to:
-                changes.dropped.append(slot)
-                moves[index.indices[slot]] = None
-                continue
-            body, content = index.bodies[slot], index.content(messages, slot)
-            new = (
-                shortened_call(body, content)
-                if index.is_call[slot]
-                else shortened_output(body, content)
-            )
-            if new is not None:
-                changes.rewrites[slot] = new
-                moves[index.indices[slot]] = new
+        if position > window.keep_full:  # else whole either way
+            for slot in (call, index.partners[call]):  # protected in the last round
+                protected.discard(slot)
+                if position > window.truncate_to:
+                    changes.dropped.append(slot)
+                    moves[index.indices[slot]] = None
+                    continue
+                body, content = index.bodies[slot], index.content(messages, slot)
+                new = (
+                    shortened_call(body, content)
+                    if index.is_call[slot]
+                    else shortened_output(body, content)
+                )
+                if new is not None:
+                    changes.rewrites[slot] = new
+                    moves[index.indices[slot]] = new
     changes.protected = [slot for slot in changes.protected if slot in protected]
 
     out = list(core)
     chars = report.chars_after
     touched = [len(core)]  # positions of the last prompt from which this one differs
     old_notice: Any = None
-    old_at = NO_NOTICE
+    old_at = state.notice_before - bisect_left(state.dropped, state.notice_before)
     if state.notice_before != NO_NOTICE:  # taken out, put back where it belongs now
-        old_at = state.notice_before - bisect_left(state.dropped, state.notice_before)
         old_notice = out.pop(old_at)
         chars -= len(old_notice["content"])
     for message in sorted(moves, reverse=True):  # from the end: earlier places stay put

@@ -17,8 +17,11 @@ from scoutd import incremental, prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch, PromptDelta
 from scoutd.incremental import SessionPrompt, json_size
+from scoutd.incremental_epoch import NO_NOTICE, epoch_state
 from scoutd.simulate.workload import round_ends, synthetic_run
 from scoutd.strategies.inbox import write_notice
+from scoutd.strategies.report import Changes
+from scoutd.strategies.tool_messages import index_tools
 
 from .formats.conversations import anthropic, chat
 from .formats.test_adapters import TIGHT
@@ -627,6 +630,7 @@ def _patching(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         same = list(map(operator.is_, last, out))
         assert kept == (same.index(False) if False in same else len(same))
         reached["patched"] += 1
+        reached["several lost"] += len(args[5]) > 1
         reached["dropped"] += len(after.changes.dropped) > len(before.changes.dropped)
         reached["truncated"] += len(after.changes.rewrites) > len(before.changes.rewrites)
         reached["notice moved"] += before.notice_before not in (-1, after.notice_before)
@@ -636,9 +640,10 @@ def _patching(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return reached
 
 
-def _rounds_equal_the_full_computation(run: list[Any], snapshot: Config) -> None:
+def _rounds_equal_the_full_computation(run: list[Any], snapshot: Config, step: int = 1) -> None:
+    """Feed ``run`` ``step`` calls a round; compare each round with ``prepare``."""
     session, start = SessionPrompt(), 0
-    for end in round_ends(run):
+    for end in [*round_ends(run)[step - 1 :: step], len(run)]:
         session.extend(run[start:end])
         start = end
         got, _ = session.prepare(None, snapshot)
@@ -664,12 +669,27 @@ def test_a_moved_protection_patches_the_last_prompt(
     assert reached["dropped"] and reached["truncated"] and reached["notice moved"], reached
 
 
-def test_a_first_compaction_by_a_moved_protection_brings_the_notice(
+def test_several_pairs_may_lose_the_protection_in_one_round(
     monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three calls a round: a round's repeats move the protection of several
+    pairs at once, some whole in any case, and the patch still equals the walk."""
+    config = PromptConfig(prompt_strategies=("shorten_tools_epoch_increment",), **MOVING)
+    reached = _patching(monkeypatch)
+    _rounds_equal_the_full_computation(
+        synthetic_run(150, seed=5, repeat_rate=0.6).messages, Config(prompt=config), 3
+    )
+    assert reached["patched"] >= 15 and reached["several lost"], reached
+
+
+@pytest.mark.parametrize("opening", [2, 0])
+def test_a_first_compaction_by_a_moved_protection_brings_the_notice(
+    opening: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compacted band holds a short output (kept: nothing to shorten) and the
     protected repeat of its call; when the call comes a third time, that repeat
-    is the first message truncated, and the notice appears."""
+    is the first message truncated, and the notice appears, before the first
+    message when the conversation opens with a tool call."""
     config = PromptConfig(
         prompt_strategies=("shorten_tools_epoch",),
         epoch_tool_call_threshold=3,
@@ -681,7 +701,9 @@ def test_a_first_compaction_by_a_moved_protection_brings_the_notice(
     pairs = [("read_file", again, "ok"), ("read_file", again, "x" * 3000)]
     pairs += [("grep", {"q": str(n)}, "y" * 3000) for n in range(2)]
     pairs += [("read_file", again, "z" * 3000)]
-    run = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}]
+    run = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}][
+        2 - opening :
+    ]
     for n, (name, arguments, text) in enumerate(pairs):
         run += [call(name, arguments, f"c{n}"), output(name, text, f"c{n}")]
     reached = _patching(monkeypatch)
@@ -689,3 +711,15 @@ def test_a_first_compaction_by_a_moved_protection_brings_the_notice(
     assert reached["patched"] == 1 and reached["truncated"] == 1
     assert prepare(run[:-2], config=Config(prompt=config)).report[0].notice is False
     assert prepare(run, config=Config(prompt=config)).report[0].notice is True
+
+
+def test_the_notice_of_a_conversation_opening_with_a_tool_stands_first() -> None:
+    """epoch_state finds the place of the notice from the very first message on."""
+    run = [call("grep", {"q": "a"}, "a"), output("grep", "x" * 3000, "a")]
+    run += [m for n in range(4) for m in (call("ls", {"n": n}, n), output("ls", "y" * 3000, n))]
+    index = index_tools(run)
+    changes = Changes(rewrites={1: "short"})  # the first output truncated: the call stays first
+    assert epoch_state(index, changes, notice=True).notice_before == 0
+    assert epoch_state(index, changes, notice=False).notice_before == NO_NOTICE
+    dropped = Changes(dropped=[0, 1])
+    assert epoch_state(index, dropped, notice=True).notice_before == 2
