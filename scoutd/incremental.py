@@ -28,6 +28,7 @@ from .config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
 from .formats import AUTO, SCOUT, format_of, signals
 from .formats.cache import STABLE_STRATEGIES, stable_prefix
 from .formats.detect import first_signal
+from .formats.openai_chat_texts import ConversationTexts, keeping
 from .incremental_cost import CostPlanner
 from .incremental_epoch import EpochState, epoch_state, move_protection
 from .paths import safe_value
@@ -114,6 +115,7 @@ class SessionPrompt:
     format: str = AUTO  # the session's message format (docs/FORMATS.md)
     _signals: dict[str, tuple[int, str]] = field(default_factory=dict)
     rewrites: RewriteCache = field(default_factory=RewriteCache)
+    chat_texts: ConversationTexts = field(default_factory=ConversationTexts)  # OpenAI Chat view
 
     def extend(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Append messages to the conversation (O(len(messages))).
@@ -149,6 +151,7 @@ class SessionPrompt:
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
         self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
         self.rewrites.forget()  # what it holds is keyed by the old conversation's strings
+        self.chat_texts.forget()
         # no mutate: with _last None the next epoch round recomputes all anyway
         self._late_pairing = False  # pragma: no mutate
         self._signals = {}
@@ -178,7 +181,7 @@ class SessionPrompt:
         client still carries only what changed); every strategy reuses the
         session's rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`).
         """
-        with remembering_rewrites(self.rewrites):
+        with remembering_rewrites(self.rewrites), keeping(self.chat_texts):
             return self._prepare(strategies, config, save_file, format, cache_control)
 
     def _prepare(

@@ -2,18 +2,23 @@
 
 Split from :mod:`scoutd.formats.openai_chat`: the texts of the previous view,
 reused for the very same strings, and the bodies the strategies parsed from
-them, handed over so that a text reused is not decoded again.
+them, handed over so that a text reused is not decoded again. The previous
+view is the process's last one, or, inside :func:`keeping`, the last one of a
+:class:`ConversationTexts` (a session's: several sessions then stay warm).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..strategies.tool_messages import Given
 from .view import call_text, output_text
 
-__all__ = ["Known", "Texts", "forget"]
+__all__ = ["ConversationTexts", "Known", "Texts", "forget", "keeping"]
 
 # (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
 Known = tuple[str, str, str, str, str, str]
@@ -53,11 +58,19 @@ class Texts:
     @classmethod
     def last(cls) -> Texts:
         """A new view's texts, knowing those of the previous view."""
-        return cls(*_last_texts)
+        held = _held.get()
+        if held is None:
+            return cls(*_last_texts)
+        return cls(*(held.kept or ({}, {}, {}, {})))
 
     def remember(self) -> None:
         """Keep this view's texts, and the bodies its prepare will parse, for the next view."""
-        _remember((self.made, self.made_calls, self.made_outputs, self.parsed))
+        made = (self.made, self.made_calls, self.made_outputs, self.parsed)
+        held = _held.get()
+        if held is None:
+            _remember(made)
+        else:
+            held.kept = made
 
     def call(self, name: Any, ident: str, arguments: str) -> str:
         """:func:`call_text`, or the previous view's text for the very same strings."""
@@ -95,3 +108,29 @@ def _remember(made: _Kept) -> None:
 def forget() -> None:
     """Drop the texts kept from the previous view (the next view encodes everything)."""
     _remember(({}, {}, {}, {}))
+
+
+class ConversationTexts:
+    """The texts of one conversation's last view, kept apart from the process's."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept: _Kept | None = None  # nothing until the first view
+
+    def forget(self) -> None:
+        """Drop them (the conversation was replaced)."""
+        self.kept = None
+
+
+_held: ContextVar[ConversationTexts | None] = ContextVar("scoutd_chat_texts", default=None)
+
+
+@contextmanager
+def keeping(texts: ConversationTexts) -> Iterator[None]:
+    """Within the block, views start from and leave their texts in ``texts``."""
+    token = _held.set(texts)
+    try:
+        yield
+    finally:
+        _held.reset(token)

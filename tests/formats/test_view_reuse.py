@@ -18,8 +18,11 @@ import msgspec
 import pytest
 
 from scoutd import PromptConfig, prepare
-from scoutd.formats import openai_chat
+from scoutd.config import Config
+from scoutd.formats import openai_chat, openai_chat_texts
+from scoutd.formats.openai_chat_texts import ConversationTexts, keeping
 from scoutd.formats.view import VIEW_KEY
+from scoutd.incremental import SessionPrompt
 from scoutd.strategies.tool_messages import ToolBody
 
 from .conversations import chat
@@ -285,3 +288,40 @@ def test_the_bodies_after_an_edit_in_place_are_those_of_the_texts(edit: str) -> 
     got = prepare(messages, "shorten_tools", config=SHORT).messages
     openai_chat.forget()
     assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages
+
+
+def test_conversations_kept_apart_stay_warm_when_they_take_turns() -> None:
+    first, second = _chat(4, False), _chat(5, True)
+    openai_chat.forget()
+    before = _tool_texts(first)
+    _tool_texts(second)
+    after = _tool_texts(first)  # the process keeps one conversation's texts: not these
+    assert after == before and not any(a is b for a, b in zip(before, after, strict=True))
+    mine, theirs = ConversationTexts(), ConversationTexts()
+    with keeping(mine):
+        before = _tool_texts(first)
+    with keeping(theirs):
+        _tool_texts(second)
+    with keeping(mine):
+        after = _tool_texts(first)
+    assert all(a is b for a, b in zip(before, after, strict=True))
+    mine.forget()
+    with keeping(mine):
+        assert not any(a is b for a, b in zip(before, _tool_texts(first), strict=True))
+
+
+def test_sessions_keep_their_own_texts_and_answer_what_a_fresh_prepare_does() -> None:
+    conversations = [_chat(6, False), _chat(7, True)]
+    ends = (3, 5, 8, 12)
+    expected = [[_fresh(messages[:end]) for messages in conversations] for end in ends]
+    openai_chat.forget()
+    sessions = [SessionPrompt(format="openai-chat"), SessionPrompt(format="openai-chat")]
+    for end, answers in zip(ends, expected, strict=True):
+        for session, messages, answer in zip(sessions, conversations, answers, strict=True):
+            session.extend(messages[len(session.messages) : end])
+            prepared, _ = session.prepare("shorten_tools_epoch", Config(prompt=TIGHT))
+            assert prepared.messages == answer
+            assert session.chat_texts.kept is not None
+    assert openai_chat_texts._last_texts == ({}, {}, {}, {})  # the process's are not touched
+    sessions[0].reset(conversations[0][:2])
+    assert sessions[0].chat_texts.kept is None
