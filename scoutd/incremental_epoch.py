@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from .strategies.epoch import Window
+from .strategies.epoch import Window, shortened
 from .strategies.report import Changes, StrategyReport, content_chars, count_changes, notice_text
-from .strategies.rewrites import shortened_call, shortened_output
 from .strategies.tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = ["EpochState", "epoch_state", "move_protection"]
@@ -92,12 +91,7 @@ def move_protection(
                     changes.dropped.append(slot)
                     moves[index.indices[slot]] = None
                     continue
-                body, content = index.bodies[slot], index.content(messages, slot)
-                new = (
-                    shortened_call(body, content)
-                    if index.is_call[slot]
-                    else shortened_output(body, content)
-                )
+                new = shortened(index, messages, slot)
                 if new is not None:
                     changes.rewrites[slot] = new
                     moves[index.indices[slot]] = new

@@ -604,19 +604,6 @@ def test_a_session_declared_scout_reuses_rounds_too() -> None:
     assert sum(1 for stable in stables if stable > 0) >= len(stables) - 12
 
 
-# Small epochs, so that repeated calls move the protection every few rounds.
-MOVING = {
-    "epoch_tool_call_threshold": 3,
-    "epoch_full_tool_calls": 2,
-    "epoch_compacted_tool_calls": 3,
-    "epoch_size": 2,
-    "epoch_increment_epochs_per_increase": 1,
-    "epoch_increment_size_increase": 1,
-    "epoch_increment_repeat_increase": 2,
-    "epoch_increment_max_size": 6,
-}
-
-
 def _patching(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Count the rounds the engine patches (scoutd.incremental_epoch), and what each
     changed; check that a patched round keeps exactly the leading messages of the
@@ -660,7 +647,7 @@ def test_a_moved_protection_patches_the_last_prompt(
     """Where a repeat moves the protection within the same bands, the last prompt
     is patched instead of walked again, and every round still equals the full
     computation (also with a notice that does not count what changed)."""
-    config = PromptConfig(prompt_strategies=(strategy,), compaction_notice=notice, **MOVING)
+    config = msgspec.structs.replace(SMALL, prompt_strategies=(strategy,), compaction_notice=notice)
     reached = _patching(monkeypatch)
     _rounds_equal_the_full_computation(
         synthetic_run(150, seed=5, repeat_rate=0.6).messages, Config(prompt=config)
@@ -674,7 +661,7 @@ def test_several_pairs_may_lose_the_protection_in_one_round(
 ) -> None:
     """Three calls a round: a round's repeats move the protection of several
     pairs at once, some whole in any case, and the patch still equals the walk."""
-    config = PromptConfig(prompt_strategies=("shorten_tools_epoch_increment",), **MOVING)
+    config = msgspec.structs.replace(SMALL, prompt_strategies=("shorten_tools_epoch_increment",))
     reached = _patching(monkeypatch)
     _rounds_equal_the_full_computation(
         synthetic_run(150, seed=5, repeat_rate=0.6).messages, Config(prompt=config), 3

@@ -34,6 +34,7 @@ __all__ = [
     "repeat_numbers",
     "shorten_tools_epoch",
     "shorten_tools_epoch_increment",
+    "shortened",
 ]
 
 
@@ -153,16 +154,16 @@ def epoch_changes(
             if position in protected:
                 changes.protected.append(slot)
                 continue
-            body = index.bodies[slot]
-            content = index.content(messages, slot)
-            new = (
-                shortened_call(body, content)
-                if index.is_call[slot]
-                else shortened_output(body, content)
-            )
+            new = shortened(index, messages, slot)
             if new is not None:
                 changes.rewrites[slot] = new
     return changes
+
+
+def shortened(index: ToolIndex, messages: Sequence[Any], slot: int) -> str | None:
+    """The truncated content of tool ``slot``, None when there is nothing to shorten."""
+    body, content = index.bodies[slot], index.content(messages, slot)
+    return shortened_call(body, content) if index.is_call[slot] else shortened_output(body, content)
 
 
 def shorten_tools_epoch(
