@@ -140,5 +140,5 @@ def move_protection(
         chars_after=chars,
         notice=notice_before != NO_NOTICE,
     )
-    count_changes(patched, index, changes)
+    count_changes(patched, index, changes, prefix=False)
     return out, patched, EpochState(changes, dropped, notice_before), min(touched)
