@@ -321,7 +321,9 @@ class SessionPrompt:
         completed since the last round (the newest output of its call key),
         which is whole in any window; the pair it left is the one to change."""
         last_window, last_protected = last.bands
-        if window is None or last.epoch is None or _bands(window) != last_window:
+        if window is None or _bands(window) != last_window:
+            return None
+        if last.epoch is None:  # an epoch strategy's round always leaves one
             return None
         lost = [self._repeats.call_slots[number] for number in last_protected - protected]
         return move_protection(

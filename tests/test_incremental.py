@@ -686,7 +686,7 @@ def test_a_first_compaction_by_a_moved_protection_brings_the_notice(
     )
     again = {"path": "/src/app.py"}
     pairs = [("read_file", again, "ok"), ("read_file", again, "x" * 3000)]
-    pairs += [("grep", {"q": str(n)}, "y" * 3000) for n in range(2)]
+    pairs += [("grep", {"q": str(n)}, "y" * 3000) for n in range(3)]  # the last one extends
     pairs += [("read_file", again, "z" * 3000)]
     run = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}][
         2 - opening :
