@@ -656,6 +656,22 @@ def test_a_moved_protection_patches_the_last_prompt(
     assert reached["dropped"] and reached["truncated"] and reached["notice moved"], reached
 
 
+def test_parallel_calls_lose_their_protection_in_the_patch_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calls made two at a time, answered after both: the dropped tools are then
+    no run of the oldest slots, and the patch still counts what the walk counts."""
+    run: list[Any] = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}]
+    for n in range(40):
+        first, second = f"a{n}", f"b{n}"
+        run += [call("read_file", {"path": f"/{n % 5}"}, first), call("grep", {"q": n}, second)]
+        run += [output("read_file", "x" * 900, first), output("grep", "y" * 900, second)]
+    reached = _patching(monkeypatch)
+    config = msgspec.structs.replace(SMALL, prompt_strategies=("shorten_tools_epoch",))
+    _rounds_equal_the_full_computation(run, Config(prompt=config))
+    assert reached["patched"] >= 30 and reached["dropped"] >= 10, reached
+
+
 def test_several_pairs_may_lose_the_protection_in_one_round(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
