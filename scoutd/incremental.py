@@ -264,7 +264,6 @@ class SessionPrompt:
             bands = _bands(window), protected
         extends = same_run and last is not None and (last.tool_present or not last.report.notice)
         epoch: EpochState | None = None
-        patched = None
         if extends and last is not None and last.bands == bands:
             new = self.messages[last.messages :]
             core = last.core + new
@@ -275,8 +274,11 @@ class SessionPrompt:
             core, report = apply_plan(self.messages, index, plan, prompt, False)
             stable = 0
         else:
-            if extends and last is not None:
-                patched = self._moved_protection(name, window, last, protected, prompt)
+            patched = (
+                self._moved_protection(name, window, last, protected, prompt)
+                if extends and last is not None
+                else None
+            )
             if patched is not None:
                 core, report, epoch, stable = patched
             else:
