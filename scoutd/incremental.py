@@ -25,12 +25,13 @@ from typing import Any
 import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
-from .formats import AUTO, SCOUT, format_of, signals
+from .formats import AUTO, SCOUT, adapter, format_of, signals
 from .formats.cache import STABLE_STRATEGIES, stable_prefix
 from .formats.detect import first_signal
 from .formats.openai_chat_texts import ConversationTexts, keeping
 from .incremental_cost import CostPlanner
 from .incremental_epoch import EpochState, epoch_state, move_protection
+from .incremental_view import ViewTracker, rebuilt
 from .paths import safe_value
 from .prepare import Prepared, prepare
 from .strategies import BUILTINS
@@ -38,7 +39,7 @@ from .strategies.cost_aware import apply_plan
 from .strategies.epoch import Window, epoch_changes, fixed_window, increment_window
 from .strategies.report import StrategyReport, apply_changes, content_chars
 from .strategies.rewrites import RewriteCache, remembering_rewrites
-from .strategies.tool_messages import TOOL_ROLES, ToolIndex, call_keys
+from .strategies.tool_messages import ToolIndex, call_keys
 
 __all__ = ["SessionPrompt", "json_size"]
 
@@ -91,7 +92,7 @@ class _Round:
     tools: int  # indexed tool messages then
     core: list[Any]  # the epoch strategy's output
     report: StrategyReport
-    tool_present: bool  # core holds a tool-role message (the notice stands before it)
+    tool_present: bool  # core keeps a tool-role message (the notice stands before it)
     epoch: EpochState | None = None  # what an epoch strategy changed, to patch
 
 
@@ -116,6 +117,11 @@ class SessionPrompt:
     _signals: dict[str, tuple[int, str]] = field(default_factory=dict)
     rewrites: RewriteCache = field(default_factory=RewriteCache)
     chat_texts: ConversationTexts = field(default_factory=ConversationTexts)  # OpenAI Chat view
+    prices: str = SCOUT  # the format whose provider's prices the cost-aware strategy assumes
+    of_view: bool = False  # a provider conversation's scout view: scout whatever it holds
+    # A provider-format conversation: its scout view, and the scout session over that view
+    _tracker: ViewTracker | None = None
+    _view_session: SessionPrompt | None = None
 
     def extend(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Append messages to the conversation (O(len(messages))).
@@ -150,6 +156,7 @@ class SessionPrompt:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
         self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
+        self._tracker = self._view_session = None
         self.rewrites.forget()  # what it holds is keyed by the old conversation's strings
         self.chat_texts.forget()
         # no mutate: with _last None the next epoch round recomputes all anyway
@@ -197,11 +204,17 @@ class SessionPrompt:
         if names is None:
             names = strategy_names(config.prompt.prompt_strategies) or list(DEFAULT_STRATEGIES)
         requested = format or self.format
-        if requested == AUTO:
-            scout = format_of(self._signals) == SCOUT
-        else:  # a declared scout session with foreign traffic goes the long way, to warn
-            scout = requested == SCOUT and set(self._signals) <= {SCOUT}
-        if not names or names[0] not in INCREMENTAL_STRATEGIES or not scout or cache_control:
+        if self.of_view:
+            found: str | None = SCOUT
+        elif requested == AUTO:
+            found = format_of(self._signals)
+        else:  # a declared format with foreign traffic goes the long way, to warn
+            found = requested if set(self._signals) <= {requested} else None
+        incremental = bool(names) and names[0] in INCREMENTAL_STRATEGIES
+        appending = APPENDING_STRATEGIES.issuperset(names[1:])
+        if incremental and appending and found not in (None, SCOUT):
+            return self._provider_round(names, config, save_file, found, cache_control), 0
+        if not incremental or found != SCOUT or cache_control:
             self._last = None
             return prepare(
                 self.messages,
@@ -229,6 +242,31 @@ class SessionPrompt:
         )
         return Prepared(messages=prompt, report=reports), stable
 
+    def _provider_round(
+        self,
+        names: list[str],
+        config: Config,
+        save_file: str | None,
+        name: str,
+        cache_control: bool | None,
+    ) -> Prepared:
+        """A round in a provider format: the scout session over the conversation's
+        view prepares, and the provider messages are rebuilt from its result."""
+        tracker, inner = self._tracker, self._view_session
+        if tracker is None or inner is None or tracker.adapter.name != name:
+            tracker = self._tracker = ViewTracker(adapter(name))  # type: ignore[arg-type]
+            inner = self._view_session = SessionPrompt(format=SCOUT, prices=name, of_view=True)
+        if len(tracker.starts) <= len(self.messages):
+            try:
+                keep, added = tracker.sync(self.messages, inner.messages)
+                inner.truncate(keep)
+                inner.extend(added)
+            except BaseException:
+                self._tracker = self._view_session = None  # the next round starts over
+                raise
+        scout, _ = inner.prepare(names, config, save_file=save_file)
+        return rebuilt(tracker, self.messages, inner.messages, scout, names, config, cache_control)
+
     def _core_round(
         self, names: tuple[str, ...], config: Config
     ) -> tuple[list[Any], StrategyReport, int]:
@@ -247,7 +285,7 @@ class SessionPrompt:
         if name == COST_AWARE:
             planner = last.planner if same_run and last is not None else None
             if planner is None:
-                planner = CostPlanner(prompt)
+                planner = CostPlanner(prompt, self.prices)
             self._last = None  # the planner moves on: a failure here leaves nothing half done
             plan = planner.plan(self.messages, index, prompt)
             bands: Any = plan
@@ -303,7 +341,7 @@ class SessionPrompt:
             tools=len(index.indices),
             core=core,
             report=report,
-            tool_present=_holds_tool(last, index.roles),
+            tool_present=_keeps_tool(report),
             epoch=epoch,
         )
         self._late_pairing = False
@@ -403,12 +441,18 @@ def json_size(messages: Sequence[Any]) -> int:
     return encoded - len(messages) - 1  # "[" + ",".join(items) + "]"
 
 
-def _holds_tool(last: _Round | None, roles: list[Any]) -> bool:
-    """Whether the conversation holds a tool-role message (looking only at what is new)."""
-    if last is not None and last.tool_present:
-        return True
-    start = 0 if last is None else last.messages
-    return any(role in TOOL_ROLES for role in roles[start:])
+def _keeps_tool(report: StrategyReport) -> bool:
+    """Whether the prompt keeps a tool message. Without one, the notice was put at
+    the end, and the messages that come next go before it, not after."""
+    return (
+        report.calls_kept
+        + report.calls_truncated
+        + report.calls_protected
+        + report.outputs_kept
+        + report.outputs_truncated
+        + report.outputs_protected
+        > 0
+    )
 
 
 def _bands(window: Window | None) -> tuple[int, int] | None:

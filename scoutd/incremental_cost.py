@@ -104,12 +104,16 @@ def _sums_after(total: int, values: list[int]) -> list[int]:
 
 
 class CostPlanner:
-    """The cost-aware plan of a growing scout conversation, replaying only new rounds."""
+    """The cost-aware plan of a growing scout conversation, replaying only new rounds.
 
-    def __init__(self, config: PromptConfig) -> None:
+    ``prices``: the format whose provider's prices are assumed (a provider
+    session's scout view is priced as its provider's).
+    """
+
+    def __init__(self, config: PromptConfig, prices: str = SCOUT) -> None:
         self.tokens = GrowingTokens(token_counter(config))
         self.replay = Replay()
-        self.prices = effective_prices(config, SCOUT)
+        self.prices = effective_prices(config, prices)
 
     def plan(self, messages: Sequence[Any], index: ToolIndex, config: PromptConfig) -> Plan:
         """The plan for ``messages`` (the same conversation as before, grown)."""

@@ -489,16 +489,17 @@ def test_a_key_repeated_three_times_counts_each_repeat_where_it_lands() -> None:
 
 
 def test_a_session_remembers_its_rewrites_across_rounds() -> None:
-    """A conversation prepared whole every round (a provider format) shortens each
-    tool message once per session, not once per round."""
+    """A conversation prepared whole every round (a later strategy may rewrite what
+    the first made) shortens each tool message once per session, not once per round."""
     config = Config(prompt=TIGHT)
+    names = "shorten_tools_epoch,shorten_tools"
     session = SessionPrompt()
     session.extend(chat(8))
-    first, _ = session.prepare("shorten_tools_epoch", config)
+    first, _ = session.prepare(names, config)
     assert (session.rewrites.hits, session.rewrites.misses) == (0, 1)
-    again, _ = session.prepare("shorten_tools_epoch", config)
+    again, _ = session.prepare(names, config)
     assert (session.rewrites.hits, session.rewrites.misses) == (1, 1)
-    assert again == first == prepare(chat(8), "shorten_tools_epoch", config=config)
+    assert again == first == prepare(chat(8), names, config=config)
 
 
 def test_the_format_and_cache_hint_of_the_call_win_over_the_session() -> None:
@@ -726,3 +727,27 @@ def test_the_notice_of_a_conversation_opening_with_a_tool_stands_first() -> None
     assert epoch_state(index, changes, notice=False).notice_before == NO_NOTICE
     dropped = Changes(dropped=[0, 1])
     assert epoch_state(index, dropped, notice=True).notice_before == 2
+
+
+def test_messages_after_a_notice_that_stands_last_go_before_it() -> None:
+    """With every tool message dropped the notice is appended; what the next round
+    adds goes before it, as a whole prepare puts it (the round is not an extension)."""
+    prompt = PromptConfig(context_window=1200, cost_compacted_tool_calls=3)
+    config = Config(prompt=prompt)
+    big = "y" * 1500
+    messages = [
+        {"role": "user", "content": big},
+        {"role": "user", "content": big},
+        {"role": "assistant", "content": "step 1"},
+        call("bash", {"cmd": "ls"}, "c1"),
+        output("bash", big, "c1"),
+        {"role": "assistant", "content": "done"},
+    ]
+    session = SessionPrompt()
+    session.extend(messages[:5])
+    first, _ = session.prepare("shorten_tools_cost_aware", config)
+    assert first.report[0].outputs_dropped == 1 and first.messages[-1]["role"] == "user"
+    session.extend(messages[5:])
+    got, _ = session.prepare("shorten_tools_cost_aware", config)
+    assert got == prepare(messages, "shorten_tools_cost_aware", config=config)
+    assert got.messages[-2:] == [messages[5], first.messages[-1]]

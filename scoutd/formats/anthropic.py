@@ -32,7 +32,7 @@ from .view import (
     rewritten_output,
 )
 
-__all__ = ["rebuild", "view"]
+__all__ = ["opens_turn", "rebuild", "view"]
 
 
 def _blocks(message: Any, role: str) -> list[Any] | None:
@@ -75,6 +75,13 @@ def _results(message: Any) -> list[Any] | None:
     if any(type(b.get("tool_use_id")) is not str for b in results):
         return []
     return results
+
+
+def opens_turn(message: Any) -> bool:
+    """Whether :func:`view` always starts a new group at ``message``: it is not a
+    user turn with ``tool_result`` blocks, the only message a group takes after
+    its first (see :mod:`scoutd.incremental_view`)."""
+    return _results(message) is None
 
 
 def _output_text(block: Mapping[str, Any]) -> str:

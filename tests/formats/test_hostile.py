@@ -103,6 +103,18 @@ def _containers(value: Any) -> list[Any]:
     return found
 
 
+def spoil(data: st.DataObject, messages: list[Any], values: int) -> None:
+    """Put ``values`` hostile values at places drawn in ``messages`` (changed in place)."""
+    for _ in range(values):
+        target = data.draw(st.sampled_from(_containers(messages)))
+        value = data.draw(_values)
+        if isinstance(target, dict):
+            key = data.draw(st.sampled_from([*target.keys(), *BLOCK_KEYS]))
+            target[key] = value
+        elif target:
+            target[data.draw(st.integers(0, len(target) - 1))] = value
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     fmt=st.sampled_from(sorted(BUILDERS)),
@@ -113,14 +125,7 @@ def test_well_formed_conversations_with_one_hostile_value(
     fmt: str, data: st.DataObject, strategy: str
 ) -> None:
     messages = BUILDERS[fmt](4)
-    for _ in range(data.draw(st.integers(1, 3))):
-        target = data.draw(st.sampled_from(_containers(messages)))
-        value = data.draw(_values)
-        if isinstance(target, dict):
-            key = data.draw(st.sampled_from([*target.keys(), *BLOCK_KEYS]))
-            target[key] = value
-        elif target:
-            target[data.draw(st.integers(0, len(target) - 1))] = value
+    spoil(data, messages, data.draw(st.integers(1, 3)))
     snapshot = copy.deepcopy(messages)
     try:
         prepared = prepare(messages, strategy, config=TIGHT, format=fmt)

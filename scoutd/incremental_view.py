@@ -1,0 +1,190 @@
+"""The scout view of a provider-format session, kept from round to round.
+
+A session in a provider format (docs/FORMATS.md) runs the strategies over the
+scout view of its conversation. Making that view again every round costs as
+much as the strategies themselves, so :class:`ViewTracker` views only what is
+new and hands the view messages it already made back as the very same
+objects: the scout session engine over the view (:mod:`scoutd.incremental`)
+then sees a conversation that only grows.
+
+This rests on the view being made piece by piece: the view of a conversation
+is the view of a leading part followed by the view of the rest, whenever the
+rest starts at a *cut*:
+
+* OpenAI Chat and Anthropic read a group (an assistant message and the
+  answers right after it) by looking one message past it. A cut is a message
+  that always starts a group (Chat: any but a ``tool`` message; Anthropic: any
+  but a user turn with ``tool_result`` blocks) and that exists, so the group
+  before it knows it is closed.
+* OpenAI Responses pairs items by ``call_id`` wherever they stand, so the
+  items before a cut and after it must not share a call id.
+
+Each round the tracker views the messages from its last cut (a few), moves the
+cut to the last one known, and compares the new view messages with those it
+handed out before. A view message that changed (a call left waiting that got
+its answer, a repeated Responses call id) is reported, and the engine
+recomputes from there (docs/PERFORMANCE.md, provider formats).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from .config import Config
+from .formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View, outcome
+from .formats.anthropic import opens_turn
+from .formats.cache import stable_prefix, with_cache_control
+from .formats.openai_chat_rebuild import is_tool
+from .formats.view import PASSTHROUGH, VIEW_KEY
+from .prepare import Prepared
+
+__all__ = ["ViewTracker", "rebuilt"]
+
+_RESPONSES_PAIRED = ("function_call", "function_call_output")
+
+
+def _opens_chat_group(message: Any) -> bool:
+    return not is_tool(message)
+
+
+def _call_ids(items: Sequence[Any]) -> set[str]:
+    """The string ``call_id`` of every call and output item (the ones pairing reads)."""
+    found = set()
+    for item in items:
+        if isinstance(item, Mapping) and item.get("type") in _RESPONSES_PAIRED:
+            ident = item.get("call_id")
+            if type(ident) is str:
+                found.add(ident)
+    return found
+
+
+@dataclass(slots=True)
+class ViewTracker:
+    """The scout view of a growing provider conversation, made a piece at a time.
+
+    ``refs`` and ``starts`` are those of :class:`~scoutd.formats.view.View`
+    for the messages seen so far; the view messages themselves are the ones
+    the caller holds (the engine's conversation).
+    """
+
+    adapter: Adapter
+    refs: list[int] = field(default_factory=list)
+    starts: list[int] = field(default_factory=lambda: [0])
+    malformed: int = 0  # of the whole view
+    cut: int = 0  # provider messages before the last cut: their view is final
+    _malformed_before_cut: int = 0
+    _call_ids: set[str] = field(default_factory=set)  # Responses: every call id seen
+
+    def sync(self, messages: Sequence[Any], held: Sequence[Any]) -> tuple[int, list[Any]]:
+        """Bring the view to ``messages``, which extend the messages seen so far.
+
+        ``held`` is the view made so far, as the caller keeps it. Returns
+        ``(keep, added)``: the view of ``messages`` is ``held[:keep] + added``,
+        and every view message of ``added`` equal to the one at its place in
+        ``held`` is that very object (``keep`` is then past it).
+        """
+        if self.adapter.name == OPENAI_RESPONSES:
+            start, last_cut = self._responses_cut(messages)
+        else:
+            opens = opens_turn if self.adapter.name == ANTHROPIC else _opens_chat_group
+            start, last_cut = self.cut, self.cut
+            for position in range(len(messages) - 1, self.cut, -1):
+                if opens(messages[position]):
+                    last_cut = position
+                    break
+        base = self.starts[start]
+        del self.refs[base:], self.starts[start + 1 :]
+        if start < self.cut:
+            self.cut, self._malformed_before_cut = start, 0  # Responses: from the start
+        made: list[Any] = []
+        if last_cut > self.cut:
+            # The cut's own message is viewed as the last one here, and again below
+            settled = self.adapter.view(messages[self.cut : last_cut + 1], True)
+            alone = self.adapter.view(messages[last_cut : last_cut + 1], True)
+            self._malformed_before_cut += settled.malformed - alone.malformed
+            made = self._append(settled, last_cut - self.cut, base)
+            self.cut = last_cut
+        rest = self.adapter.view(messages[self.cut :], True)
+        made += self._append(rest, len(messages) - self.cut, base + len(made))
+        self.malformed = self._malformed_before_cut + rest.malformed
+        if self.adapter.name == OPENAI_RESPONSES:  # everything seen is final until a repeat
+            self.cut, self._malformed_before_cut = len(messages), self.malformed
+        return _reuse(held, base, made)
+
+    def _responses_cut(self, messages: Sequence[Any]) -> tuple[int, int]:
+        """Where a Responses view starts again: the last cut, or the very start
+        when a new item shares a call id with an item before the cut."""
+        new = _call_ids(messages[self.cut :])
+        if new.isdisjoint(self._call_ids):
+            self._call_ids |= new
+            return self.cut, self.cut
+        self._call_ids = _call_ids(messages)
+        return 0, 0
+
+    def _append(self, piece: View, provider_messages: int, base: int) -> list[Any]:
+        """Take the first ``provider_messages`` of ``piece`` into the view, placed at ``base``."""
+        end = piece.starts[provider_messages]
+        made = piece.messages[:end]
+        refs = piece.refs[:end]
+        for message, ref in zip(made, refs, strict=True):
+            if ref != PASSTHROUGH:
+                message[VIEW_KEY] += base
+        self.refs += refs
+        self.starts += [base + s for s in piece.starts[1 : provider_messages + 1]]
+        return made
+
+    def view(self, held: list[Any]) -> View:
+        """The whole view, over the caller's view messages ``held``, for :func:`outcome`."""
+        return View(messages=held, refs=self.refs, starts=self.starts, malformed=self.malformed)
+
+
+def _reuse(held: Sequence[Any], base: int, made: list[Any]) -> tuple[int, list[Any]]:
+    """``(keep, added)`` for the view ``held[:base] + made``, reusing what ``held`` has."""
+    same = 0
+    limit = min(len(held) - base, len(made))
+    while same < limit:
+        old = held[base + same]
+        if old is not made[same] and old != made[same]:
+            break
+        same += 1
+    return base + same, made[same:]
+
+
+def rebuilt(
+    tracker: ViewTracker,
+    messages: list[Any],
+    view_messages: list[Any],
+    scout: Prepared,
+    names: Sequence[str],
+    config: Config,
+    cache_control: bool | None,
+) -> Prepared:
+    """The provider prompt and report from ``scout``, the strategies' result over
+    the view: what :func:`scoutd.prepare` makes of its own view's result."""
+    shape = tracker.view(view_messages)
+    read = outcome(shape, scout.messages)
+    narration = 0
+    if read.unchanged:
+        prompt = list(messages)
+    else:
+        rebuilt = tracker.adapter.rebuild(messages, shape, read)
+        prompt, narration = rebuilt.messages, rebuilt.narration_dropped
+    reports = scout.report
+    delivered = sum(r.inbox_delivered for r in reports)
+    protected = sum(r.calls_protected + r.outputs_protected for r in reports)
+    name = tracker.adapter.name
+    stable = stable_prefix(names, messages, prompt, delivered, protected, name)
+    hint = config.prompt.cache_control if cache_control is None else cache_control
+    if hint and name == ANTHROPIC:
+        prompt = with_cache_control(prompt, stable)
+    reports = [msgspec.structs.replace(r, format=name) for r in reports]
+    reports[-1] = msgspec.structs.replace(
+        reports[-1], malformed=shape.malformed, narration_dropped=narration, stable_prefix=stable
+    )
+    return Prepared(messages=prompt, report=reports)

@@ -1,0 +1,296 @@
+"""Provider-format sessions: the view made a piece at a time is the whole view, and
+every round equals :func:`scoutd.prepare` over the same conversation."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from scoutd import Session, prepare
+from scoutd.config import Config, PromptConfig
+from scoutd.formats import adapter
+from scoutd.incremental_view import ViewTracker
+
+from .formats.derive import to_anthropic, to_responses
+from .formats.test_adapters import BUILDERS, TIGHT
+from .formats.test_hostile import spoil
+
+FORMATS = ("openai-chat", "anthropic", "openai-responses")
+CONVERT: dict[str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]] = {
+    "openai-chat": list,
+    "anthropic": to_anthropic,
+    "openai-responses": to_responses,
+}
+COST_SMALL = PromptConfig(
+    context_window=1200,
+    cost_full_tool_outputs=2,
+    cost_compacted_tool_calls=3,
+    compaction_trigger_share=0.2,
+)
+CONFIGS = [Config(prompt=TIGHT), Config(prompt=COST_SMALL), Config(prompt=PromptConfig())]
+STRATEGIES = [
+    "shorten_tools_epoch",
+    "shorten_tools_epoch_increment,inbox",
+    "shorten_tools_cost_aware,inbox",
+    None,
+]
+PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The same examples each run, to count the cases the properties reach.
+COUNTED = settings(PROPERTY, max_examples=50, derandomize=True, database=None)
+
+
+def _reached(seen: Counter[str], case: str, reached: bool = True) -> None:
+    if reached:
+        seen[case] += 1
+        event(case)
+
+
+def _pieces(fmt: str, data: st.DataObject, seen: Counter[str]) -> None:
+    """Oracle: the adapter's view of the whole conversation, made from scratch."""
+    messages = BUILDERS[fmt](data.draw(st.integers(1, 6)))
+    spoil(data, messages, data.draw(st.sampled_from([0, 1, 2, 2, 3, 3])))
+    chosen = adapter(fmt)
+    assert chosen is not None
+    tracker = ViewTracker(chosen)
+    held: list[Any] = []
+    ends = sorted(data.draw(st.lists(st.integers(0, len(messages)), max_size=6)))
+    for end in [*ends, len(messages)]:
+        keep, added = tracker.sync(messages[:end], held)
+        _reached(seen, "a view message changed", keep < len(held))
+        _reached(seen, "view messages handed back", keep > 0 and added is not held)
+        held = held[:keep] + added
+        whole = chosen.view(messages[:end], True)
+        assert held == whole.messages
+        assert (tracker.refs, tracker.starts) == (whole.refs, whole.starts)
+        assert tracker.malformed == whole.malformed
+        _reached(seen, f"malformed view ({fmt})", whole.malformed > 0)
+
+
+@PROPERTY
+@given(fmt=st.sampled_from(FORMATS), data=st.data())
+def test_the_view_made_a_piece_at_a_time_is_the_whole_view(fmt: str, data: st.DataObject) -> None:
+    _pieces(fmt, data, Counter())
+
+
+def _call(ident: str, arguments: Any = None) -> dict[str, Any]:
+    text = json.dumps({"cmd": f"ls {ident}"}) if arguments is None else arguments
+    return {"id": ident, "type": "function", "function": {"name": "bash", "arguments": text}}
+
+
+def _tool(ident: str, size: int) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": ident, "content": f"{ident} " + "y" * size}
+
+
+@st.composite
+def chat_runs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """OpenAI Chat conversations with the odd shapes real agents and hostile callers
+    make: parallel calls, narration, answers missing, doubled, out of order or
+    without a call, arguments that are not JSON, call ids used twice."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "fix the bug"},
+    ]
+    used: list[str] = []
+    steps = draw(st.lists(st.sampled_from(_STEPS), min_size=3, max_size=24))
+    for number, step in enumerate(steps):
+        size = draw(st.sampled_from([10, 300, 1500]))
+        if step == "user":
+            messages.append({"role": "user", "content": f"and then {number}"})
+            continue
+        if step == "orphan answer":
+            messages.append(_tool(f"nobody{number}", size))
+            continue
+        calls = 1 if step in ("call", "narrated", "unanswered", "doubled", "not json") else 3
+        ids = [f"c{number}_{k}" for k in range(calls)]
+        if step == "reused id" and used:
+            ids[0] = used[0]
+        arguments = "not json {" if step == "not json" else None
+        assistant: dict[str, Any] = {
+            "role": "assistant",
+            "content": f"step {number}" if step == "narrated" else None,
+            "tool_calls": [_call(ident, arguments) for ident in ids],
+        }
+        messages.append(assistant)
+        used += ids
+        if step == "unanswered":
+            continue
+        answers = [_tool(ident, size) for ident in ids]
+        if step == "parallel, out of order":
+            answers.reverse()
+        if step == "parallel, one missing":
+            answers.pop()
+        if step == "doubled":
+            answers.append(_tool(ids[0], size))
+        messages += answers
+    return messages
+
+
+_STEPS = [
+    "call",
+    "call",
+    "call",
+    "narrated",
+    "parallel",
+    "parallel, out of order",
+    "user",
+    "unanswered",
+    "parallel, one missing",
+    "doubled",
+    "orphan answer",
+    "not json",
+    "reused id",
+]
+
+
+def _rounds(
+    run: list[dict[str, Any]],
+    fmt: str,
+    strategies: str | None,
+    config: Config,
+    data: st.DataObject,
+    seen: Counter[str],
+) -> None:
+    messages = CONVERT[fmt](run)
+    snapshot = copy.deepcopy(messages)
+    declared = data.draw(st.sampled_from(["auto", fmt]))
+    session = Session(strategies=strategies, config=config, format=declared)
+    ends = sorted(data.draw(st.lists(st.integers(1, len(messages)), max_size=8)))
+    for end in [*ends, len(messages)]:
+        conversation = messages[:end]
+        if data.draw(st.booleans()):  # equal messages that are new objects: nothing changed
+            conversation = copy.deepcopy(conversation)
+        got = session.prepare_prompt(conversation)
+        expected = prepare(conversation, strategies, config=config, format=declared)
+        assert got.messages == expected.messages
+        assert got.report == expected.report
+        first = got.report[0]
+        _reached(seen, f"compacted ({fmt})", first.outputs_truncated + first.outputs_dropped > 0)
+        _reached(seen, f"malformed round ({fmt})", got.report[-1].malformed > 0)
+    assert messages == snapshot  # the session never changes what it was given
+
+
+_ROUNDS = {
+    "run": chat_runs(),
+    "fmt": st.sampled_from(FORMATS),
+    "strategies": st.sampled_from(STRATEGIES),
+    "config": st.sampled_from(CONFIGS),
+    "data": st.data(),
+}
+
+
+@PROPERTY
+@given(**_ROUNDS)
+def test_every_provider_round_equals_prepare(
+    run: list[dict[str, Any]],
+    fmt: str,
+    strategies: str | None,
+    config: Config,
+    data: st.DataObject,
+) -> None:
+    _rounds(run, fmt, strategies, config, data, Counter())
+
+
+def _inner_index(session: Session) -> Any:
+    inner = session._state._view_session
+    assert inner is not None, "the provider round was not incremental"
+    return inner.index
+
+
+def _answered(fmt: str, message: dict[str, Any]) -> bool:
+    """Whether ``message`` of BUILDERS[fmt] answers the calls of a model turn (ends the turn)."""
+    if fmt == "openai-responses":
+        return bool(message["type"] == "function_call_output")
+    return bool(message["role"] == ("tool" if fmt == "openai-chat" else "user"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    ("strategies", "config"),
+    [
+        ("shorten_tools_epoch_increment,inbox", Config(prompt=TIGHT)),
+        ("shorten_tools_cost_aware,inbox", Config(prompt=COST_SMALL)),
+    ],
+)
+def test_an_agent_loop_never_views_or_indexes_its_conversation_again(
+    fmt: str, strategies: str, config: Config
+) -> None:
+    """Each round adds a model turn and its answers: the view session only grows."""
+    messages = BUILDERS[fmt](30)
+    session = Session(strategies=strategies, config=config)
+    ends = [end for end in range(2, len(messages) + 1) if _answered(fmt, messages[end - 1])]
+    assert len(ends) == 30
+    session.prepare_prompt(messages[: ends[0]])
+    index = _inner_index(session)
+    for end in ends[1:]:
+        got = session.prepare_prompt(messages[:end])
+        assert got == prepare(messages[:end], strategies, config=config)
+        assert _inner_index(session) is index  # extended, never rebuilt
+        tracker = session._state._tracker
+        assert tracker is not None and tracker.cut >= end - 3  # only the newest turn viewed again
+    assert got.report[0].format == fmt
+    assert got.report[0].outputs_truncated + got.report[0].outputs_dropped > 0
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_call_left_waiting_then_answered_recomputes_from_it(fmt: str) -> None:
+    """The view of a call still waiting differs from the view of the answered call."""
+    messages = BUILDERS[fmt](12)
+    config = Config(prompt=TIGHT)
+    session = Session(config=config)
+    waiting = len(messages) - 1  # the last call's answer is not there yet
+    assert session.prepare_prompt(messages[:waiting]) == prepare(messages[:waiting], config=config)
+    index = _inner_index(session)
+    assert session.prepare_prompt(messages) == prepare(messages, config=config)
+    assert _inner_index(session) is not index  # rebuilt from the call that changed
+
+
+def test_a_responses_call_id_used_again_spoils_the_earlier_pair() -> None:
+    """Responses pairs by call id anywhere: a later item with an old id changes an old pair."""
+    messages = BUILDERS["openai-responses"](10)
+    config = Config(prompt=TIGHT)
+    session = Session(config=config)
+    assert session.prepare_prompt(messages) == prepare(messages, config=config)
+    first_call = next(item for item in messages if item.get("type") == "function_call")
+    again = [*messages, {**first_call, "id": "fc_again"}]
+    got = session.prepare_prompt(again)
+    assert got == prepare(again, config=config)
+    assert got.report[-1].malformed == 3  # the old pair and the new call
+
+
+def test_the_properties_reach_the_interesting_cases() -> None:
+    seen: Counter[str] = Counter()
+    for fmt in FORMATS:
+
+        @COUNTED
+        @given(data=st.data())
+        def pieces(data: st.DataObject) -> None:
+            _pieces(fmt, data, seen)  # noqa: B023 (run before the loop moves on)
+
+        @COUNTED
+        @given(**{**_ROUNDS, "fmt": st.just(fmt)})
+        def rounds(
+            run: list[dict[str, Any]],
+            fmt: str,
+            strategies: str | None,
+            config: Config,
+            data: st.DataObject,
+        ) -> None:
+            _rounds(run, fmt, strategies, config, data, seen)
+
+        pieces()
+        rounds()
+    cases = [
+        "a view message changed",
+        "view messages handed back",
+        *(f"{case} ({fmt})" for fmt in FORMATS for case in ("malformed view", "compacted")),
+        *(f"malformed round ({fmt})" for fmt in FORMATS),
+    ]
+    rare = {case: seen[case] for case in cases if seen[case] < 5}
+    assert not rare, f"cases reached fewer than 5 times: {rare}"
