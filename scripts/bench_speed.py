@@ -2,11 +2,13 @@
 
 ``inproc_session_round_ms_2000`` is a round of :class:`scoutd.Session` (append a
 call and its output, prepare) from 2,000 calls with the default strategies;
-``..._epoch_2000`` the same with the epoch strategies, and
+``..._epoch_2000`` the same with the epoch strategies, ``..._openai_chat_2000``
+the same conversation in OpenAI Chat form, and
 ``inproc_session_cold_ms_2000`` the first round of a new session (everything
 computed, nothing remembered yet). ``session_round_ms_repeats_2000`` is a
 daemon session round on a repeat-heavy run (at least half of the calls repeat
-an earlier one; ``repeat_share`` says how many did). Imported by
+an earlier one; ``repeat_share`` says how many did), and
+``session_round_ms_openai_chat_2000`` one on the plain run in OpenAI Chat form. Imported by
 ``scripts/bench.py``, which owns the daemons and the report.
 """
 
@@ -18,6 +20,8 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from bench_formats import as_openai_chat
 
 import scoutd
 from scoutd.config import Config, PromptConfig
@@ -67,6 +71,20 @@ def _prefixes(run: list[Any], start: int, rounds: int) -> list[list[Any]]:
     return [run[: ends[calls - 1]] for calls in range(start, start + rounds + 1)]
 
 
+def _chat_prefixes(run: list[Any], start: int, rounds: int) -> list[list[Any]]:
+    """:func:`_prefixes` of ``run`` in OpenAI Chat form, each a prefix of one list
+    (the same message objects every round, as an agent sends them)."""
+    chat = as_openai_chat(run)
+    made = 0  # OpenAI Chat messages made from the scout messages so far
+    lengths = []
+    for position, message in enumerate(run):
+        follows_call = position > 0 and run[position - 1]["role"] == "function_call"
+        made += not (message["role"] == "function_call" and follows_call)  # calls in a row: one
+        lengths.append(made)
+    ends = round_ends(run)
+    return [chat[: lengths[ends[calls - 1] - 1]] for calls in range(start, start + rounds + 1)]
+
+
 def _time_rounds(prepare: Callable[[list[Any]], object], prefixes: list[list[Any]]) -> list[float]:
     """Prepare the first prefix untimed, then time one round per further prefix."""
     prepare(prefixes[0])
@@ -103,9 +121,11 @@ def bench_speed(
         ("_epoch", plain, EPOCH),
         ("_repeats", repeats, snapshot),
         ("_repeats_epoch", repeats, EPOCH),
+        ("_openai_chat", plain, snapshot),
     )
     for suffix, run, config in cases:
-        prefixes = _prefixes(run, start, rounds)
+        chat = suffix == "_openai_chat"
+        prefixes = (_chat_prefixes if chat else _prefixes)(run, start, rounds)
         cold: list[float] = []
         with quiet_gc():
             for _ in range(3):
@@ -117,15 +137,21 @@ def bench_speed(
         results[f"inproc_session_cold_ms{suffix}_2000"] = _ms(statistics.median(cold))
         results[f"inproc_session_round_ms{suffix}_2000"] = _ms(statistics.median(samples))
         results[f"inproc_session_round_ms_p99{suffix}_2000"] = _ms(percentile(samples, 0.99))
-        cache = session._state.rewrites
+        state = session._state
+        cache = (state._view_session or state).rewrites  # a provider format's: its view's
         results[f"inproc_session_rewrites_reused{suffix}_2000"] = cache.hits
         results[f"inproc_session_rewrites_computed{suffix}_2000"] = cache.misses
 
-    save_file = os.path.join(directory, "repeats.chat")
-    with daemon.client() as client, client.session(save_file) as remote, quiet_gc():
-        samples = _time_rounds(remote.prepare_prompt, _prefixes(repeats, start, rounds))
-    results["session_round_ms_repeats_2000"] = _ms(statistics.median(samples))
-    results["session_round_ms_p99_repeats_2000"] = _ms(percentile(samples, 0.99))
+    daemon_cases = (
+        ("_repeats", _prefixes(repeats, start, rounds)),
+        ("_openai_chat", _chat_prefixes(plain, start, rounds)),
+    )
+    for suffix, prefixes in daemon_cases:
+        save_file = os.path.join(directory, f"session{suffix}.chat")
+        with daemon.client() as client, client.session(save_file) as remote, quiet_gc():
+            samples = _time_rounds(remote.prepare_prompt, prefixes)
+        results[f"session_round_ms{suffix}_2000"] = _ms(statistics.median(samples))
+        results[f"session_round_ms_p99{suffix}_2000"] = _ms(percentile(samples, 0.99))
 
 
 def speed_targets(results: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -145,6 +171,7 @@ def render_speed(results: dict[str, Any], row: Callable[..., str]) -> list[str]:
     ]
     labels = (
         ("", "default strategies"),
+        ("_openai_chat", "default, in OpenAI Chat format"),
         ("_epoch", "epoch strategies"),
         ("_repeats", f"default, {results['repeat_share']:.0%} repeated calls"),
         ("_repeats_epoch", f"epoch, {results['repeat_share']:.0%} repeated calls"),
@@ -158,11 +185,16 @@ def render_speed(results: dict[str, Any], row: Callable[..., str]) -> list[str]:
                 f"{results[f'inproc_session_cold_ms{suffix}_2000']:.2f} ms",
             )
         )
-    lines.append(
-        row(
-            f"daemon session round, {results['repeat_share']:.0%} repeated calls",
-            f"{results['session_round_ms_repeats_2000']:.3f} ms",
-            f"/ {results['session_round_ms_p99_repeats_2000']:.3f} ms",
-        )
+    daemon_labels = (
+        ("_repeats", f"daemon session round, {results['repeat_share']:.0%} repeated calls"),
+        ("_openai_chat", "daemon session round, in OpenAI Chat format"),
     )
+    for suffix, label in daemon_labels:
+        lines.append(
+            row(
+                label,
+                f"{results[f'session_round_ms{suffix}_2000']:.3f} ms",
+                f"/ {results[f'session_round_ms_p99{suffix}_2000']:.3f} ms",
+            )
+        )
     return lines

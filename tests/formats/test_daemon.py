@@ -101,6 +101,7 @@ def test_sessions_append_in_their_format(daemon: Daemon, fmt: str) -> None:
                 conversation[:end], "shorten_tools_epoch", config=config, format=fmt
             )
             assert _plain(got.messages) == _plain(expected.messages)
+            assert got.report == expected.report
             assert got.format == fmt
 
 

@@ -79,6 +79,7 @@ def test_the_doc_has_a_loop_per_format_in_process_and_through_the_daemon() -> No
         "scoutd.Client()",
         "scoutd.AsyncClient()",
         "scoutd.prepare_prompt(",
+        "scoutd.Session(",
     ):
         assert needle in joined, needle
 
