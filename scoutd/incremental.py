@@ -265,7 +265,8 @@ class SessionPrompt:
                 self._tracker = self._view_session = None  # the next round starts over
                 raise
         scout, _ = inner.prepare(names, config, save_file=save_file)
-        return rebuilt(tracker, self.messages, inner.messages, scout, names, config, cache_control)
+        view = inner.messages
+        return rebuilt(tracker, self.messages, view, scout, names, config, cache_control)
 
     def _core_round(
         self, names: tuple[str, ...], config: Config

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
 import msgspec
@@ -41,6 +42,7 @@ from .formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View, outcome
 from .formats.anthropic import opens_turn
 from .formats.cache import stable_prefix, with_cache_control
 from .formats.openai_chat_rebuild import is_tool
+from .formats.openai_responses import starts_turn
 from .formats.view import PASSTHROUGH, VIEW_KEY
 from .prepare import Prepared
 
@@ -80,6 +82,7 @@ class ViewTracker:
     cut: int = 0  # provider messages before the last cut: their view is final
     _malformed_before_cut: int = 0
     _call_ids: set[str] = field(default_factory=set)  # Responses: every call id seen
+    last: _LastRound | None = None  # the last round's provider prompt, to extend
 
     def sync(self, messages: Sequence[Any], held: Sequence[Any]) -> tuple[int, list[Any]]:
         """Bring the view to ``messages``, which extend the messages seen so far.
@@ -115,7 +118,10 @@ class ViewTracker:
         self.malformed = self._malformed_before_cut + rest.malformed
         if self.adapter.name == OPENAI_RESPONSES:  # everything seen is final until a repeat
             self.cut, self._malformed_before_cut = len(messages), self.malformed
-        return _reuse(held, base, made)
+        keep, added = _reuse(held, base, made)
+        if keep < len(held):
+            self.last = None  # an older view message changed: its fates may have too
+        return keep, added
 
     def _responses_cut(self, messages: Sequence[Any]) -> tuple[int, int]:
         """Where a Responses view starts again: the last cut, or the very start
@@ -156,6 +162,17 @@ def _reuse(held: Sequence[Any], base: int, made: list[Any]) -> tuple[int, list[A
     return base + same, made[same:]
 
 
+@dataclass(slots=True)
+class _LastRound:
+    """A round's provider prompt (before any cache hint) and what it came from."""
+
+    prompt: list[Any]
+    messages: int  # provider messages then
+    view: int  # view messages then
+    scout: list[Any]  # the strategies' result over the view
+    narration: int
+
+
 def rebuilt(
     tracker: ViewTracker,
     messages: list[Any],
@@ -166,25 +183,76 @@ def rebuilt(
     cache_control: bool | None,
 ) -> Prepared:
     """The provider prompt and report from ``scout``, the strategies' result over
-    the view: what :func:`scoutd.prepare` makes of its own view's result."""
-    shape = tracker.view(view_messages)
-    read = outcome(shape, scout.messages)
-    narration = 0
-    if read.unchanged:
-        prompt = list(messages)
+    the view: what :func:`scoutd.prepare` makes of its own view's result.
+
+    While the view only grows, a result that is the last one followed by the
+    new view messages gives the last provider prompt followed by the new
+    provider messages (:func:`_extended`); any other is rebuilt whole.
+    """
+    name = tracker.adapter.name
+    extended = _extended(tracker, messages, view_messages, scout.messages)
+    malformed = tracker.malformed
+    if extended is not None:
+        prompt, narration = extended
     else:
-        rebuilt = tracker.adapter.rebuild(messages, shape, read)
-        prompt, narration = rebuilt.messages, rebuilt.narration_dropped
+        shape = tracker.view(view_messages)
+        read = outcome(shape, scout.messages)
+        narration = 0
+        if read.unchanged:
+            prompt = list(messages)
+        else:
+            rebuilt = tracker.adapter.rebuild(messages, shape, read)
+            prompt, narration = rebuilt.messages, rebuilt.narration_dropped
+    tracker.last = _LastRound(prompt, len(messages), len(view_messages), scout.messages, narration)
     reports = scout.report
     delivered = sum(r.inbox_delivered for r in reports)
     protected = sum(r.calls_protected + r.outputs_protected for r in reports)
-    name = tracker.adapter.name
     stable = stable_prefix(names, messages, prompt, delivered, protected, name)
     hint = config.prompt.cache_control if cache_control is None else cache_control
-    if hint and name == ANTHROPIC:
-        prompt = with_cache_control(prompt, stable)
+    prompt = with_cache_control(prompt, stable) if hint and name == ANTHROPIC else list(prompt)
     reports = [msgspec.structs.replace(r, format=name) for r in reports]
     reports[-1] = msgspec.structs.replace(
-        reports[-1], malformed=shape.malformed, narration_dropped=narration, stable_prefix=stable
+        reports[-1], malformed=malformed, narration_dropped=narration, stable_prefix=stable
     )
     return Prepared(messages=prompt, report=reports)
+
+
+def _extended(
+    tracker: ViewTracker, messages: list[Any], view_messages: list[Any], result: list[Any]
+) -> tuple[list[Any], int] | None:
+    """The last round's provider prompt followed by the new provider messages, when
+    that is what rebuilding ``result`` would give; None when it may not be.
+
+    It is when ``result`` is the last result (the very same objects) followed by
+    the new view messages, all kept as they are, and nothing else: the messages
+    before keep their fates, and each new provider message comes back as it is,
+    unless the format joins it with what comes before (an Anthropic turn merged
+    with the one before it, a Responses call joining an earlier model turn).
+    A last result that ended with new messages (inbox notices) is never the
+    start of the next one: they are delivered once.
+    """
+    last = tracker.last
+    if last is None:
+        return None
+    seen, added = len(last.scout), len(view_messages) - last.view
+    if len(result) != seen + added:
+        return None
+    if not all(map(is_, result[:seen], last.scout)):
+        return None
+    if not all(map(is_, result[seen:], view_messages[last.view :])):
+        return None
+    if not _continues(tracker.adapter.name, messages, last):
+        return None
+    return last.prompt + messages[last.messages :], last.narration
+
+
+def _continues(name: str, messages: list[Any], last: _LastRound) -> bool:
+    """Whether the first new provider message starts afresh in its format's rebuilding."""
+    start = last.messages
+    if start == len(messages) or start == 0:
+        return True
+    if name == ANTHROPIC:  # after the very message before it, not merged with anything
+        return bool(last.prompt) and last.prompt[-1] is messages[start - 1]
+    if name == OPENAI_RESPONSES:
+        return starts_turn(messages, start)
+    return True

@@ -3,24 +3,29 @@ every round equals :func:`scoutd.prepare` over the same conversation."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from scoutd import Session, prepare
+from scoutd import Session, incremental_view, prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.formats import adapter
 from scoutd.incremental_view import ViewTracker
+from scoutd.strategies.inbox import write_notice
 
 from .formats.derive import to_anthropic, to_responses
 from .formats.test_adapters import BUILDERS, TIGHT
 from .formats.test_hostile import spoil
+from .test_session import _inbox_twins
 
 FORMATS = ("openai-chat", "anthropic", "openai-responses")
 CONVERT: dict[str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]] = {
@@ -149,6 +154,28 @@ _STEPS = [
 ]
 
 
+@contextlib.contextmanager
+def _watching(seen: Counter[str], fmt: str) -> Iterator[None]:
+    """Count which way the round's provider prompt was made (the functions run as they are)."""
+    extended, continues = incremental_view._extended, incremental_view._continues
+
+    def counted_extended(*args: Any) -> Any:
+        found = extended(*args)
+        _reached(seen, f"prompt extended ({fmt})", found is not None)
+        return found
+
+    def counted_continues(*args: Any) -> bool:
+        found = continues(*args)
+        _reached(seen, f"new message joins the one before ({fmt})", not found)
+        return found
+
+    with (
+        mock.patch.object(incremental_view, "_extended", counted_extended),
+        mock.patch.object(incremental_view, "_continues", counted_continues),
+    ):
+        yield
+
+
 def _rounds(
     run: list[dict[str, Any]],
     fmt: str,
@@ -166,7 +193,8 @@ def _rounds(
         conversation = messages[:end]
         if data.draw(st.booleans()):  # equal messages that are new objects: nothing changed
             conversation = copy.deepcopy(conversation)
-        got = session.prepare_prompt(conversation)
+        with _watching(seen, fmt):
+            got = session.prepare_prompt(conversation)
         expected = prepare(conversation, strategies, config=config, format=declared)
         assert got.messages == expected.messages
         assert got.report == expected.report
@@ -291,6 +319,46 @@ def test_the_properties_reach_the_interesting_cases() -> None:
         "view messages handed back",
         *(f"{case} ({fmt})" for fmt in FORMATS for case in ("malformed view", "compacted")),
         *(f"malformed round ({fmt})" for fmt in FORMATS),
+        *(f"prompt extended ({fmt})" for fmt in FORMATS),
+        "new message joins the one before (openai-responses)",
     ]
     rare = {case: seen[case] for case in cases if seen[case] < 5}
     assert not rare, f"cases reached fewer than 5 times: {rare}"
+
+
+def test_an_anthropic_prompt_extends_only_after_its_last_message_as_it_was() -> None:
+    """Anthropic turns of one role side by side are merged when something between
+    them went: a prompt that does not end with the last message itself may merge
+    the next one into what it ends with, so it is rebuilt whole."""
+    messages = BUILDERS["anthropic"](3)
+    merged = {"role": "user", "content": [{"type": "text", "text": "joined"}]}
+    last_round = incremental_view._LastRound
+    ended_as_is = last_round([*messages[:2], messages[-1]], len(messages), 0, [], 0)
+    ended_merged = last_round([*messages[:2], merged], len(messages), 0, [], 0)
+    grown = [*messages, {"role": "user", "content": "next"}]
+    assert incremental_view._continues("anthropic", grown, ended_as_is)
+    assert not incremental_view._continues("anthropic", grown, ended_merged)
+    assert incremental_view._continues("openai-chat", grown, ended_merged)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_notices_in_a_provider_session_are_delivered_as_prepare_delivers_them(
+    tmp_path: Path, fmt: str
+) -> None:
+    """A round with inbox notices ends with them; the round after it is rebuilt whole
+    (the notices may have joined the last provider message) and then extended again."""
+    mine, theirs = _inbox_twins(tmp_path)
+    messages = BUILDERS[fmt](16)
+    config = Config(prompt=TIGHT)
+    strategies = "shorten_tools_epoch_increment,inbox"
+    session = Session(mine, strategies=strategies, config=config)
+    delivered = 0
+    for end in range(4, len(messages) + 1, 4):
+        if end % 12 == 0:
+            for save_file in (mine, theirs):
+                write_notice(save_file, f"notice at {end}", name=f"n{end}")
+        got = session.prepare_prompt(messages[:end])
+        expected = prepare(messages[:end], strategies, save_file=theirs, config=config)
+        assert (got.messages, got.report) == (expected.messages, expected.report)
+        delivered += got.report[-1].inbox_delivered
+    assert delivered == len(range(12, len(messages) + 1, 12)) > 0

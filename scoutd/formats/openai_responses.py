@@ -31,7 +31,7 @@ from .view import (
     rewritten_output,
 )
 
-__all__ = ["rebuild", "view"]
+__all__ = ["rebuild", "starts_turn", "view"]
 
 _CALL, _OUTPUT, _REASONING = "function_call", "function_call_output", "reasoning"
 
@@ -100,15 +100,26 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     return result
 
 
+def _in_turn(item: Any) -> bool:
+    """Whether ``item`` belongs to a model turn (reasoning, a call, assistant text)."""
+    return _kind(item) in (_CALL, _REASONING) or (
+        isinstance(item, Mapping) and item.get("role") == "assistant"
+    )
+
+
+def starts_turn(items: Sequence[Any], position: int) -> bool:
+    """Whether ``items[position]`` joins no model turn of the items before it."""
+    item = items[position]
+    return not (_in_turn(item) and _kind(item) != _REASONING and _in_turn(items[position - 1]))
+
+
 def _turns(items: Sequence[Any]) -> list[int]:
     """The first item of the model turn each item belongs to (its own index if none)."""
     starts = []
     start = -1
     for i, item in enumerate(items):
         kind = _kind(item)
-        in_turn = kind in (_CALL, _REASONING) or (
-            isinstance(item, Mapping) and item.get("role") == "assistant"
-        )
+        in_turn = _in_turn(item)
         if not in_turn:
             start = -1
         elif kind == _REASONING or start < 0:
