@@ -23,7 +23,9 @@ Each round the tracker views the messages from its last cut (a few), moves the
 cut to the last one known, and compares the new view messages with those it
 handed out before. A view message that changed (a call left waiting that got
 its answer, a repeated Responses call id) is reported, and the engine
-recomputes from there (docs/PERFORMANCE.md, provider formats).
+recomputes from there. :func:`rebuilt` then extends the last provider prompt
+when the strategies' result only grew, and rebuilds it whole otherwise
+(docs/PERFORMANCE.md, provider-format sessions).
 
 Pure: no I/O.
 """
