@@ -209,20 +209,13 @@ _ROUNDS = {
     "fmt": st.sampled_from(FORMATS),
     "strategies": st.sampled_from(STRATEGIES),
     "config": st.sampled_from(CONFIGS),
-    "data": st.data(),
 }
 
 
 @PROPERTY
-@given(**_ROUNDS)
-def test_every_provider_round_equals_prepare(
-    run: list[dict[str, Any]],
-    fmt: str,
-    strategies: str | None,
-    config: Config,
-    data: st.DataObject,
-) -> None:
-    _rounds(run, fmt, strategies, config, data, Counter())
+@given(case=st.fixed_dictionaries(_ROUNDS), data=st.data())
+def test_every_provider_round_equals_prepare(case: dict[str, Any], data: st.DataObject) -> None:
+    _rounds(**case, data=data, seen=Counter())
 
 
 def _inner_index(session: Session) -> Any:
@@ -302,15 +295,9 @@ def test_the_properties_reach_the_interesting_cases() -> None:
             _pieces(fmt, data, seen)  # noqa: B023 (run before the loop moves on)
 
         @COUNTED
-        @given(**{**_ROUNDS, "fmt": st.just(fmt)})
-        def rounds(
-            run: list[dict[str, Any]],
-            fmt: str,
-            strategies: str | None,
-            config: Config,
-            data: st.DataObject,
-        ) -> None:
-            _rounds(run, fmt, strategies, config, data, seen)
+        @given(case=st.fixed_dictionaries({**_ROUNDS, "fmt": st.just(fmt)}), data=st.data())
+        def rounds(case: dict[str, Any], data: st.DataObject) -> None:
+            _rounds(**case, data=data, seen=seen)
 
         pieces()
         rounds()
