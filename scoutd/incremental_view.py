@@ -149,7 +149,7 @@ class ViewTracker:
 
     def view(self, held: list[Any]) -> View:
         """The whole view, over the caller's view messages ``held``, for :func:`outcome`."""
-        return View(messages=held, refs=self.refs, starts=self.starts, malformed=self.malformed)
+        return View(messages=held, refs=self.refs, starts=self.starts)
 
 
 def _reuse(held: Sequence[Any], base: int, made: list[Any]) -> tuple[int, list[Any]]:

@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from scoutd import Session, incremental_view, prepare
 from scoutd.config import Config, PromptConfig
-from scoutd.formats import adapter
+from scoutd.formats import Adapter, adapter
 from scoutd.incremental_view import ViewTracker
 from scoutd.strategies.inbox import write_notice
 
@@ -39,6 +41,8 @@ COST_SMALL = PromptConfig(
     cost_compacted_tool_calls=3,
     compaction_trigger_share=0.2,
 )
+# Compacts a 30-turn agent loop while its plan stays put for most rounds.
+COST_AGENT = msgspec.structs.replace(COST_SMALL, context_window=3000)
 CONFIGS = [Config(prompt=TIGHT), Config(prompt=COST_SMALL), Config(prompt=PromptConfig())]
 STRATEGIES = [
     "shorten_tools_epoch",
@@ -54,7 +58,8 @@ COUNTED = settings(PROPERTY, max_examples=50, derandomize=True, database=None)
 def _reached(seen: Counter[str], case: str, reached: bool = True) -> None:
     if reached:
         seen[case] += 1
-        event(case)
+        if currently_in_test_context():
+            event(case)
 
 
 def _pieces(fmt: str, data: st.DataObject, seen: Counter[str]) -> None:
@@ -236,7 +241,7 @@ def _answered(fmt: str, message: dict[str, Any]) -> bool:
     ("strategies", "config"),
     [
         ("shorten_tools_epoch_increment,inbox", Config(prompt=TIGHT)),
-        ("shorten_tools_cost_aware,inbox", Config(prompt=COST_SMALL)),
+        ("shorten_tools_cost_aware,inbox", Config(prompt=COST_AGENT)),
     ],
 )
 def test_an_agent_loop_never_views_or_indexes_its_conversation_again(
@@ -249,14 +254,28 @@ def test_an_agent_loop_never_views_or_indexes_its_conversation_again(
     assert len(ends) == 30
     session.prepare_prompt(messages[: ends[0]])
     index = _inner_index(session)
+    tracker = session._state._tracker
+    assert tracker is not None
+    viewed: list[int] = []  # how many provider messages each view call read
+    original = tracker.adapter
+    tracker.adapter = Adapter(
+        original.name,
+        lambda part, mark: original.view(viewed.append(len(part)) or part, mark),
+        original.rebuild,
+    )
+    seen: Counter[str] = Counter()
+    previous = ends[0]
     for end in ends[1:]:
-        got = session.prepare_prompt(messages[:end])
+        viewed.clear()
+        with _watching(seen, fmt):
+            got = session.prepare_prompt(messages[:end])
         assert got == prepare(messages[:end], strategies, config=config)
         assert _inner_index(session) is index  # extended, never rebuilt
-        tracker = session._state._tracker
-        assert tracker is not None and tracker.cut >= end - 3  # only the newest turn viewed again
+        assert sum(viewed) <= 2 * (end - previous) + 4  # the newest turns, not the whole run
+        previous = end
     assert got.report[0].format == fmt
     assert got.report[0].outputs_truncated + got.report[0].outputs_dropped > 0
+    assert seen[f"prompt extended ({fmt})"] >= 15  # of 29 rounds: the others moved the bands
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -272,9 +291,11 @@ def test_a_call_left_waiting_then_answered_recomputes_from_it(fmt: str) -> None:
     assert _inner_index(session) is not index  # rebuilt from the call that changed
 
 
-def test_a_responses_call_id_used_again_spoils_the_earlier_pair() -> None:
-    """Responses pairs by call id anywhere: a later item with an old id changes an old pair."""
-    messages = BUILDERS["openai-responses"](10)
+@pytest.mark.parametrize("start", [0, 3])
+def test_a_responses_call_id_used_again_spoils_the_earlier_pair(start: int) -> None:
+    """Responses pairs by call id anywhere: a later item with an old id changes an old
+    pair (from ``start`` 3 on, the conversation opens with that call and its output)."""
+    messages = BUILDERS["openai-responses"](10)[start:]
     config = Config(prompt=TIGHT)
     session = Session(config=config)
     assert session.prepare_prompt(messages) == prepare(messages, config=config)
@@ -341,11 +362,23 @@ def test_notices_in_a_provider_session_are_delivered_as_prepare_delivers_them(
     session = Session(mine, strategies=strategies, config=config)
     delivered = 0
     for end in range(4, len(messages) + 1, 4):
-        if end % 12 == 0:
+        if end % 12 == 0:  # two at once: an Anthropic prompt joins them in one turn
             for save_file in (mine, theirs):
-                write_notice(save_file, f"notice at {end}", name=f"n{end}")
+                write_notice(save_file, f"notice at {end}", name=f"n{end}a")
+                write_notice(save_file, f"another at {end}", name=f"n{end}b")
         got = session.prepare_prompt(messages[:end])
         expected = prepare(messages[:end], strategies, save_file=theirs, config=config)
         assert (got.messages, got.report) == (expected.messages, expected.report)
         delivered += got.report[-1].inbox_delivered
-    assert delivered == len(range(12, len(messages) + 1, 12)) > 0
+    assert delivered == 2 * len(range(12, len(messages) + 1, 12)) > 0
+
+
+def test_the_configured_cache_hint_marks_an_anthropic_session_prompt() -> None:
+    messages = BUILDERS["anthropic"](8)
+    config = Config(prompt=msgspec.structs.replace(TIGHT, cache_control=True))
+    session = Session(config=config)
+    for end in (6, 10, len(messages)):
+        got = session.prepare_prompt(messages[:end])
+        assert got == prepare(messages[:end], config=config)
+    last = got.messages[got.stable_prefix - 1]["content"][-1]
+    assert last["cache_control"] == {"type": "ephemeral"}
