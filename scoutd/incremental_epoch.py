@@ -55,6 +55,21 @@ def _first_tool(roles: Sequence[Any], dropped: list[int], start: int) -> int:
     return len(roles)
 
 
+def _at_place_of(index: ToolIndex, call: int) -> list[int]:
+    """The tools protected with the pair of ``call``: protection goes by place, and
+    besides the pair a call left waiting (no output with its id came) stands at
+    the place of the output after it, so the calls just before that output may
+    share it."""
+    output, number = index.partners[call], index.numbers[call]
+    slots = [call, output]
+    slot = output - 1
+    while slot >= 0 and index.is_call[slot]:  # the calls since the output before
+        if slot != call and index.numbers[slot] == number:
+            slots.append(slot)
+        slot -= 1
+    return slots
+
+
 def move_protection(
     name: str,
     messages: Sequence[Any],
@@ -85,7 +100,7 @@ def move_protection(
     for call in lost:
         position = index.outputs - index.numbers[call] + 1
         if position > window.keep_full:  # else whole either way
-            for slot in (call, index.partners[call]):  # protected in the last round
+            for slot in _at_place_of(index, call):  # protected in the last round
                 protected.discard(slot)
                 if position > window.truncate_to:
                     changes.dropped.append(slot)

@@ -751,3 +751,20 @@ def test_messages_after_a_notice_that_stands_last_go_before_it() -> None:
     got, _ = session.prepare("shorten_tools_cost_aware", config)
     assert got == prepare(messages, "shorten_tools_cost_aware", config=config)
     assert got.messages[-2:] == [messages[5], first.messages[-1]]
+
+
+def test_a_call_left_waiting_loses_the_protection_of_the_place_it_shares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call never answered stands at the place of the next output; when that
+    output's repeated call is protected, so is the waiting call, and when the
+    protection moves on, the patch shortens both, as the walk does."""
+    run: list[Any] = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}]
+    for n in range(40):
+        if n % 5 == 4:  # a call that never gets its output, right before a repeat
+            run.append(call("read_file", {"path": "/w" + "x" * 400, "n": n}, f"w{n}"))
+        run += [call("grep", {"q": n % 5}, f"g{n}"), output("grep", "y" * 900, f"g{n}")]
+    reached = _patching(monkeypatch)
+    config = msgspec.structs.replace(SMALL, prompt_strategies=("shorten_tools_epoch",))
+    _rounds_equal_the_full_computation(run, Config(prompt=config))
+    assert reached["patched"] >= 10 and reached["truncated"] >= 10, reached
