@@ -124,8 +124,8 @@ def bench_speed(
         ("_openai_chat", plain, snapshot),
     )
     for suffix, run, config in cases:
-        chat = suffix == "_openai_chat"
-        prefixes = (_chat_prefixes if chat else _prefixes)(run, start, rounds)
+        cut = _chat_prefixes if suffix == "_openai_chat" else _prefixes
+        prefixes = cut(run, start, rounds)
         cold: list[float] = []
         with quiet_gc():
             for _ in range(3):
