@@ -758,13 +758,19 @@ def test_a_call_left_waiting_loses_the_protection_of_the_place_it_shares(
 ) -> None:
     """A call never answered stands at the place of the next output; when that
     output's repeated call is protected, so is the waiting call, and when the
-    protection moves on, the patch shortens both, as the walk does."""
+    protection moves on, the patch shortens both, as the walk does. A call made
+    beside them and answered after has a place of its own and keeps it."""
     run: list[Any] = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}]
     for n in range(40):
-        if n % 5 == 4:  # a call that never gets its output, right before a repeat
-            run.append(call("read_file", {"path": "/w" + "x" * 400, "n": n}, f"w{n}"))
-        run += [call("grep", {"q": n % 5}, f"g{n}"), output("grep", "y" * 900, f"g{n}")]
+        repeat = call("grep", {"q": n % 4}, f"g{n}")
+        answer = output("grep", "y" * 900, f"g{n}")
+        if n % 3 == 2:
+            waiting = call("read_file", {"path": "/w" + "x" * 400, "n": n}, f"w{n}")
+            beside = call("list", {"dir": "/x" + "x" * 400, "n": n}, f"x{n}")
+            run += [beside, repeat, waiting, answer, output("list", "z" * 900, f"x{n}")]
+        else:
+            run += [repeat, answer]
     reached = _patching(monkeypatch)
     config = msgspec.structs.replace(SMALL, prompt_strategies=("shorten_tools_epoch",))
     _rounds_equal_the_full_computation(run, Config(prompt=config))
-    assert reached["patched"] >= 10 and reached["truncated"] >= 10, reached
+    assert reached["patched"] >= 20 and reached["truncated"] >= 20, reached
