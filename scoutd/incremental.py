@@ -120,8 +120,7 @@ class SessionPrompt:
     prices: str = SCOUT  # the format whose provider's prices the cost-aware strategy assumes
     of_view: bool = False  # a provider conversation's scout view: scout whatever it holds
     # A provider-format conversation: its scout view, and the scout session over that view
-    _tracker: ViewTracker | None = None
-    _view_session: SessionPrompt | None = None
+    _provider: tuple[ViewTracker, SessionPrompt] | None = None
 
     def extend(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Append messages to the conversation (O(len(messages))).
@@ -156,7 +155,7 @@ class SessionPrompt:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
         self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
-        self._tracker = self._view_session = None
+        self._provider = None
         self.rewrites.forget()  # what it holds is keyed by the old conversation's strings
         self.chat_texts.forget()
         # no mutate: with _last None the next epoch round recomputes all anyway
@@ -252,17 +251,18 @@ class SessionPrompt:
     ) -> Prepared:
         """A round in a provider format: the scout session over the conversation's
         view prepares, and the provider messages are rebuilt from its result."""
-        tracker, inner = self._tracker, self._view_session
-        if tracker is None or inner is None or tracker.adapter.name != name:
-            tracker = self._tracker = ViewTracker(adapter(name))  # type: ignore[arg-type]
-            inner = self._view_session = SessionPrompt(format=SCOUT, prices=name, of_view=True)
+        if self._provider is None or self._provider[0].adapter.name != name:
+            chosen = adapter(name)
+            assert chosen is not None  # a provider format has one
+            self._provider = ViewTracker(chosen), SessionPrompt(prices=name, of_view=True)
+        tracker, inner = self._provider
         if len(tracker.starts) <= len(self.messages):
             try:
                 keep, added = tracker.sync(self.messages, inner.messages)
                 inner.truncate(keep)
                 inner.extend(added)
             except BaseException:
-                self._tracker = self._view_session = None  # the next round starts over
+                self._provider = None  # the next round starts over
                 raise
         scout, _ = inner.prepare(names, config, save_file=save_file)
         view = inner.messages
@@ -342,7 +342,8 @@ class SessionPrompt:
             tools=len(index.indices),
             core=core,
             report=report,
-            tool_present=_keeps_tool(report),
+            # with every tool dropped, the notice stands last: what comes next goes before it
+            tool_present=report.calls_dropped + report.outputs_dropped < len(index.indices),
             epoch=epoch,
         )
         self._late_pairing = False
@@ -440,20 +441,6 @@ def json_size(messages: Sequence[Any]) -> int:
         # it as the escape the daemon would send in its place (docs/PROTOCOL.md).
         encoded = len(_encode(safe_value(messages)))
     return encoded - len(messages) - 1  # "[" + ",".join(items) + "]"
-
-
-def _keeps_tool(report: StrategyReport) -> bool:
-    """Whether the prompt keeps a tool message. Without one, the notice was put at
-    the end, and the messages that come next go before it, not after."""
-    return (
-        report.calls_kept
-        + report.calls_truncated
-        + report.calls_protected
-        + report.outputs_kept
-        + report.outputs_truncated
-        + report.outputs_protected
-        > 0
-    )
 
 
 def _bands(window: Window | None) -> tuple[int, int] | None:

@@ -138,7 +138,9 @@ def bench_speed(
         results[f"inproc_session_round_ms{suffix}_2000"] = _ms(statistics.median(samples))
         results[f"inproc_session_round_ms_p99{suffix}_2000"] = _ms(percentile(samples, 0.99))
         state = session._state
-        cache = (state._view_session or state).rewrites  # a provider format's: its view's
+        cache = (
+            state._provider[1] if state._provider else state
+        ).rewrites  # a provider's: its view's
         results[f"inproc_session_rewrites_reused{suffix}_2000"] = cache.hits
         results[f"inproc_session_rewrites_computed{suffix}_2000"] = cache.misses
 

@@ -509,11 +509,12 @@ def test_the_format_and_cache_hint_of_the_call_win_over_the_session() -> None:
     got, _ = foreign.prepare("shorten_tools_epoch", config, format="scout")
     assert got == prepare(chat(6), "shorten_tools_epoch", config=config, format="scout")
     assert got.warnings  # declared scout, but the traffic is not
-    cached = SessionPrompt(format="anthropic")
-    cached.extend(anthropic(6))
-    got, _ = cached.prepare("shorten_tools_epoch", config, cache_control=True)
-    assert got == prepare(anthropic(6), "shorten_tools_epoch", config=config, cache_control=True)
-    assert got.messages[got.stable_prefix - 1]["content"][-1]["cache_control"]
+    for strategies in ("shorten_tools_epoch", "shorten_tools"):  # by round, and whole
+        cached = SessionPrompt(format="anthropic")
+        cached.extend(anthropic(6))
+        got, _ = cached.prepare(strategies, config, cache_control=True)
+        assert got == prepare(anthropic(6), strategies, config=config, cache_control=True)
+        assert got.messages[got.stable_prefix - 1]["content"][-1]["cache_control"]
 
 
 _COST_A = Config(prompt=PromptConfig(context_window=20_000))

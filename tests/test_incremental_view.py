@@ -21,12 +21,14 @@ from hypothesis.control import currently_in_test_context
 from scoutd import Session, incremental_view, prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.formats import Adapter, adapter
+from scoutd.incremental import SessionPrompt
 from scoutd.incremental_view import ViewTracker
 from scoutd.strategies.inbox import write_notice
 
 from .formats.derive import to_anthropic, to_responses
 from .formats.test_adapters import BUILDERS, TIGHT
 from .formats.test_hostile import spoil
+from .strategies.test_cost_aware_cases import AT_EVERY_BOUND
 from .test_session import COST_SMALL, _inbox_twins
 
 FORMATS = ("openai-chat", "anthropic", "openai-responses")
@@ -218,9 +220,9 @@ def test_every_provider_round_equals_prepare(case: dict[str, Any], data: st.Data
 
 
 def _inner_index(session: Session) -> Any:
-    inner = session._state._view_session
-    assert inner is not None, "the provider round was not incremental"
-    return inner.index
+    provider = session._state._provider
+    assert provider is not None, "the provider round was not incremental"
+    return provider[1].index
 
 
 def _answered(fmt: str, message: dict[str, Any]) -> bool:
@@ -248,8 +250,8 @@ def test_an_agent_loop_never_views_or_indexes_its_conversation_again(
     assert len(ends) == 30
     session.prepare_prompt(messages[: ends[0]])
     index = _inner_index(session)
-    tracker = session._state._tracker
-    assert tracker is not None
+    assert session._state._provider is not None
+    tracker = session._state._provider[0]
     viewed: list[int] = []  # how many provider messages each view call read
     original = tracker.adapter
     tracker.adapter = Adapter(
@@ -376,3 +378,70 @@ def test_the_configured_cache_hint_marks_an_anthropic_session_prompt() -> None:
         assert got == prepare(messages[:end], config=config)
     last = got.messages[got.stable_prefix - 1]["content"][-1]
     assert last["cache_control"] == {"type": "ephemeral"}
+
+
+def test_a_provider_session_prices_the_default_strategy_as_its_provider() -> None:
+    """The cost-aware default assumes its provider's cache prices: here OpenAI's
+    cheaper rewrite makes it drop what Anthropic's prices would keep."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "h" * 50}]
+    for k in range(5):
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [_call(f"c{k}", "{}")]},
+            _tool(f"c{k}", 300),
+        ]
+    prompt = msgspec.structs.replace(
+        AT_EVERY_BOUND,
+        cache_pricing="auto",
+        cache_write_price=None,
+        cache_read_price=None,
+        expected_horizon=3.0,
+        compaction_risk_share=2.0,
+    )
+    config = Config(prompt=prompt)
+    session = Session(strategies="shorten_tools_cost_aware", config=config)
+    for end in range(3, len(messages) + 1, 2):
+        got = session.prepare_prompt(messages[:end])
+        assert got == prepare(messages[:end], "shorten_tools_cost_aware", config=config)
+    assert got.report[0].outputs_dropped == 4
+    as_anthropic = Config(prompt=msgspec.structs.replace(prompt, cache_pricing="anthropic"))
+    assert (
+        prepare(messages, "shorten_tools_cost_aware", config=as_anthropic).report[0].outputs_dropped
+        == 0
+    )
+
+
+def test_a_session_whose_format_changes_views_its_conversation_anew() -> None:
+    """Declared per call: messages without tool traffic fit every format, and what
+    comes next is read in the format the call names."""
+    state = SessionPrompt()
+    opening: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    state.extend(opening)
+    config = Config(prompt=TIGHT)
+    first, _ = state.prepare("shorten_tools_epoch", config, format="openai-chat")
+    assert first == prepare(opening, "shorten_tools_epoch", config=config, format="openai-chat")
+    turns = BUILDERS["anthropic"](6)[1:]
+    state.extend(turns)
+    got, _ = state.prepare("shorten_tools_epoch", config, format="anthropic")
+    whole = [*opening, *turns]
+    assert got == prepare(whole, "shorten_tools_epoch", config=config, format="anthropic")
+    assert got.report[0].outputs_truncated + got.report[0].outputs_dropped > 0
+
+
+def test_a_round_that_fails_while_viewing_leaves_the_session_usable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    messages = BUILDERS["openai-chat"](10)
+    config = Config(prompt=TIGHT)
+    session = Session(config=config)
+    session.prepare_prompt(messages[:9])
+    sync = ViewTracker.sync
+
+    def failing(self: ViewTracker, *args: Any) -> Any:
+        raise MemoryError("the view could not be made")
+
+    monkeypatch.setattr(ViewTracker, "sync", failing)
+    with pytest.raises(MemoryError):
+        session.prepare_prompt(messages[:15])
+    monkeypatch.setattr(ViewTracker, "sync", sync)
+    for end in (15, len(messages)):
+        assert session.prepare_prompt(messages[:end]) == prepare(messages[:end], config=config)
