@@ -123,3 +123,24 @@ def test_async_client_and_session_in_a_provider_format(daemon: Daemon) -> None:
     expected = scoutd.prepare(conversation, "shorten_tools_epoch", config=config)
     assert _plain(whole.messages) == _plain(expected.messages) == _plain(last.messages)
     assert whole.format == last.format == "openai-responses"
+
+
+@pytest.mark.parametrize("fmt", BUILDERS)
+def test_a_provider_session_delivers_notices_and_aborts(daemon: Daemon, fmt: str) -> None:
+    """Rounds prepared from the session's kept view still read its inbox: a notice
+    arrives once, in the format, and an abort stops the session."""
+    conversation = BUILDERS[fmt](8)
+    save_file = _save_file(daemon, f"inbox-{fmt}")
+    os.makedirs(scoutd.inbox_dir(save_file), exist_ok=True)
+    with Client(daemon.socket_path) as client, client.session(save_file) as session:
+        session.prepare(conversation[:8], "shorten_tools_epoch_increment,inbox")
+        scoutd.write_notice(save_file, "deploy frozen until 14:00", name="freeze")
+        got = session.prepare(conversation[:12], "shorten_tools_epoch_increment,inbox")
+        assert sum(r.inbox_delivered for r in got.report) == 1
+        assert "deploy frozen" in msgspec.json.encode(got.messages[-1]).decode()
+        assert not new_problems(fmt, conversation[:12], _plain(got.messages))
+        again = session.prepare(conversation[:16], "shorten_tools_epoch_increment,inbox")
+        assert sum(r.inbox_delivered for r in again.report) == 0
+        scoutd.write_abort(save_file, "stop")
+        with pytest.raises(scoutd.Aborted):
+            session.prepare(conversation, "shorten_tools_epoch_increment,inbox")
