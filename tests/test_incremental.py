@@ -765,10 +765,12 @@ def test_a_call_left_waiting_loses_the_protection_of_the_place_it_shares(
     for n in range(40):
         repeat = call("grep", {"q": n % 4}, f"g{n}")
         answer = output("grep", "y" * 900, f"g{n}")
+        waiting = call("read_file", {"path": "/w" + "x" * 400, "n": n}, f"w{n}")
         if n % 3 == 2:
-            waiting = call("read_file", {"path": "/w" + "x" * 400, "n": n}, f"w{n}")
             beside = call("list", {"dir": "/x" + "x" * 400, "n": n}, f"x{n}")
             run += [beside, repeat, waiting, answer, output("list", "z" * 900, f"x{n}")]
+        elif n % 6 == 1:
+            run += [waiting, repeat, answer]
         else:
             run += [repeat, answer]
     reached = _patching(monkeypatch)
