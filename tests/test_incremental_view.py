@@ -445,3 +445,15 @@ def test_a_round_that_fails_while_viewing_leaves_the_session_usable(
     monkeypatch.setattr(ViewTracker, "sync", sync)
     for end in (15, len(messages)):
         assert session.prepare_prompt(messages[:end]) == prepare(messages[:end], config=config)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_replaced_earlier_message_starts_a_provider_session_over(fmt: str) -> None:
+    messages = BUILDERS[fmt](10)
+    config = Config(prompt=TIGHT)
+    session = Session(config=config)
+    session.prepare_prompt(messages[:20])
+    edited = copy.deepcopy(messages)
+    edited[0] = {**edited[0], "content": "a different task"}
+    for end in (24, len(edited)):
+        assert session.prepare_prompt(edited[:end]) == prepare(edited[:end], config=config)
