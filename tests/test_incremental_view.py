@@ -28,7 +28,7 @@ from scoutd.strategies.inbox import write_notice
 from .formats.derive import to_anthropic, to_responses
 from .formats.test_adapters import BUILDERS, TIGHT
 from .formats.test_hostile import spoil
-from .strategies.test_cost_aware_cases import AT_EVERY_BOUND
+from .strategies.test_cost_aware_cases import AUTO_PRICED
 from .test_session import COST_SMALL, _inbox_twins
 
 FORMATS = ("openai-chat", "anthropic", "openai-responses")
@@ -389,14 +389,7 @@ def test_a_provider_session_prices_the_default_strategy_as_its_provider() -> Non
             {"role": "assistant", "content": None, "tool_calls": [_call(f"c{k}", "{}")]},
             _tool(f"c{k}", 300),
         ]
-    prompt = msgspec.structs.replace(
-        AT_EVERY_BOUND,
-        cache_pricing="auto",
-        cache_write_price=None,
-        cache_read_price=None,
-        expected_horizon=3.0,
-        compaction_risk_share=2.0,
-    )
+    prompt = AUTO_PRICED
     config = Config(prompt=prompt)
     session = Session(strategies="shorten_tools_cost_aware", config=config)
     for end in range(3, len(messages) + 1, 2):

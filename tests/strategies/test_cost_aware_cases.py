@@ -354,6 +354,17 @@ def test_shortening_more_to_fit_drops_nothing_the_band_still_covers(margin: int)
     assert fates(messages, config) == ["kept", "truncated", "kept", "truncated", "kept", "kept"]
 
 
+# Prices from the format: five pairs of 300 tokens drop four under OpenAI's, none under Anthropic's.
+AUTO_PRICED = msgspec.structs.replace(
+    AT_EVERY_BOUND,
+    cache_pricing="auto",
+    cache_write_price=None,
+    cache_read_price=None,
+    expected_horizon=3.0,
+    compaction_risk_share=2.0,
+)
+
+
 @pytest.mark.parametrize("format_name", ["openai-chat", None])
 def test_automatic_prices_follow_the_conversation_format(format_name: str | None) -> None:
     """Five pairs of T tokens, each round able to drop all but the newest.
@@ -362,15 +373,7 @@ def test_automatic_prices_follow_the_conversation_format(format_name: str | None
     5 it reaches OpenAI's rewrite (0.9 T) but not Anthropic's (1.15 T).
     """
     messages = pairs([300] * 5, head="h" * 50)
-    config = msgspec.structs.replace(
-        AT_EVERY_BOUND,
-        cache_pricing="auto",
-        cache_write_price=None,
-        cache_read_price=None,
-        expected_horizon=3.0,
-        compaction_risk_share=2.0,
-    )
-    _, report = shorten_tools_cost_aware(messages, config, format_name=format_name)
+    _, report = shorten_tools_cost_aware(messages, AUTO_PRICED, format_name=format_name)
     assert report.outputs_dropped == (4 if format_name else 0)
 
 
