@@ -40,9 +40,9 @@ from typing import Any
 import msgspec
 
 from .config import Config
-from .formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View, outcome
+from .formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View
 from .formats.anthropic import opens_turn
-from .formats.cache import stable_prefix, with_cache_control
+from .formats.cache import hinted
 from .formats.openai_chat_rebuild import is_tool
 from .formats.openai_responses import starts_turn
 from .formats.view import PASSTHROUGH, VIEW_KEY
@@ -148,7 +148,7 @@ class ViewTracker:
         return made
 
     def view(self, held: list[Any]) -> View:
-        """The whole view, over the caller's view messages ``held``, for :func:`outcome`."""
+        """The whole view, over the caller's view messages ``held``, to restore from."""
         return View(messages=held, refs=self.refs, starts=self.starts)
 
 
@@ -193,28 +193,18 @@ def rebuilt(
     """
     name = tracker.adapter.name
     extended = _extended(tracker, messages, view_messages, scout.messages)
-    malformed = tracker.malformed
     if extended is not None:
         prompt, narration = extended
     else:
-        shape = tracker.view(view_messages)
-        read = outcome(shape, scout.messages)
-        narration = 0
-        if read.unchanged:
-            prompt = list(messages)
-        else:
-            rebuilt = tracker.adapter.rebuild(messages, shape, read)
-            prompt, narration = rebuilt.messages, rebuilt.narration_dropped
+        rebuilt = tracker.adapter.restore(messages, tracker.view(view_messages), scout.messages)
+        prompt, narration = rebuilt.messages, rebuilt.narration_dropped
     tracker.last = _LastRound(prompt, len(messages), len(view_messages), scout.messages, narration)
-    reports = scout.report
-    delivered = sum(r.inbox_delivered for r in reports)
-    protected = sum(r.calls_protected + r.outputs_protected for r in reports)
-    stable = stable_prefix(names, messages, prompt, delivered, protected, name)
     hint = config.prompt.cache_control if cache_control is None else cache_control
-    prompt = with_cache_control(prompt, stable) if hint and name == ANTHROPIC else list(prompt)
-    reports = [msgspec.structs.replace(r, format=name) for r in reports]
+    # the caller gets its own list: the one kept is extended next round
+    prompt, stable = hinted(names, messages, list(prompt), scout.report, name, hint)
+    reports = [msgspec.structs.replace(r, format=name) for r in scout.report]
     reports[-1] = msgspec.structs.replace(
-        reports[-1], malformed=malformed, narration_dropped=narration, stable_prefix=stable
+        reports[-1], malformed=tracker.malformed, narration_dropped=narration, stable_prefix=stable
     )
     return Prepared(messages=prompt, report=reports)
 

@@ -17,8 +17,8 @@ import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
 from .errors import ConfigError, UnknownStrategy
-from .formats import ANTHROPIC, AUTO, SCOUT, adapter, outcome, resolve_format
-from .formats.cache import stable_prefix, with_cache_control
+from .formats import AUTO, SCOUT, adapter, resolve_format
+from .formats.cache import hinted
 from .formats.detect import detect_format
 from .message_rules import check_plain
 from .strategies import BUILTINS
@@ -271,22 +271,14 @@ def prepare(
         )
     narration = 0
     if chosen is not None and shape is not None:
-        read = outcome(shape, result)
-        if read.unchanged:
-            result = list(messages)
-        else:
-            rebuilt = chosen.rebuild(messages, shape, read)
-            result, narration = rebuilt.messages, rebuilt.narration_dropped
+        rebuilt = chosen.restore(messages, shape, result)
+        result, narration = rebuilt.messages, rebuilt.narration_dropped
     if not isinstance(result, list):
         raise TypeError(f"a strategy returned {type(result).__name__}, expected a list")
-    delivered = sum(r.inbox_delivered for r in reports)
-    protected = sum(r.calls_protected + r.outputs_protected for r in reports)
-    stable = stable_prefix(names, messages, result, delivered, protected, name)
     hint = cache_control
     if hint is None:
         hint = snapshot.prompt.cache_control if snapshot is not None else False
-    if hint and name == ANTHROPIC:
-        result = with_cache_control(result, stable)
+    result, stable = hinted(names, messages, result, reports, name, hint)
     for report in reports:
         report.format = name
     if not reports:

@@ -61,6 +61,14 @@ class Adapter:
     view: Callable[[Sequence[Any], bool], View]
     rebuild: Callable[[Sequence[Any], View, Outcome], Rebuilt]
 
+    def restore(self, messages: Sequence[Any], shape: View, result: Sequence[Any]) -> Rebuilt:
+        """The provider messages for the strategies' ``result`` over ``shape``, the
+        view of ``messages``: ``messages`` themselves when nothing changed."""
+        read = outcome(shape, result)
+        if read.unchanged:
+            return Rebuilt(list(messages))
+        return self.rebuild(messages, shape, read)
+
 
 _ADAPTERS = {
     OPENAI_CHAT: Adapter(OPENAI_CHAT, openai_chat.view, openai_chat.rebuild),

@@ -15,7 +15,13 @@ from typing import Any
 
 from .detect import ANTHROPIC, first_signal
 
-__all__ = ["EPOCH_STRATEGIES", "STABLE_STRATEGIES", "stable_prefix", "with_cache_control"]
+__all__ = [
+    "EPOCH_STRATEGIES",
+    "STABLE_STRATEGIES",
+    "hinted",
+    "stable_prefix",
+    "with_cache_control",
+]
 
 EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
 STABLE_STRATEGIES = EPOCH_STRATEGIES | {"none", "inbox"}
@@ -53,6 +59,24 @@ def stable_prefix(
         # Anthropic notices join the last user turn; the others are one message each.
         return max(len(prompt) - (1 if format == ANTHROPIC else delivered), 0)
     return len(prompt)
+
+
+def hinted(
+    names: Sequence[str] | None,
+    messages: Sequence[Any],
+    prompt: list[Any],
+    reports: Sequence[Any],
+    format: str,
+    hint: bool,
+) -> tuple[list[Any], int]:
+    """``prompt`` with the cache hint when ``hint`` asks for it (Anthropic only), and
+    its :func:`stable_prefix` from what the strategies' ``reports`` say they did."""
+    delivered = sum(r.inbox_delivered for r in reports)
+    protected = sum(r.calls_protected + r.outputs_protected for r in reports)
+    stable = stable_prefix(names, messages, prompt, delivered, protected, format)
+    if hint and format == ANTHROPIC:
+        prompt = with_cache_control(prompt, stable)
+    return prompt, stable
 
 
 def with_cache_control(prompt: list[Any], prefix: int) -> list[Any]:
