@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from .strategies.epoch import Window, shortened
+from .strategies.epoch import Window
 from .strategies.report import Changes, StrategyReport, content_chars, count_changes, notice_text
+from .strategies.rewrites import shortened
 from .strategies.tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = ["EpochState", "epoch_state", "move_protection"]

@@ -51,7 +51,7 @@ from .columns import forget_columns, known_columns
 from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import shortened_call, shortened_output
+from .rewrites import shortened
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -368,13 +368,10 @@ def _compact(
     """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
     dropped_pairs = index.outputs - window.truncate_to  # oldest-first numbers up to it
-    changes.dropped, shortened = _bands(index, window)
+    changes.dropped, truncated = _bands(index, window)
     changes.narration = [at for at, number in remarks if number <= dropped_pairs]
-    for slot in shortened:
-        body = index.bodies[slot]
-        content = index.content(messages, slot)
-        is_call = index.is_call[slot]
-        new = shortened_call(body, content) if is_call else shortened_output(body, content)
+    for slot in truncated:
+        new = shortened(index, messages, slot)
         if new is not None:
             changes.rewrites[slot] = new
     notice = config.compaction_notice

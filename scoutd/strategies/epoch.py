@@ -18,7 +18,7 @@ from typing import Any
 
 from ..config import PromptConfig
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import shortened_call, shortened_output
+from .rewrites import shortened
 from .tool_messages import (
     ToolIndex,
     index_tools,
@@ -34,7 +34,6 @@ __all__ = [
     "repeat_numbers",
     "shorten_tools_epoch",
     "shorten_tools_epoch_increment",
-    "shortened",
 ]
 
 
@@ -158,12 +157,6 @@ def epoch_changes(
             if new is not None:
                 changes.rewrites[slot] = new
     return changes
-
-
-def shortened(index: ToolIndex, messages: Sequence[Any], slot: int) -> str | None:
-    """The truncated content of tool ``slot``, None when there is nothing to shorten."""
-    body, content = index.bodies[slot], index.content(messages, slot)
-    return shortened_call(body, content) if index.is_call[slot] else shortened_output(body, content)
 
 
 def shorten_tools_epoch(

@@ -9,7 +9,7 @@ variable, so the strategies' signatures stay as they are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -17,9 +17,15 @@ from typing import Any
 import msgspec
 
 from .text import shorten_string
-from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolBody, encode_json
+from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolBody, ToolIndex, encode_json
 
-__all__ = ["RewriteCache", "remembering_rewrites", "shortened_call", "shortened_output"]
+__all__ = [
+    "RewriteCache",
+    "remembering_rewrites",
+    "shortened",
+    "shortened_call",
+    "shortened_output",
+]
 
 _decode = msgspec.json.Decoder().decode
 
@@ -136,3 +142,9 @@ def _shortened_output(content: str) -> str | None:
         return None
     data["content"] = shorten_string(text, OUTPUT_SIZE)
     return encode_json(data)
+
+
+def shortened(index: ToolIndex, messages: Sequence[Any], slot: int) -> str | None:
+    """The truncated content of tool ``slot``, None when there is nothing to shorten."""
+    body, content = index.bodies[slot], index.content(messages, slot)
+    return shortened_call(body, content) if index.is_call[slot] else shortened_output(body, content)

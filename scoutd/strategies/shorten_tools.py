@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config import PromptConfig
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import shortened_call, shortened_output
+from .rewrites import shortened
 from .tool_messages import index_tools
 
 __all__ = ["shorten_tools"]
@@ -53,8 +53,7 @@ def shorten_tools(
         elif rank > most:
             dropped.add(slot)
         else:
-            body = index.bodies[slot]
-            new = shortened_call(body, content) if is_call else shortened_output(body, content)
+            new = shortened(index, messages, slot)
             if new is not None:  # the budget is spent here: what is cut need not count
                 rewrites[slot] = new
     partners = {index.partners[slot] for slot in dropped} - {-1}
