@@ -28,7 +28,7 @@ from .config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
 from .formats import AUTO, SCOUT, adapter, format_of, signals
 from .formats.cache import STABLE_STRATEGIES, stable_prefix
 from .formats.detect import first_signal
-from .formats.openai_chat_texts import ConversationTexts, keeping
+from .formats.texts import ConversationTexts, keeping
 from .incremental_cost import CostPlanner
 from .incremental_epoch import EpochState, epoch_state, move_protection
 from .incremental_view import ViewTracker, rebuilt
@@ -116,7 +116,7 @@ class SessionPrompt:
     format: str = AUTO  # the session's message format (docs/FORMATS.md)
     _signals: dict[str, tuple[int, str]] = field(default_factory=dict)
     rewrites: RewriteCache = field(default_factory=RewriteCache)
-    chat_texts: ConversationTexts = field(default_factory=ConversationTexts)  # OpenAI Chat view
+    view_texts: ConversationTexts = field(default_factory=ConversationTexts)  # provider views
     prices: str = SCOUT  # the format whose provider's prices the cost-aware strategy assumes
     of_view: bool = False  # a provider conversation's scout view: scout whatever it holds
     # A provider-format conversation: its scout view, and the scout session over that view
@@ -157,7 +157,7 @@ class SessionPrompt:
         self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
         self._provider = None
         self.rewrites.forget()  # what it holds is keyed by the old conversation's strings
-        self.chat_texts.forget()
+        self.view_texts.forget()
         # no mutate: with _last None the next epoch round recomputes all anyway
         self._late_pairing = False  # pragma: no mutate
         self._signals = {}
@@ -187,7 +187,7 @@ class SessionPrompt:
         client still carries only what changed); every strategy reuses the
         session's rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`).
         """
-        with remembering_rewrites(self.rewrites), keeping(self.chat_texts):
+        with remembering_rewrites(self.rewrites), keeping(self.view_texts):
             return self._prepare(strategies, config, save_file, format, cache_control)
 
     def _prepare(

@@ -781,6 +781,15 @@ def render(results: dict[str, Any]) -> str:
             msec("format_openai_chat_ms_2000"),
             ratio("format_openai_chat_ms_2000", "format_scout_ms_2000") + " of scout",
         ),
+        *(
+            _row(
+                f"prepare_prompt in {title} format, {calls} calls",
+                msec(f"format_{name}_ms_{key}"),
+                f"{r[f'format_{name}_overhead_{key}']:.2f} x scout, timed in turn",
+            )
+            for name, title in (("anthropic", "Anthropic"), ("openai_responses", "Responses"))
+            for key, calls in ((400, small), (2000, large))
+        ),
         "",
         "through the daemon, client encode to client decode",
         _row(

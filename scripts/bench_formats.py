@@ -8,6 +8,14 @@ sends the same message objects again, so the OpenAI Chat view reuses the
 texts of the previous call and the strategies what they parsed from them;
 ``format_openai_chat_cold_ms_N`` is the same call with both forgotten first (a
 conversation seen for the first time).
+
+``format_anthropic_ms_N`` and ``format_openai_responses_ms_N`` are the same
+conversation as Anthropic Messages and OpenAI Responses input items (converted
+from the OpenAI Chat form by the tests' own converters), each timed in turn
+with the scout format on its own: a view of another format in between would
+replace the texts kept from the previous call, which an agent with one
+conversation never does. Their ratios to the scout format are recorded, not
+judged.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from typing import Any
 import msgspec
 
 import scoutd
-from scoutd.formats import openai_chat
+from scoutd.formats import texts
+from tests.formats.derive import to_anthropic, to_responses  # the checkout is on sys.path
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
@@ -73,7 +82,7 @@ def bench_formats(
 
     def cold_chat() -> object:
         """The same call with the texts (and parsed bodies) of the previous call forgotten."""
-        openai_chat.forget()
+        texts.forget()
         return scoutd.prepare_prompt(chat, config=snapshot)
 
     samples = interleaved(
@@ -93,3 +102,21 @@ def bench_formats(
     results[f"format_overhead_{key}"] = round(openai / scout, 3) if scout else None
     results[f"format_openai_chat_cold_ms_{key}"] = round(cold * 1000, 3)
     results[f"format_overhead_cold_{key}"] = round(cold / scout, 3) if scout else None
+    for name, converted in (
+        ("anthropic", to_anthropic(chat)),
+        ("openai_responses", to_responses(chat)),
+    ):
+        check = scoutd.prepare(converted, config=snapshot).report[-1]
+        assert check.malformed == 0, f"the {name} conversion is not faithful"
+        samples = interleaved(
+            {
+                "scout": lambda: scoutd.prepare_prompt(messages, config=snapshot),
+                name: lambda m=converted: scoutd.prepare_prompt(m, config=snapshot),
+            },
+            runs,
+            warmup,
+        )
+        provider = statistics.median(samples[name])
+        scout = statistics.median(samples["scout"])
+        results[f"format_{name}_ms_{key}"] = round(provider * 1000, 3)
+        results[f"format_{name}_overhead_{key}"] = round(provider / scout, 3) if scout else None

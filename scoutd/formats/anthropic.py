@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .texts import Texts
 from .view import (
     KEPT,
     PASSTHROUGH,
@@ -25,9 +26,7 @@ from .view import (
     Rebuilt,
     View,
     blocks_text,
-    call_message,
     encode_arguments,
-    output_message,
     rewritten_arguments,
     rewritten_output,
 )
@@ -36,28 +35,49 @@ __all__ = ["opens_turn", "rebuild", "view"]
 
 
 def _blocks(message: Any, role: str) -> list[Any] | None:
-    if not isinstance(message, Mapping) or message.get("role") != role:
+    if type(message) is not dict and not isinstance(message, Mapping):
+        return None
+    if message.get("role") != role:
         return None
     content = message.get("content")
     return content if type(content) is list else None
 
 
-def _well_formed(blocks: list[Any]) -> bool:
-    return all(isinstance(b, Mapping) and type(b.get("type")) is str for b in blocks)
+def _of_type(blocks: list[Any], wanted: str) -> tuple[list[Any], bool, bool]:
+    """The blocks of type ``wanted``; whether one is (also among malformed
+    blocks); whether every block is a mapping with a string ``type``. One pass:
+    it runs over every message of every prepare."""
+    found: list[Any] = []
+    seen = False
+    well_formed = True
+    for block in blocks:
+        if type(block) is dict or isinstance(block, Mapping):
+            kind = block.get("type")
+            if type(kind) is str:
+                if kind == wanted:
+                    found.append(block)
+                continue
+            seen = seen or kind == wanted
+        well_formed = False
+    return found, seen or bool(found), well_formed
 
 
 def _uses(message: Any) -> list[Any] | None:
     """The ``tool_use`` blocks of an assistant turn; None without; [] if malformed."""
     blocks = _blocks(message, "assistant")
-    if blocks is None or not any(
-        isinstance(b, Mapping) and b.get("type") == "tool_use" for b in blocks
-    ):
+    if blocks is None:
         return None
-    if not _well_formed(blocks):
+    uses, seen, well_formed = _of_type(blocks, "tool_use")
+    if not seen:
+        return None
+    if not well_formed:
         return []
-    uses = [b for b in blocks if b["type"] == "tool_use"]
-    if any(type(b.get("id")) is not str or not isinstance(b.get("input"), Mapping) for b in uses):
-        return []
+    for use in uses:
+        if type(use.get("id")) is not str:
+            return []
+        arguments = use.get("input")
+        if type(arguments) is not dict and not isinstance(arguments, Mapping):
+            return []
     return uses
 
 
@@ -66,10 +86,9 @@ def _results(message: Any) -> list[Any] | None:
     blocks = _blocks(message, "user")
     if blocks is None:
         return None
-    if not _well_formed(blocks):
-        has_results = any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in blocks)
-        return [] if has_results else None
-    results = [b for b in blocks if b["type"] == "tool_result"]
+    results, seen, well_formed = _of_type(blocks, "tool_result")
+    if not well_formed:
+        return [] if seen else None
     if not results:
         return None
     if any(type(b.get("tool_use_id")) is not str for b in results):
@@ -95,6 +114,7 @@ def _output_text(block: Mapping[str, Any]) -> str:
 def view(messages: Sequence[Any], mark: bool = True) -> View:
     """The scout view of an Anthropic Messages conversation."""
     result = View(mark=mark)
+    texts = Texts.last()
     count = len(messages)
     i = 0
     while i < count:
@@ -125,17 +145,19 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             continue
         saved = len(result.messages), len(result.starts)
         try:
-            _add_turns(result, message, answer)
+            _add_turns(result, message, answer, texts)
         except Malformed:
             result.rollback(*saved)
             result.malformed += 2
             result.passthrough(message)
             result.passthrough(answer)
         i += 2
+    texts.remember()
+    result.bodies, result.parsed = texts.known_parsed, texts.parsed
     return result
 
 
-def _add_turns(result: View, message: Any, answer: Any) -> None:
+def _add_turns(result: View, message: Any, answer: Any, texts: Texts) -> None:
     """Add an assistant turn's narration and calls, and the results after it, to the view."""
     blocks = message["content"]
     narration = "\n".join(
@@ -145,12 +167,17 @@ def _add_turns(result: View, message: Any, answer: Any) -> None:
         result.add({"role": "assistant", "content": narration}, TEXT_PART)
     for slot, block in enumerate(blocks):
         if block["type"] == "tool_use":
-            result.add(call_message(block.get("name"), block["id"], dict(block["input"])), slot)
+            arguments = block["input"]
+            if type(arguments) is not dict:
+                arguments = dict(arguments)
+            text = texts.encoded_call(block.get("name"), block["id"], arguments)
+            result.add({"role": "function_call", "content": text}, slot)
     result.close()
     others = []
     for slot, block in enumerate(answer["content"]):
         if block["type"] == "tool_result":
-            result.add(output_message(block["tool_use_id"], _output_text(block)), slot)
+            text = texts.output(block["tool_use_id"], _output_text(block))
+            result.add({"role": "function_call_output", "content": text}, slot)
         elif type(block.get("text")) is str:
             others.append(block["text"])
     if others:
@@ -227,9 +254,17 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
         origins.append(origin)
 
     for position, message in enumerate(messages):
-        for added in before.get(position, ()):
-            emit(new_message(added), -1)
+        if before and position in before:
+            for added in before[position]:
+                emit(new_message(added), -1)
         start, end = starts[position], starts[position + 1]
+        if end - start == 1 and refs[start] >= 0:  # the common turn: one call or one result
+            fate = fates[start]
+            if fate is KEPT:
+                emit(message, position)
+                continue
+            if fate is None and len(message["content"]) == 1:
+                continue  # its one block dropped: nothing of the turn is left
         if refs[start] == PASSTHROUGH:
             fate = fates[start]
             if fate is not None:

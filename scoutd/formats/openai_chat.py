@@ -18,7 +18,7 @@ import msgspec
 
 from .openai_chat_rebuild import is_tool as _is_tool
 from .openai_chat_rebuild import new_message, rebuild
-from .openai_chat_texts import Known, Texts, forget
+from .texts import Known, Texts
 from .view import (
     DECODE_ERRORS,
     ENCODE_ERRORS,
@@ -33,7 +33,7 @@ from .view import (
     output_message,
 )
 
-__all__ = ["forget", "new_message", "rebuild", "view"]
+__all__ = ["new_message", "rebuild", "view"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode

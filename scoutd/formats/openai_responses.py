@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .texts import Texts
 from .view import (
     KEPT,
     PASSTHROUGH,
@@ -24,9 +25,7 @@ from .view import (
     Rebuilt,
     View,
     blocks_text,
-    call_message,
     encode_arguments,
-    output_message,
     rewritten_arguments,
     rewritten_output,
 )
@@ -37,18 +36,24 @@ _CALL, _OUTPUT, _REASONING = "function_call", "function_call_output", "reasoning
 
 
 def _kind(item: Any) -> Any:
+    if type(item) is dict:
+        return item.get("type")
     return item.get("type") if isinstance(item, Mapping) else None
 
 
-def _call_part(item: Mapping[str, Any]) -> dict[str, Any]:
-    return call_message(item.get("name"), item["call_id"], item["arguments"])
+def _call_part(item: Mapping[str, Any], texts: Texts) -> dict[str, Any]:
+    return {
+        "role": _CALL,
+        "content": texts.call(item.get("name"), item["call_id"], item["arguments"]),
+    }
 
 
-def _output_part(item: Mapping[str, Any]) -> dict[str, Any]:
-    return output_message(item["call_id"], blocks_text(item["output"]) or "")
+def _output_part(item: Mapping[str, Any], texts: Texts) -> dict[str, Any]:
+    text = blocks_text(item["output"]) or ""
+    return {"role": _OUTPUT, "content": texts.output(item["call_id"], text)}
 
 
-def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]]) -> int:
+def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts) -> int:
     """Find the well-formed pairs; return the count of malformed items.
 
     ``parts`` receives the view message of each item of a pair, by index.
@@ -74,7 +79,8 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]]) -> int:
         answers = outputs.pop(ident, [])
         if len(found) == 1 and len(answers) == 1 and found[0] < answers[0]:
             try:
-                call, output = _call_part(items[found[0]]), _output_part(items[answers[0]])
+                call = _call_part(items[found[0]], texts)
+                output = _output_part(items[answers[0]], texts)
             except Malformed:
                 malformed += 2
                 continue
@@ -89,7 +95,8 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     """The scout view of a Responses input item list."""
     result = View(mark=mark)
     parts: dict[int, dict[str, Any]] = {}
-    result.malformed = _pairs(messages, parts)
+    texts = Texts.last()
+    result.malformed = _pairs(messages, parts, texts)
     for i, item in enumerate(messages):
         part = parts.get(i)
         if part is None:
@@ -97,20 +104,26 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
         else:
             result.add(part, 0)
             result.close()
+    texts.remember()
+    result.bodies, result.parsed = texts.known_parsed, texts.parsed
     return result
 
 
-def _in_turn(item: Any) -> bool:
-    """Whether ``item`` belongs to a model turn (reasoning, a call, assistant text)."""
-    return _kind(item) in (_CALL, _REASONING) or (
-        isinstance(item, Mapping) and item.get("role") == "assistant"
-    )
+def _in_turn(item: Any, kind: Any) -> bool:
+    """Whether ``item``, of type ``kind``, belongs to a model turn (reasoning, a
+    call, assistant text)."""
+    if kind in (_CALL, _REASONING):
+        return True
+    if type(item) is dict:
+        return item.get("role") == "assistant"
+    return isinstance(item, Mapping) and item.get("role") == "assistant"
 
 
 def starts_turn(items: Sequence[Any], position: int) -> bool:
     """Whether ``items[position]`` joins no model turn of the items before it."""
-    item = items[position]
-    return not (_in_turn(item) and _kind(item) != _REASONING and _in_turn(items[position - 1]))
+    item, last = items[position], items[position - 1]
+    kind = _kind(item)
+    return not (_in_turn(item, kind) and kind != _REASONING and _in_turn(last, _kind(last)))
 
 
 def _turns(items: Sequence[Any]) -> list[int]:
@@ -119,8 +132,7 @@ def _turns(items: Sequence[Any]) -> list[int]:
     start = -1
     for i, item in enumerate(items):
         kind = _kind(item)
-        in_turn = _in_turn(item)
-        if not in_turn:
+        if not _in_turn(item, kind):
             start = -1
         elif kind == _REASONING or start < 0:
             start = i
@@ -154,15 +166,16 @@ def _rewritten(item: Mapping[str, Any], fate: Any) -> Any:
 
 def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     """Responses input items from the strategies' result over ``shape``."""
-    fates, refs, starts = result.fates, shape.refs, shape.starts
+    # One view message per item: view message p stands for item p.
+    fates, refs = result.fates, shape.refs
     turns = _turns(messages)
     calls_left: dict[int, int] = {}  # turn start -> calls of the turn still there
     calls_seen: dict[int, int] = {}
     for position, item in enumerate(messages):
-        if refs[starts[position]] != PASSTHROUGH and _kind(item) == _CALL:
+        if refs[position] != PASSTHROUGH and _kind(item) == _CALL:
             turn = turns[position]
             calls_seen[turn] = calls_seen.get(turn, 0) + 1
-            calls_left[turn] = calls_left.get(turn, 0) + (fates[starts[position]] is not None)
+            calls_left[turn] = calls_left.get(turn, 0) + (fates[position] is not None)
     gone = {turn for turn, seen in calls_seen.items() if seen and not calls_left[turn]}
     before: dict[int, list[Any]] = {}
     for position, added in result.before.items():
@@ -170,9 +183,10 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     out: list[Any] = []
     narration = 0
     for position, item in enumerate(messages):
-        out.extend(map(new_message, before.get(position, ())))
-        fate = fates[starts[position]]
-        if turns[position] in gone and refs[starts[position]] == PASSTHROUGH:
+        if before and position in before:
+            out.extend(map(new_message, before[position]))
+        fate = fates[position]
+        if gone and turns[position] in gone and refs[position] == PASSTHROUGH:
             narration += isinstance(item, Mapping) and item.get("role") == "assistant"
             continue
         if fate is None:
@@ -180,6 +194,6 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
         if fate is KEPT:
             out.append(item)
         else:
-            out.append(_rewritten(item, fate) if refs[starts[position]] != PASSTHROUGH else fate)
+            out.append(_rewritten(item, fate) if refs[position] != PASSTHROUGH else fate)
     out.extend(map(new_message, result.after))
     return Rebuilt(out, narration)

@@ -157,6 +157,25 @@ def test_anthropic_images_become_a_placeholder_when_shortened() -> None:
     assert results[-1]["content"][1] is image  # the newest is verbatim
 
 
+@pytest.mark.parametrize("thinking", [True, False])
+def test_anthropic_a_dropped_call_takes_its_turn_but_not_the_users_image(thinking: bool) -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    messages = anthropic(6)
+    for message in messages:
+        if message["role"] == "assistant":  # one block beside the call at most
+            message["content"] = [b for b in message["content"] if b["type"] != "text"]
+            if not thinking:
+                message["content"] = message["content"][-1:]
+    messages[2]["content"].append(image)  # the user's own block beside the first result
+    out = prepare(messages, "shorten_tools_epoch", config=TIGHT).messages
+    uses = [b.get("id") for m in out if m["role"] == "assistant" for b in m["content"]]
+    assert "toolu_0" not in uses and "toolu_5" in uses  # the first pair was dropped
+    assert sum(image is b for m in out for b in m["content"]) == 1
+    assert not new_problems("anthropic", messages, out)
+    if not thinking:
+        assert not any(b["type"] == "thinking" for m in out for b in m["content"])
+
+
 def test_responses_reasoning_and_text_go_with_their_dropped_call() -> None:
     items = responses(6)
     prepared = prepare(items, "shorten_tools_epoch", config=TIGHT)

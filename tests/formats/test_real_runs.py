@@ -24,7 +24,7 @@ import pytest
 
 from scoutd import prepare
 from scoutd.config import PromptConfig
-from scoutd.formats import adapter, openai_chat, scout_view
+from scoutd.formats import adapter, openai_chat, scout_view, texts
 from scoutd.formats.view import PASSTHROUGH, VIEW_KEY
 from scoutd.strategies.epoch import (
     fixed_window,
@@ -197,7 +197,7 @@ def test_the_bodies_handed_to_the_strategies_are_those_their_texts_parse_to() ->
     """The OpenAI Chat view hands over what parsing its texts gives (docs/PERFORMANCE.md)."""
     handed = 0
     for _, messages in conversations("openai-chat"):
-        openai_chat.forget()
+        texts.forget()
         prepare(messages, "shorten_tools")  # parses the texts once and keeps their bodies
         view = openai_chat.view(messages, True)
         for key, (text, body) in view.bodies.items():

@@ -19,8 +19,8 @@ import pytest
 
 from scoutd import PromptConfig, prepare
 from scoutd.config import Config
-from scoutd.formats import openai_chat, openai_chat_texts
-from scoutd.formats.openai_chat_texts import ConversationTexts, keeping
+from scoutd.formats import openai_chat, texts
+from scoutd.formats.texts import ConversationTexts, keeping
 from scoutd.formats.view import VIEW_KEY
 from scoutd.incremental import SessionPrompt
 from scoutd.strategies.tool_messages import ToolBody
@@ -39,7 +39,7 @@ TIGHT = PromptConfig(
 
 def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What a first prepare of a copy of ``messages`` answers (nothing reused)."""
-    openai_chat.forget()
+    texts.forget()
     return prepare(copy.deepcopy(messages), "shorten_tools_epoch", config=TIGHT).messages
 
 
@@ -61,7 +61,7 @@ def _chat(pairs: int, narrated: bool) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("narrated", [True, False])
 def test_the_same_messages_get_the_same_text_objects(narrated: bool) -> None:
     messages = _chat(4, narrated)
-    openai_chat.forget()
+    texts.forget()
     first = _tool_texts(messages)
     second = _tool_texts(messages)
     assert len(first) == 8
@@ -69,7 +69,7 @@ def test_the_same_messages_get_the_same_text_objects(narrated: bool) -> None:
     assert all(a is b for a, b in zip(first, second, strict=True))
     third = _tool_texts(messages)  # the second view kept what it reused
     assert all(a is b for a, b in zip(first, third, strict=True))
-    openai_chat.forget()
+    texts.forget()
     third = _tool_texts(messages)
     assert third == first
     assert not any(a is b for a, b in zip(first, third, strict=True))
@@ -77,7 +77,7 @@ def test_the_same_messages_get_the_same_text_objects(narrated: bool) -> None:
 
 def test_new_dicts_with_the_same_strings_reuse_and_new_strings_do_not() -> None:
     messages = chat(4)
-    openai_chat.forget()
+    texts.forget()
     first = _tool_texts(messages)
     copied = _tool_texts(copy.deepcopy(messages))  # new dicts, the same string objects
     assert copied == first
@@ -151,11 +151,11 @@ EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
 
 def _check_read_afresh(messages: list[Any], edit: Callable[[list[Any]], object]) -> None:
     """After ``edit`` in place, the view equals that of a fresh copy, and the texts changed."""
-    openai_chat.forget()
+    texts.forget()
     before = _tool_texts(messages)  # the texts are now kept
     edit(messages)
     after = openai_chat.view(messages, True)
-    openai_chat.forget()
+    texts.forget()
     fresh = openai_chat.view(copy.deepcopy(messages), True)
     assert after.messages == fresh.messages
     assert (after.refs, after.starts, after.malformed) == (
@@ -179,21 +179,21 @@ def test_a_prepare_after_an_edit_in_place_answers_what_a_fresh_one_does(
     edit: str, narrated: bool
 ) -> None:
     messages = _chat(5, narrated)
-    openai_chat.forget()
+    texts.forget()
     prepare(messages, "shorten_tools", config=SHORT)  # the texts are now kept
     EDITS[edit](messages)
     got = prepare(messages, "shorten_tools", config=SHORT).messages
-    openai_chat.forget()
+    texts.forget()
     assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages
 
 
 def test_text_given_in_place_to_a_kept_call_is_read_afresh() -> None:
     messages = _chat(5, narrated=False)
-    openai_chat.forget()
+    texts.forget()
     openai_chat.view(messages, True)  # the texts are now kept
     messages[2]["content"] = "Let me look."
     after = openai_chat.view(messages, True)
-    openai_chat.forget()
+    texts.forget()
     fresh = openai_chat.view(copy.deepcopy(messages), True)
     assert {"role": "assistant", "content": "Let me look.", VIEW_KEY: 2} in after.messages
     assert (after.messages, after.refs, after.starts) == (fresh.messages, fresh.refs, fresh.starts)
@@ -202,7 +202,7 @@ def test_text_given_in_place_to_a_kept_call_is_read_afresh() -> None:
 @pytest.mark.parametrize("narrated", [True, False])
 def test_a_growing_conversation_answers_what_a_fresh_one_does(narrated: bool) -> None:
     messages = _chat(8, narrated)
-    openai_chat.forget()
+    texts.forget()
     for end in range(3, len(messages) + 1):
         prefix = messages[:end]
         got = prepare(prefix, "shorten_tools_epoch", config=TIGHT)
@@ -212,7 +212,7 @@ def test_a_growing_conversation_answers_what_a_fresh_one_does(narrated: bool) ->
 
 def test_parallel_calls_reuse_their_texts_too() -> None:
     messages = chat(3, parallel=3)
-    openai_chat.forget()
+    texts.forget()
     first = _tool_texts(messages)
     second = _tool_texts(messages)
     assert len(first) == 18
@@ -260,7 +260,7 @@ def _check_bodies(view: Any) -> int:
 @pytest.mark.parametrize("narrated", [True, False])
 def test_the_bodies_of_a_growing_conversation_are_handed_over(narrated: bool) -> None:
     messages = _chat(8, narrated)
-    openai_chat.forget()
+    texts.forget()
     for end in range(4, len(messages) + 1):
         prepare(messages[:end], "shorten_tools", config=SHORT)  # its strategies parse them
         assert _check_bodies(openai_chat.view(messages[:end], True)) == 2 * ((end - 2) // 2)
@@ -271,7 +271,7 @@ def test_the_bodies_of_a_growing_conversation_are_handed_over(narrated: bool) ->
 
 def test_a_prepare_stores_the_bodies_it_parsed_for_the_next() -> None:
     messages = _chat(4, narrated=False)
-    openai_chat.forget()
+    texts.forget()
     assert _check_bodies(openai_chat.view(messages, True)) == 0  # none parsed yet
     prepare(messages, "shorten_tools", config=SHORT)  # the strategies parse them once
     assert _check_bodies(openai_chat.view(messages, True)) == 8
@@ -280,19 +280,19 @@ def test_a_prepare_stores_the_bodies_it_parsed_for_the_next() -> None:
 @pytest.mark.parametrize("edit", EDITS)
 def test_the_bodies_after_an_edit_in_place_are_those_of_the_texts(edit: str) -> None:
     messages = _chat(5, narrated=False)
-    openai_chat.forget()
+    texts.forget()
     openai_chat.view(messages, True)
     prepare(messages, "shorten_tools", config=SHORT)
     EDITS[edit](messages)
     _check_bodies(openai_chat.view(messages, True))
     got = prepare(messages, "shorten_tools", config=SHORT).messages
-    openai_chat.forget()
+    texts.forget()
     assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages
 
 
 def test_conversations_kept_apart_stay_warm_when_they_take_turns() -> None:
     first, second = _chat(4, False), _chat(5, True)
-    openai_chat.forget()
+    texts.forget()
     before = _tool_texts(first)
     _tool_texts(second)
     after = _tool_texts(first)  # the process keeps one conversation's texts: not these
@@ -314,14 +314,14 @@ def test_sessions_keep_their_own_texts_and_answer_what_a_fresh_prepare_does() ->
     conversations = [_chat(6, False), _chat(7, True)]
     ends = (3, 5, 8, 12)
     expected = [[_fresh(messages[:end]) for messages in conversations] for end in ends]
-    openai_chat.forget()
+    texts.forget()
     sessions = [SessionPrompt(format="openai-chat"), SessionPrompt(format="openai-chat")]
     for end, answers in zip(ends, expected, strict=True):
         for session, messages, answer in zip(sessions, conversations, answers, strict=True):
             session.extend(messages[len(session.messages) : end])
             prepared, _ = session.prepare("shorten_tools_epoch", Config(prompt=TIGHT))
             assert prepared.messages == answer
-            assert session.chat_texts.kept is not None
-    assert openai_chat_texts._last_texts == ({}, {}, {}, {})  # the process's are not touched
+            assert session.view_texts.kept is not None
+    assert texts._last_texts == ({}, {}, {}, {}, {})  # the process's are not touched
     sessions[0].reset(conversations[0][:2])
-    assert sessions[0].chat_texts.kept is None
+    assert sessions[0].view_texts.kept is None

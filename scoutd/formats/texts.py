@@ -1,10 +1,12 @@
-"""The texts of the OpenAI Chat view kept from one view to the next (docs/PERFORMANCE.md).
+"""The texts of a provider view kept from one view to the next (docs/PERFORMANCE.md).
 
-Split from :mod:`scoutd.formats.openai_chat`: the texts of the previous view,
-reused for the very same strings, and the bodies the strategies parsed from
-them, handed over so that a text reused is not decoded again. The previous
-view is the process's last one, or, inside :func:`keeping`, the last one of a
-:class:`ConversationTexts` (a session's: several sessions then stay warm).
+The tool texts of the previous view, reused for the very same strings, and
+the bodies the strategies parsed from them, handed over so that a text reused
+is not decoded again. Every provider adapter uses :meth:`Texts.call` and
+:meth:`Texts.output`; the OpenAI Chat view also keeps whole one-call groups
+(``known``). The previous view is the process's last one, or, inside
+:func:`keeping`, the last one of a :class:`ConversationTexts` (a session's:
+several sessions then stay warm).
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ Known = tuple[str, str, str, str, str, str]
 # id(output), of the calls and outputs of parallel calls
 KnownCall = tuple[str, str, str, str]
 KnownOutput = tuple[str, str, str]
-_Kept = tuple[dict[int, Known], dict[int, KnownCall], dict[int, KnownOutput], Given]
+_Kept = tuple[dict[int, Known], dict[int, KnownCall], dict[int, KnownOutput], Given, dict[str, str]]
+
+
+def _nothing() -> _Kept:
+    """What a conversation seen for the first time knows: fresh, empty tables."""
+    return ({}, {}, {}, {}, {})
 
 
 @dataclass(slots=True)
@@ -49,11 +56,14 @@ class Texts:
     # The texts and bodies the strategies parsed in the previous prepare, and those of this one
     # (tool_messages.given_bodies): a text the view reuses is not parsed again
     known_parsed: Given
+    # Call texts encoded from an arguments object, by value (see :meth:`encoded_call`)
+    known_encoded: dict[str, str]
     made: dict[int, Known] = field(default_factory=dict)
     parsed: Given = field(default_factory=dict)
     made_calls: dict[int, KnownCall] = field(default_factory=dict)
     made_outputs: dict[int, KnownOutput] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # the JSON text of each name seen
+    made_encoded: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def last(cls) -> Texts:
@@ -61,11 +71,11 @@ class Texts:
         held = _held.get()
         if held is None:
             return cls(*_last_texts)
-        return cls(*(held.kept or ({}, {}, {}, {})))
+        return cls(*(held.kept or _nothing()))
 
     def remember(self) -> None:
         """Keep this view's texts, and the bodies its prepare will parse, for the next view."""
-        made = (self.made, self.made_calls, self.made_outputs, self.parsed)
+        made = (self.made, self.made_calls, self.made_outputs, self.parsed, self.made_encoded)
         held = _held.get()
         if held is None:
             _remember(made)
@@ -84,6 +94,19 @@ class Texts:
             self.made_calls[key] = (arguments, ident, name, text)
         return text
 
+    def encoded_call(self, name: Any, ident: str, arguments: dict[str, Any]) -> str:
+        """:func:`call_text` of an arguments object, as the previous view's very text
+        object when the text is equal.
+
+        An object can change in place, so it is encoded every time; handing back
+        the earlier text object lets the strategies take the body they parsed
+        from it instead of parsing it again.
+        """
+        text = call_text(name, ident, arguments)
+        text = self.known_encoded.get(text, text)
+        self.made_encoded[text] = text
+        return text
+
     def output(self, ident: str, output: str) -> str:
         """:func:`output_text`, or the previous view's text for the very same strings."""
         key = id(output)
@@ -96,7 +119,7 @@ class Texts:
         return text
 
 
-_last_texts: _Kept = ({}, {}, {}, {})
+_last_texts: _Kept = _nothing()
 
 
 def _remember(made: _Kept) -> None:
@@ -107,7 +130,7 @@ def _remember(made: _Kept) -> None:
 
 def forget() -> None:
     """Drop the texts kept from the previous view (the next view encodes everything)."""
-    _remember(({}, {}, {}, {}))
+    _remember(_nothing())
 
 
 class ConversationTexts:
@@ -123,7 +146,7 @@ class ConversationTexts:
         self.kept = None
 
 
-_held: ContextVar[ConversationTexts | None] = ContextVar("scoutd_chat_texts", default=None)
+_held: ContextVar[ConversationTexts | None] = ContextVar("scoutd_view_texts", default=None)
 
 
 @contextmanager
