@@ -182,10 +182,13 @@ class SessionPrompt:
     ) -> tuple[Prepared, int]:
         """The prepared prompt and the number of leading messages unchanged since last round.
 
-        Provider formats (docs/FORMATS.md) and the strategies without an
-        incremental form are prepared whole each round (the delta sent to the
-        client still carries only what changed); every strategy reuses the
-        session's rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`).
+        A provider format (docs/FORMATS.md) is prepared by a scout session over
+        the conversation's view, kept from round to round
+        (:mod:`scoutd.incremental_view`). Strategies without an incremental
+        form are prepared whole each round (the delta sent to the client still
+        carries only what changed); every strategy reuses the session's
+        rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`) and the
+        texts of its last provider view (:mod:`scoutd.formats.texts`).
         """
         with remembering_rewrites(self.rewrites), keeping(self.view_texts):
             return self._prepare(strategies, config, save_file, format, cache_control)

@@ -112,6 +112,33 @@ def test_chat_truncates_string_values_inside_arguments() -> None:
     assert first["reasoning_content"] == "thinking 0"  # unknown keys survive
 
 
+def _call_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Anthropic ``tool_use`` blocks or the Responses ``function_call`` items."""
+    parts = [p for m in messages for p in (m["content"] if m.get("role") else [m])]
+    return [p for p in parts if isinstance(p, dict) and p["type"] in ("tool_use", "function_call")]
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-responses"])
+def test_truncates_string_values_inside_arguments(fmt: str) -> None:
+    messages = BUILDERS[fmt](6)
+    first = _call_blocks(messages)[0]
+    arguments = {"cmd": "y" * 500, "n": 3}
+    key = "input" if fmt == "anthropic" else "arguments"
+    first[key] = arguments if fmt == "anthropic" else json.dumps(arguments)
+    config = PromptConfig(
+        epoch_tool_call_threshold=2,
+        epoch_full_tool_calls=1,
+        epoch_compacted_tool_calls=10,
+        epoch_size=1,
+    )
+    out = prepare(messages, "shorten_tools_epoch", config=config).messages
+    shortened = _call_blocks(out)[0]
+    got = shortened[key] if fmt == "anthropic" else json.loads(shortened[key])
+    assert got["n"] == 3 and got["cmd"].startswith("Truncated (500)")
+    assert set(shortened) == set(first)  # the block's other keys survive
+    assert not new_problems(fmt, messages, out)
+
+
 def test_anthropic_notice_is_a_text_block_after_the_results() -> None:
     messages = anthropic(6)
     out = prepare(messages, "shorten_tools_epoch", config=TIGHT).messages

@@ -1,0 +1,160 @@
+"""The Anthropic adapter's way back: which blocks and turns a compacted prompt keeps.
+
+Each case states the expected turns by hand (docs/FORMATS.md): a turn keeps
+the calls that stay, a turn left with nothing but blank text goes, turns the
+agent sent side by side stay apart and the same objects, and new text joins
+the user turn before it as a text block.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from scoutd import Config, PromptConfig, prepare
+from scoutd.formats import anthropic as adapter
+from scoutd.formats.view import VIEW_KEY
+
+from .conversations import anthropic
+from .validity import new_problems
+
+# The newest pair whole, the two before it shortened, the rest dropped.
+KEEP_THREE = PromptConfig(
+    epoch_tool_call_threshold=2,
+    epoch_full_tool_calls=1,
+    epoch_compacted_tool_calls=2,
+    epoch_size=1,
+)
+# Everything but the two newest pairs dropped.
+KEEP_TWO = PromptConfig(
+    epoch_tool_call_threshold=2,
+    epoch_full_tool_calls=1,
+    epoch_compacted_tool_calls=0,
+    epoch_size=1,
+)
+
+
+def _ids(messages: list[dict[str, Any]], kind: str, key: str) -> list[str]:
+    return [
+        block[key]
+        for message in messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == kind
+    ]
+
+
+def test_a_turn_keeps_the_calls_that_stay_and_drops_the_others() -> None:
+    messages = anthropic(5)
+    extra = {"type": "tool_use", "id": "toolu_x", "name": "bash", "input": {"cmd": "pwd"}}
+    messages[3]["content"].append(extra)  # the second turn calls twice
+    messages[4]["content"].append({"type": "tool_result", "tool_use_id": "toolu_x", "content": "/"})
+    out = prepare(messages, "shorten_tools_epoch", config=KEEP_THREE).messages
+    assert _ids(out, "tool_use", "id") == ["toolu_x", "toolu_2", "toolu_3", "toolu_4"]
+    assert _ids(out, "tool_result", "tool_use_id") == ["toolu_x", "toolu_2", "toolu_3", "toolu_4"]
+    turn = next(m for m in out if m["role"] == "assistant")
+    assert [b["type"] for b in turn["content"]] == ["thinking", "text", "tool_use"]
+    assert turn["content"][0] is messages[3]["content"][0]  # thinking kept as it was
+    assert not new_problems("anthropic", messages, out)
+
+
+def test_turns_sent_side_by_side_stay_apart_and_the_same_objects() -> None:
+    first = {"role": "user", "content": [{"type": "text", "text": "context"}]}
+    messages = [first, *anthropic(6)]  # two user turns in a row, as the agent sent them
+    out = prepare(messages, "shorten_tools_epoch", config=KEEP_THREE).messages
+    assert out[0] is first  # not merged with the task after it (which takes the notice)
+    assert out[1]["role"] == "user" and out[1]["content"][0]["text"] == "fix the bug"
+    assert out[-1] is messages[-1] and out[-2] is messages[-2]
+
+
+def test_new_text_joins_the_users_text_turn_as_a_block() -> None:
+    messages = anthropic(6)
+    out = prepare(messages, "shorten_tools_epoch", config=KEEP_TWO).messages
+    assert _ids(out, "tool_use", "id") == ["toolu_4", "toolu_5"]
+    task, notice = out[0]["content"]  # the task, a string, became a text block
+    assert task == {"type": "text", "text": "fix the bug"}
+    assert notice["type"] == "text" and notice["text"].strip()
+    assert [m["role"] for m in out] == ["user", "assistant", "user", "assistant", "user"]
+
+
+@pytest.mark.parametrize("blank", ["", "   \n", None])
+def test_a_result_turn_left_with_blank_text_goes(blank: str | None) -> None:
+    messages = anthropic(6)
+    text: dict[str, Any] = {"type": "text"}
+    if blank is not None:
+        text["text"] = blank
+    messages[2]["content"].append(text)  # beside the first result, which is dropped
+    out = prepare(messages, "shorten_tools_epoch", config=KEEP_THREE).messages
+    assert not any(text is b for m in out if isinstance(m["content"], list) for b in m["content"])
+    assert all(a["role"] != b["role"] for a, b in itertools.pairwise(out))
+    assert not new_problems("anthropic", messages, out)
+
+
+def test_a_result_turn_keeps_the_users_words_beside_a_dropped_result() -> None:
+    messages = anthropic(6)
+    words = {"type": "text", "text": "also check the logs"}
+    messages[2]["content"].append(words)
+    out = prepare(messages, "shorten_tools_epoch", config=KEEP_THREE).messages
+    assert sum(words is b for m in out if isinstance(m["content"], list) for b in m["content"]) == 1
+    assert not new_problems("anthropic", messages, out)
+
+
+def dropping_plugin(messages: list[Any], format: str) -> list[Any]:
+    """A plugin strategy that drops the call ``toolu_x`` and its result, wherever they are."""
+    return [m for m in messages if "toolu_x" not in str(m.get("content"))]
+
+
+@pytest.mark.parametrize("where", [0, 1])
+def test_a_call_a_plugin_dropped_goes_from_its_turn(where: int) -> None:
+    config = Config(plugins={"drop_x": "tests.formats.test_anthropic:dropping_plugin"})
+    messages = anthropic(3)
+    extra = {"type": "tool_use", "id": "toolu_x", "name": "bash", "input": {"cmd": "pwd"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_x", "content": "/"}
+    uses, results = messages[1]["content"], messages[2]["content"]
+    uses.insert(len(uses) - 1 + where, extra)  # before or after the turn's own call
+    results.insert(where, result)
+    out = prepare(messages, "drop_x", config=config).messages
+    assert _ids(out, "tool_use", "id") == ["toolu_0", "toolu_1", "toolu_2"]
+    assert _ids(out, "tool_result", "tool_use_id") == ["toolu_0", "toolu_1", "toolu_2"]
+    assert not new_problems("anthropic", messages, out)
+
+
+REPLACED = {"role": "user", "content": "the task, restated"}
+
+
+def replacing_plugin(messages: list[Any], format: str) -> list[Any]:
+    """A plugin strategy that replaces the first message with one of its own."""
+    return [REPLACED, *messages[1:]]
+
+
+def test_a_message_a_plugin_put_in_comes_back_as_a_turn() -> None:
+    config = Config(plugins={"restate": "tests.formats.test_anthropic:replacing_plugin"})
+    messages = anthropic(3)
+    out = prepare(messages, "restate", config=config).messages
+    assert out[0] == {"role": "user", "content": [{"type": "text", "text": "the task, restated"}]}
+    assert all(a is b for a, b in zip(out[1:], messages[1:], strict=True))
+
+
+@pytest.mark.parametrize(
+    ("added", "expected"),
+    [
+        (
+            {"role": "user", "content": "note", VIEW_KEY: 3},
+            {"role": "user", "content": [{"type": "text", "text": "note"}]},
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+        ),
+        (
+            {"role": "system", "content": "  "},
+            {"role": "user", "content": [{"type": "text", "text": "(notice)"}]},
+        ),
+        ({"content": 7}, {"role": "user", "content": [{"type": "text", "text": "(notice)"}]}),
+        ("not a message", {"role": "user", "content": [{"type": "text", "text": "(notice)"}]}),
+    ],
+)
+def test_a_message_a_strategy_added_becomes_a_turn(added: Any, expected: Any) -> None:
+    assert adapter.new_message(added) == expected
