@@ -9,13 +9,15 @@ the user turn before it as a text block.
 from __future__ import annotations
 
 import itertools
+import json
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from scoutd import Config, PromptConfig, prepare
 from scoutd.formats import anthropic as adapter
-from scoutd.formats.view import VIEW_KEY
+from scoutd.formats.view import PASSTHROUGH, TEXT_PART, VIEW_KEY
 
 from .conversations import anthropic
 from .validity import new_problems
@@ -158,3 +160,151 @@ def test_a_message_a_plugin_put_in_comes_back_as_a_turn() -> None:
 )
 def test_a_message_a_strategy_added_becomes_a_turn(added: Any, expected: Any) -> None:
     assert adapter.new_message(added) == expected
+
+
+def _use(ident: str, **arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": ident, "name": "bash", "input": arguments}
+
+
+def _result(ident: str, content: Any = "out") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": ident, "content": content}
+
+
+def _call_text(ident: str, arguments: str) -> str:
+    return f'{{"name":"bash","id":"{ident}","arguments":{arguments}}}'
+
+
+def test_the_view_of_a_turn_and_its_results() -> None:
+    messages = [
+        {"role": "user", "content": "the task"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hm", "signature": "s"},
+                {"type": "text", "text": "Let me look."},
+                _use("a", cmd="ls"),
+                {"type": "text", "text": "And count."},
+                _use("b", cmd="wc"),
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                _result("b", [{"type": "text", "text": "3"}, {"type": "image", "source": {}}]),
+                _result("a"),
+                {"type": "text", "text": "also"},
+                {"type": "text", "text": "this"},
+            ],
+        },
+    ]
+    view = adapter.view(messages, True)
+    assert [{k: v for k, v in m.items() if k != VIEW_KEY} for m in view.messages] == [
+        messages[0],
+        {"role": "assistant", "content": "Let me look.\nAnd count."},
+        {"role": "function_call", "content": _call_text("a", '{"cmd":"ls"}')},
+        {"role": "function_call", "content": _call_text("b", '{"cmd":"wc"}')},
+        {"role": "function_call_output", "content": '{"id":"b","content":"3\\n[image]"}'},
+        {"role": "function_call_output", "content": '{"id":"a","content":"out"}'},
+        {"role": "user", "content": "also\nthis"},
+    ]
+    assert view.messages[0] is messages[0]
+    assert view.refs == [PASSTHROUGH, TEXT_PART, 2, 4, 0, 1, TEXT_PART]
+    assert view.starts == [0, 1, 4, 7]
+    assert view.malformed == 0
+
+
+def _alone(turn: dict[str, Any], results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": "go"}, turn, results]
+
+
+@pytest.mark.parametrize(
+    ("messages", "malformed", "viewed"),
+    [
+        pytest.param(
+            _alone({"role": "assistant", "content": [_use("a")]}, {"role": "user", "content": []}),
+            1,
+            False,
+            id="results turn without results",
+        ),
+        pytest.param(
+            [{"role": "user", "content": [_result("a")]}], 1, False, id="results without a call"
+        ),
+        pytest.param(
+            [{"role": "assistant", "content": [{"type": 5}]}], 0, False, id="odd block, no call"
+        ),
+        pytest.param(
+            [{"role": "user", "content": [{"type": 5}, _result("a")]}],
+            1,
+            False,
+            id="odd block beside results",
+        ),
+        pytest.param(
+            [{"role": "user", "content": ["text", {"type": "text", "text": "x"}]}],
+            0,
+            False,
+            id="odd block, no results",
+        ),
+        pytest.param(
+            _alone(
+                {"role": "assistant", "content": [_use("a"), "junk"]},
+                {"role": "user", "content": [_result("a")]},
+            ),
+            2,
+            False,
+            id="odd block beside a call",
+        ),
+        pytest.param(
+            _alone(
+                {"role": "assistant", "content": [{**_use("a"), "input": "ls"}]},
+                {"role": "user", "content": [_result("a")]},
+            ),
+            2,
+            False,
+            id="input not an object",
+        ),
+        pytest.param(
+            [{"role": "user", "content": "go"}, {"role": "assistant", "content": [_use("a")]}],
+            0,
+            False,
+            id="a call still waiting",
+        ),
+        pytest.param(
+            _alone(
+                {"role": "assistant", "content": [MappingProxyType(_use("a", cmd="ls"))]},
+                {"role": "user", "content": [MappingProxyType(_result("a"))]},
+            ),
+            0,
+            True,
+            id="read-only mappings",
+        ),
+        pytest.param(
+            _alone(
+                {"role": "assistant", "content": [{**_use("a"), "input": MappingProxyType({})}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
+            ),
+            0,
+            True,
+            id="read-only input, result without content",
+        ),
+    ],
+)
+def test_what_the_view_takes_and_what_it_counts_as_malformed(
+    messages: list[Any], malformed: int, viewed: bool
+) -> None:
+    view = adapter.view(messages, True)
+    assert view.malformed == malformed
+    assert any(ref != PASSTHROUGH for ref in view.refs) is viewed
+    if viewed:
+        assert view.messages[1]["content"].startswith('{"name":"bash","id":"a","arguments":{')
+        output = view.messages[2]["content"]
+        assert output in ('{"id":"a","content":"out"}', '{"id":"a","content":""}')
+
+
+def test_a_result_that_is_neither_text_nor_blocks_is_shown_as_json() -> None:
+    messages = _alone(
+        {"role": "assistant", "content": [_use("a")]},
+        {"role": "user", "content": [_result("a", [{"type": "chart", "points": [1, 2]}])]},
+    )
+    view = adapter.view(messages, True)
+    text = '[{"type":"chart","points":[1,2]}]'
+    assert view.messages[2]["content"] == '{"id":"a","content":' + json.dumps(text) + "}"
