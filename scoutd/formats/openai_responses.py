@@ -169,14 +169,14 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     # One view message per item: view message p stands for item p.
     fates, refs = result.fates, shape.refs
     turns = _turns(messages)
-    calls_left: dict[int, int] = {}  # turn start -> calls of the turn still there
-    calls_seen: dict[int, int] = {}
+    # turn start -> calls of the turn still there; a call passed through (malformed)
+    # counts as one, or the turn would take it, and the output it may have, along
+    calls_left: dict[int, int] = {}
     for position, item in enumerate(messages):
-        if refs[position] != PASSTHROUGH and _kind(item) == _CALL:
+        if _kind(item) == _CALL:
             turn = turns[position]
-            calls_seen[turn] = calls_seen.get(turn, 0) + 1
             calls_left[turn] = calls_left.get(turn, 0) + (fates[position] is not None)
-    gone = {turn for turn, seen in calls_seen.items() if seen and not calls_left[turn]}
+    gone = {turn for turn, left in calls_left.items() if not left}
     before: dict[int, list[Any]] = {}
     for position, added in result.before.items():
         before.setdefault(turns[position], []).extend(added)
@@ -186,7 +186,7 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
         if before and position in before:
             out.extend(map(new_message, before[position]))
         fate = fates[position]
-        if gone and turns[position] in gone and refs[position] == PASSTHROUGH:
+        if gone and turns[position] in gone:  # its calls all dropped: the rest goes too
             narration += isinstance(item, Mapping) and item.get("role") == "assistant"
             continue
         if fate is None:
