@@ -787,7 +787,10 @@ def render(results: dict[str, Any]) -> str:
                 msec(f"format_{name}_ms_{key}"),
                 f"{r[f'format_{name}_overhead_{key}']:.2f} x scout, timed in turn",
             )
-            for name, title in (("anthropic", "Anthropic"), ("openai_responses", "Responses"))
+            for name, title in (
+                ("anthropic", "Anthropic"),
+                ("openai_responses", "OpenAI Responses"),
+            )
             for key, calls in ((400, small), (2000, large))
         ),
         "",
