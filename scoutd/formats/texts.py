@@ -27,7 +27,7 @@ Known = tuple[str, str, str, str, str, str]
 
 
 # (arguments, id, name, call text) by id(arguments) and (output, id, output text) by
-# id(output), of the calls and outputs of parallel calls
+# id(output): every call and output but the OpenAI Chat one-call groups
 KnownCall = tuple[str, str, str, str]
 KnownOutput = tuple[str, str, str]
 _Kept = tuple[dict[int, Known], dict[int, KnownCall], dict[int, KnownOutput], Given, dict[str, str]]
