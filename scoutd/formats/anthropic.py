@@ -20,7 +20,6 @@ from .view import (
     KEPT,
     PASSTHROUGH,
     TEXT_PART,
-    VIEW_KEY,
     Malformed,
     Outcome,
     Rebuilt,
@@ -200,9 +199,7 @@ def new_message(message: Any) -> dict[str, Any]:
         text = content if type(content) is str and content.strip() else "(notice)"
         content = [{"type": "text", "text": text}]
     role = message.get("role") if isinstance(message, Mapping) else None
-    changed = {"role": role if role in ("user", "assistant") else "user", "content": content}
-    changed.pop(VIEW_KEY, None)
-    return changed
+    return {"role": role if role in ("user", "assistant") else "user", "content": content}
 
 
 def _rewritten_use(block: Mapping[str, Any], fate: Any) -> Any:

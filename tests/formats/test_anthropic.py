@@ -18,6 +18,7 @@ import pytest
 from scoutd import Config, PromptConfig, prepare
 from scoutd.formats import anthropic as adapter
 from scoutd.formats.view import PASSTHROUGH, TEXT_PART, VIEW_KEY
+from scoutd.strategies.inbox import write_notice
 
 from .conversations import anthropic
 from .validity import new_problems
@@ -308,3 +309,43 @@ def test_a_result_that_is_neither_text_nor_blocks_is_shown_as_json() -> None:
     view = adapter.view(messages, True)
     text = '[{"type":"chart","points":[1,2]}]'
     assert view.messages[2]["content"] == '{"id":"a","content":' + json.dumps(text) + "}"
+
+
+@pytest.mark.parametrize("parts", [False, True])
+def test_a_shortened_result_keeps_the_shape_of_its_content(parts: bool) -> None:
+    messages = anthropic(4)
+    first = messages[2]["content"][0]
+    if parts:
+        first["content"] = [{"type": "text", "text": "y" * 900}]
+    out = prepare(messages, "shorten_tools_epoch", config=KEEP_THREE).messages
+    result = out[2]["content"][0]
+    assert result["tool_use_id"] == "toolu_0" and result is not first
+    assert set(result) == set(first)  # is_error and the rest kept
+    if parts:
+        assert result["content"] == [{"type": "text", "text": result["content"][0]["text"]}]
+        assert result["content"][0]["text"].startswith("Truncated (900)")
+    else:
+        assert type(result["content"]) is str and result["content"].startswith("Truncated")
+
+
+def test_notices_after_the_last_turn_join_it_as_text(tmp_path: Any) -> None:
+    save_file = str(tmp_path / "agent.chat")
+    write_notice(save_file, "Please wrap up.")
+    write_notice(save_file, "And write the summary.")
+    messages = anthropic(2)
+    prepared = prepare(messages, "inbox", save_file=save_file)
+    out = prepared.messages
+    assert prepared.report[-1].inbox_delivered == 2
+    assert out[:-1] == messages[:-1] and out[-1] is not messages[-1]
+    last = out[-1]
+    assert last["role"] == "user" and last["content"][0] is messages[-1]["content"][0]
+    added = last["content"][1:]
+    assert [b["type"] for b in added] == ["text", "text"]
+    assert "Please wrap up." in added[0]["text"] and "And write the summary." in added[1]["text"]
+
+
+def test_a_read_only_turn_is_read_like_a_dict() -> None:
+    turn = MappingProxyType({"role": "assistant", "content": [_use("a", cmd="ls")]})
+    results = MappingProxyType({"role": "user", "content": [_result("a")]})
+    view = adapter.view([{"role": "user", "content": "go"}, turn, results], True)
+    assert view.malformed == 0 and view.refs == [PASSTHROUGH, 0, 0]
