@@ -214,6 +214,10 @@ def test_the_view_of_a_turn_and_its_results() -> None:
     assert view.malformed == 0
 
 
+class _LooksLikeText(str):
+    """A string subclass: equal to a block type, but no string as JSON knows it."""
+
+
 def _alone(turn: dict[str, Any], results: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": "go"}, turn, results]
 
@@ -271,6 +275,37 @@ def _alone(turn: dict[str, Any], results: dict[str, Any]) -> list[dict[str, Any]
         ),
         pytest.param(
             _alone(
+                {"role": "assistant", "content": [_use("a"), _use("a")]},
+                {"role": "user", "content": [_result("a"), _result("a")]},
+            ),
+            2,
+            False,
+            id="one id twice, answered twice",
+        ),
+        pytest.param(
+            [{"role": "assistant", "content": [{**_use("a"), "type": _LooksLikeText("tool_use")}]}],
+            1,
+            False,
+            id="a type that only looks like text",
+        ),
+        pytest.param(
+            [{"role": "assistant", "content": None}, {"role": "user", "content": 5}],
+            0,
+            False,
+            id="turns without blocks",
+        ),
+        pytest.param(
+            [
+                {"role": "user", "content": [_result("x")]},
+                {"role": "assistant", "content": [_use("a")]},
+                {"role": "user", "content": [_result("a", "\ud800")]},
+            ],
+            3,
+            False,
+            id="text JSON cannot hold, after a result without a call",
+        ),
+        pytest.param(
+            _alone(
                 {"role": "assistant", "content": [MappingProxyType(_use("a", cmd="ls"))]},
                 {"role": "user", "content": [MappingProxyType(_result("a"))]},
             ),
@@ -295,6 +330,8 @@ def test_what_the_view_takes_and_what_it_counts_as_malformed(
     view = adapter.view(messages, True)
     assert view.malformed == malformed
     assert any(ref != PASSTHROUGH for ref in view.refs) is viewed
+    for at, ref in enumerate(view.refs):  # what passes through is the message itself
+        assert ref != PASSTHROUGH or view.messages[at] is messages[view.owner(at)]
     if viewed:
         assert view.messages[1]["content"].startswith('{"name":"bash","id":"a","arguments":{')
         output = view.messages[2]["content"]
