@@ -9,6 +9,7 @@ every call of the turn is dropped; new text goes before the turn it precedes.
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -238,3 +239,42 @@ def test_arguments_text_survives_a_round_trip_unchanged() -> None:
     items = [USER, _call("a", arguments), _output("a")]
     out = prepare(items, "shorten_tools").messages
     assert out[1] is items[1] and out[1]["arguments"] is arguments
+
+
+REASONING = {"type": "reasoning", "id": "rs", "summary": []}
+SAID = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x"}]}
+
+
+@pytest.mark.parametrize(
+    ("items", "position", "starts"),
+    [
+        pytest.param([USER, _call("a")], 1, True, id="after the user"),
+        pytest.param([REASONING, _call("a")], 1, False, id="after its reasoning"),
+        pytest.param([SAID, _call("a")], 1, False, id="after its text"),
+        pytest.param([_call("a"), _call("b")], 1, False, id="after another call"),
+        pytest.param([_call("a"), REASONING], 1, True, id="reasoning opens a turn"),
+        pytest.param([_call("a"), _output("a"), _call("b")], 2, True, id="after an output"),
+        pytest.param([_call("a"), USER, _call("b")], 2, True, id="two items back"),
+        pytest.param([_call("a"), USER], 1, True, id="the user"),
+        pytest.param([_call("a"), MappingProxyType(SAID)], 1, False, id="read-only text"),
+        pytest.param([USER, "junk"], 1, True, id="junk"),
+    ],
+)
+def test_which_items_join_the_turn_before_them(
+    items: list[Any], position: int, starts: bool
+) -> None:
+    assert adapter.starts_turn(items, position) is starts
+
+
+@pytest.mark.parametrize(
+    ("opening", "kept"),
+    [
+        pytest.param([SAID], [], id="text first"),
+        pytest.param([REASONING, MappingProxyType(SAID)], [], id="reasoning and read-only text"),
+        pytest.param([SAID, REASONING], [SAID], id="text, then a turn of its own"),
+    ],
+)
+def test_a_turn_at_the_very_start_goes_whole(opening: list[Any], kept: list[Any]) -> None:
+    items = [*opening, _call("a"), _output("a"), USER, _call("b"), _output("b")]
+    out = _drop(items, "a")
+    assert out == [*kept, USER, _call("b"), _output("b")]
