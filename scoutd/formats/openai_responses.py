@@ -169,14 +169,16 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     # One view message per item: view message p stands for item p.
     fates, refs = result.fates, shape.refs
     turns = _turns(messages)
-    # turn start -> calls of the turn still there; a call passed through (malformed)
-    # counts as one, or the turn would take it, and the output it may have, along
-    calls_left: dict[int, int] = {}
+    # The turns (by their first item) with a call, and with a call still there; a call
+    # passed through (malformed) counts, or the turn would take it, and its output, along
+    called: set[int] = set()
+    kept: set[int] = set()
     for position, item in enumerate(messages):
         if _kind(item) == _CALL:
-            turn = turns[position]
-            calls_left[turn] = calls_left.get(turn, 0) + (fates[position] is not None)
-    gone = {turn for turn, left in calls_left.items() if not left}
+            called.add(turns[position])
+            if fates[position] is not None:
+                kept.add(turns[position])
+    gone = called - kept
     before: dict[int, list[Any]] = {}
     for position, added in result.before.items():
         before.setdefault(turns[position], []).extend(added)

@@ -66,6 +66,13 @@ def test_the_view_of_calls_and_their_outputs() -> None:
     assert view.malformed == 0
 
 
+def test_read_only_items_and_an_empty_output_are_a_pair() -> None:
+    items = [USER, MappingProxyType(_call("a")), MappingProxyType(_output("a", ""))]
+    view = adapter.view(items, True)
+    assert view.malformed == 0 and view.refs == [PASSTHROUGH, 0, 0]
+    assert view.messages[2]["content"] == '{"id":"a","content":""}'
+
+
 @pytest.mark.parametrize(
     ("items", "malformed"),
     [
@@ -88,6 +95,17 @@ def test_the_view_of_calls_and_their_outputs() -> None:
         ),
         pytest.param([USER, _call("a"), _output("a", "\ud800")], 2, id="text JSON cannot hold"),
         pytest.param([USER, "junk", {"type": 5}], 0, id="odd items pass through"),
+        pytest.param(
+            [USER, {**_call("a"), "arguments": 1}, {**_call("b"), "arguments": 2}],
+            2,
+            id="two calls without text arguments",
+        ),
+        pytest.param([USER, _output("a", 7), _output("b", 8)], 2, id="two outputs of no shape"),
+        pytest.param(
+            [USER, {**_call("x"), "arguments": 1}, _call("a"), _output("a", "\ud800")],
+            3,
+            id="text JSON cannot hold, after a call without text arguments",
+        ),
     ],
 )
 def test_what_the_view_counts_as_malformed(items: list[Any], malformed: int) -> None:
