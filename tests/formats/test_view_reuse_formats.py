@@ -62,6 +62,8 @@ def test_the_same_messages_get_the_same_text_objects(fmt: str, plain: bool) -> N
     second = _tool_texts(_view(fmt, messages))
     assert len(first) >= 8 and first == second
     assert all(a is b for a, b in zip(first, second, strict=True))
+    third = _tool_texts(_view(fmt, messages))  # the second view kept what it reused
+    assert all(a is b for a, b in zip(first, third, strict=True))
     texts.forget()
     third = _tool_texts(_view(fmt, messages))
     assert third == first and not any(a is b for a, b in zip(first, third, strict=True))
