@@ -728,7 +728,7 @@ def run(plan: Plan, seed: int = SEED) -> dict[str, Any]:
 
 
 def _row(label: str, value: str, note: str = "") -> str:
-    return f"  {label:<50} {value:>12}  {note}".rstrip()
+    return f"  {label:<54} {value:>12}  {note}".rstrip()
 
 
 def render(results: dict[str, Any]) -> str:
