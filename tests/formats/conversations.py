@@ -5,7 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from scoutd import PromptConfig
+
 LONG = "x" * 900  # an output long enough to be truncated
+
+
+def epoch_window(shortened: int) -> PromptConfig:
+    """The epoch strategies keeping the newest pair whole, the ``shortened`` pairs
+    before it shortened and dropping the rest (an epoch per call)."""
+    return PromptConfig(
+        epoch_tool_call_threshold=2,
+        epoch_full_tool_calls=1,
+        epoch_compacted_tool_calls=shortened,
+        epoch_size=1,
+    )
 
 
 def chat(pairs: int, parallel: int = 1, output: str = LONG) -> list[dict[str, Any]]:

@@ -14,16 +14,13 @@ from hypothesis import strategies as st
 
 from scoutd import Config, PromptConfig, prepare
 
-from .conversations import LONG, anthropic, chat, responses
+from .conversations import LONG, anthropic, chat, epoch_window, responses
 from .validity import new_problems
 
 # Compact everything but the newest pair: threshold 2, one whole, one truncated.
-TIGHT = PromptConfig(
-    epoch_tool_call_threshold=2,
-    epoch_full_tool_calls=1,
-    epoch_compacted_tool_calls=1,
-    epoch_size=1,
-)
+TIGHT = epoch_window(1)
+# The newest pair whole, the ten before it shortened: every call of a short run kept.
+LONG_WINDOW = epoch_window(10)
 BUILDERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "openai-chat": chat,
     "anthropic": anthropic,
@@ -99,13 +96,7 @@ def test_chat_parallel_calls_keep_their_pairs() -> None:
 def test_chat_truncates_string_values_inside_arguments() -> None:
     messages = chat(6)
     messages[2]["tool_calls"][0]["function"]["arguments"] = json.dumps({"cmd": "y" * 500, "n": 3})
-    config = PromptConfig(
-        epoch_tool_call_threshold=2,
-        epoch_full_tool_calls=1,
-        epoch_compacted_tool_calls=10,
-        epoch_size=1,
-    )
-    out = prepare(messages, "shorten_tools_epoch", config=config).messages
+    out = prepare(messages, "shorten_tools_epoch", config=LONG_WINDOW).messages
     first = next(m for m in out if m.get("tool_calls"))
     arguments = json.loads(first["tool_calls"][0]["function"]["arguments"])
     assert arguments["n"] == 3 and arguments["cmd"].startswith("Truncated (500)")
@@ -125,13 +116,7 @@ def test_truncates_string_values_inside_arguments(fmt: str) -> None:
     arguments = {"cmd": "y" * 500, "n": 3}
     key = "input" if fmt == "anthropic" else "arguments"
     first[key] = arguments if fmt == "anthropic" else json.dumps(arguments)
-    config = PromptConfig(
-        epoch_tool_call_threshold=2,
-        epoch_full_tool_calls=1,
-        epoch_compacted_tool_calls=10,
-        epoch_size=1,
-    )
-    out = prepare(messages, "shorten_tools_epoch", config=config).messages
+    out = prepare(messages, "shorten_tools_epoch", config=LONG_WINDOW).messages
     shortened = _call_blocks(out)[0]
     got = shortened[key] if fmt == "anthropic" else json.loads(shortened[key])
     assert got["n"] == 3 and got["cmd"].startswith("Truncated (500)")

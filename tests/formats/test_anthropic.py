@@ -15,28 +15,18 @@ from typing import Any
 
 import pytest
 
-from scoutd import Config, PromptConfig, prepare
+from scoutd import Config, prepare
 from scoutd.formats import anthropic as adapter
 from scoutd.formats.view import PASSTHROUGH, TEXT_PART, VIEW_KEY
 from scoutd.strategies.inbox import write_notice
 
-from .conversations import anthropic
+from .conversations import anthropic, epoch_window
 from .validity import new_problems
 
 # The newest pair whole, the two before it shortened, the rest dropped.
-KEEP_THREE = PromptConfig(
-    epoch_tool_call_threshold=2,
-    epoch_full_tool_calls=1,
-    epoch_compacted_tool_calls=2,
-    epoch_size=1,
-)
+KEEP_THREE = epoch_window(2)
 # Everything but the two newest pairs dropped.
-KEEP_TWO = PromptConfig(
-    epoch_tool_call_threshold=2,
-    epoch_full_tool_calls=1,
-    epoch_compacted_tool_calls=0,
-    epoch_size=1,
-)
+KEEP_TWO = epoch_window(0)
 
 
 def _ids(messages: list[dict[str, Any]], kind: str, key: str) -> list[str]:

@@ -14,20 +14,15 @@ from typing import Any
 
 import pytest
 
-from scoutd import Config, PromptConfig, prepare
+from scoutd import Config, prepare
 from scoutd.formats import openai_responses as adapter
 from scoutd.formats.view import PASSTHROUGH, VIEW_KEY
 
-from .conversations import responses
+from .conversations import epoch_window, responses
 from .validity import new_problems
 
-# The newest pair whole, the two before it shortened, the rest dropped.
-KEEP_THREE = PromptConfig(
-    epoch_tool_call_threshold=2,
-    epoch_full_tool_calls=1,
-    epoch_compacted_tool_calls=1,
-    epoch_size=1,
-)
+# The epoch strategies with one pair shortened behind the newest (see the tests).
+TIGHT = epoch_window(1)
 
 
 def _call(ident: str, arguments: str = '{"cmd":"ls"}') -> dict[str, Any]:
@@ -117,7 +112,7 @@ def test_what_the_view_counts_as_malformed(items: list[Any], malformed: int) -> 
 
 def test_a_turn_whose_calls_all_go_takes_its_reasoning_and_text_along() -> None:
     items = responses(5)
-    out = prepare(items, "shorten_tools_epoch", config=KEEP_THREE).messages
+    out = prepare(items, "shorten_tools_epoch", config=TIGHT).messages
     calls = [i["call_id"] for i in out if i.get("type") == "function_call"]
     assert calls == ["call_2", "call_3", "call_4"]
     assert [i["id"] for i in out if i.get("type") == "reasoning"] == ["rs_2", "rs_3", "rs_4"]
@@ -203,12 +198,7 @@ def test_a_shortened_output_of_parts_stays_parts() -> None:
     out = prepare(
         items,
         "shorten_tools_epoch",
-        config=PromptConfig(
-            epoch_tool_call_threshold=2,
-            epoch_full_tool_calls=1,
-            epoch_compacted_tool_calls=5,
-            epoch_size=1,
-        ),
+        config=epoch_window(5),
     ).messages
     first = next(i for i in out if i.get("type") == "function_call_output")
     assert first["call_id"] == "call_0"

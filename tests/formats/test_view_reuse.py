@@ -17,24 +17,19 @@ from typing import Any
 import msgspec
 import pytest
 
-from scoutd import PromptConfig, prepare
+from scoutd import prepare
 from scoutd.config import Config
 from scoutd.formats import openai_chat, texts
 from scoutd.formats.texts import ConversationTexts, keeping
-from scoutd.formats.view import VIEW_KEY
+from scoutd.formats.view import VIEW_KEY, View
 from scoutd.incremental import SessionPrompt
 from scoutd.strategies.tool_messages import ToolBody
 
-from .conversations import chat
+from .conversations import chat, epoch_window
 
 # Every pair kept, all but the newest output shortened: the answer shows every text.
 SHORT = {"max_tool_calls": 100, "full_tool_outputs": 1, "max_tool_chars": 10}
-TIGHT = PromptConfig(
-    epoch_tool_call_threshold=2,
-    epoch_full_tool_calls=1,
-    epoch_compacted_tool_calls=1,
-    epoch_size=1,
-)
+TIGHT = epoch_window(1)
 
 
 def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -43,8 +38,9 @@ def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return prepare(copy.deepcopy(messages), "shorten_tools_epoch", config=TIGHT).messages
 
 
-def _tool_texts(messages: list[dict[str, Any]]) -> list[str]:
-    view = openai_chat.view(messages, True)
+def _tool_texts(messages: list[dict[str, Any]] | View) -> list[str]:
+    """The tool texts of a view, or of the OpenAI Chat view of ``messages``."""
+    view = messages if isinstance(messages, View) else openai_chat.view(messages, True)
     return [m["content"] for m in view.messages if m.get("role", "").startswith("function_call")]
 
 
@@ -149,28 +145,32 @@ EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
 }
 
 
-def _check_read_afresh(messages: list[Any], edit: Callable[[list[Any]], object]) -> None:
+def check_read_afresh(
+    messages: list[Any],
+    edit: Callable[[list[Any]], object],
+    view: Callable[[list[Any], bool], View] = openai_chat.view,
+) -> None:
     """After ``edit`` in place, the view equals that of a fresh copy, and the texts changed."""
     texts.forget()
-    before = _tool_texts(messages)  # the texts are now kept
+    before = _tool_texts(view(messages, True))  # the texts are now kept
     edit(messages)
-    after = openai_chat.view(messages, True)
+    after = view(messages, True)
     texts.forget()
-    fresh = openai_chat.view(copy.deepcopy(messages), True)
+    fresh = view(copy.deepcopy(messages), True)
     assert after.messages == fresh.messages
     assert (after.refs, after.starts, after.malformed) == (
         fresh.refs,
         fresh.starts,
         fresh.malformed,
     )
-    assert _tool_texts(messages) != before
+    assert _tool_texts(after) != before
 
 
 @pytest.mark.parametrize("narrated", [True, False])
 @pytest.mark.parametrize("edit", EDITS)
 def test_a_message_edited_in_place_is_read_afresh(edit: str, narrated: bool) -> None:
     messages = _chat(5, narrated)
-    _check_read_afresh(messages, EDITS[edit])
+    check_read_afresh(messages, EDITS[edit])
 
 
 @pytest.mark.parametrize("narrated", [True, False])
@@ -247,7 +247,7 @@ PARALLEL_EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
 @pytest.mark.parametrize("edit", PARALLEL_EDITS)
 def test_parallel_calls_edited_in_place_are_read_afresh(edit: str) -> None:
     messages = chat(3, parallel=3)
-    _check_read_afresh(messages, PARALLEL_EDITS[edit])
+    check_read_afresh(messages, PARALLEL_EDITS[edit])
 
 
 def _check_bodies(view: Any) -> int:

@@ -25,6 +25,7 @@ from scoutd.strategies.tool_messages import ToolBody
 
 from .conversations import chat
 from .derive import to_anthropic, to_responses
+from .test_view_reuse import check_read_afresh
 
 # Every pair kept, all but the newest output shortened: the answer shows every text.
 SHORT = PromptConfig(max_tool_calls=100, full_tool_outputs=1, max_tool_chars=10)
@@ -138,20 +139,7 @@ EDITS: dict[str, tuple[str, Edit]] = {
 @pytest.mark.parametrize("edit", EDITS)
 def test_a_message_edited_in_place_is_read_afresh(edit: str, plain: bool) -> None:
     fmt, change = EDITS[edit]
-    messages = _conversation(fmt, 5, plain)
-    texts.forget()
-    before = _tool_texts(_view(fmt, messages))  # the texts are now kept
-    change(messages)
-    after = _view(fmt, messages)
-    texts.forget()
-    fresh = _view(fmt, copy.deepcopy(messages))
-    assert after.messages == fresh.messages
-    assert (after.refs, after.starts, after.malformed) == (
-        fresh.refs,
-        fresh.starts,
-        fresh.malformed,
-    )
-    assert _tool_texts(after) != before
+    check_read_afresh(_conversation(fmt, 5, plain), change, lambda m, mark: _view(fmt, m))
 
 
 @pytest.mark.parametrize("plain", [True, False])
