@@ -43,9 +43,9 @@ def _blocks(message: Any, role: str) -> list[Any] | None:
 
 
 def _of_type(blocks: list[Any], wanted: str) -> tuple[list[Any], bool, bool]:
-    """The blocks of type ``wanted``; whether one is (also among malformed
-    blocks); whether every block is a mapping with a string ``type``. One pass:
-    it runs over every message of every prepare."""
+    """The well-formed blocks of type ``wanted``; whether any block, malformed
+    ones included, has that type; whether every block is a mapping with a
+    string ``type``. One pass: it runs over every message of every prepare."""
     found: list[Any] = []
     seen = False
     well_formed = True
