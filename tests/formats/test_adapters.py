@@ -9,12 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from scoutd import Config, PromptConfig, prepare
 
 from .conversations import LONG, anthropic, chat, epoch_window, responses
+from .derive import to_anthropic, to_responses
 from .validity import new_problems
 
 # Compact everything but the newest pair: threshold 2, one whole, one truncated.
@@ -279,6 +280,63 @@ def test_any_conversation_stays_valid(
     assert not new_problems(fmt, messages, prepared.messages)
     if strategy == "none":
         assert prepared.messages == messages
+
+
+def _break(messages: list[dict[str, Any]], how: str, at: int) -> None:
+    """Break the tool traffic of an OpenAI Chat conversation in one way, at one place."""
+    answers = [i for i, m in enumerate(messages) if m["role"] == "tool"]
+    calls = [e for m in messages for e in m.get("tool_calls") or ()]
+    if not answers:
+        return  # broken already: nothing left to break
+    if how == "an answer missing":
+        del messages[answers[at % len(answers)]]
+    elif how == "an answer twice":
+        where = answers[at % len(answers)]
+        messages.insert(where, dict(messages[where]))
+    elif how == "a call id used again":
+        calls[at % len(calls)]["id"] = calls[(at + 1) % len(calls)]["id"]
+    elif how == "arguments that are no text":
+        calls[at % len(calls)]["function"] = {"name": "bash", "arguments": {"cmd": "ls"}}
+    else:  # the last answers missing: calls still waiting at the end
+        del messages[answers[-1] :]
+
+
+BREAKS = (
+    "an answer missing",
+    "an answer twice",
+    "a call id used again",
+    "arguments that are no text",
+    "calls still waiting",
+)
+TO_FORMAT: dict[str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]] = {
+    "openai-chat": list,
+    "anthropic": to_anthropic,
+    "openai-responses": to_responses,
+}
+
+
+@settings(max_examples=300)
+@given(
+    pairs=st.integers(3, 8),
+    parallel=st.integers(1, 3),
+    breaks=st.lists(st.tuples(st.sampled_from(BREAKS), st.integers(0, 99)), max_size=3),
+    strategy=st.sampled_from(["shorten_tools_epoch", "shorten_tools_cost_aware"]),
+    fmt=st.sampled_from(sorted(BUILDERS)),
+)
+def test_broken_tool_traffic_never_comes_back_less_valid(
+    pairs: int, parallel: int, breaks: list[tuple[str, int]], strategy: str, fmt: str
+) -> None:
+    chat_messages = chat(pairs, parallel)
+    for how, at in breaks:
+        _break(chat_messages, how, at)
+    messages = TO_FORMAT[fmt](chat_messages)
+    snapshot = copy.deepcopy(messages)
+    prepared = prepare(messages, strategy, config=epoch_window(1), format=fmt)
+    assert messages == snapshot
+    assert not new_problems(fmt, messages, prepared.messages)
+    report = prepared.report[-1]
+    if report.malformed and report.calls_dropped:
+        event(f"{fmt}: malformed traffic beside dropped calls")
 
 
 @pytest.mark.parametrize("fmt", BUILDERS)

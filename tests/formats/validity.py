@@ -94,6 +94,8 @@ def anthropic_problems(messages: list[Any]) -> Counter[tuple[str, str]]:
                 problems["tool_result after other blocks", ""] += 1
             pending = []
         else:
+            for ident in pending:  # a turn of calls followed by another, not by its results
+                problems["tool_use not answered once", ident] += 1
             pending = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
             for block in blocks:
                 if block.get("type") == "tool_use" and not isinstance(block.get("input"), dict):
