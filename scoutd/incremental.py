@@ -26,7 +26,7 @@ import msgspec
 
 from .config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
 from .formats import AUTO, SCOUT, adapter, format_of, signals
-from .formats.cache import STABLE_STRATEGIES, stable_prefix
+from .formats.cache import STABLE_STRATEGIES, reported, stable_prefix
 from .formats.detect import first_signal
 from .formats.texts import ConversationTexts, keeping
 from .incremental_cost import CostPlanner
@@ -234,10 +234,8 @@ class SessionPrompt:
             rest = prepare(core, tail, save_file=save_file, config=config)
             stable = 0  # a later strategy may rewrite the core: nothing is known to stay
             prompt, reports = rest.messages, [report, *rest.report]
-        delivered = sum(r.inbox_delivered for r in reports)
-        protected = sum(r.calls_protected + r.outputs_protected for r in reports)
         first = self._signals[SCOUT][0] if SCOUT in self._signals else len(self.messages)
-        prefix = _stable_prefix(names, self.messages[: first + 1], prompt, delivered, protected)
+        prefix = _stable_prefix(names, self.messages[: first + 1], prompt, *reported(reports))
         # as prepare() sets them on the last report of a scout conversation
         reports[-1] = msgspec.structs.replace(
             reports[-1], stable_prefix=prefix, malformed=0, narration_dropped=0

@@ -19,6 +19,7 @@ __all__ = [
     "EPOCH_STRATEGIES",
     "STABLE_STRATEGIES",
     "hinted",
+    "reported",
     "stable_prefix",
     "with_cache_control",
 ]
@@ -71,12 +72,16 @@ def hinted(
 ) -> tuple[list[Any], int]:
     """``prompt`` with the cache hint when ``hint`` asks for it (Anthropic only), and
     its :func:`stable_prefix` from what the strategies' ``reports`` say they did."""
-    delivered = sum(r.inbox_delivered for r in reports)
-    protected = sum(r.calls_protected + r.outputs_protected for r in reports)
-    stable = stable_prefix(names, messages, prompt, delivered, protected, format)
+    stable = stable_prefix(names, messages, prompt, *reported(reports), format)
     if hint and format == ANTHROPIC:
         prompt = with_cache_control(prompt, stable)
     return prompt, stable
+
+
+def reported(reports: Sequence[Any]) -> tuple[int, int]:
+    """The notices delivered and the tools protected, as the strategies' reports say."""
+    delivered = sum(r.inbox_delivered for r in reports)
+    return delivered, sum(r.calls_protected + r.outputs_protected for r in reports)
 
 
 def with_cache_control(prompt: list[Any], prefix: int) -> list[Any]:
