@@ -1,6 +1,7 @@
 """The default strategy's economy targets (docs/ECONOMY.md), at sizes that fit CI.
 
-Real runs: every recorded run of ``../shared/real/`` (or ``SCOUTD_REAL_DIR``),
+Real runs: every recorded run (tests/support/real_runs.py: the full set of
+``$SCOUTD_REAL_DIR`` or ``../shared/real/``, else the subset the repository ships),
 each priced at its provider's prices (OpenAI: no write premium, reads at 0.1;
 Anthropic: writes at 1.25, reads at 0.1) with prefix caching at message
 granularity: the default bills at most 1.05x sending the whole conversation on
@@ -38,7 +39,7 @@ from scoutd.errors import ConfigError
 from scoutd.simulate import PRESETS, Settings, run_strategy, simulate, synthetic_run
 from scoutd.simulate.replay import DEFAULT_STRATEGY, PEERS, StrategyResult
 from scoutd.simulate.workload import Workload
-from tests.support.real_runs import FILES, load_runs, real_dir
+from tests.support.real_runs import FILES, full_dir, load_runs, real_dir
 
 LONG_RUN = 100  # outputs
 
@@ -67,10 +68,14 @@ def test_the_default_pays_for_itself_on_real_runs(provider: str) -> None:
         ratios.append(ratio)
         if run["outputs"] >= LONG_RUN:
             long_ratios.append(ratio)
-    assert len(ratios) > 40 and len(long_ratios) >= 5
+    if full_dir() is not None:
+        assert len(ratios) > 40 and len(long_ratios) >= 5
+    else:  # the shipped subset: a few runs, a long one among the OpenAI ones
+        assert len(ratios) >= 3 and len(long_ratios) >= (provider == "openai")
     assert max(ratios) <= 1.05
     assert statistics.mean(ratios) <= 1.00
-    assert statistics.mean(long_ratios) <= 0.90
+    if long_ratios:
+        assert statistics.mean(long_ratios) <= 0.90
 
 
 Results = dict[str, dict[str, StrategyResult]]

@@ -5,18 +5,17 @@ and Responses forms derived in test code), the Anthropic sessions as they are.
 At sampled model calls (the last one and evenly spread consecutive pairs) each
 prepared prompt must be a valid request with no problem its input lacked, keep
 the newest 5 tool outputs verbatim, leave the input untouched, and inside an
-epoch keep the prefix it reported stable. The data lives in ``../shared/real/``
-beside the repository (or ``$SCOUTD_REAL_DIR``).
+epoch keep the prefix it reported stable. The runs are the full set where it
+is (``$SCOUTD_REAL_DIR``, else ``../shared/real/`` beside the repository),
+else the subset the repository ships (tests/support/real_runs.py).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 from collections.abc import Iterator
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -32,24 +31,17 @@ from scoutd.strategies.epoch import (
     repeat_numbers,
 )
 from scoutd.strategies.tool_messages import ToolBody, index_tools, repeated_pairs
+from tests.support.real_runs import real_dir
 
 from .derive import to_anthropic, to_responses
 from .validity import new_problems
 
-REAL_DIR = Path(
-    os.environ.get(
-        "SCOUTD_REAL_DIR", Path(__file__).resolve().parents[2] / ".." / "shared" / "real"
-    )
-)
+REAL_DIR = real_dir()
 STRATEGIES = ("none", "shorten_tools", "shorten_tools_epoch", "shorten_tools_epoch_increment")
 FORMATS = ("openai-chat", "openai-responses", "anthropic")
 PAIRS = 3  # consecutive call pairs sampled per conversation
 NEWEST = 5
 _encode = msgspec.json.encode
-
-pytestmark = pytest.mark.skipif(
-    not (REAL_DIR / "runs.jsonl.gz").exists(), reason=f"real runs not found in {REAL_DIR}"
-)
 
 
 def _read(name: str) -> list[dict[str, Any]]:

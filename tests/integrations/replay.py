@@ -1,7 +1,8 @@
 """A recorded real agent run, replayed by the scripted models of the integration tests.
 
-The run comes from ``../shared/real/runs.jsonl.gz`` (see tests/support/real_runs.py):
-a coding agent's OpenAI Chat conversation with one ``bash`` call per assistant
+The run comes from ``runs.jsonl.gz`` of the recorded runs (the full set, else
+the subset the repository ships: tests/support/real_runs.py), the same run in
+both: a coding agent's OpenAI Chat conversation with one ``bash`` call per assistant
 turn. :class:`Replay` gives the scripted model its turns in order and the
 ``bash`` tool the recorded output of each call, by call id. :class:`Events`
 drops an inbox notice or an ``abort`` into the chat's inbox, as ``scoutd notify``

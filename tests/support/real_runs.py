@@ -1,10 +1,12 @@
 """Recorded real agent runs for the economy tests, as scoutd's tool-role messages.
 
-The runs live beside the repository in ``../shared/real/`` (or the directory
-named by ``SCOUTD_REAL_DIR``): ``runs.jsonl.gz`` in the OpenAI Chat format and
-``anthropic.jsonl.gz`` in the Anthropic Messages format, one run a line with a
-``messages`` list. :func:`load_runs` gives each in scoutd's tool roles, the
-scout view of docs/FORMATS.md.
+Two files, one run a line with a ``messages`` list: ``runs.jsonl.gz`` in the
+OpenAI Chat format and ``anthropic.jsonl.gz`` in the Anthropic Messages format.
+The repository ships a small subset of them (``tests/data/real/``, with their
+source and licence), so that a clone passes its own tests; the full set is
+used instead where it is: the directory named by ``SCOUTD_REAL_DIR``, else
+``../shared/real/`` beside the repository. :func:`load_runs` gives each run in
+scoutd's tool roles, the scout view of docs/FORMATS.md.
 """
 
 from __future__ import annotations
@@ -19,11 +21,26 @@ from scoutd.formats import scout_view
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 FILES = {"openai": "runs.jsonl.gz", "anthropic": "anthropic.jsonl.gz"}
+VENDORED = REPOSITORY / "tests" / "data" / "real"
+
+
+def full_dir() -> Path | None:
+    """Where the full set is (``$SCOUTD_REAL_DIR``, else ``../shared/real/``), None if absent.
+
+    A directory named by ``$SCOUTD_REAL_DIR`` is used as it is, present or not:
+    a wrong name fails the tests that read it instead of testing less. Naming
+    the shipped subset tests as a clone without the full set does.
+    """
+    named = os.environ.get("SCOUTD_REAL_DIR")
+    if named:
+        return None if Path(named).resolve() == VENDORED.resolve() else Path(named)
+    beside = REPOSITORY.parent / "shared" / "real"
+    return beside if (beside / FILES["openai"]).is_file() else None
 
 
 def real_dir() -> Path:
-    """Where the recorded runs are."""
-    return Path(os.environ.get("SCOUTD_REAL_DIR") or REPOSITORY.parent / "shared" / "real")
+    """Where the recorded runs are: the full set if there is one, else the vendored subset."""
+    return full_dir() or VENDORED
 
 
 def load_runs(kind: str) -> list[dict[str, Any]]:
