@@ -66,8 +66,24 @@ class Session:
         self.closed = False
         self._state = SessionPrompt(format=format)
 
-    def prepare_prompt(self, messages: Sequence[Any]) -> Prepared:
-        """The prepared prompt of the whole conversation ``messages`` and its report.
+    def prepare_prompt(self, messages: Sequence[Any]) -> list[Any]:
+        """The prepared prompt of the whole conversation ``messages``: the list to send.
+
+        What :func:`scoutd.prepare_prompt` returns, and the client sessions'
+        ``prepare_prompt`` too: every ``prepare_prompt`` gives the message list,
+        every ``prepare`` the :class:`~scoutd.Prepared` with its report
+        (:meth:`prepare`).
+
+        Raises:
+            Aborted: this round, or an earlier one, met an ``abort`` file.
+            SessionClosed: the session was closed.
+            InvalidMessages: a message breaks the rule of docs/PROTOCOL.md
+                ("Messages"); the session keeps what it held.
+        """
+        return self.prepare(messages).messages
+
+    def prepare(self, messages: Sequence[Any]) -> Prepared:
+        """:meth:`prepare_prompt` plus what each strategy did (``.report``).
 
         Pass the whole, growing conversation every round: what was seen before
         is recognised (by identity, else by equality) and only what is new is

@@ -195,7 +195,7 @@ def _rounds(
         if data.draw(st.booleans()):  # equal messages that are new objects: nothing changed
             conversation = copy.deepcopy(conversation)
         with _watching(seen, fmt):
-            got = session.prepare_prompt(conversation)
+            got = session.prepare(conversation)
         expected = prepare(conversation, strategies, config=config, format=declared)
         assert got.messages == expected.messages
         assert got.report == expected.report
@@ -248,7 +248,7 @@ def test_an_agent_loop_never_views_or_indexes_its_conversation_again(
     session = Session(strategies=strategies, config=config)
     ends = [end for end in range(2, len(messages) + 1) if _answered(fmt, messages[end - 1])]
     assert len(ends) == 30
-    session.prepare_prompt(messages[: ends[0]])
+    session.prepare(messages[: ends[0]])
     index = _inner_index(session)
     assert session._state._provider is not None
     tracker = session._state._provider[0]
@@ -264,7 +264,7 @@ def test_an_agent_loop_never_views_or_indexes_its_conversation_again(
     for end in ends[1:]:
         viewed.clear()
         with _watching(seen, fmt):
-            got = session.prepare_prompt(messages[:end])
+            got = session.prepare(messages[:end])
         assert got == prepare(messages[:end], strategies, config=config)
         assert _inner_index(session) is index  # extended, never rebuilt
         assert sum(viewed) <= 2 * (end - previous) + 4  # the newest turns, not the whole run
@@ -281,9 +281,9 @@ def test_a_call_left_waiting_then_answered_recomputes_from_it(fmt: str) -> None:
     config = Config(prompt=TIGHT)
     session = Session(config=config)
     waiting = len(messages) - 1  # the last call's answer is not there yet
-    assert session.prepare_prompt(messages[:waiting]) == prepare(messages[:waiting], config=config)
+    assert session.prepare(messages[:waiting]) == prepare(messages[:waiting], config=config)
     index = _inner_index(session)
-    assert session.prepare_prompt(messages) == prepare(messages, config=config)
+    assert session.prepare(messages) == prepare(messages, config=config)
     assert _inner_index(session) is not index  # rebuilt from the call that changed
 
 
@@ -294,10 +294,10 @@ def test_a_responses_call_id_used_again_spoils_the_earlier_pair(start: int) -> N
     messages = BUILDERS["openai-responses"](10)[start:]
     config = Config(prompt=TIGHT)
     session = Session(config=config)
-    assert session.prepare_prompt(messages) == prepare(messages, config=config)
+    assert session.prepare(messages) == prepare(messages, config=config)
     first_call = next(item for item in messages if item.get("type") == "function_call")
     again = [*messages, {**first_call, "id": "fc_again"}]
-    got = session.prepare_prompt(again)
+    got = session.prepare(again)
     assert got == prepare(again, config=config)
     assert got.report[-1].malformed == 3  # the old pair and the new call
 
@@ -362,7 +362,7 @@ def test_notices_in_a_provider_session_are_delivered_as_prepare_delivers_them(
             for save_file in (mine, theirs):
                 write_notice(save_file, f"notice at {end}", name=f"n{end}a")
                 write_notice(save_file, f"another at {end}", name=f"n{end}b")
-        got = session.prepare_prompt(messages[:end])
+        got = session.prepare(messages[:end])
         expected = prepare(messages[:end], strategies, save_file=theirs, config=config)
         assert (got.messages, got.report) == (expected.messages, expected.report)
         delivered += got.report[-1].inbox_delivered
@@ -374,7 +374,7 @@ def test_the_configured_cache_hint_marks_an_anthropic_session_prompt() -> None:
     config = Config(prompt=msgspec.structs.replace(TIGHT, cache_control=True))
     session = Session(config=config)
     for end in (6, 10, len(messages)):
-        got = session.prepare_prompt(messages[:end])
+        got = session.prepare(messages[:end])
         assert got == prepare(messages[:end], config=config)
     last = got.messages[got.stable_prefix - 1]["content"][-1]
     assert last["cache_control"] == {"type": "ephemeral"}
@@ -393,7 +393,7 @@ def test_a_provider_session_prices_the_default_strategy_as_its_provider() -> Non
     config = Config(prompt=prompt)
     session = Session(strategies="shorten_tools_cost_aware", config=config)
     for end in range(3, len(messages) + 1, 2):
-        got = session.prepare_prompt(messages[:end])
+        got = session.prepare(messages[:end])
         assert got == prepare(messages[:end], "shorten_tools_cost_aware", config=config)
     assert got.report[0].outputs_dropped == 4
     as_anthropic = Config(prompt=msgspec.structs.replace(prompt, cache_pricing="anthropic"))
@@ -426,7 +426,7 @@ def test_a_round_that_fails_while_viewing_leaves_the_session_usable(
     messages = BUILDERS["openai-chat"](10)
     config = Config(prompt=TIGHT)
     session = Session(config=config)
-    session.prepare_prompt(messages[:9])
+    session.prepare(messages[:9])
     sync = ViewTracker.sync
 
     def failing(self: ViewTracker, *args: Any) -> Any:
@@ -434,10 +434,10 @@ def test_a_round_that_fails_while_viewing_leaves_the_session_usable(
 
     monkeypatch.setattr(ViewTracker, "sync", failing)
     with pytest.raises(MemoryError):
-        session.prepare_prompt(messages[:15])
+        session.prepare(messages[:15])
     monkeypatch.setattr(ViewTracker, "sync", sync)
     for end in (15, len(messages)):
-        assert session.prepare_prompt(messages[:end]) == prepare(messages[:end], config=config)
+        assert session.prepare(messages[:end]) == prepare(messages[:end], config=config)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -445,8 +445,8 @@ def test_a_replaced_earlier_message_starts_a_provider_session_over(fmt: str) -> 
     messages = BUILDERS[fmt](10)
     config = Config(prompt=TIGHT)
     session = Session(config=config)
-    session.prepare_prompt(messages[:20])
+    session.prepare(messages[:20])
     edited = copy.deepcopy(messages)
     edited[0] = {**edited[0], "content": "a different task"}
     for end in (24, len(edited)):
-        assert session.prepare_prompt(edited[:end]) == prepare(edited[:end], config=config)
+        assert session.prepare(edited[:end]) == prepare(edited[:end], config=config)

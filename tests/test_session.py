@@ -87,11 +87,11 @@ def _play(
             conversation = conversation[:at] + conversation[at + 1 :]
         elif change == "copy":  # equal messages that are new objects: nothing changed
             conversation = copy.deepcopy(conversation)
-        got = session.prepare_prompt(conversation)
+        got = session.prepare(conversation)
         expected = prepare(conversation, strategies, config=snapshot)
         assert got.messages == expected.messages
         assert got.report == expected.report
-    final = session.prepare_prompt(messages)
+    final = session.prepare(messages)
     assert final.messages == prepare(messages, strategies, config=snapshot).messages
 
 
@@ -124,7 +124,7 @@ def test_a_long_run_pair_by_pair_equals_prepare_and_reuses_rewrites() -> None:
     run = agent_run(150, repeat_every=7)
     session = Session(config=CONFIGS["epoch"])
     for end in range(2, len(run) + 1, 2):
-        got = session.prepare_prompt(run[:end])
+        got = session.prepare(run[:end])
         assert got.messages == prepare(run[:end], config=CONFIGS["epoch"]).messages
     rewrites = session._state.rewrites
     # each shortened message was computed once, then served from memory
@@ -155,10 +155,10 @@ def test_cost_aware_rounds_replay_only_what_is_new() -> None:
 def test_a_replaced_earlier_message_recomputes_the_prompt() -> None:
     run = agent_run(90)
     session = Session(config=CONFIGS["epoch"])
-    session.prepare_prompt(run)
+    session.prepare(run)
     edited = list(run)
     edited[5] = output("read_file", "new text " * 80, edited[5]["content"])
-    got = session.prepare_prompt(edited)
+    got = session.prepare(edited)
     assert got.messages == prepare(edited, config=CONFIGS["epoch"]).messages
     assert got.messages != prepare(run, config=CONFIGS["epoch"]).messages
 
@@ -183,7 +183,7 @@ def test_notices_are_delivered_as_prepare_delivers_them(tmp_path: Path, strategi
             written += 1
             for save_file in (mine, theirs):
                 write_notice(save_file, f"notice at {end}", name=f"n{end}")
-        got = session.prepare_prompt(run[:end])
+        got = session.prepare(run[:end])
         expected = prepare(run[:end], strategies, save_file=theirs, config=config)
         assert got.messages == expected.messages
         assert got.report == expected.report
@@ -195,23 +195,23 @@ def test_an_abort_aborts_this_round_and_every_later_one(tmp_path: Path) -> None:
     mine, _ = _inbox_twins(tmp_path)
     run = agent_run(30)
     with Session(mine, config=CONFIGS["epoch"]) as session:
-        session.prepare_prompt(run[:20])
+        session.prepare(run[:20])
         assert not session.aborted
         write_abort(mine, "stop now")
         with pytest.raises(Aborted, match="stop now"):
-            session.prepare_prompt(run)
+            session.prepare(run)
         assert session.aborted and session.reason == "stop now"
         assert not os.path.exists(os.path.join(scoutd.inbox_dir(mine), "abort"))
         with pytest.raises(Aborted, match="stop now"):
-            session.prepare_prompt(run)
+            session.prepare(run)
     with pytest.raises(SessionClosed):
-        session.prepare_prompt(run)
+        session.prepare(run)
 
 
 def test_hostile_arguments_are_refused_and_keep_the_session_usable() -> None:
     session = Session(config=CONFIGS["small"])
     with pytest.raises(TypeError):
-        session.prepare_prompt("not a list")  # type: ignore[arg-type]
+        session.prepare("not a list")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         Session(format="no such format")
     # Entries that are not objects break the message rule (docs/PROTOCOL.md,
@@ -221,12 +221,32 @@ def test_hostile_arguments_are_refused_and_keep_the_session_usable() -> None:
         with pytest.raises(InvalidMessages):
             prepare(bad, config=CONFIGS["small"])
         with pytest.raises(InvalidMessages):
-            session.prepare_prompt(bad)
-    assert session.prepare_prompt(odd).messages == prepare(odd, config=CONFIGS["small"]).messages
+            session.prepare(bad)
+    assert session.prepare(odd).messages == prepare(odd, config=CONFIGS["small"]).messages
     with pytest.raises(InvalidMessages):  # a bad entry in a later round, too
-        session.prepare_prompt([*odd, 7])
-    assert session.prepare_prompt(odd).messages == prepare(odd, config=CONFIGS["small"]).messages
+        session.prepare([*odd, 7])
+    assert session.prepare(odd).messages == prepare(odd, config=CONFIGS["small"]).messages
 
 
 def test_the_session_is_exported_as_scoutd_session() -> None:
     assert scoutd.Session is Session
+
+
+def test_one_name_one_kind_of_result_everywhere() -> None:
+    """``prepare_prompt`` is the message list and ``prepare`` the Prepared, on every API."""
+    import typing
+
+    from scoutd.client import AsyncSession
+    from scoutd.client import Session as ClientSession
+
+    for owner in (scoutd, Session, ClientSession, AsyncSession, scoutd.Client, scoutd.AsyncClient):
+        hints = typing.get_type_hints(owner.prepare_prompt)
+        assert hints["return"] == list[Any], owner
+        assert typing.get_type_hints(owner.prepare)["return"] is scoutd.Prepared, owner
+    messages = agent_run(12)
+    with Session(config=CONFIGS["small"]) as session:
+        prompt = session.prepare_prompt(messages)
+        assert isinstance(prompt, list)
+        assert prompt == scoutd.prepare_prompt(messages, config=CONFIGS["small"])
+        assert prompt[0] is messages[0]  # a list to send as it is: no .messages to reach for
+        assert session.prepare(messages) == prepare(messages, config=CONFIGS["small"])

@@ -36,7 +36,7 @@ messages = [
 # what is new. Append to `messages`; never change a message it has seen in place.
 with scoutd.Session(SAVE_FILE, format="openai-chat") as session:
     for _ in range(100):
-        prompt = session.prepare_prompt(messages).messages
+        prompt = session.prepare_prompt(messages)
         response = client.chat.completions.create(model="gpt-4.1", messages=prompt, tools=TOOLS)
         reply = response.choices[0].message
         turn = {"role": "assistant", "content": reply.content}

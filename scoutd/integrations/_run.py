@@ -87,7 +87,7 @@ class _InProcess:
 
     def prepare(self, messages: Sequence[Any]) -> Prepared:
         if self.session is not None:
-            return self.session.prepare_prompt(messages)
+            return self.session.prepare(messages)
         return prepare(
             messages,
             self.strategies,

@@ -157,4 +157,4 @@ def scoutd_runner(name: str, config: Any) -> Runner:
     order (another list is recognised as such and prepared whole).
     """
     session = Session(strategies=[name], config=config)
-    return lambda prefix: session.prepare_prompt(prefix).messages
+    return lambda prefix: session.prepare_prompt(prefix)
