@@ -9,19 +9,23 @@ type or a negative count is reported with the key and the source that set it.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
 
+from .config_rules import PROMPT_ACCESS, access_of, check_numbers
 from .errors import ConfigError
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_NOTICE",
     "DEFAULT_STRATEGIES",
+    "MAX_COUNT",
+    "MAX_FACTOR",
+    "NOTICE_MAX_BYTES",
+    "OPERATOR_ONLY",
     "TIGHTEN_ONLY",
     "Config",
     "DaemonConfig",
@@ -46,13 +50,19 @@ DEFAULT_NOTICE = (
 )
 
 MIB = 1024 * 1024
-# [prompt] keys that bound what one call may read or return: a per-call override
-# may lower them, never raise them past the operator's value.
-TIGHTEN_ONLY = frozenset(("inbox_max_bytes", "inbox_max_total_bytes"))
 SECONDS = 1.0
+# Every number a configuration holds is bounded, so that no arithmetic the
+# strategies do on it can overflow (docs/RELIABILITY.md, "What a client may
+# configure"): counts fit in 63 bits, other floats are finite and at most
+# MAX_FACTOR, so a product of a few of them with a count stays far below 1e308.
+MAX_COUNT = 2**63 - 1
+MAX_FACTOR = 1e6
+# The compaction notice is a message to the model, not a payload: its UTF-8 bytes.
+NOTICE_MAX_BYTES = 64 * 1024
 
-Count = Annotated[int, msgspec.Meta(ge=0)]
-Positive = Annotated[int, msgspec.Meta(ge=1)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+Positive = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
+Factor = Annotated[float, msgspec.Meta(ge=0, le=MAX_FACTOR)]
 # At least 10 ms (shorter would make the daemon spin or close every connection at
 # once) and finite (about 31 years at most).
 Duration = Annotated[float, msgspec.Meta(ge=0.01, le=1e9)]
@@ -81,24 +91,26 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     epoch_increment_size_increase: Count = 10
     epoch_increment_repeat_increase: Count = 10
     epoch_increment_max_size: Count = 60
-    epoch_increment_compacted_growth_ratio: Annotated[float, msgspec.Meta(ge=0)] = 2.0
+    epoch_increment_compacted_growth_ratio: Factor = 2.0
     epoch_increment_max_compacted_tool_calls: Count = 160
     # shorten_tools_cost_aware, the default: when compaction pays (docs/ECONOMY.md)
     context_window: Positive = 200_000
     compaction_trigger_share: Share = 0.05
     compaction_limit_share: Share = 0.75
-    expected_horizon: Annotated[float, msgspec.Meta(ge=0)] = 1.0
-    compaction_risk_share: Annotated[float, msgspec.Meta(ge=0)] = 0.06
+    expected_horizon: Factor = 1.0
+    compaction_risk_share: Factor = 0.06
     # What keeping an output verbatim for a round is worth, as a share of its read cost.
     cost_verbatim_value: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.8
     cache_pricing: CachePricing = "auto"
-    cache_write_price: Annotated[float, msgspec.Meta(ge=0)] | None = None
-    cache_read_price: Annotated[float, msgspec.Meta(ge=0)] | None = None
-    chars_per_token: Annotated[float, msgspec.Meta(gt=0)] = 4.0
+    cache_write_price: Factor | None = None
+    cache_read_price: Factor | None = None
+    # At least 0.01 (a hundred tokens a character): a length divided by it stays finite.
+    chars_per_token: Annotated[float, msgspec.Meta(ge=0.01, le=MAX_FACTOR)] = 4.0
+    # module:attribute of a callable str -> int: code, so the operator's alone (OPERATOR_ONLY)
     tokenizer: str | None = None
     cost_full_tool_outputs: Count = 20
     # On a long run, at least this share of its outputs stays verbatim, up to the cap.
-    cost_full_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+    cost_full_share: Share = 0.0
     cost_full_share_cap: Count = 35
     cost_compacted_tool_calls: Count = 10
     # inbox (docs/STRATEGIES.md)
@@ -109,18 +121,14 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     cache_control: bool = False
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.epoch_increment_compacted_growth_ratio):
-            raise ValueError("epoch_increment_compacted_growth_ratio must be finite")
-        for key in (
-            "expected_horizon",
-            "compaction_risk_share",
-            "chars_per_token",
-            "cache_write_price",
-            "cache_read_price",
-        ):
-            value = getattr(self, key)
-            if value is not None and not math.isfinite(value):
-                raise ValueError(f"{key} must be finite")
+        check_numbers(self)
+        notice = self.compaction_notice
+        if isinstance(notice, str):
+            size = len(notice.encode("utf-8", "surrogatepass"))
+            if size > NOTICE_MAX_BYTES:
+                raise ValueError(
+                    f"compaction_notice is {size} bytes (UTF-8); at most {NOTICE_MAX_BYTES}"
+                )
 
     @property
     def effective_max_tool_outputs(self) -> int:
@@ -128,6 +136,14 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         if self.max_tool_outputs is None:
             return self.max_tool_calls
         return self.max_tool_outputs
+
+
+# The [prompt] keys an override may only lower, and those it may not set at all
+# (config_rules.PROMPT_ACCESS says why).
+TIGHTEN_ONLY = frozenset(key for key, access in PROMPT_ACCESS.items() if access == "tighten")
+OPERATOR_ONLY = frozenset(
+    key for key in PromptConfig.__struct_fields__ if access_of(key) == "operator"
+)
 
 
 class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -161,6 +177,7 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_sessions_per_uid: Positive = 4096
 
     def __post_init__(self) -> None:
+        check_numbers(self)
         # Paths are checked here, with the rest, so that the daemon and
         # `scoutd config check` refuse the same files (docs/OPERATIONS.md).
         if not self.allowed_roots:
@@ -312,14 +329,23 @@ def resolve_config(
 def with_overrides(config: Config, overrides: Mapping[str, Any] | None) -> Config:
     """Return ``config`` with per-call overrides of ``[prompt]`` keys applied.
 
-    Only ``[prompt]`` keys may be overridden per call; plugins and daemon keys
-    come from the operator alone, and the limits in :data:`TIGHTEN_ONLY` may
-    only be lowered (ConfigError otherwise).
+    What a client may set is :data:`PROMPT_ACCESS`: plugins and daemon keys
+    come from the operator alone, so do the :data:`OPERATOR_ONLY` keys (they
+    name code), and the limits in :data:`TIGHTEN_ONLY` may only be lowered
+    (ConfigError otherwise, naming the key). Code that trusts itself passes a
+    ``Config`` or a ``PromptConfig`` instead of overrides.
     """
     if not overrides:
         return config
     if not isinstance(overrides, Mapping):
         raise ConfigError(f"config overrides must be a mapping, got {type(overrides).__name__}")
+    for key in overrides:  # before any value is converted
+        if key in PromptConfig.__struct_fields__ and access_of(key) == "operator":
+            raise ConfigError(
+                f"per-call override of {key} refused: its value names code to import and"
+                " run, which only the operator configures (the config file's [prompt]"
+                f" table or the {key.upper()} environment variable)"
+            )
     layer = _validated_layer(overrides, PromptConfig, "prompt", "per-call overrides")
     for key in TIGHTEN_ONLY.intersection(layer):
         limit = getattr(config.prompt, key)

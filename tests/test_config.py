@@ -84,7 +84,10 @@ def test_file_and_environment_are_read_fresh_on_every_call(
         ("[promt]\nepoch_size = 3\n", ["promt"]),
         ("[daemon]\nwatch_mode = 'sometimes'\n", ["daemon.watch_mode"]),
         ("[daemon]\nmax_connections = 0\n", ["daemon.max_connections"]),
-        ("[prompt]\nepoch_increment_compacted_growth_ratio = inf\n", ["finite"]),
+        (
+            "[prompt]\nepoch_increment_compacted_growth_ratio = inf\n",
+            ["prompt.epoch_increment_compacted_growth_ratio", "<= 1000000.0"],
+        ),
         ("[prompt\nepoch_size = 3\n", ["line 1"]),
     ],
 )
@@ -180,12 +183,17 @@ def test_only_the_daemon_refuses_an_empty_file(tmp_path: pathlib.Path) -> None:
     ],
 )
 def test_an_infinite_float_is_refused_by_name(tmp_path: pathlib.Path, key: str) -> None:
+    """Above every float key's finite upper bound in a file; not finite in code."""
     path = write(tmp_path / "inf.toml", f"[prompt]\n{key} = inf\n")
     with pytest.raises(ConfigError) as caught:
         resolve_config(path, environ={})
     assert str(caught.value) == (
-        f"invalid configuration in config file {path}, table [prompt]: {key} must be finite"
+        f"invalid configuration in config file {path}, table [prompt]:"
+        f" Expected `float` <= 1000000.0 - at `prompt.{key}`"
     )
+    with pytest.raises(ValueError) as refused:
+        PromptConfig(**{key: float("inf")})
+    assert str(refused.value) == f"{key} must be finite"
 
 
 def test_finite_floats_and_unset_prices_pass() -> None:

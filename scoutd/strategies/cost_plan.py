@@ -8,6 +8,7 @@ re-exports these names.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,16 +36,30 @@ class Plan:
 
 
 def _fit(tokens: _Tokens, number: int, full: int, band: int, limit: float) -> tuple[int, int]:
-    """The least compaction at round ``number`` that keeps ``full`` outputs whole, or fits."""
+    """The least compaction at round ``number`` that keeps ``full`` outputs whole, or fits.
+
+    First the fewest pairs shortened (with the band of shortened ones before
+    the dropped ones), then the fewest dropped. What a plan saves never
+    decreases as it shortens or drops more, so each is found by bisection: a
+    round costs ``log(number)`` whatever ``full`` and ``band`` are, where a
+    step at a time made a run of ``n`` rounds cost ``n * n`` when an override
+    set both far above the rounds (docs/RELIABILITY.md, "What a client may
+    configure").
+    """
     prompt = tokens.cumulative[tokens.output_end[number]]
-    shortened = max(0, number - full)
-    dropped = max(0, shortened - band)
-    while prompt - tokens.saved(dropped, shortened) > limit and shortened < number:
-        shortened += 1
-        dropped = max(0, shortened - band)
-    while prompt - tokens.saved(dropped, shortened) > limit and dropped < number:
-        dropped += 1
-    return dropped, shortened
+    least = max(0, number - full)
+
+    def fits_shortened(shortened: int) -> bool:
+        return prompt - tokens.saved(max(0, shortened - band), shortened) <= limit
+
+    # the first count from `least` on that fits; `number` when none before it does
+    shortened = least + bisect_left(range(least, number), True, key=fits_shortened)
+    start = max(0, shortened - band)
+
+    def fits_dropped(dropped: int) -> bool:
+        return prompt - tokens.saved(dropped, shortened) <= limit
+
+    return start + bisect_left(range(start, number), True, key=fits_dropped), shortened
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scoutd
-from scoutd.config import PromptConfig, load_config
+from scoutd.config import PromptConfig, load_config, resolve_config
 from scoutd.errors import ConfigError
 from scoutd.pricing import PRICE_PRESETS, prices_for_format
 from scoutd.strategies.cost_aware import effective_prices, shorten_tools_cost_aware
@@ -167,15 +167,16 @@ def count_words(text: str) -> int:
 
 
 def test_a_tokenizer_counts_tokens() -> None:
+    """A tokenizer is the operator's (a file or the environment), or code's own config."""
     COUNTED.clear()
-    config = load_config(None, overrides={"tokenizer": f"{__name__}:count_words"})
+    config = PromptConfig(tokenizer=f"{__name__}:count_words")
     messages = run(30)
-    shorten_tools_cost_aware(messages, config.prompt)
+    shorten_tools_cost_aware(messages, config)
     assert messages[-1]["content"] in COUNTED  # the configured callable did the counting
 
 
 def test_an_unloadable_tokenizer_is_a_config_error() -> None:
-    config = load_config(None, overrides={"tokenizer": "no_such_module_here:count"})
+    config = resolve_config(environ={"TOKENIZER": "no_such_module_here:count"})
     with pytest.raises(ConfigError, match="tokenizer"):
         shorten_tools_cost_aware(run(5), config.prompt)
 
