@@ -16,17 +16,38 @@ The order, first match wins (docs/OPERATIONS.md, "Finding the daemon"):
 A user socket counts only in a directory owned by the caller that nobody else
 may write to, so another account cannot plant a socket there to impersonate
 the daemon.
+
+The path found is a :class:`FoundSocket`, a ``str`` that remembers every place
+looked at: when no daemon answers there, the error names them all, in order
+(:func:`unreachable`), instead of only the last fallback.
+
+The configuration is found the same way for every verb
+(:func:`discover_config`): ``--config``, ``$SCOUTD_CONFIG``,
+``/etc/scoutd/scoutd.toml`` if it exists, else the file of the daemon that
+socket discovery finds (its ``status``), so that ``scoutd config show`` and
+``scoutd explain`` describe the daemon ``scoutd status`` talks to.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Mapping
 
+from . import config as _config
 from .config import DaemonConfig, resolve_config
 
-__all__ = ["SOCKET_ENV", "SYSTEM_SOCKET", "discover_socket", "socket_candidates", "user_socket"]
+__all__ = [
+    "SOCKET_ENV",
+    "SYSTEM_SOCKET",
+    "FoundSocket",
+    "discover_config",
+    "discover_socket",
+    "socket_candidates",
+    "unreachable",
+    "user_socket",
+]
 
 SOCKET_ENV = "SCOUTD_SOCKET"
 SYSTEM_SOCKET: str = DaemonConfig.__struct_defaults__[
@@ -81,17 +102,125 @@ def socket_candidates(
     return found
 
 
+class FoundSocket(str):
+    """A socket path found by discovery, with the places looked at (``tried``), in order."""
+
+    tried: tuple[tuple[str, str], ...]
+
+    def __new__(cls, path: str, tried: tuple[tuple[str, str], ...]) -> FoundSocket:
+        found = super().__new__(cls, path)
+        found.tried = tried
+        return found
+
+
 def discover_socket(
     explicit: str | None = None,
     *,
     config_path: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> str:
-    """The socket a client should connect to, found in the order of this module's doc."""
+    """The socket a client should connect to, found in the order of this module's doc.
+
+    An explicit path comes back as it is; a path found is a :class:`FoundSocket`.
+    """
     if explicit:
         return explicit
-    candidates = socket_candidates(config_path, environ)
+    candidates = tuple(socket_candidates(config_path, environ))
     if len(candidates) == 1:
-        return candidates[0][0]
+        return FoundSocket(candidates[0][0], candidates)
     user, system = candidates[0][0], candidates[1][0]
-    return user if _private_socket(user) else system
+    return FoundSocket(user if _private_socket(user) else system, candidates)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+    ):
+        if test(mode):
+            return name
+    return "a device"
+
+
+def _state(path: str) -> str:
+    """Why nothing was reached at ``path``, judged from the file system alone."""
+    try:
+        entry = os.lstat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower()
+    if not stat.S_ISSOCK(entry.st_mode):
+        return f"not a socket: {_kind(entry.st_mode)}"
+    if not _private_socket(path) and path != SYSTEM_SOCKET:
+        return "in a directory that is not yours alone: not trusted"
+    return "a socket"
+
+
+def unreachable(path: str, exc: BaseException) -> str:
+    """What to tell a user whose client could not connect to ``path``, in one line.
+
+    Names what ``path`` is when it is not a socket at all, every place discovery
+    looked at (a :class:`FoundSocket`), and how to start a local daemon.
+    """
+    reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc) or "timed out"
+    state = _state(path)
+    if state.startswith("not a socket"):
+        reason = state
+    elif isinstance(exc, OSError) and exc.errno == errno.ENOENT:
+        reason = "no such file"
+    tried = getattr(path, "tried", None)
+    if not tried:
+        hint = "" if reason.startswith("not a socket") else " (is the daemon running?)"
+        return f"cannot connect to scoutd at {path}: {reason}{hint}"
+    if len(tried) == 1:
+        where = tried[0][1]
+        return f"cannot connect to scoutd at {path} ({where}): {reason} (is the daemon running?)"
+    looked = [
+        f"{where} {candidate} ({reason if candidate == path else _state(candidate)})"
+        for candidate, where in tried
+    ]
+    return (
+        f"cannot connect to scoutd: looked at {', then '.join(looked)}; start a daemon with"
+        " scripts/serve (from a checkout) or systemctl start scoutd, or name its socket"
+        f" with --socket or ${SOCKET_ENV}"
+    )
+
+
+def _daemon_config(socket_path: str) -> str | None:
+    """The config file of the daemon answering at ``socket_path``, None if none answers."""
+    if _state(socket_path) != "a socket":
+        return None
+    from .client import Client  # the client needs this module: imported when used
+    from .errors import ScoutdError
+
+    try:
+        with Client(socket_path, timeout=2.0) as client:
+            path = client.status().get("config", {}).get("path")
+    except (ScoutdError, OSError):
+        return None
+    return path if isinstance(path, str) and os.path.isfile(path) else None
+
+
+def discover_config(
+    explicit: str | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[str | None, str]:
+    """The config file every verb reads, and where it was found, in this module's order.
+
+    ``(None, ...)`` means built-in defaults: no file named, none at
+    ``/etc/scoutd/scoutd.toml``, and no daemon found that reports one.
+    """
+    environ = os.environ if environ is None else environ
+    if explicit:
+        return explicit, "--config"
+    if environ.get("SCOUTD_CONFIG"):
+        return environ["SCOUTD_CONFIG"], "$SCOUTD_CONFIG"
+    if os.path.isfile(_config.DEFAULT_CONFIG_PATH):
+        return _config.DEFAULT_CONFIG_PATH, "the system config"
+    socket_path = discover_socket(environ=environ)
+    path = _daemon_config(socket_path)
+    if path is not None:
+        return path, f"the config of the daemon at {socket_path}"
+    return None, "no config file, and no daemon that reports one"

@@ -11,7 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from scoutd.discovery import SYSTEM_SOCKET, discover_socket, socket_candidates, user_socket
+import scoutd
+from scoutd.discovery import (
+    SYSTEM_SOCKET,
+    FoundSocket,
+    discover_config,
+    discover_socket,
+    socket_candidates,
+    unreachable,
+    user_socket,
+)
+from scoutd.errors import DaemonUnavailable
+
+from .support.daemon import Daemon
 
 
 @pytest.fixture
@@ -85,3 +97,82 @@ def test_a_regular_file_is_not_a_socket(tmp: Path) -> None:
     empty.write_text("")
     environ = {"XDG_RUNTIME_DIR": str(xdg)}
     assert discover_socket(config_path=str(empty), environ=environ) == SYSTEM_SOCKET
+
+
+def test_a_found_socket_remembers_where_it_looked(tmp: Path) -> None:
+    environ = {"XDG_RUNTIME_DIR": str(tmp / "xdg")}
+    empty = tmp / "empty.toml"
+    empty.write_text("")
+    found = discover_socket(config_path=str(empty), environ=environ)
+    assert isinstance(found, FoundSocket)
+    assert found.tried == (
+        (user_socket(environ), "the user's socket"),
+        (SYSTEM_SOCKET, "the system socket"),
+    )
+    assert not isinstance(discover_socket("/given.sock"), FoundSocket)
+
+
+def test_the_client_names_every_place_it_looked_at(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No daemon: the error lists the places in order and how to start one."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp / "xdg"))
+    monkeypatch.delenv("SCOUTD_SOCKET", raising=False)
+    (tmp / "xdg" / "scoutd").mkdir(parents=True, mode=0o777)
+    os.chmod(tmp / "xdg" / "scoutd", 0o777)
+    planted = listen(tmp / "xdg" / "scoutd" / "scoutd.sock")
+    try:
+        with pytest.raises(DaemonUnavailable) as caught:
+            scoutd.Client(timeout=2).status()
+    finally:
+        planted.close()
+    message = str(caught.value)
+    mine = user_socket({"XDG_RUNTIME_DIR": str(tmp / "xdg")})
+    assert f"the user's socket {mine} (in a directory that is not yours alone" in message
+    assert f"then the system socket {SYSTEM_SOCKET} (" in message
+    assert "scripts/serve" in message and "--socket" in message
+    assert "\n" not in message
+
+
+def test_a_path_that_is_not_a_socket_says_so(tmp: Path) -> None:
+    regular = tmp / "file"
+    regular.write_text("x")
+    for path, kind in ((regular, "a regular file"), (tmp, "a directory")):
+        with pytest.raises(DaemonUnavailable) as caught:
+            scoutd.Client(str(path), timeout=2).status()
+        assert str(caught.value) == f"cannot connect to scoutd at {path}: not a socket: {kind}"
+    message = unreachable(str(tmp / "absent.sock"), FileNotFoundError(2, "No such file"))
+    assert message.endswith("absent.sock: no such file (is the daemon running?)")
+
+
+def test_config_is_found_in_order_and_last_from_the_daemon(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    xdg = tmp / "xdg"
+    environ = {"XDG_RUNTIME_DIR": str(xdg)}
+    named = tmp / "named.toml"
+    named.write_text("")
+    assert discover_config(str(named), {**environ, "SCOUTD_CONFIG": "/env.toml"}) == (
+        str(named),
+        "--config",
+    )
+    assert discover_config(None, {**environ, "SCOUTD_CONFIG": "/env.toml"}) == (
+        "/env.toml",
+        "$SCOUTD_CONFIG",
+    )
+    assert discover_config(None, environ)[0] is None  # nothing there
+    (xdg / "scoutd").mkdir(parents=True, mode=0o700)
+    xdg.chmod(0o700)
+    (tmp / "d").mkdir()
+    daemon = Daemon(directory=str(tmp / "d"))
+    daemon.socket_path = user_socket(environ)
+    daemon.daemon["socket_path"] = daemon.socket_path
+    daemon.write_config()
+    try:
+        daemon.start()
+        assert discover_config(None, environ) == (
+            daemon.config_path,
+            f"the config of the daemon at {daemon.socket_path}",
+        )
+    finally:
+        daemon.cleanup()

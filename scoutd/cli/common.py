@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 import msgspec
 
 from ..config import Config, resolve_config, with_overrides
-from ..discovery import discover_socket
+from ..discovery import discover_config, discover_socket
 from ..formats import AUTO, FORMATS
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "add_strategies",
     "client_socket",
     "config_path",
+    "found_config",
     "read_messages",
     "snapshot",
     "write_json",
@@ -195,9 +196,16 @@ def config_path(args: argparse.Namespace) -> str | None:
     return path
 
 
+def found_config(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The config file of this command line and where it was found (docs/OPERATIONS.md,
+    "Finding the daemon"): the same for every verb, the running daemon's at the end."""
+    return discover_config(config_path(args))
+
+
 def snapshot(args: argparse.Namespace) -> Config:
     """The effective config: file, environment, defaults, then ``--set`` overrides."""
-    return with_overrides(resolve_config(config_path(args)), overrides(args))
+    path, _ = found_config(args)
+    return with_overrides(resolve_config(path), overrides(args))
 
 
 def client_socket(args: argparse.Namespace) -> str:
@@ -210,7 +218,8 @@ def add_config(parser: argparse.ArgumentParser, *, overrides: bool = True) -> No
     parser.add_argument(
         "--config",
         metavar="FILE",
-        help="config file (default: $SCOUTD_CONFIG, else /etc/scoutd/scoutd.toml if present)",
+        help="config file (default: $SCOUTD_CONFIG, else /etc/scoutd/scoutd.toml if present, "
+        "else the running daemon's)",
     )
     if overrides:
         parser.add_argument(

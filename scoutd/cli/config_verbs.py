@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..config import Config, DaemonConfig, PromptConfig
-from .common import EXIT_OK, Verb, add_config, encode, snapshot, write_json
+from .common import EXIT_OK, Verb, add_config, encode, found_config, snapshot, write_json
 
 __all__ = ["CONFIG"]
 
@@ -39,18 +39,22 @@ def _effective(config: Config) -> list[tuple[str, Any, str]]:
 
 
 def _show(args: argparse.Namespace) -> int:
+    _, found = found_config(args)
     config = snapshot(args)
     rows = _effective(config)
     if args.json:
         write_json(
             {
                 "path": config.path,
+                "found": found,
                 "values": {key: {"value": value, "origin": origin} for key, value, origin in rows},
             }
         )
         return EXIT_OK
-    source = config.path or "none (built-in defaults and environment)"
-    print(f"# config file: {source}")
+    if config.path is None:
+        print(f"# config file: none ({found}): built-in defaults and environment")
+    else:
+        print(f"# config file: {config.path} ({found})")
     for key, value, origin in rows:
         print(f"{key} = {_render(key, value)}  ({origin})")
     return EXIT_OK

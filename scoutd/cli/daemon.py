@@ -46,12 +46,30 @@ SERVE = Verb(
 )
 
 
+def _duration(seconds: float) -> str:
+    """Seconds with their unit, and days, hours and minutes once there are any."""
+    whole = int(seconds)
+    parts = [
+        f"{amount} {unit}"
+        for amount, unit in (
+            (whole // 86400, "d"),
+            (whole // 3600 % 24, "h"),
+            (whole // 60 % 60, "min"),
+        )
+        if amount
+    ]
+    text = f"{seconds:.1f} s"
+    return f"{text} ({' '.join([*parts, f'{whole % 60} s'])})" if parts else text
+
+
 def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
     if isinstance(value, dict) and value:
         for key, item in value.items():
             _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
     elif isinstance(value, str):
         out.append((prefix, value))
+    elif prefix == "uptime" and isinstance(value, int | float):
+        out.append((prefix, _duration(value)))
     else:
         out.append((prefix, "-" if value is None else encode(value).decode()))
 

@@ -7,9 +7,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import DaemonUnavailable
 from ..strategies.report import StrategyReport
 from .common import (
     EXIT_OK,
+    CliError,
     Verb,
     add_client,
     add_config,
@@ -55,14 +57,17 @@ def _prepare(args: argparse.Namespace) -> int:
 
         # The daemon runs elsewhere: it needs the absolute path, not ours relative to our cwd.
         save_file = os.path.abspath(args.save_file) if args.save_file else None
-        with Client(client_socket(args), timeout=args.timeout) as client:
-            remote = client.prepare(
-                messages,
-                args.strategies,
-                save_file=save_file,
-                config=overrides(args) or None,
-                format=args.format,
-            )
+        try:
+            with Client(client_socket(args), timeout=args.timeout) as client:
+                remote = client.prepare(
+                    messages,
+                    args.strategies,
+                    save_file=save_file,
+                    config=overrides(args) or None,
+                    format=args.format,
+                )
+        except DaemonUnavailable as exc:
+            raise CliError(f"{exc}; or prepare in this process with --local") from exc
         result_messages, report = remote.messages, remote.report
     warn_foreign(report)
     if args.report:

@@ -7,6 +7,7 @@ import random
 import time
 from collections.abc import Iterator
 
+from ..discovery import unreachable
 from ..errors import DaemonUnavailable
 
 # The first retry comes after RECONNECT_INITIAL_DELAY, each next one after twice
@@ -48,12 +49,15 @@ def next_delay(delays: Iterator[float], deadline: float | None) -> float | None:
 
 
 def unavailable(socket_path: str, exc: BaseException, attempts: int) -> DaemonUnavailable:
-    """The error for a daemon that could not be reached."""
-    reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc) or "timed out"
-    tried = f" after {attempts} attempts" if attempts > 1 else ""
-    return DaemonUnavailable(
-        f"cannot connect to scoutd at {socket_path}: {reason}{tried} (is the daemon running?)"
-    )
+    """The error for a daemon that could not be reached: what was tried, and what to do.
+
+    A path found by discovery names every place looked at, in order
+    (:func:`scoutd.discovery.unreachable`).
+    """
+    message = unreachable(socket_path, exc)
+    if attempts > 1:
+        message += f" (after {attempts} attempts)"
+    return DaemonUnavailable(message)
 
 
 def deadline_after(timeout: float | None) -> float | None:

@@ -23,7 +23,7 @@ def test_config_show_lists_origins(home: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == f"# config file: {config}"
+    assert lines[0] == f"# config file: {config} (--config)"
     assert "prompt.epoch_size = 7  (env:EPOCH_SIZE)" in lines
     assert "prompt.full_tool_calls = 2  (file)" in lines  # the file wins over the env
     assert "prompt.epoch_full_tool_calls = 5  (override)" in lines
