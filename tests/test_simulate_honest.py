@@ -191,6 +191,12 @@ def test_provider_rounds_are_the_model_calls() -> None:
     assert provider_rounds(messages) == [2, 4, 6, 8]
 
 
+def test_an_item_whose_type_is_not_a_string_is_no_model_turn() -> None:
+    """A recorded item with a list or object ``type`` is compared, never hashed."""
+    odd = [{"type": ["reasoning"]}, {"type": {"a": 1}}, {"role": "assistant", "content": "x"}]
+    assert provider_rounds([{"role": "user", "content": "go"}, *odd]) == [3, 4]
+
+
 def test_runs_file_prints_rows_and_buckets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -86,7 +86,8 @@ def reported(reports: Sequence[Any]) -> tuple[int, int]:
 
 def with_cache_control(prompt: list[Any], prefix: int) -> list[Any]:
     """``prompt`` with ``cache_control: {"type": "ephemeral"}`` on the last block of
-    its first ``prefix`` messages (thinking blocks skipped: they cannot carry it).
+    its first ``prefix`` messages (thinking blocks skipped: they cannot carry it;
+    so are malformed blocks, whose ``type`` is not a string).
 
     Only the message that gets the hint is copied; an existing hint is left alone.
     """
@@ -103,9 +104,13 @@ def with_cache_control(prompt: list[Any], prefix: int) -> list[Any]:
             continue
         for slot in range(len(blocks) - 1, -1, -1):
             block = blocks[slot]
-            if not isinstance(block, Mapping) or block.get("type") in _THINKING:
+            if not isinstance(block, Mapping):
                 continue
-            if block.get("type") == "text" and not str(block.get("text", "")).strip():
+            kind = block.get("type")
+            if type(kind) is not str or kind in _THINKING:
+                continue  # malformed (no string type: never hashed, never marked), or thinking
+            text = block.get("text", "")
+            if kind == "text" and type(text) is str and not text.strip():
                 continue  # an empty text block cannot be cached
             if "cache_control" in block:
                 return prompt

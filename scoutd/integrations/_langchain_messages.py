@@ -85,12 +85,23 @@ def _edited_ai(original: AIMessage, item: dict[str, Any]) -> AIMessage:
     update["additional_kwargs"] = extra
     if isinstance(original.content, list):  # call blocks (e.g. tool_use) of dropped calls go too
         update["content"] = [
-            block
-            for block in original.content
-            if not (isinstance(block, dict) and block.get("type") in _CALL_BLOCKS)
-            or block.get("id") in kept
+            block for block in original.content if not _dropped_call_block(block, kept)
         ]
     return original.model_copy(update=update)
+
+
+def _dropped_call_block(block: Any, kept: set[Any]) -> bool:
+    """Whether ``block`` is a call block (``tool_use``, ...) of a call not ``kept``.
+
+    A ``type`` or ``id`` that is not a string is never hashed: such a type is
+    not a call block's, such an id no kept call's (docs/RELIABILITY.md).
+    """
+    if not isinstance(block, dict):
+        return False
+    kind, ident = block.get("type"), block.get("id")
+    if type(kind) is not str or kind not in _CALL_BLOCKS:
+        return False
+    return not ((ident is None or type(ident) is str) and ident in kept)
 
 
 def _edited(original: BaseMessage, item: dict[str, Any]) -> BaseMessage:

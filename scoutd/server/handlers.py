@@ -325,9 +325,9 @@ def _inline(
     call: Call, params: protocol.PreparePromptParams, config: Config, save_file: str | None
 ) -> bool:
     """Whether a session-less prepare runs on the event loop: a short request, no
-    save file (so no file is read), and only built-in strategies (an operator's
-    plugin may take any time)."""
-    if save_file is not None or call.size > INLINE_BYTES:
+    save file (so no file is read), no tokenizer and only built-in strategies (an
+    operator's plugin or tokenizer is code that may take any time)."""
+    if save_file is not None or call.size > INLINE_BYTES or config.prompt.tokenizer:
         return False
     return _builtin_only(params, config)
 

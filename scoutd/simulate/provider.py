@@ -43,7 +43,8 @@ class ProviderResult(msgspec.Struct, kw_only=True):
 def _from_model(message: Any) -> bool:
     if not isinstance(message, dict):
         return False
-    return message.get("role") == "assistant" or message.get("type") in _MODEL_ITEMS
+    kind = message.get("type")  # compared only as a string: a list is not hashable
+    return message.get("role") == "assistant" or (type(kind) is str and kind in _MODEL_ITEMS)
 
 
 def provider_rounds(messages: Sequence[Any]) -> list[int]:

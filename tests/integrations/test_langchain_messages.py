@@ -146,3 +146,23 @@ def test_scoutd_over_the_mapping_keeps_the_agents_objects(
             assert message is messages[origin]
         if isinstance(message, ToolMessage):
             assert message.tool_call_id in calls  # every output still has its call
+
+
+def test_blocks_whose_type_or_id_is_not_a_string_are_never_hashed() -> None:
+    """A block with a list or object ``type`` is no call block; one with such an ``id``
+    belongs to no kept call (docs/RELIABILITY.md, "What a client may configure")."""
+    messages = conversation()
+    odd: list[Any] = [
+        {"type": ["tool_use"], "id": "a"},
+        {"type": {"a": 1}, "id": "b"},
+        {"type": "tool_use", "id": ["a"], "name": "bash", "input": {}},
+    ]
+    messages[1] = messages[1].model_copy(update={"content": [*messages[1].content, *odd]})
+    chat = to_chat(messages)
+    prepared = json.loads(json.dumps(chat))
+    prepared[1]["tool_calls"] = [dict(prepared[1]["tool_calls"][0])]
+    del prepared[3]
+    back = from_chat(prepared, chat, messages)
+    content = back[1].content
+    assert odd[0] in content and odd[1] in content  # not call blocks: kept as they were
+    assert odd[2] not in content  # a call block of no kept call: gone with its call
