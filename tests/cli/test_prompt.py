@@ -226,3 +226,25 @@ def test_prepare_through_the_daemon_aborts_with_3(home: Path, daemon: Daemon) ->
                   "/etc/agent.chat", input="[]")  # fmt: skip
     assert outside.returncode == 1
     assert "Traceback" not in outside.stderr
+
+
+def test_set_may_not_name_code(home: Path, daemon: Daemon) -> None:
+    """``--set tokenizer=os:mkdir`` would make the witness directory: refused (exit 2)
+    with one line naming the key, in this process and through the daemon alike
+    (docs/RELIABILITY.md, "What a client may configure")."""
+    witness = home / "ran"
+    messages = [{"role": "user", "content": str(witness)}, *conversation(3, user_every=0)[2:]]
+    source = str(write_json(home / "chat.json", messages))
+    for command in (
+        ("prepare", "--local", source),
+        ("prepare", "--socket", daemon.socket_path, source),
+        ("explain", source),
+        ("config", "show"),
+    ):
+        result = run(home, *command, "--set", "tokenizer=os:mkdir")
+        assert result.returncode == 2, (command, result.stderr)
+        assert "per-call override of tokenizer refused" in one_error_line(result)
+    assert not witness.exists()
+    # the operator's environment may name one: it is not an override
+    allowed = run(home, "prepare", "--local", source, env={"TOKENIZER": "builtins:len"})
+    assert allowed.returncode == 0, allowed.stderr
