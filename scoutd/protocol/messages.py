@@ -185,12 +185,23 @@ class MetricsResult(msgspec.Struct, kw_only=True):
     text: str
 
 
+class DaemonIdentity(msgspec.Struct, kw_only=True):
+    """Who the daemon acts as and where it serves: what ``scoutd notify`` and
+    ``scoutd abort`` check a chat against (docs/PROTOCOL.md, ``status``)."""
+
+    uid: int
+    gid: int
+    groups: list[int]  # supplementary groups
+    allowed_roots: list[str]  # resolved, as the daemon compares save files
+
+
 class StatusResult(msgspec.Struct, kw_only=True):
     version: str
     uptime: float  # seconds
     config: ConfigStatus
     counts: Counts
     latency: Latency
+    daemon: DaemonIdentity | None = None  # None from a daemon older than the field
 
 
 class ConfigReloadResult(msgspec.Struct, kw_only=True):

@@ -325,6 +325,12 @@ class Server:
                 rescans=self.registry.rescans,
             ),
             latency=protocol.Latency(count=count, p50_ms=p50, p99_ms=p99, max_ms=worst),
+            daemon=protocol.DaemonIdentity(
+                uid=self.own_uid,
+                gid=os.getgid(),
+                groups=sorted(set(os.getgroups()) - {os.getgid()}),
+                allowed_roots=list(snap.roots),
+            ),
         )
 
     def metrics_text(self) -> str:
