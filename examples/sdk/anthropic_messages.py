@@ -1,9 +1,11 @@
+import os
 import subprocess
 
 import anthropic
 
 import scoutd
 
+SAVE_FILE = os.path.expanduser("~/chats/run-3.chat")  # under the daemon's allowed_roots
 TOOLS = [
     {
         "name": "bash",
@@ -26,7 +28,7 @@ client = anthropic.Anthropic()
 messages = [{"role": "user", "content": "Make the test suite pass."}]
 for _ in range(100):
     prompt = scoutd.prepare_prompt(
-        messages, save_file="/var/lib/agent/run-3.chat", format="anthropic", cache_control=True
+        messages, save_file=SAVE_FILE, format="anthropic", cache_control=True
     )
     response = client.messages.create(
         model="claude-sonnet-4-5",
@@ -40,7 +42,11 @@ for _ in range(100):
     if response.stop_reason != "tool_use":
         break
     results = [
-        {"type": "tool_result", "tool_use_id": block.id, "content": run_bash(block.input["command"])}
+        {
+            "type": "tool_result",
+            "tool_use_id": block.id,
+            "content": run_bash(block.input["command"]),
+        }
         for block in response.content
         if block.type == "tool_use"
     ]

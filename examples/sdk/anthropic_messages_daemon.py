@@ -1,9 +1,11 @@
+import os
 import subprocess
 
 import anthropic
 
 import scoutd
 
+SAVE_FILE = os.path.expanduser("~/chats/run-3.chat")  # under the daemon's allowed_roots
 TOOLS = [
     {
         "name": "bash",
@@ -24,9 +26,7 @@ def run_bash(command: str) -> str:
 
 client = anthropic.Anthropic()
 messages = [{"role": "user", "content": "Make the test suite pass."}]
-with scoutd.Client() as daemon, daemon.session(
-    "/var/lib/agent/run-3.chat", format="anthropic"
-) as session:
+with scoutd.Client() as daemon, daemon.session(SAVE_FILE, format="anthropic") as session:
     for _ in range(100):
         prepared = session.prepare(messages)
         response = client.messages.create(

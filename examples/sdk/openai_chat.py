@@ -1,11 +1,12 @@
 import json
+import os
 import subprocess
 
 from openai import OpenAI
 
 import scoutd
 
-SAVE_FILE = "/var/lib/agent/run-1.chat"
+SAVE_FILE = os.path.expanduser("~/chats/run-1.chat")  # under the daemon's allowed_roots
 TOOLS = [
     {
         "type": "function",

@@ -1,10 +1,12 @@
 import json
+import os
 import subprocess
 
 from openai import OpenAI
 
 import scoutd
 
+SAVE_FILE = os.path.expanduser("~/chats/run-1.chat")  # under the daemon's allowed_roots
 TOOLS = [
     {
         "type": "function",
@@ -31,9 +33,7 @@ messages = [
     {"role": "system", "content": "You are a careful coding agent."},
     {"role": "user", "content": "Make the test suite pass."},
 ]
-with scoutd.Client() as daemon, daemon.session(
-    "/var/lib/agent/run-1.chat", format="openai-chat"
-) as session:
+with scoutd.Client() as daemon, daemon.session(SAVE_FILE, format="openai-chat") as session:
     for _ in range(100):
         prompt = session.prepare_prompt(messages)
         response = client.chat.completions.create(model="gpt-4.1", messages=prompt, tools=TOOLS)

@@ -1,10 +1,12 @@
 import json
+import os
 import subprocess
 
 from openai import OpenAI
 
 import scoutd
 
+SAVE_FILE = os.path.expanduser("~/chats/run-2.chat")  # under the daemon's allowed_roots
 TOOLS = [
     {
         "type": "function",
@@ -27,7 +29,7 @@ def run_bash(command: str) -> str:
 client = OpenAI()
 items = [{"type": "message", "role": "user", "content": "Make the test suite pass."}]
 for _ in range(100):
-    prompt = scoutd.prepare_prompt(items, save_file="/var/lib/agent/run-2.chat")
+    prompt = scoutd.prepare_prompt(items, save_file=SAVE_FILE)
     response = client.responses.create(
         model="o4-mini",
         instructions="You are a careful coding agent.",

@@ -1,10 +1,12 @@
 import asyncio
 import json
+import os
 
 from openai import AsyncOpenAI
 
 import scoutd
 
+SAVE_FILE = os.path.expanduser("~/chats/run-2.chat")  # under the daemon's allowed_roots
 TOOLS = [
     {
         "type": "function",
@@ -30,9 +32,10 @@ async def run_bash(command: str) -> str:
 async def main() -> None:
     client = AsyncOpenAI()
     items = [{"type": "message", "role": "user", "content": "Make the test suite pass."}]
-    async with scoutd.AsyncClient() as daemon, daemon.session(
-        "/var/lib/agent/run-2.chat", format="openai-responses"
-    ) as session:
+    async with (
+        scoutd.AsyncClient() as daemon,
+        daemon.session(SAVE_FILE, format="openai-responses") as session,
+    ):
         for _ in range(100):
             prompt = await session.prepare_prompt(items)
             response = await client.responses.create(

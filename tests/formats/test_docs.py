@@ -92,10 +92,13 @@ def test_python_blocks_compile_and_use_the_real_api(block: str) -> None:
 
 
 def _socat_requests() -> list[dict[str, Any]]:
+    """The requests the socat examples send; a ``%s`` filled by printf keeps its argument."""
     found = []
     for block in SH_BLOCKS:
         for payload in re.findall(r"printf '%s\\n' '(\{.*?\})'", block):
             found.append(msgspec.json.decode(payload))
+        for payload, argument in re.findall(r"printf '(\{.*?\})\\n' \"([^\"]*)\"", block):
+            found.append(msgspec.json.decode(payload.replace("%s", argument)))
     return found
 
 
@@ -119,3 +122,5 @@ def test_socat_examples_are_answered_by_the_daemon() -> None:
 def test_session_open_example_is_valid() -> None:
     opens = [r for r in _socat_requests() if r["method"] == "session.open"]
     assert opens and all(r["params"]["format"] in ("anthropic", "openai-chat") for r in opens)
+    # Under the home directory, which the config scripts/serve writes allows.
+    assert all(r["params"]["save_file"].startswith("$HOME/") for r in opens)
