@@ -202,8 +202,7 @@ def _single(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, s
     elapsed = time.perf_counter() - started
     rows = [(r.strategy, r) for r in result.strategies]
     if args.plot:
-        title = format_header(result).splitlines()[0]
-        plot(rows, args.plot, context_window=settings.context_window, title=title)
+        plot(rows, args.plot, context_window=settings.context_window, title=format_header(result))
     failed = any(r.failed for r in result.strategies)
     if args.json:
         text = encode_json(result, per_round=args.per_round)
@@ -256,7 +255,14 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
             rows.append((label, r))
     failed = any(r.failed for _, r in rows)
     if args.plot:
-        plot(rows, args.plot, context_window=base.context_window, title=f"sweep of {key}")
+        first, _, rest = format_header(runs[0]["simulation"], exclude=key).partition("\n")
+        plot(
+            rows,
+            args.plot,
+            context_window=base.context_window,
+            title=f"sweep of {key}: {first}\n{rest}",
+            highlight_default=False,
+        )
     if args.json:
         text = encode_json(
             {"sweep": {"key": key, "values": values}, "runs": runs}, per_round=args.per_round

@@ -1,13 +1,13 @@
-"""Output of the simulator: a readable table, JSON, and a two-panel plot."""
+"""Output of the simulator: a readable table and JSON (the plot: :mod:`.plotting`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import accumulate
 from typing import Any
 
 import msgspec
 
+from .plotting import PlotUnavailable, plot, require_matplotlib
 from .replay import Simulation, StrategyResult
 
 __all__ = [
@@ -18,14 +18,6 @@ __all__ = [
     "plot",
     "require_matplotlib",
 ]
-
-# The prompt panel is cut at this multiple of the context window, so that a
-# run without compaction (millions of tokens) does not flatten every other line.
-PLOT_CEILING = 1.6
-
-
-class PlotUnavailable(RuntimeError):
-    """matplotlib is not installed."""
 
 
 def _billed(value: float) -> str:
@@ -135,71 +127,3 @@ def encode_json(value: Any, *, per_round: bool = False) -> str:
 
     encoded = msgspec.json.encode(strip(data))
     return msgspec.json.format(encoded, indent=2).decode("utf-8")
-
-
-def require_matplotlib() -> None:
-    """Fail early, before a long replay, when ``--plot`` cannot be honoured.
-
-    Raises:
-        PlotUnavailable: matplotlib is missing (the ``scoutd[plot]`` extra).
-    """
-    try:
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
-    except ImportError as exc:
-        raise PlotUnavailable(
-            "--plot needs matplotlib: install the plot extra, pip install 'scoutd[plot]'"
-        ) from exc
-
-
-def plot(
-    rows: Sequence[tuple[str, StrategyResult]],
-    path: str,
-    *,
-    context_window: int,
-    title: str = "",
-) -> None:
-    """Write a PNG: prompt tokens per round (top) and cumulative cost (bottom).
-
-    Raises:
-        PlotUnavailable: matplotlib is missing (the ``scoutd[plot]`` extra).
-        ValueError: a result has no per-round series.
-    """
-    require_matplotlib()
-    from matplotlib.figure import Figure  # type: ignore[import-not-found,unused-ignore]
-
-    figure = Figure(figsize=(11, 8.5), layout="constrained")
-    top, bottom = figure.subplots(2, 1, sharex=True)
-    peak = 0
-    for label, result in rows:
-        series = result.series
-        if series is None:
-            raise ValueError(f"no per-round series for {label}")
-        rounds = range(1, len(series.prompt_tokens) + 1)
-        name = f"{label} (FAILED)" if result.failed else label
-        (line,) = top.plot(rounds, series.prompt_tokens, linewidth=1.1, label=name)
-        bottom.plot(
-            rounds,
-            [c / 1e6 for c in accumulate(series.cost)],
-            linewidth=1.4,
-            color=line.get_color(),
-            label=name,
-        )
-        peak = max(peak, max(series.prompt_tokens, default=0))
-    top.axhline(context_window, color="black", linestyle="--", linewidth=1, label="context window")
-    ceiling = PLOT_CEILING * context_window
-    if peak > ceiling:
-        top.set_ylim(0, ceiling)
-        top.set_title(f"Prompt tokens per round (axis cut at {ceiling:,.0f})", fontsize=10)
-    else:
-        top.set_title("Prompt tokens per round", fontsize=10)
-    top.set_ylabel("prompt tokens")
-    top.legend(fontsize=8, loc="upper left")
-    top.grid(alpha=0.3)
-    bottom.set_title("Cumulative billed input (uncached-token units)", fontsize=10)
-    bottom.set_ylabel("millions of units")
-    bottom.set_xlabel("round (one per tool output)")
-    bottom.legend(fontsize=8, loc="upper left")
-    bottom.grid(alpha=0.3)
-    if title:
-        figure.suptitle(title, fontsize=11)
-    figure.savefig(path, format="png", dpi=100)
