@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from scoutd import prepare
+from scoutd import ConfigError, prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.incremental import SessionPrompt
+from scoutd.testing import conversation
+from tests.formats.conversations import anthropic, chat, responses
 
 STRATEGIES = [
     None,
@@ -43,6 +45,14 @@ EXTREMES = [
     1e308,
     float("inf"),
     float("nan"),
+    # past the bounds (docs/RELIABILITY.md, "What a client may configure")
+    10**400,
+    5e-324,
+    -0.0,
+    1e7,
+    2**63,
+    "builtins:len",  # as a tokenizer: code, which no override may name
+    "n" * (64 * 1024 + 1),
 ]
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
@@ -87,6 +97,34 @@ overrides = st.dictionaries(
     st.sampled_from([*PromptConfig.__struct_fields__, "no_such_key"]),
     st.sampled_from(EXTREMES) | json_values,
     max_size=4,
+)
+# Every strategy compacts the conversations below and the epochs grow, so that the
+# extremes reach the arithmetic that uses them (an override may change these too).
+GROWING = {
+    "epoch_tool_call_threshold": 3,
+    "epoch_full_tool_calls": 1,
+    "epoch_compacted_tool_calls": 2,
+    "epoch_size": 2,
+    "epoch_increment_epochs_per_increase": 1,
+    "full_tool_outputs": 1,
+    "max_tool_calls": 3,
+    "max_tool_chars": 100,
+    "context_window": 2_000,
+    "cost_full_tool_outputs": 1,
+    "cost_compacted_tool_calls": 1,
+    "cache_control": True,
+}
+# The largest and smallest values the bounds allow, and the extremes past them.
+edge_overrides = st.dictionaries(
+    st.sampled_from(PromptConfig.__struct_fields__),
+    st.sampled_from([*EXTREMES, 1e6, 0.01, 0.999999, 2**63 - 1, 0, 1, 0.0]),
+    max_size=2,
+)
+long_conversations = st.one_of(
+    st.integers(4, 40).map(lambda n: conversation(n, output_size=300)),
+    st.integers(4, 20).map(chat),
+    st.integers(4, 20).map(anthropic),
+    st.integers(4, 20).map(responses),
 )
 
 
@@ -134,3 +172,38 @@ def test_a_failed_session_round_changes_nothing(
     fresh.extend(state.messages)
     assert state.chars == fresh.chars
     assert state.index.indices == fresh.index.indices
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(conversation(30), "shorten_tools_epoch_increment", {"tokenizer": "builtins:len"})
+@example(conversation(30), None, {"tokenizer": "builtins:len"})
+@example(
+    conversation(30),
+    "shorten_tools_epoch_increment",
+    {"epoch_increment_compacted_growth_ratio": 1e308},
+)
+@example(conversation(30), None, {"chars_per_token": 5e-324})
+@example(conversation(30), None, {"context_window": 10**400})
+@example(
+    [*anthropic(6), {"role": "assistant", "content": [{"type": ["text"], "text": "x"}]}], "none", {}
+)
+@given(
+    messages=long_conversations,
+    strategies=st.sampled_from(STRATEGIES[:6]),
+    config=edge_overrides,
+)
+def test_extreme_overrides_on_compacted_conversations_raise_only_config_errors(
+    messages: list[Any], strategies: str | None, config: dict[str, Any]
+) -> None:
+    """Long enough to be compacted in every format, with the Anthropic cache hint:
+    an override is refused by name (ConfigError) or served, never an OverflowError,
+    a TypeError or an import of what it names."""
+    try:
+        prepared = prepare(messages, strategies, config={**GROWING, **config})
+    except ConfigError as exc:
+        assert any(key in str(exc) for key in config), exc
+        event("refused")
+    else:
+        assert isinstance(prepared.messages, list)
+        assert "tokenizer" not in config  # an override naming code is never served
+        event("served, compacted" if prepared.report[0].notice else "served")
