@@ -8,11 +8,14 @@ ones (never raised to a caller of the library or of a client) are at the end.
 from __future__ import annotations
 
 import errno
+import os
 from typing import Any
 
 __all__ = [
     "ScoutdError",
     "Aborted",
+    "StillAborted",
+    "InboxUnusable",
     "ConfigError",
     "UnknownStrategy",
     "RemoteError",
@@ -45,6 +48,32 @@ class Aborted(ScoutdError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class InboxUnusable(Aborted):
+    """The chat's inbox exists but cannot be opened, searched or listed.
+
+    It may hold an abort that nobody can see, so the chat is not served (fails
+    closed) until an operator repairs it: an :class:`Aborted`, whose
+    ``reason`` names the inbox (``inbox``) and the ``problem``.
+    """
+
+    def __init__(self, inbox: str, problem: str) -> None:
+        shown = os.fsencode(inbox).decode("utf-8", "backslashreplace")
+        super().__init__(
+            f"the inbox {shown!r} exists but cannot be used ({problem}): the chat is not"
+            " served until an operator repairs it"
+        )
+        self.inbox = inbox
+        self.problem = problem
+
+
+class StillAborted(Aborted):
+    """The chat was aborted earlier and no operator has cleared it since.
+
+    Raised while the chat's durable abort marker exists
+    (:mod:`scoutd.inbox.aborted`): no abort entry was consumed by this call.
+    """
 
 
 class ConfigError(ScoutdError, ValueError):

@@ -6,7 +6,9 @@ cannot be encoded as UTF-8: written to a log, an error message or a JSON line
 as is, it raises ``UnicodeEncodeError``. Everything that shows a path to a
 person or a peer goes through :func:`display_path` (or :func:`safe_text` for a
 sentence that embeds one), which escapes what cannot be encoded and leaves
-valid text untouched. docs/PROTOCOL.md describes the escapes.
+valid text untouched. docs/PROTOCOL.md describes the escapes. A name or path
+an agent may have chosen, shown on an operator's terminal, goes through
+:func:`printable`, which escapes control characters as well.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["display_path", "safe_text", "safe_value"]
+__all__ = ["display_path", "printable", "safe_text", "safe_value"]
 
 _SURROGATES = range(0xD800, 0xE000)
 _ESCAPED_BYTES = range(0xDC80, 0xDD00)  # what surrogateescape makes of bytes 0x80-0xff
@@ -44,6 +46,34 @@ def safe_text(text: str) -> str:
         else:
             out.append(char)
     return "".join(out)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if code in _ESCAPED_BYTES:
+        return f"\\x{code - 0xDC00:02x}"
+    if char.isprintable():
+        return char
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def printable(text: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
+    """A name or path as one safe line of terminal text, for anything an agent may name.
+
+    Like :func:`display_path` (undecodable bytes as ``\\xNN``), and every
+    character that is not printable escaped too: control characters (escape
+    sequences, newlines, carriage returns, backspaces), C1 controls, line and
+    paragraph separators, bidirectional overrides and other format
+    characters, as ``\\xNN``, ``\\uNNNN`` or ``\\UNNNNNNNN``. So an agent
+    cannot clear an operator's screen, forge a line of output or reorder what
+    is shown with a file name. Printable text comes back unchanged.
+    """
+    text = os.fsdecode(text) if not isinstance(text, str) else text
+    if text.isprintable():
+        return text
+    return "".join(_escaped(char) for char in text)
 
 
 def display_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:

@@ -27,8 +27,11 @@ __all__ = [
     "check_access",
     "check_peer",
     "check_save_file",
+    "groups_of",
+    "may_take_abort",
     "peer_credentials",
     "process_owned_by",
+    "reach_problem",
     "resolve_roots",
 ]
 
@@ -110,13 +113,18 @@ def process_owned_by(pid: int, uid: int) -> bool:
         return False
 
 
+def groups_of(uid: int, gid: int) -> frozenset[int]:
+    """A user's primary gid ``gid`` and its supplementary groups from the user database."""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+        return frozenset((gid, *os.getgrouplist(name, gid)))
+    except (KeyError, OSError):
+        return frozenset((gid,))
+
+
 def _groups(peer: PeerCred) -> frozenset[int]:
     """The peer's primary gid and its supplementary groups from the user database."""
-    try:
-        name = pwd.getpwuid(peer.uid).pw_name
-        return frozenset((peer.gid, *os.getgrouplist(name, peer.gid)))
-    except (KeyError, OSError):
-        return frozenset((peer.gid,))
+    return groups_of(peer.uid, peer.gid)
 
 
 def _allowed(st: os.stat_result, uid: int, groups: frozenset[int], want: int) -> bool:
@@ -134,15 +142,103 @@ def _allowed(st: os.stat_result, uid: int, groups: frozenset[int], want: int) ->
     return bits & want == want
 
 
+def reach_problem(
+    directory: str, uid: int, groups: frozenset[int], want: int = os.R_OK | os.X_OK
+) -> str | None:
+    """Why a process of ``uid`` and ``groups`` could not use ``directory``; None: it could.
+
+    Search permission on every ancestor, ``want`` on ``directory`` itself, by
+    the mode bits (ACLs are not consulted); uid 0 passes. ``directory`` is a
+    real path (its symlinks resolved). ``scoutd notify`` and ``scoutd abort``
+    ask it for the daemon's identity: an inbox the daemon cannot list makes
+    its chat fail closed.
+    """
+    if uid == 0:
+        return None
+    checks: list[tuple[str, int]] = []
+    parent = directory
+    while True:
+        checks.append((parent, os.X_OK))
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    checks.reverse()
+    checks[-1] = (directory, want)
+    for path, rights in checks:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            return f"{display_path(path)} cannot be examined: {exc.strerror or exc}"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{display_path(path)} is not a directory"
+        if not _allowed(st, uid, groups, rights):
+            words = "search" if rights == os.X_OK else _words(rights)
+            return f"uid {uid} may not {words} {display_path(path)} (mode {st.st_mode & 0o7777:o})"
+    return None
+
+
+def _words(rights: int) -> str:
+    return " and ".join(
+        word
+        for bit, word in ((os.R_OK, "list"), (os.W_OK, "write"), (os.X_OK, "search"))
+        if rights & bit
+    )
+
+
+def _sticky_problem(inbox: str, uid: int, entry_uid: int | None = None) -> str | None:
+    """Why, in a sticky inbox, ``uid`` could not take its entries (or the one of ``entry_uid``).
+
+    In a directory with the sticky bit only the entry's owner, the
+    directory's owner and root may rename or remove an entry (the kernel's
+    rule): the daemon, which may have more rights, takes an entry for a peer
+    only where the peer could. None: not sticky, missing, or allowed.
+    """
+    try:
+        st = os.stat(inbox)
+    except OSError:
+        return None
+    if not st.st_mode & stat.S_ISVTX or uid in (0, st.st_uid) or entry_uid == uid:
+        return None
+    return (
+        f"{display_path(inbox)} has the sticky bit and belongs to uid {st.st_uid}: uid {uid}"
+        " may not take entries it does not own there"
+    )
+
+
+def may_take_abort(resolved: str, uid: int, gid: int) -> bool:
+    """Whether a session of ``uid`` could take the ``abort`` of ``resolved``'s inbox itself.
+
+    Asked when the daemon claims an abort for its sessions (docs/RELIABILITY.md,
+    "An abort fails closed"): the same rights as :func:`check_access` (the
+    inbox may have appeared, or changed, since the session opened), and, in
+    a sticky inbox, owning the abort entry or the inbox. uid 0 passes.
+    """
+    if uid == 0:
+        return True
+    try:
+        check_access(resolved, PeerCred(pid=0, uid=uid, gid=gid))
+    except Forbidden:
+        return False
+    inbox = inbox_dir(resolved)
+    try:
+        owner: int | None = os.lstat(os.path.join(inbox, "abort")).st_uid
+    except OSError:
+        owner = None
+    return _sticky_problem(inbox, uid, owner) is None
+
+
 def check_access(resolved: str, peer: PeerCred) -> None:
     """Raise :class:`Forbidden` unless ``peer`` could use ``resolved``'s directory itself.
 
     The daemon reads and moves inbox files with its own rights, so a peer of
     another uid must not reach a save file it could not reach alone: it needs
     search permission on every ancestor directory and read, write and search
-    permission on the save file's directory and, if present, its inbox. Mode
-    bits only (ACLs are not consulted); uid 0 passes, as in the kernel
-    (docs/OPERATIONS.md, access model).
+    permission on the save file's directory and, if present, its inbox; an
+    inbox with the sticky bit must be its own (there it could take only its
+    own entries, and a pickup takes them all). Mode bits only (ACLs are not
+    consulted); uid 0 passes, as in the kernel (docs/OPERATIONS.md, access
+    model).
     """
     if peer.uid == 0:
         return
@@ -175,3 +271,6 @@ def check_access(resolved: str, peer: PeerCred) -> None:
             f"uid {peer.uid} may not access {display_path(path)} (the save file's directory"
             " or one above it); the daemon acts only where the caller could"
         )
+    sticky = _sticky_problem(checks[-1][0], peer.uid)
+    if sticky is not None:
+        raise Forbidden(f"{sticky}; the daemon acts only where the caller could")

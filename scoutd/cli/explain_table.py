@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..paths import printable
 from ..strategies.report import StrategyReport
 from .common import encode
 
@@ -30,8 +31,9 @@ def _counts(report: StrategyReport) -> str:
 
 
 def _cell(value: Any, width: int = 40) -> str:
+    """A tool id or name from the chat (the agent chose it): one safe line, cut to ``width``."""
     text = "-" if value is None else value if isinstance(value, str) else encode(value).decode()
-    text = text.replace("\n", " ")
+    text = printable(text.replace("\n", " "))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

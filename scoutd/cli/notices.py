@@ -1,8 +1,14 @@
 """``scoutd notify``, ``scoutd abort`` and ``scoutd inbox``: a chat's inbox from the shell.
 
-Both work on files directly (no daemon needed); the daemon, or the library
-in the agent's own process, delivers them (docs/OPERATIONS.md, "Notices and
-aborts").
+All three work on files directly (no daemon needed); the daemon, or the
+library in the agent's own process, delivers them (docs/OPERATIONS.md,
+"Notices and aborts"). ``notify`` and ``abort`` reach the chat directory
+without following a symlink that neither root nor the operator made
+(:mod:`scoutd.inbox.walk`), print the real path they wrote, and check the
+result against the daemon that serves the chat (:mod:`scoutd.cli.serving`):
+outside its roots, or in an inbox its account cannot list, is said on stderr
+with a non-zero exit. Every path and name printed goes through
+:func:`~scoutd.paths.printable`.
 """
 
 from __future__ import annotations
@@ -12,18 +18,18 @@ import os
 import stat
 import sys
 
-from ..config import resolve_config
-from ..security import Forbidden, check_save_file, resolve_roots
+from ..inbox import inbox_dir
+from ..paths import printable
 from .common import (
     EXIT_OK,
     CliError,
     UsageError,
     Verb,
     add_config,
-    config_path,
     warn,
     write_json,
 )
+from .serving import Serving, serving
 
 __all__ = ["ABORT", "INBOX", "NOTIFY"]
 
@@ -31,24 +37,34 @@ __all__ = ["ABORT", "INBOX", "NOTIFY"]
 _SHOWN_REASON_BYTES = 200
 
 
-def _outside_roots(args: argparse.Namespace) -> str | None:
-    """Why the save file lies outside the daemon's ``allowed_roots``, or None.
+def _where_it_went(save_file: str, written: str) -> None:
+    """Say loudly when the file went elsewhere than the path given suggests (a symlink)."""
+    given = inbox_dir(save_file)
+    real = os.path.dirname(written)
+    if given != real:
+        warn(
+            f"{printable(given)} leads through symbolic links to {printable(real)}:"
+            " the file was written there"
+        )
 
-    The roots come from the config this command line resolves, the one the
-    daemon reads too. Nothing is created before this check.
-    """
-    roots = resolve_config(config_path(args)).daemon.allowed_roots
-    try:
-        check_save_file(os.path.abspath(args.save_file), resolve_roots(roots))
-    except Forbidden as exc:
-        return f"{exc}: {', '.join(roots)}"
-    return None
+
+def _unseen(daemon: Serving, written: str, what: str) -> None:
+    """Fail (exit 1) when the daemon's account cannot list the inbox just written to."""
+    problem = daemon.cannot_list(os.path.dirname(written))
+    if problem is not None:
+        raise CliError(
+            f"{what} was written to {printable(written)}, but the daemon cannot list that"
+            f" inbox ({problem}): the chat is not served until the inbox is repaired (the"
+            " agent is stopped with a generic reason); see docs/OPERATIONS.md"
+        )
 
 
 def _notify(args: argparse.Namespace) -> int:
     from ..inbox import write_notice
 
-    problem = _outside_roots(args)
+    save_file = os.path.abspath(args.save_file)
+    daemon = serving(args)
+    problem = daemon.outside(save_file)
     if problem is not None:
         raise UsageError(f"refusing to write a notice the daemon would never deliver: {problem}")
     if args.text == "-":
@@ -61,10 +77,12 @@ def _notify(args: argparse.Namespace) -> int:
     if not text.strip():
         raise UsageError("the notice is empty")
     try:
-        path = write_notice(os.path.abspath(args.save_file), text, name=args.name)
+        path = write_notice(save_file, text, name=args.name)
     except ValueError as exc:  # a bad --name
         raise UsageError(str(exc)) from exc
-    print(path)
+    print(printable(path))
+    _where_it_went(save_file, path)
+    _unseen(daemon, path, "the notice")
     return EXIT_OK
 
 
@@ -122,7 +140,8 @@ def _abort(args: argparse.Namespace) -> int:
     from ..inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
 
     save_file = os.path.abspath(args.save_file)
-    problem = _outside_roots(args)
+    daemon = serving(args)
+    problem = daemon.outside(save_file)
     if problem is not None:
         # Written all the same: an agent using the library in its own process sees it.
         warn(f"the daemon will not push this abort to a session: {problem}")
@@ -130,22 +149,34 @@ def _abort(args: argparse.Namespace) -> int:
         path = write_abort(save_file, args.reason)
     except AbortNotWritten as exc:
         # Fails closed all the same: the entry already there aborts the agent.
-        raise CliError(f"{exc.filename!r}: {exc.strerror}; see docs/OPERATIONS.md") from exc
-    print(path)
+        shown = printable(str(exc.filename))
+        raise CliError(f"{shown}: {exc.strerror}; see docs/OPERATIONS.md") from exc
+    print(printable(path))
+    _where_it_went(save_file, path)
+    _unseen(daemon, path, "the abort")
     waiting = _waiting_reason(path)
     if waiting is not None and waiting != args.reason:
         # An abort was already waiting: it is kept, with its reason (docs/OPERATIONS.md).
         warn(
-            f"an abort is already waiting in {os.path.dirname(path)!r} with the reason"
-            f" {waiting!r}: the agent will be aborted with that reason; yours was not written"
+            f"an abort is already waiting in {printable(os.path.dirname(path))!r} with the"
+            f" reason {waiting!r}: the agent will be aborted with that reason; yours was not"
+            " written"
         )
-    problem = record_problem(save_file)
+    if daemon.cannot_read(path):
+        warn(
+            f"the daemon (uid {daemon.uid}) cannot read {printable(path)}: the agent is"
+            " stopped with a generic reason instead of yours"
+        )
+    # the save file beside the inbox really written to
+    real = os.path.join(os.path.dirname(os.path.dirname(path)), os.path.basename(save_file))
+    problem = record_problem(real)
     if problem is not None:
         # The abort still stops the agent (it fails closed), but the operator must know
         # that its record will not be in the removed directory, and why.
+        removed = inbox_removed_dir(real)
         raise CliError(
             f"the abort stops the agent, but its record cannot be written to"
-            f" {inbox_removed_dir(save_file)!r} ({problem}): it goes to a hidden"
+            f" {printable(removed)!r} ({problem}): it goes to a hidden"
             " .abort-* file in the inbox, or the abort stays in place; see docs/OPERATIONS.md"
         )
     return EXIT_OK

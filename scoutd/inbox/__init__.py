@@ -9,9 +9,10 @@ appended to the prompt as a ``user`` message; a file named ``abort`` raises
 1. *Check in place*: open with ``O_NOFOLLOW | O_NONBLOCK`` and ``fstat``. A
    symlink fails (``ELOOP``), a FIFO swapped in after the listing opens without
    waiting for a writer; a notice that is not a readable regular file stays
-   put (an ``abort`` of any type is claimed, see below). A file written in
-   place is taken once complete (unchanged for a short settle time, or closed
-   by its writer as the daemon's watcher sees).
+   put (an ``abort`` of any type is claimed, see below). A file some process
+   holds open for writing is not taken (a read lease tells; where it cannot,
+   a file unchanged for a short settle time, or renamed in, is complete);
+   nothing waits for it: a notice is left for the next pickup.
 2. *Claim*: ``rename`` it to a private ``.claim-<pid>-<random>`` name in the
    removed directory. Of N racing consumers exactly one rename succeeds; the
    others get ``ENOENT`` and skip. The claimed entry is checked again by its
@@ -38,13 +39,21 @@ agent can make one in its own chat directory) aborts too, at once, with a
 generic reason naming its kind; it is moved like any abort (a rename moves the
 entry itself, never a target) and never opened, followed or read.
 
-Both directories are opened once per pickup with ``O_NOFOLLOW | O_DIRECTORY``
-and every step names entries relative to those descriptors (``*at`` calls). An
-inbox or removed directory that is a symlink is refused (logged), and one
-swapped for a symlink after that check cannot redirect a move: otherwise a
-client allowed to write beside its save file could make the daemon empty, or
-fill, a directory outside ``allowed_roots`` (docs/OPERATIONS.md). Writers refuse a
-symlinked inbox the same way.
+The chat directory is reached one component at a time, following a symlink
+only when root or the acting user made it (:mod:`scoutd.inbox.walk`); the
+inbox and removed directories are opened relative to it with ``O_NOFOLLOW |
+O_DIRECTORY``, once per pickup, and every step names entries relative to
+those descriptors (``*at`` calls). An inbox or removed directory that is a
+symlink is refused, and one swapped for a symlink after that check cannot
+redirect a move: otherwise a client allowed to write beside its save file
+could make the daemon empty, or fill, a directory outside ``allowed_roots``
+(docs/OPERATIONS.md). Writers refuse a symlinked inbox the same way.
+
+An abort fails closed (docs/RELIABILITY.md): an inbox that does not exist
+holds nothing, but one that exists and cannot be opened, searched or listed
+(:meth:`InboxDirs.of <scoutd.inbox.files.InboxDirs.of>`, the one definition)
+raises :class:`~scoutd.errors.InboxUnusable`, an ``Aborted``, from every
+pickup until an operator repairs it.
 
 Resource handling: each descriptor is closed by the function that opened it.
 Readers never create the inbox; they create the removed directory just before
@@ -53,7 +62,8 @@ the first claim. Writers create the inbox, write and fsync a dotfile there
 one (``renameat2``; a hard link where that is missing): no partial notice is
 ever visible, and the daemon's watcher sees it arrive complete.
 
-Error handling: no ``OSError`` escapes :func:`pick_up` or :func:`claim_abort`.
+Error handling: no ``OSError`` escapes :func:`pick_up` or :func:`claim_abort`
+(an unusable inbox is :class:`~scoutd.errors.InboxUnusable`).
 Each file stands alone: a failure is logged (logger ``scoutd.inbox``, warning)
 and the next file is tried; a file another consumer took first is skipped
 (debug). Without hard links (FAT, some FUSE mounts) an existence check and
@@ -68,7 +78,8 @@ pending. The writers name notices so that this order is the order they
 arrived in.
 
 Modules: ``names`` (paths and name rules, pure), ``entries`` (what an entry
-is, ``lstat`` only), ``files`` (descriptors, reads, renames), ``claim``
+is, ``lstat`` only), ``walk`` (reaching the chat directory), ``files``
+(descriptors, reads, renames, whether a file is being written), ``claim``
 (steps 1-5), ``pickup`` (one pickup, the abort rule), ``writers``
 (``write_notice``, ``write_abort``), ``listing`` (what is pending, read-only).
 """

@@ -3,13 +3,17 @@
 The steps are listed in :mod:`scoutd.inbox`. Two rules of this module keep an
 operator in control of a hostile agent:
 
-* *Complete files only* (docs/STRATEGIES.md, "inbox"): a file written in place
-  is taken once it has not changed for :data:`SETTLE_TIME` (or its writer
-  closed it, which the daemon's watcher sees); a file that arrived by rename
-  or link is complete at once (the watcher sees the rename; the library sees
-  an inode changed after its last write, ``ctime`` later than ``mtime``). A
-  file still changing after :data:`MAX_SETTLE_WAIT` is left for the next
-  pickup, except an ``abort``, which is taken as it is.
+* *Complete files only* (docs/OPERATIONS.md, "Files written in place"): a
+  file that some process holds open for writing is never taken (the kernel
+  tells, through a read lease: :func:`~scoutd.inbox.files.being_written`);
+  where the kernel cannot tell, a file is complete once it arrived by rename
+  or link (its inode changed after its last write, ``ctime`` later than
+  ``mtime``) or has not changed for :data:`SETTLE_TIME`. Nothing here sleeps
+  unless a caller asks to (``wait=True``, only for an abort, in a caller's
+  own thread): a notice not complete is left for the next pickup, an abort
+  not complete raises :class:`NotSettled` and the caller decides (the
+  pickup aborts at once without reading it; the daemon's watcher retries
+  from its event loop, then takes it as it is after :data:`MAX_SETTLE_WAIT`).
 * *An abort fails closed*: when the removed directory cannot take the claim
   (a regular file or dangling symlink in its place, another file system, any
   rename error), the abort is claimed under a hidden name in the inbox itself
@@ -29,7 +33,7 @@ import time
 from typing import NamedTuple
 
 from .entries import entry_kind
-from .files import InboxDirs, lexists, open_regular, place, read_text
+from .files import InboxDirs, being_written, lexists, open_regular, place, read_text
 from .names import ABORT_NAME, MAX_NAMES, numbered
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "SETTLE_TIME",
     "NotSettled",
     "Taken",
+    "is_complete",
     "settled",
     "take",
     "wait_complete",
@@ -74,7 +79,7 @@ def _put_back(dirs: InboxDirs, claim: str, name: str) -> None:
 
 
 class NotSettled(Exception):
-    """The file changed less than :data:`SETTLE_TIME` ago, and the caller would not wait."""
+    """The file is still being written (or changed less than :data:`SETTLE_TIME` ago)."""
 
 
 class Taken(NamedTuple):
@@ -91,14 +96,15 @@ class Taken(NamedTuple):
 
 
 def take(
-    dirs: InboxDirs, name: str, max_bytes: int, *, complete: bool = False, wait: bool = True
+    dirs: InboxDirs, name: str, max_bytes: int, *, complete: bool = False, wait: bool = False
 ) -> Taken | None:
     """Claim, read and record one inbox file (steps 1-5 of the inbox module).
 
     ``complete``: the caller knows the file is whole (its writer closed it, or
-    it arrived by rename), so the settle wait is skipped. ``wait=False``:
-    raise :class:`NotSettled` instead of waiting (the caller retries later,
-    and may learn meanwhile that the file is complete). Returns the
+    it arrived by rename). Otherwise a notice being written is left for the
+    next pickup, never waited for; an ``abort`` being written raises
+    :class:`NotSettled`, or with ``wait`` is waited for (at most
+    :data:`MAX_SETTLE_WAIT`, then taken as it is). Returns the
     :class:`Taken` entry, or None when the file stays in (or went back to)
     the inbox or another consumer took it. Raises ``OSError`` for a failure
     before the claim; the file is then still in the inbox. An ``abort`` goes
@@ -112,10 +118,11 @@ def take(
     except FileNotFoundError:
         log.debug("inbox file %r was taken by another consumer", source)
         return None
-    os.close(fd)
-    if not complete and not wait and not settled(st):
-        raise NotSettled(source)
-    if not complete and not wait_complete(name, dirs.ifd, st):
+    try:
+        done = complete or is_complete(fd, st)
+    finally:
+        os.close(fd)
+    if not done:
         log.info("inbox file %r is still being written: left for the next pickup", source)
         return None
     claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
@@ -168,8 +175,8 @@ def _take_abort(
         log.debug("abort file %r was taken by another consumer", source)
         return None
     regular = entry_kind(st.st_mode) is None
-    if regular and not complete:
-        if not wait and not settled(st):
+    if regular and not complete and not _abort_complete(dirs.ifd, st):
+        if not wait:
             raise NotSettled(source)
         wait_complete(ABORT_NAME, dirs.ifd, st)  # still changing: taken as it is
     claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
@@ -189,6 +196,28 @@ def _take_abort(
     return Taken(_record(dirs, claim, ABORT_NAME, rfd, by_rename=unread is not None), text, unread)
 
 
+def is_complete(fd: int, st: os.stat_result) -> bool:
+    """Whether the open regular file ``fd`` (``fstat`` result ``st``) is complete.
+
+    Nobody holds it open for writing, where the kernel can tell
+    (:func:`~scoutd.inbox.files.being_written`); else :func:`settled`.
+    """
+    writing = being_written(fd)
+    return settled(st) if writing is None else not writing
+
+
+def _abort_complete(dir_fd: int, st: os.stat_result) -> bool:
+    """:func:`is_complete` for the regular ``abort``; :func:`settled` if it cannot be opened."""
+    try:
+        fd, opened = open_regular(ABORT_NAME, dir_fd)
+    except OSError:  # unreadable here (or swapped): what its times tell
+        return settled(st)
+    try:
+        return is_complete(fd, opened)
+    finally:
+        os.close(fd)
+
+
 def settled(st: os.stat_result) -> bool:
     """Whether the file is complete as far as its times tell.
 
@@ -200,28 +229,27 @@ def settled(st: os.stat_result) -> bool:
 
 
 def wait_complete(name: str, dir_fd: int, st: os.stat_result) -> bool:
-    """Whether ``name`` is complete: unchanged for :data:`SETTLE_TIME`.
+    """Wait, at most :data:`MAX_SETTLE_WAIT` seconds, until the regular ``name`` is complete.
 
-    A file last modified at least SETTLE_TIME ago is complete at once (no wait);
-    a fresher one is watched, at most :data:`MAX_SETTLE_WAIT` seconds, until one
-    SETTLE_TIME passes without a change of size, modification time or inode.
-    False: it was still changing when the wait ran out.
+    Sleeps in the caller's thread: only for a caller that asked to wait
+    (``wait=True``), never in the daemon. Complete: nobody holds it open for
+    writing (where the kernel tells), else one SETTLE_TIME passed without a
+    change of size, modification time or inode. False: still changing when
+    the wait ran out.
     """
-    if settled(st):
-        return True
     deadline = time.monotonic() + MAX_SETTLE_WAIT
     seen = _signature(st)
     while True:
         time.sleep(SETTLE_TIME)
         try:
-            now = _signature(os.lstat(name, dir_fd=dir_fd))
+            now = os.lstat(name, dir_fd=dir_fd)
         except FileNotFoundError:
             return True  # gone: the claim reports who took it
-        if now == seen:
+        if _abort_complete(dir_fd, now) if name == ABORT_NAME else _signature(now) == seen:
             return True
         if time.monotonic() >= deadline:
             return False
-        seen = now
+        seen = _signature(now)
 
 
 def _signature(st: os.stat_result) -> tuple[int, int, int]:

@@ -12,13 +12,24 @@ import contextlib
 import ctypes
 import errno
 import os
+import signal
 import stat
 from collections.abc import Iterable
 from typing import Any
 
+from .entries import entry_kind
+from .names import inbox_dir, inbox_removed_dir
+from .walk import open_directory
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no leases, the settle rule decides
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
     "WRITE_FLAGS",
     "InboxDirs",
+    "being_written",
     "lexists",
     "open_dir",
     "open_regular",
@@ -38,41 +49,102 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_LINK = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS})
 
 
-def open_dir(path: str) -> int:
+def open_dir(path: str, *, dir_fd: int | None = None, shown: str | None = None) -> int:
     """Open the directory ``path`` without following a symlink in its last component.
 
-    Raises ``OSError``; a symlink fails with ``ENOTDIR`` (or ``ELOOP``), reported
-    as such.
+    With ``dir_fd``, ``path`` is a name in that directory; ``shown`` is the
+    path to report. Raises ``OSError``; something other than a directory
+    fails with ``ENOTDIR`` (or ``ELOOP``), and says what it is.
     """
     try:
-        return os.open(path, _DIR_FLAGS)
+        return os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno in (errno.ENOTDIR, errno.ELOOP) and os.path.islink(path):
-            raise OSError(exc.errno, "is a symbolic link, not followed", path) from None
-        raise
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        try:
+            kind = entry_kind(os.lstat(path, dir_fd=dir_fd).st_mode)
+        except OSError:
+            raise exc from None
+        where = shown or path
+        if kind == "a symbolic link":
+            raise OSError(exc.errno, "is a symbolic link, not followed", where) from None
+        raise OSError(
+            exc.errno, f"is not a directory but {kind or 'a regular file'}", where
+        ) from None
 
 
 class InboxDirs:
-    """The inbox (open) and removed directory (opened at the first claim) of one pickup."""
+    """The inbox (open) and removed directory (opened at the first claim) of one pickup.
 
-    def __init__(self, inbox_path: str, removed: str) -> None:
+    Built with :meth:`of` from a save file, both are reached through the chat
+    directory's descriptor (:mod:`scoutd.inbox.walk`); built from paths, the
+    inbox is opened by its path (its last component never followed).
+    """
+
+    def __init__(self, inbox_path: str, removed: str, *, chat_fd: int | None = None) -> None:
         self.inbox = inbox_path
         self.removed = removed
-        self.ifd = open_dir(inbox_path)
+        self._chat_fd = chat_fd
+        if chat_fd is None:
+            self.ifd = open_dir(inbox_path)
+        else:
+            self.ifd = open_dir(os.path.basename(inbox_path), dir_fd=chat_fd, shown=inbox_path)
         self._rfd: int | None = None
+
+    @classmethod
+    def of(cls, save_file: str | os.PathLike[str]) -> InboxDirs | None:
+        """The inbox of ``save_file``, open and searchable; None when it does not exist.
+
+        The one definition of a usable inbox (docs/RELIABILITY.md, "An abort
+        fails closed"): "does not exist" is a missing inbox or chat directory
+        (``ENOENT``, or a path component that is not a directory); anything
+        else that keeps it from being opened and searched raises ``OSError``:
+        a symlink or another kind of entry in its place, a symlink on the way
+        that neither root nor this process's user made, a symlink loop, no
+        permission (on the inbox, the chat directory or above). Such an inbox
+        may hold an abort that nobody can see, so callers fail closed.
+
+        Raises:
+            ValueError: ``save_file`` has no file name.
+            OSError: the inbox exists, or may, but cannot be used.
+        """
+        inbox_path, removed = inbox_dir(save_file), inbox_removed_dir(save_file)
+        try:
+            chat = open_directory(os.path.dirname(inbox_path) or ".")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            inbox_path = os.path.join(chat.path, os.path.basename(inbox_path))
+            removed = os.path.join(chat.path, os.path.basename(removed))
+            dirs = cls(inbox_path, removed, chat_fd=chat.fd)
+        except FileNotFoundError:
+            os.close(chat.fd)
+            return None
+        except BaseException:
+            os.close(chat.fd)
+            raise
+        try:
+            os.stat(".", dir_fd=dirs.ifd)  # searchable: every entry can be examined
+        except BaseException:
+            dirs.close()
+            raise
+        return dirs
 
     def removed_fd(self) -> int:
         """The removed directory, created now if missing (lazily: a file is about to move)."""
         if self._rfd is None:
+            name = self.removed if self._chat_fd is None else os.path.basename(self.removed)
             with contextlib.suppress(FileExistsError):
-                os.mkdir(self.removed)
-            self._rfd = open_dir(self.removed)
+                os.mkdir(name, dir_fd=self._chat_fd)
+            self._rfd = open_dir(name, dir_fd=self._chat_fd, shown=self.removed)
         return self._rfd
 
     def close(self) -> None:
         os.close(self.ifd)
         if self._rfd is not None:
             os.close(self._rfd)
+        if self._chat_fd is not None:
+            os.close(self._chat_fd)
 
 
 def open_regular(name: str, dir_fd: int) -> tuple[int, os.stat_result]:
@@ -94,6 +166,31 @@ def open_regular(name: str, dir_fd: int) -> tuple[int, os.stat_result]:
         os.close(fd)
         raise
     return fd, st
+
+
+# Sent by the kernel if a writer opens the file while our lease probe holds it; its
+# default action is to ignore it (SIGIO's, the default, is to end the process).
+_LEASE_SIGNAL = signal.SIGURG
+
+
+def being_written(fd: int) -> bool | None:
+    """Whether any process holds the regular file ``fd`` open for writing.
+
+    Asked with a read lease (``F_SETLEASE``), which the kernel grants only
+    while nobody has the file open for writing, and which is dropped again at
+    once. None when this system cannot tell: no leases on this file system or
+    platform, or a file this user does not own without ``CAP_LEASE``.
+    """
+    if fcntl is None or not hasattr(fcntl, "F_SETLEASE"):
+        return None
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETSIG, _LEASE_SIGNAL)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as exc:
+        return True if exc.errno == errno.EAGAIN else None
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    return False
 
 
 def lexists(name: str, dir_fd: int | None) -> bool:

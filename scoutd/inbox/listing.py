@@ -12,10 +12,10 @@ import os
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from ..paths import display_path, safe_text
+from ..paths import display_path, printable, safe_text
 from .entries import entry_kind
 from .files import InboxDirs, open_regular, read_text
-from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
+from .names import ABORT_NAME, delivery_order, inbox_dir
 from .pickup import selected
 
 __all__ = ["InboxEntry", "InboxListing", "list_inbox", "listing_lines", "listing_record"]
@@ -54,15 +54,20 @@ class InboxListing(NamedTuple):
 def list_inbox(save_file: str) -> InboxListing:
     """List ``save_file``'s inbox without consuming, moving or creating anything.
 
+    The inbox is reached as every pickup reaches it (:meth:`InboxDirs.of`):
+    what is missing is an empty listing, what exists and cannot be used is
+    an error. ``inbox`` is its real path.
+
     Raises:
         ValueError: ``save_file`` has no file name.
-        OSError: the inbox exists but cannot be listed (a symlink, no permission).
+        OSError: the inbox exists but cannot be listed (a symlink, no
+            permission, a symlink on the way that neither root nor the
+            caller made): a pickup fails closed on it.
     """
-    path = inbox_dir(save_file)
-    try:
-        dirs = InboxDirs(path, inbox_removed_dir(save_file))
-    except FileNotFoundError:
-        return InboxListing(path, False, [])
+    dirs = InboxDirs.of(save_file)
+    if dirs is None:
+        return InboxListing(inbox_dir(save_file), False, [])
+    path = dirs.inbox
     try:
         notices: list[InboxEntry] = []
         ignored: list[InboxEntry] = []
@@ -139,8 +144,13 @@ def listing_record(listing: InboxListing) -> dict[str, Any]:
 
 
 def listing_lines(listing: InboxListing) -> list[str]:
-    """``listing`` for a person: the abort first, then notices in delivery order."""
-    inbox = display_path(listing.inbox)
+    """``listing`` for a person: the abort first, then notices in delivery order.
+
+    Every name and path goes through :func:`~scoutd.paths.printable`: the
+    agent names the files in its inbox, and must not be able to move the
+    cursor, clear the screen or forge a line of this output.
+    """
+    inbox = printable(listing.inbox)
     if not listing.exists:
         return [f"no inbox at {inbox}: nothing pending"]
     lines = [f"inbox {inbox}"]
@@ -153,14 +163,17 @@ def listing_lines(listing: InboxListing) -> list[str]:
             why = repr(safe_text(listing.abort_reason)) if listing.abort_reason else "no reason"
         lines.append(f"abort pending ({why}): the next pickup aborts; notices stay")
     count = len(listing.notices)
-    lines.append(f"{count} notice{'' if count == 1 else 's'} pending, in delivery order")
-    width = max((len(display_path(e.name)) for e in listing.notices), default=0)
-    for entry in listing.notices:
-        name = display_path(entry.name)
+    if count:
+        lines.append(f"{count} notice{'' if count == 1 else 's'} pending, in delivery order")
+    else:
+        lines.append("no notices pending")
+    names = [printable(entry.name) for entry in listing.notices]
+    width = max((len(name) for name in names), default=0)
+    for name, entry in zip(names, listing.notices, strict=True):
         lines.append(f"  {name:<{width}}  {entry.size:>9} bytes  {_when(entry.mtime_ns)}")
     if listing.ignored:
         lines.append("ignored (never delivered):")
         for entry in listing.ignored:
             kind = "hidden" if entry.kind is None else entry.kind
-            lines.append(f"  {display_path(entry.name)}  ({kind})")
+            lines.append(f"  {printable(entry.name)}  ({kind})")
     return lines

@@ -6,7 +6,16 @@ takes the abort alone and leaves every notice pending, whatever its name
 sorts before or after; the notices reach the model at the first pickup
 without an abort (the agent's next run). Without an abort, the notices are
 taken in delivery order (:func:`scoutd.inbox.names.delivery_order`) within
-the byte budget. No ``OSError`` escapes this module.
+the byte budget.
+
+An abort fails closed (docs/RELIABILITY.md, "An abort fails closed"): an inbox
+that does not exist holds nothing, but one that exists and cannot be opened,
+searched or listed may hold an abort nobody can see, so the pickup raises
+:class:`~scoutd.errors.InboxUnusable` (an :class:`~scoutd.errors.Aborted`)
+until an operator repairs it; an ``abort`` entry seen but still being
+written, or not examinable, raises :class:`~scoutd.errors.Aborted` at once
+with a generic reason and stays in place. No ``OSError`` escapes this
+module, and nothing here sleeps.
 """
 
 from __future__ import annotations
@@ -15,12 +24,14 @@ import logging
 import os
 from typing import Literal, NamedTuple
 
-from .claim import Taken, take
+from ..errors import Aborted, InboxUnusable
+from .claim import NotSettled, Taken, take
 from .entries import removed_dir_problem
 from .files import InboxDirs
 from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
 
 __all__ = [
+    "BEING_WRITTEN",
     "Pickup",
     "claim_abort",
     "open_inbox",
@@ -28,6 +39,7 @@ __all__ = [
     "pick_up",
     "record_problem",
     "selected",
+    "unusable",
 ]
 
 log = logging.getLogger("scoutd.inbox")
@@ -60,19 +72,35 @@ def abort_reason(taken: Taken) -> str:
     return taken.text.strip() or f"aborted by operator (abort file {taken.record})"
 
 
+# The reasons of an abort seen but not read now: it aborts all the same (fails closed).
+BEING_WRITTEN = "aborted by operator (the abort file is still being written; not read yet)"
+
+
+def unusable(inbox: str, exc: OSError) -> InboxUnusable:
+    """The error of an inbox that exists but cannot be used, logged at error level."""
+    problem = exc.strerror or str(exc)
+    where = exc.filename if isinstance(exc.filename, str) else inbox
+    if where != inbox:
+        problem = f"{where}: {problem}"
+    log.error("inbox %r cannot be used (%s): its chat is not served", inbox, problem)
+    return InboxUnusable(inbox, problem)
+
+
 def open_inbox(save_file: str | os.PathLike[str]) -> InboxDirs | None:
-    """The inbox of ``save_file``, open; None (logged unless simply absent) otherwise."""
+    """The inbox of ``save_file``, open; None when there is none (:meth:`InboxDirs.of`).
+
+    Raises:
+        InboxUnusable: it exists, or may, but cannot be opened or searched.
+    """
     if not os.fspath(save_file).strip():
         return None
     try:
-        return InboxDirs(inbox_dir(save_file), inbox_removed_dir(save_file))
+        return InboxDirs.of(save_file)
     except ValueError as exc:
         log.warning("no inbox: %s", exc)
-    except FileNotFoundError:  # the common case: nothing was ever dropped
-        pass
+        return None
     except OSError as exc:
-        log.warning("cannot list inbox %r: %s", inbox_dir(save_file), exc)
-    return None
+        raise unusable(inbox_dir(save_file), exc) from None
 
 
 def selected(entry: os.DirEntry[str]) -> Literal["abort", "notice"] | None:
@@ -96,14 +124,16 @@ def selected(entry: os.DirEntry[str]) -> Literal["abort", "notice"] | None:
 def pending_names(dirs: InboxDirs) -> list[str]:
     """Names of what :func:`selected` takes in an open inbox (notices and ``abort``).
 
-    In delivery order; an unreadable listing is logged and gives none.
+    In delivery order.
+
+    Raises:
+        InboxUnusable: the listing failed (it may hide an abort).
     """
     try:
         with os.scandir(dirs.ifd) as entries:
             names = [entry.name for entry in entries if selected(entry) is not None]
     except OSError as exc:
-        log.warning("cannot list inbox %r: %s", dirs.inbox, exc)
-        return []
+        raise unusable(dirs.inbox, exc) from None
     return sorted(names, key=delivery_order)
 
 
@@ -113,6 +143,11 @@ def pick_up(save_file: str | None, *, max_bytes: int, max_total_bytes: int) -> P
     ``max_bytes`` bounds one file (an abort too); ``max_total_bytes`` all the
     notices of this pickup (the rest stays for the next). Without a
     ``save_file`` or an inbox directory nothing is touched or created.
+
+    Raises:
+        InboxUnusable: the inbox exists but cannot be opened, searched or listed.
+        Aborted: an ``abort`` still being written, or one that cannot be
+            examined (neither is consumed: see :func:`_take_abort`).
     """
     dirs = open_inbox(save_file) if save_file is not None else None
     if dirs is None:
@@ -127,12 +162,29 @@ def pick_up(save_file: str | None, *, max_bytes: int, max_total_bytes: int) -> P
 
 
 def _take_abort(dirs: InboxDirs, max_bytes: int) -> str | None:
+    """The reason of the abort this pickup took; None only when another consumer took it.
+
+    Raises:
+        Aborted: an abort still being written, or one that cannot be examined:
+            it aborts at once, with a generic reason, and stays in place (not
+            consumed: its reason comes with the consumer that takes it).
+    """
     try:
         taken = take(dirs, ABORT_NAME, max_bytes)
+    except NotSettled:
+        log.info("abort file in %r is still being written: aborting, not read yet", dirs.inbox)
+        raise Aborted(BEING_WRITTEN) from None
     except OSError as exc:
-        log.warning("abort file %r left in place: %s", os.path.join(dirs.inbox, ABORT_NAME), exc)
-        return None
+        raise _unexamined(dirs.inbox, exc) from None
     return None if taken is None else abort_reason(taken)
+
+
+def _unexamined(inbox: str, exc: OSError) -> Aborted:
+    """The abort of an entry that cannot be examined: generic, and logged at error level."""
+    log.error("abort entry in %r cannot be examined (it aborts all the same): %s", inbox, exc)
+    return Aborted(
+        f"aborted by operator (the abort entry could not be examined: {exc.strerror or exc})"
+    )
 
 
 def _take_notices(dirs: InboxDirs, names: list[str], max_bytes: int, budget: int) -> list[str]:
@@ -160,11 +212,16 @@ def claim_abort(
 
     None when there is no abort entry or another party consumed it first. An
     abort that cannot be moved still returns its reason (it fails closed); one
-    that is not a regular file returns a generic reason naming its kind,
-    unread. ``complete``: the caller saw its writer close it or rename it in,
-    so no settle wait. ``wait=False``: a file modified less than the settle
-    time ago raises :class:`~scoutd.inbox.claim.NotSettled` instead of being
-    waited for. Never raises ``OSError``.
+    that is not a regular file, or cannot be examined, returns a generic
+    reason, unread. ``complete``: the caller saw its writer close it or
+    rename it in. An abort still being written is waited for in this thread
+    (at most :data:`~scoutd.inbox.claim.MAX_SETTLE_WAIT`), or with
+    ``wait=False`` raises :class:`~scoutd.inbox.claim.NotSettled` (the
+    daemon retries from its event loop). Never raises ``OSError``.
+
+    Raises:
+        InboxUnusable: the inbox exists but cannot be opened or searched.
+        Aborted: the ``abort`` entry cannot be examined (not consumed).
     """
     dirs = open_inbox(save_file)
     if dirs is None:
@@ -172,8 +229,7 @@ def claim_abort(
     try:
         taken = take(dirs, ABORT_NAME, max_bytes, complete=complete, wait=wait)
     except OSError as exc:
-        log.warning("abort file of %r left in place: %s", save_file, exc)
-        return None
+        raise _unexamined(dirs.inbox, exc) from None
     finally:
         dirs.close()
     return None if taken is None else abort_reason(taken)

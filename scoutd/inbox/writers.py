@@ -1,16 +1,23 @@
 """Writing into an inbox: notices and aborts, atomically, never replacing an entry.
 
-A writer creates the inbox if needed, writes and fsyncs a dotfile there
-(readers ignore dotfiles) and renames it to its final name without replacing
-one (``renameat2``; a hard link where that is missing): no partial notice is
-ever visible, and the daemon's watcher sees it arrive complete. A symlinked
-inbox is refused. The writers raise ``OSError`` to their caller.
+A writer reaches the chat directory one component at a time and follows a
+symlink on the way only when root or the writer's own user made it
+(:mod:`scoutd.inbox.walk`): an agent that swaps its chat directory for a
+symlink to another agent's cannot redirect an operator's abort. It creates
+the inbox if needed (with at least the group access of its chat directory, so
+that a daemon sharing that group can list it whatever the writer's umask),
+writes and fsyncs a dotfile there (readers ignore dotfiles) and renames it to
+its final name without replacing one (``renameat2``; a hard link where that is
+missing): no partial notice is ever visible, and the daemon's watcher sees it
+arrive complete. A symlinked inbox is refused. The writers return the real
+path written (symlinks resolved) and raise ``OSError`` to their caller.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -19,20 +26,52 @@ from .claim import SETTLE_TIME
 from .entries import entry_kind
 from .files import WRITE_FLAGS, open_dir, place
 from .names import ABORT_NAME, MAX_NAMES, inbox_dir, notice_names
+from .walk import open_directory
 
 __all__ = ["AbortNotWritten", "write_abort", "write_notice"]
+
+# The group bits of the chat directory an inbox created here gets too.
+_GROUP_RWX = 0o070
+
+
+def _make_inbox(name: str, chat_fd: int, shown: str) -> int:
+    """Create the inbox ``name`` in the chat directory if missing; open it (never followed).
+
+    A new inbox gets the group bits and group of its chat directory as well
+    (best effort): an operator's umask of 077 must not lock a daemon of the
+    shared group out, which would stop the chat (it fails closed).
+    """
+    try:
+        os.mkdir(name, 0o777, dir_fd=chat_fd)
+    except FileExistsError:
+        return open_dir(name, dir_fd=chat_fd, shown=shown)
+    dfd = open_dir(name, dir_fd=chat_fd, shown=shown)
+    with contextlib.suppress(OSError):
+        chat = os.fstat(chat_fd)
+        mine = os.fstat(dfd)
+        if chat.st_mode & _GROUP_RWX & ~mine.st_mode:
+            os.chmod(dfd, stat.S_IMODE(mine.st_mode) | (chat.st_mode & _GROUP_RWX))
+        if mine.st_gid != chat.st_gid:
+            os.chown(dfd, -1, chat.st_gid)
+    return dfd
 
 
 def _drop(
     save_file: str, text: str, names: Callable[[int], Iterable[str]], *, keep: bool = False
-) -> str:
+) -> tuple[str, str | None]:
     """Write ``text`` to a dotfile in the inbox, fsync it, then give it a final name.
 
     ``names`` gives the names to try, from the inbox's open descriptor.
+    Returns the final entry's real path and its kind (None: a regular file;
+    with ``keep``, an entry already there may be of another kind).
     """
-    directory = inbox_dir(save_file)
-    os.makedirs(directory, exist_ok=True)
-    dfd = open_dir(directory)
+    inbox_path = inbox_dir(save_file)
+    chat = open_directory(os.path.dirname(inbox_path) or ".", create=True)
+    try:
+        directory = os.path.join(chat.path, os.path.basename(inbox_path))
+        dfd = _make_inbox(os.path.basename(inbox_path), chat.fd, directory)
+    finally:
+        os.close(chat.fd)
     try:
         temp = f".tmp-{os.getpid()}-{os.urandom(8).hex()}"
         fd = os.open(temp, WRITE_FLAGS, 0o666, dir_fd=dfd)
@@ -55,9 +94,13 @@ def _drop(
                 os.unlink(temp, dir_fd=dfd)
         with contextlib.suppress(OSError):  # make the new entry durable (best effort)
             os.fsync(dfd)
+        try:
+            kind = entry_kind(os.lstat(os.path.basename(final), dir_fd=dfd).st_mode)
+        except FileNotFoundError:  # consumed already: it was what we wrote
+            kind = None
     finally:
         os.close(dfd)
-    return final
+    return final, kind
 
 
 def _fresh_names(dfd: int) -> Iterator[str]:
@@ -83,36 +126,34 @@ def write_notice(save_file: str, text: str, *, name: str | None = None) -> str:
     ``name`` defaults to a unique name that sorts in drop order. A ``name``
     already pending is never replaced: the notice gets a name that sorts after
     every pending one of that name (``note.txt``, then ``note~00001.txt``, ...),
-    so notices of one name are delivered in the order they were written.
+    so notices of one name are delivered in the order they were written. The
+    path returned is the real one (a symlink on the way resolved).
 
     Raises:
         ValueError: ``name`` is not a plain, visible file name, or is ``abort``.
-        OSError: the inbox cannot be created or written.
+        OSError: the inbox cannot be created or written; ``ELOOP`` for a
+            symlink on the way that neither root nor the caller made.
     """
     if name is None:
-        return _drop(save_file, text, _fresh_names)
+        return _drop(save_file, text, _fresh_names)[0]
     if not name or name.startswith(".") or "/" in name or "\0" in name or name == ABORT_NAME:
         raise ValueError(f"invalid notice name {name!r}: a plain file name, not hidden nor 'abort'")
-    return _drop(save_file, text, _arrival_names(name))
+    return _drop(save_file, text, _arrival_names(name))[0]
 
 
 def write_abort(save_file: str, reason: str = "") -> str:
     """Drop an ``abort`` file into ``save_file``'s inbox; an abort already waiting is kept.
 
-    Returns the path of the ``abort`` file. When a regular abort is already
-    waiting, it stays as it is and ``reason`` is dropped: the agent is aborted
-    once, with the first reason (docs/OPERATIONS.md, "Aborting an agent").
+    Returns the real path of the ``abort`` file. When a regular abort is
+    already waiting, it stays as it is and ``reason`` is dropped: the agent is
+    aborted once, with the first reason (docs/OPERATIONS.md, "Aborting an agent").
 
     Raises:
         AbortNotWritten: the waiting ``abort`` is not a regular file (it aborts,
             with a generic reason).
         OSError: as :func:`write_notice`.
     """
-    path = _drop(save_file, reason, lambda dfd: [ABORT_NAME], keep=True)
-    try:
-        kind = entry_kind(os.lstat(path).st_mode)
-    except FileNotFoundError:  # already claimed: it was an abort all the same
-        return path
+    path, kind = _drop(save_file, reason, lambda dfd: [ABORT_NAME], keep=True)
     if kind is not None:
         raise AbortNotWritten(path, kind)
     return path

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import scoutd
 from scoutd import Aborted, PromptConfig, prepare, prepare_prompt
+from scoutd.errors import InboxUnusable
 from scoutd.strategies.inbox import (
     ABORT_NAME,
     claim_abort,
@@ -527,15 +528,22 @@ def test_without_hard_links_records_still_do_not_overwrite(
     assert read(os.path.join(inbox_dir(save_file), ABORT_NAME)) == "first"
 
 
-def test_unlistable_inbox_is_logged_not_raised(
+def test_an_inbox_that_is_a_file_fails_closed(
     save_file: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """It may stand for an abort nobody can see: the chat is not served (it used to be)."""
     with open(inbox_dir(save_file), "w") as stream:  # a file where the directory belongs
         stream.write("x")
     with caplog.at_level(logging.WARNING, logger="scoutd.inbox"):
-        out, report = inbox([], CONFIG, save_file=save_file)
-    assert out == [] and report.inbox_delivered == 0
-    assert "cannot list inbox" in caplog.text
+        with pytest.raises(InboxUnusable) as raised:
+            inbox([], CONFIG, save_file=save_file)
+        with pytest.raises(InboxUnusable):
+            claim_abort(save_file)
+    assert isinstance(raised.value, Aborted)
+    assert "is not a directory but a regular file" in raised.value.reason
+    assert "cannot be used" in caplog.text
+    with open(inbox_dir(save_file)) as stream:
+        assert stream.read() == "x"  # untouched
 
 
 def test_unusable_removed_dir_leaves_files_in_place(

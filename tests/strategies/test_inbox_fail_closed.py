@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from scoutd import Aborted, PromptConfig
+from scoutd.inbox.files import being_written
+from scoutd.inbox.pickup import BEING_WRITTEN
 from scoutd.strategies import inbox_files
 from scoutd.strategies.inbox import (
     AbortNotWritten,
@@ -99,46 +101,61 @@ def test_an_abort_that_cannot_be_moved_at_all_aborts_every_call(
     assert "aborts every call until an operator removes it" in caplog.text
 
 
-def write_in_two_parts(path: str, first: str, second: str, pause: float) -> threading.Thread:
-    """Write ``first`` now, then ``second`` after ``pause`` (the file stays open)."""
-    handle = open(path, "w")  # noqa: SIM115 - closed by the thread
-    handle.write(first)
-    handle.flush()
-
-    def finish() -> None:
-        time.sleep(pause)
-        handle.write(second)
-        handle.close()
-
-    thread = threading.Thread(target=finish)
-    thread.start()
-    return thread
+def require_leases(tmp_path: pathlib.Path) -> None:
+    """Skip unless the kernel tells here whether a file is open for writing (read leases)."""
+    probe = tmp_path / "lease-probe"
+    probe.write_text("x")
+    fd = os.open(probe, os.O_RDONLY)
+    try:
+        if being_written(fd) is None:
+            pytest.skip("no read leases on this file system: only the settle rule applies")
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.parametrize("name", ["note.txt", "abort"])
-def test_a_file_written_in_place_is_taken_once_complete(
-    save_file: str, name: str, monkeypatch: pytest.MonkeyPatch
+def test_a_file_open_for_writing_is_never_taken_and_never_waited_for(
+    save_file: str, name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
 ) -> None:
-    monkeypatch.setattr(inbox_files, "SETTLE_TIME", 1.0)  # far beyond the writer's pause
+    """A writer pausing mid-file far longer than the settle time: nothing is taken half.
+
+    The call returns at once (it used to sleep until the file settled, holding
+    a daemon worker): a notice is left for the next call, an abort aborts at
+    once unread and stays. Once the writer closes it, it is taken whole at
+    once, although it changed a moment ago (the kernel tells nobody writes it).
+    """
+    require_leases(tmp_path)
+    monkeypatch.setattr(inbox_files, "SETTLE_TIME", 0.01)
+    monkeypatch.setattr(inbox_files, "MAX_SETTLE_WAIT", 30.0)  # a wait would hang the test
     os.makedirs(inbox_dir(save_file))
-    writer = write_in_two_parts(os.path.join(inbox_dir(save_file), name), "first ", "second", 0.1)
+    path = os.path.join(inbox_dir(save_file), name)
+    handle = open(path, "w")  # noqa: SIM115 - closed below
     try:
+        handle.write("first ")
+        handle.flush()
+        time.sleep(0.05)  # five settle times: the old rule took the file as it was
         if name == "abort":
             with pytest.raises(Aborted) as raised:
                 inbox([], CONFIG, save_file=save_file)
-            assert raised.value.reason == "first second"
+            assert raised.value.reason == BEING_WRITTEN
         else:
-            out, _ = inbox([], CONFIG, save_file=save_file)
-            assert out == [{"role": "user", "content": "first second"}]
+            out, report = inbox([], CONFIG, save_file=save_file)
+            assert out == [] and report.inbox_delivered == 0
+        assert os.path.exists(path)  # not consumed
+        handle.write("second")
     finally:
-        writer.join(timeout=10)
+        handle.close()
+    monkeypatch.setattr(inbox_files, "SETTLE_TIME", 30.0)  # closed: no settle time needed
+    if name == "abort":
+        with pytest.raises(Aborted) as raised:
+            inbox([], CONFIG, save_file=save_file)
+        assert raised.value.reason == "first second"
+    else:
+        out, _ = inbox([], CONFIG, save_file=save_file)
+        assert out == [{"role": "user", "content": "first second"}]
 
 
-def test_a_notice_still_changing_is_left_for_the_next_call(
-    save_file: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(inbox_files, "SETTLE_TIME", 0.05)
-    monkeypatch.setattr(inbox_files, "MAX_SETTLE_WAIT", 0.3)
+def test_a_notice_still_changing_is_left_for_the_next_call(save_file: str) -> None:
     os.makedirs(inbox_dir(save_file))
     path = os.path.join(inbox_dir(save_file), "busy.txt")
     stop = threading.Event()
@@ -164,8 +181,10 @@ def test_a_notice_still_changing_is_left_for_the_next_call(
     finally:
         stop.set()
         thread.join(timeout=10)
+    with open(path) as whole:
+        text = whole.read()
     out, _ = inbox([], CONFIG, save_file=save_file)
-    assert len(out) == 1 and out[0]["content"].startswith("start 0 1 2")
+    assert out == [{"role": "user", "content": text}] and text.startswith("start 0 ")
 
 
 def unread_reason(kind: str) -> str:

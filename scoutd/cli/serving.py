@@ -1,0 +1,144 @@
+"""Which daemon serves a chat, and whether it can see the chat's inbox.
+
+``scoutd notify`` and ``scoutd abort`` write files the daemon must find. Two
+things can defeat them without any error of their own: a chat outside the
+daemon's ``allowed_roots`` (it is never served), and an inbox the daemon's
+account cannot list (its chat fails closed: every prepare is refused until an
+operator repairs it, and no reason or notice gets through). Both are checked
+against the daemon that serves the chat, as cheaply as one ``status`` call
+(docs/OPERATIONS.md, "Notices and aborts"):
+
+* a config file named (``--config``, ``$SCOUTD_CONFIG``, the system config)
+  gives the roots; the daemon found by discovery gives its identity only if
+  it runs that same file;
+* otherwise the daemon found by discovery gives both (``status``: uid,
+  groups, resolved roots);
+* no daemon answering costs nothing more: the built-in roots, no identity
+  check, and the file is written all the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+from typing import Any, NamedTuple
+
+from ..config import DEFAULT_CONFIG_PATH, resolve_config
+from ..paths import printable
+from ..security import Forbidden, check_save_file, reach_problem, resolve_roots
+from .common import client_socket, config_path
+
+__all__ = ["STATUS_TIMEOUT", "Serving", "serving"]
+
+# The most a notify or abort waits for the daemon's status: a hung daemon must not
+# hold up an operator's abort for long (the file is written first anyway).
+STATUS_TIMEOUT = 2.0
+
+
+class Serving(NamedTuple):
+    """What is known of the daemon that serves a chat."""
+
+    where: str  # the config file or the daemon the roots come from, for messages
+    roots: tuple[str, ...]  # resolved
+    raw_roots: tuple[str, ...]  # as configured, for messages
+    uid: int | None = None  # None: its account is not known
+    groups: frozenset[int] = frozenset()
+
+    def outside(self, save_file: str) -> str | None:
+        """Why ``save_file`` is never served by this daemon (outside its roots); None: it is."""
+        try:
+            check_save_file(save_file, self.roots)
+        except Forbidden as exc:
+            return f"{exc} ({self.where}: {', '.join(self.raw_roots)})"
+        return None
+
+    def cannot_list(self, inbox: str) -> str | None:
+        """Why the daemon's account cannot list the (real path of the) inbox; None: it can.
+
+        None too when the daemon's account is not known.
+        """
+        if self.uid is None:
+            return None
+        problem = reach_problem(inbox, self.uid, self.groups)
+        return None if problem is None else f"the daemon runs as uid {self.uid}: {problem}"
+
+    def cannot_read(self, path: str) -> bool:
+        """Whether the daemon's account could not read the regular file ``path``."""
+        if self.uid is None or self.uid == 0:
+            return False
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        if st.st_uid == self.uid:
+            bits = st.st_mode >> 6
+        elif st.st_gid in self.groups:
+            bits = st.st_mode >> 3
+        else:
+            bits = st.st_mode
+        return not bits & 4
+
+
+def _status(socket_path: str) -> dict[str, Any] | None:
+    """The ``status`` of the daemon at ``socket_path``; None when none answers (never raises)."""
+    try:
+        if not stat.S_ISSOCK(os.stat(socket_path).st_mode):
+            return None
+    except OSError:
+        return None
+    from ..client import Client
+    from ..errors import ScoutdError
+
+    try:
+        with Client(socket_path, timeout=STATUS_TIMEOUT) as client:
+            status: dict[str, Any] = client.status()
+    except (ScoutdError, OSError):
+        return None
+    return status
+
+
+def _named_config(args: argparse.Namespace) -> str | None:
+    """The config file named for this command line, before any daemon is asked."""
+    named = config_path(args) or os.environ.get("SCOUTD_CONFIG")
+    if named:
+        return named
+    return DEFAULT_CONFIG_PATH if os.path.isfile(DEFAULT_CONFIG_PATH) else None
+
+
+def _same_file(a: object, b: str) -> bool:
+    try:
+        return isinstance(a, str) and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def serving(args: argparse.Namespace) -> Serving:
+    """The daemon that serves the chats of this command line (see the module's order)."""
+    socket_path = client_socket(args)
+    status = _status(socket_path)
+    info = status.get("daemon") if status is not None else None
+    identity: tuple[int, frozenset[int]] | None = None
+    roots: list[str] | None = None
+    if isinstance(info, dict):
+        uid, gid, groups = info.get("uid"), info.get("gid"), info.get("groups")
+        if isinstance(uid, int) and isinstance(gid, int) and isinstance(groups, list):
+            identity = (uid, frozenset([gid, *(g for g in groups if isinstance(g, int))]))
+        found = info.get("allowed_roots")
+        if isinstance(found, list) and all(isinstance(root, str) for root in found):
+            roots = found
+    named = _named_config(args)
+    if named is not None:
+        configured = resolve_config(named).daemon.allowed_roots
+        same = status is not None and _same_file(status.get("config", {}).get("path"), named)
+        uid, groups = identity if same and identity is not None else (None, frozenset())
+        where = f"allowed_roots of {printable(named)}"
+        return Serving(where, resolve_roots(configured), tuple(configured), uid, groups)
+    if roots is not None:
+        uid, groups = identity if identity is not None else (None, frozenset())
+        where = f"allowed_roots of the daemon at {printable(socket_path)}"
+        return Serving(where, tuple(roots), tuple(roots), uid, groups)
+    configured = resolve_config(None).daemon.allowed_roots
+    return Serving("the built-in allowed_roots", resolve_roots(configured), tuple(configured))
