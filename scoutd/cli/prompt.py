@@ -126,12 +126,27 @@ def _explain(args: argparse.Namespace) -> int:
             lines.append("")
         lines.extend(explain_lines(report))
     lines.append("")
-    lines.append(
-        f"{len(messages)} messages in, {len(prepared.messages)} messages out"
-        f" ({prepared.format} format, stable prefix {prepared.stable_prefix})"
-    )
+    lines.append(_footer(messages, prepared.messages, prepared.format, prepared.stable_prefix))
     print("\n".join(lines))
     return EXIT_OK
+
+
+def _footer(messages: list[Any], out: list[Any], fmt: str, stable_prefix: int) -> str:
+    """The last line of ``explain``: counts in and out, the format, the stable prefix.
+
+    In a provider format the rows number the scout view (one message per tool
+    call and per output), which holds more messages than the input: both
+    counts are given, so that a row numbered past the input's count is not a
+    surprise.
+    """
+    counts = f"{len(messages)} messages in, {len(out)} messages out"
+    if fmt != "scout":
+        from ..formats import scout_view
+
+        view = len(scout_view(messages, fmt))
+        if view != len(messages):
+            counts += f" (the # column numbers the {view} of the scout view)"
+    return f"{counts}; {fmt} format, stable prefix {stable_prefix}"
 
 
 def _configure_explain(parser: argparse.ArgumentParser) -> None:
