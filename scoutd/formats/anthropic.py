@@ -222,14 +222,40 @@ def _rewritten_result(block: Mapping[str, Any], fate: Any) -> Any:
     return changed
 
 
-def _merge(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
-    """One turn from two turns of the same role: ``tool_result`` blocks first."""
-    blocks = _as_blocks(first.get("content")) + _as_blocks(second.get("content"))
-    results = [b for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_result"]
-    rest = [b for b in blocks if not (isinstance(b, Mapping) and b.get("type") == "tool_result")]
-    merged = dict(first)
-    merged["content"] = results + rest
-    return merged
+class _Joined:
+    """Turns of one role joined into one, built once at the end: ``tool_result``
+    blocks first, then the rest, each in its order.
+
+    Joining a turn copies only that turn's blocks, so a run of ``k`` turns
+    costs their blocks once (joining each into a finished copy of the run so
+    far took quadratic time: docs/RELIABILITY.md, CPU and memory).
+    """
+
+    __slots__ = ("first", "rest", "results")
+
+    def __init__(self, first: Mapping[str, Any]) -> None:
+        self.first = first
+        self.results: list[Any] = []
+        self.rest: list[Any] = []
+        self.add(first)
+
+    def add(self, turn: Mapping[str, Any]) -> None:
+        """Join ``turn``'s blocks (its content as a list)."""
+        for block in _as_blocks(turn.get("content")):
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                self.results.append(block)
+            else:
+                self.rest.append(block)
+
+    def get(self, key: str) -> Any:
+        """A key of the joined turn: the first turn's (its role)."""
+        return self.first.get(key)
+
+    def message(self) -> dict[str, Any]:
+        """The joined turn: the first turn's keys, every block of the run."""
+        merged = dict(self.first)
+        merged["content"] = self.results + self.rest
+        return merged
 
 
 def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
@@ -240,11 +266,14 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     fates, refs, starts, before = result.fates, shape.refs, shape.starts, result.before
 
     def emit(message: Any, origin: int) -> None:
-        if out and isinstance(out[-1], Mapping) and isinstance(message, Mapping):
+        last = out[-1] if out else None
+        if isinstance(message, Mapping) and (type(last) is _Joined or isinstance(last, Mapping)):
             last_origin = origins[-1]
             joined = origin < 0 or last_origin < 0 or origin != last_origin + 1
-            if joined and out[-1].get("role") == message.get("role"):
-                out[-1] = _merge(out[-1], message)
+            if joined and last.get("role") == message.get("role"):
+                if type(last) is not _Joined:
+                    last = out[-1] = _Joined(out[-1])
+                last.add(message)
                 origins[-1] = -1
                 return
         out.append(message)
@@ -293,4 +322,4 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
         emit(changed, position)
     for added in result.after:
         emit(new_message(added), -1)
-    return Rebuilt(out, narration)
+    return Rebuilt([m.message() if type(m) is _Joined else m for m in out], narration)

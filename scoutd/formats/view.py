@@ -159,11 +159,14 @@ def outcome(view: View, result: Sequence[Any]) -> Outcome:
     fates: list[Any] = [None] * size
     before: dict[int, list[Any]] = {}
     pending: list[Any] = []
+    repeats: dict[int, list[int]] | None = None  # made when an object comes back twice
     cursor = 0
     for message in result:
         i = by_identity.get(id(message), -1)
         if i >= 0 and i < cursor:
-            i = _identity_from(view_messages, message, cursor)
+            if repeats is None:
+                repeats = _positions(view_messages, own)
+            i = _identity_from(repeats[id(message)], cursor)
         if i < 0 and type(message) is dict:
             marked = message.get(VIEW_KEY)
             if type(marked) is int and cursor <= marked < size:
@@ -179,11 +182,19 @@ def outcome(view: View, result: Sequence[Any]) -> Outcome:
     return Outcome(fates, before, pending)
 
 
-def _identity_from(view_messages: list[Any], message: Any, start: int) -> int:
-    for i in range(start, len(view_messages)):
-        if view_messages[i] is message:
-            return i
-    return -1
+def _positions(view_messages: list[Any], own: list[int]) -> dict[int, list[int]]:
+    """The view positions of each provider message placed as it is, by identity, in order."""
+    found: dict[int, list[int]] = {}
+    for i in reversed(own):  # ``own`` runs from the end
+        found.setdefault(id(view_messages[i]), []).append(i)
+    return found
+
+
+def _identity_from(positions: list[int], start: int) -> int:
+    """The first of ``positions`` at or after ``start``, or -1: a binary search, so that a
+    result holding one object more often than the view costs no scan of the view."""
+    at = bisect.bisect_left(positions, start)
+    return positions[at] if at < len(positions) else -1
 
 
 def blocks_text(content: Any, image: str = "[image]") -> str | None:
