@@ -6,16 +6,21 @@ assistant message, and the "tools" answer with the recorded outputs. The loop
 is the one a real agent runs (docs/FORMATS.md): before every model call it
 asks the daemon to prepare the prompt, in an incremental session, so only the
 new messages travel. Operator notices dropped meanwhile (``scoutd notify``)
-reach the model in the prompt; ``scoutd abort`` stops the loop.
+reach the model once, in the prompt; ``scoutd abort`` stops the loop.
 
-Run it after ``scripts/serve`` (README.md):
+Its chat is the README's, ``~/chats/a1/agent.chat``: the notices and aborts
+you drop there reach it. Run it after ``scripts/serve`` (README.md):
 
     python examples/agent_loop.py
-    python examples/agent_loop.py --pause 1 &   # then, in another terminal:
-    scoutd notify run/example/agent.chat "Please wrap up."
+    python examples/agent_loop.py --set context_window=8000   # a small window: compaction
+    python examples/agent_loop.py --pause 1 &   # then, while it runs:
+    scoutd notify ~/chats/a1/agent.chat "Please wrap up."
 
-Exit status: 0 when the recording is replayed to its end, 3 when an operator
-aborted the agent, 1 when the daemon cannot be reached.
+Each round prints the prompt's size against the whole conversation's, and
+what was compacted; the last line says what the prompts saved, or why
+nothing was compacted. Exit status: 0 when the recording is replayed to its
+end, 3 when an operator aborted the agent, 1 when the daemon cannot be
+reached or refuses the chat, 2 for a wrong option.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import scoutd
 
 HERE = Path(__file__).absolute().parent  # not resolved: a linked checkout stays itself
 RECORDED_RUN = HERE / "recorded_run.json"
-DEFAULT_SAVE_FILE = HERE.parent / "run" / "example" / "agent.chat"
+DEFAULT_SAVE_FILE = "~/chats/a1/agent.chat"  # the README's chat: its inbox is beside it
 
 
 class ScriptedModel:
@@ -82,26 +87,34 @@ def size(messages: list[dict[str, Any]]) -> int:
     return len(json.dumps(messages, ensure_ascii=False))
 
 
+def compacted(report: list[Any]) -> str:
+    """What the strategies did to the tool messages this round, or "" when nothing."""
+    shortened = sum(entry.calls_truncated + entry.outputs_truncated for entry in report)
+    dropped = sum(entry.calls_dropped + entry.outputs_dropped for entry in report)
+    if not shortened and not dropped:
+        return ""
+    return f"compacted: {shortened} tool messages shortened, {dropped} dropped"
+
+
 def run(args: argparse.Namespace) -> int:
     recorded = json.loads(Path(args.run).read_text(encoding="utf-8"))["messages"]
     model = ScriptedModel(recorded)
     messages = model.opening()
-    save_file = str(Path(args.save_file).absolute())
+    save_file = str(Path(args.save_file).expanduser().absolute())
     Path(save_file).parent.mkdir(parents=True, exist_ok=True)
-    overrides = dict(setting.split("=", 1) for setting in args.set) or None
-    if overrides:
-        overrides = {key: json.loads(value) for key, value in overrides.items()}
-    sent = whole = 0
+    overrides = dict(args.set) or None
+    sent = whole = rounds = compacted_rounds = largest = 0
     with (
         scoutd.Client(args.socket) as client,
         client.session(save_file, format="openai-chat") as session,
     ):
         for round_number in range(1, args.rounds + 1):
             try:
-                prompt = session.prepare_prompt(messages, args.strategies, config=overrides)
+                prepared = session.prepare(messages, args.strategies, config=overrides)
             except scoutd.Aborted as exc:
                 print(f"round {round_number}: aborted by the operator: {exc.reason}")
                 return 3
+            prompt = prepared.messages
             # Notices from the inbox come last in the prompt, as user messages: keep
             # them in the conversation, so that the model goes on seeing them.
             notices = prompt[len(prompt) - _new_tail(prompt, messages) :]
@@ -109,11 +122,15 @@ def run(args: argparse.Namespace) -> int:
                 print(f"round {round_number}: operator notice: {notice['content']!r}")
             messages += notices
             sent, whole = sent + size(prompt), whole + size(messages)
+            largest = max(largest, size(messages))
+            rounds += 1
+            done = compacted(prepared.report)
+            compacted_rounds += bool(done)
             if not args.quiet:
                 print(
                     f"round {round_number}: {len(messages)} messages, prompt of"
                     f" {len(prompt)} messages and {size(prompt):,} characters"
-                    f" (whole conversation {size(messages):,})"
+                    f" (whole conversation {size(messages):,})" + (f"; {done}" if done else "")
                 )
             answer = model.reply(prompt)
             messages.append(answer)
@@ -121,11 +138,38 @@ def run(args: argparse.Namespace) -> int:
                 break
             messages += model.tool_outputs(answer)
             time.sleep(args.pause)
-    print(
-        f"done: {model.calls} model calls; prompts sent {sent:,} characters,"
-        f" the whole conversation each time would have been {whole:,}"
-    )
+    print(summary(model.calls, rounds, compacted_rounds, sent, whole, largest, overrides))
     return 0
+
+
+def summary(
+    calls: int,
+    rounds: int,
+    compacted_rounds: int,
+    sent: int,
+    whole: int,
+    largest: int,
+    overrides: dict[str, Any] | None,
+) -> str:
+    """The last line: what the prompts saved, or why nothing was compacted."""
+    line = (
+        f"done: {calls} model calls; prompts sent {sent:,} characters, the whole"
+        f" conversation each time would have been {whole:,}"
+    )
+    if compacted_rounds:
+        saved = 1 - sent / whole if whole else 0.0
+        return f"{line}: {saved:.0%} less, compacted in {compacted_rounds} of {rounds} rounds"
+    window = (overrides or {}).get("context_window")
+    reason = (
+        f"a context_window of {window:,} tokens"
+        if isinstance(window, int)
+        else "the daemon's context_window (200,000 tokens unless configured)"
+    )
+    return (
+        f"{line}: nothing compacted, as the conversation (about {largest // 4:,}"
+        f" tokens at most) stays far below {reason}, where compacting would not pay"
+        " (docs/ECONOMY.md); try --set context_window=8000"
+    )
 
 
 def _new_tail(prompt: list[dict[str, Any]], messages: list[dict[str, Any]]) -> int:
@@ -139,13 +183,24 @@ def _new_tail(prompt: list[dict[str, Any]], messages: list[dict[str, Any]]) -> i
     return count
 
 
+def setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of --set: VALUE is JSON when it parses, else a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--socket", help="the daemon's socket (default: found as scoutd finds it)")
     parser.add_argument(
         "--save-file",
-        default=str(DEFAULT_SAVE_FILE),
-        help="the chat's save file; its inbox is beside it (default: run/example/agent.chat)",
+        default=DEFAULT_SAVE_FILE,
+        help=f"the chat's save file; its inbox is beside it (default: {DEFAULT_SAVE_FILE})",
     )
     parser.add_argument(
         "--strategies",
@@ -155,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         "--set",
         action="append",
         default=[],
-        metavar="KEY=JSON",
-        help="override a [prompt] key for every call, as scoutd prepare --set does",
+        type=setting,
+        metavar="KEY=VALUE",
+        help="override a [prompt] key for every call, as scoutd prepare --set does "
+        "(VALUE as JSON, else a string), e.g. --set context_window=8000",
     )
     parser.add_argument("--run", default=str(RECORDED_RUN), help="the recorded run to replay")
     parser.add_argument("--rounds", type=int, default=1000, help="stop after this many rounds")
@@ -165,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args)
-    except scoutd.DaemonUnavailable as exc:
-        print(f"agent_loop: {exc}; start it with scripts/serve", file=sys.stderr)
+    except scoutd.DaemonUnavailable as exc:  # says where it looked and how to start one
+        print(f"agent_loop: {exc}", file=sys.stderr)
         return 1
     except scoutd.ScoutdError as exc:  # e.g. a save file outside the daemon's allowed_roots
         print(f"agent_loop: {exc}", file=sys.stderr)

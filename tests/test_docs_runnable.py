@@ -1,49 +1,35 @@
-"""The documentation runs as written: every shell block marked runnable, against a real daemon.
+"""The documentation runs as written: every document's runnable blocks, in order, in one shell.
 
 A block is marked by the line ``<!-- runnable -->`` right before its opening
-fence (```` ```sh ````), in README.md, docs/*.md or examples/README.md. Each
-block runs with ``bash -euo pipefail`` in a fresh sandbox laid out like the
-set-up the README makes with ``scripts/serve``: a copy of the checkout's
-layout (its directories linked, an empty ``run/``), a private home, and a
-real daemon listening on the user's socket under ``$XDG_RUNTIME_DIR`` with
-``allowed_roots`` = ``run/`` and the home, as ``scripts/serve`` writes them.
-Nothing tells the commands where the daemon is: they find it as a newcomer's
-would. Every run has a timeout.
+fence (```` ```sh ````), in README.md, docs/*.md or examples/README.md. A
+reader runs a document's blocks one after the other in one terminal, so the
+tests do too: the blocks of one document run in document order in a single
+``bash -euo pipefail`` session (a ``cd`` or a variable of one block is there
+for the next), in a fresh sandbox laid out as the README's set-up with
+``scripts/serve`` leaves it (tests/support/serve_sandbox.py): a real daemon on
+the user's socket that the commands find by themselves. Every run has a
+timeout; a failure names the block that failed.
 """
 
 from __future__ import annotations
 
-import os
+import re
 import shutil
 import subprocess
-import sys
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from scoutd.config import PromptConfig
-
-from .support.daemon import Daemon
+from .support.serve_sandbox import serve_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "<!-- runnable -->"
-BLOCK_TIMEOUT = 120.0  # seconds for one block: the agent loop replays a whole run
+BLOCK_TIMEOUT = 120.0  # seconds per block: the agent loop replays a whole run
 DOCUMENTS = sorted(
     [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "examples" / "README.md"]
 )
-# What the checkout holds that a block may name; `run/` is the sandbox's own.
-LINKED = ("examples", "docs", "config", "scripts", "systemd", "scoutd", ".venv")
-# Variables of the machine running the suite that would change what a block sees.
-_HIDDEN_ENV = {
-    "SCOUTD_CONFIG",
-    "SCOUTD_SOCKET",
-    "SCOUTD_RUN_DIR",
-    "PROMPT_STRATEGY",
-    *(key.upper() for key in PromptConfig.__struct_fields__),
-}
+BEGIN = "@@ scoutd-docs block "
 
 
 @dataclass(frozen=True)
@@ -72,65 +58,98 @@ def runnable_blocks(document: Path) -> list[Block]:
     return blocks
 
 
-ALL_BLOCKS = [block for document in DOCUMENTS for block in runnable_blocks(document)]
+def session_script(blocks: list[Block]) -> str:
+    """One shell script: the blocks in order, each announced on stdout and stderr."""
+    parts = []
+    for block in blocks:
+        announce = f"{BEGIN}{block.name}"
+        parts.append(f"printf '%s\\n' '{announce}'; printf '%s\\n' '{announce}' >&2\n{block.code}")
+    return "\n".join(parts)
+
+
+def outputs(text: str) -> dict[str, str]:
+    """A session's output cut at the announcements: block name -> what it printed."""
+    found: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines(keepends=True):
+        if line.startswith(BEGIN):
+            name = line[len(BEGIN) :].strip()
+            found[name] = ""
+        elif name:
+            found[name] += line
+    return found
+
+
+SESSIONS = {
+    str(document.relative_to(ROOT)): runnable_blocks(document)
+    for document in DOCUMENTS
+    if runnable_blocks(document)
+}
+ALL_BLOCKS = [block for blocks in SESSIONS.values() for block in blocks]
 
 
 def test_the_docs_mark_their_runnable_blocks() -> None:
-    """The marked blocks cover the README's set-up and shell session, and the operator guide."""
-    by_document = {str(b.document.relative_to(ROOT)) for b in ALL_BLOCKS}
-    assert {"README.md", "docs/OPERATIONS.md", "examples/README.md"} <= by_document
-    assert len(ALL_BLOCKS) >= 10
-    readme = "\n".join(b.code for b in ALL_BLOCKS if b.document.name == "README.md")
-    for command in ("scoutd status", "socat", "scoutd notify", "scoutd abort", "scoutd explain"):
+    """The marked blocks cover the README's set-up and walkthrough, and the operator guide."""
+    assert {"README.md", "docs/OPERATIONS.md", "docs/FORMATS.md", "examples/README.md"} <= set(
+        SESSIONS
+    )
+    assert len(ALL_BLOCKS) >= 12
+    readme = "\n".join(b.code for b in SESSIONS["README.md"])
+    for command in (
+        "scoutd status",
+        "socat",
+        "scoutd notify ~/chats/a1/agent.chat",
+        "scoutd abort ~/chats/a1/agent.chat",
+        "scoutd explain",
+        "python examples/agent_loop.py",
+    ):
         assert command in readme
 
 
-@pytest.fixture
-def sandbox() -> Iterator[tuple[Path, dict[str, str], Daemon]]:
-    """A checkout-like directory, a home, and a daemon on the user's socket (as scripts/serve)."""
-    top = Path(tempfile.mkdtemp(prefix="sd"))
-    checkout, home, runtime = top / "co", top / "h", top / "x"
-    for directory in (checkout / "run", home, top / "d"):
-        directory.mkdir(parents=True)
-    (runtime / "scoutd").mkdir(parents=True, mode=0o700)
-    runtime.chmod(0o700)
-    for name in LINKED:
-        if (ROOT / name).exists():
-            (checkout / name).symlink_to(ROOT / name)
-    daemon = Daemon(
-        directory=str(top / "d"),
-        daemon={"allowed_roots": [str(checkout / "run"), str(home)], "shutdown_timeout": 2.0},
-    )
-    daemon.socket_path = str(runtime / "scoutd" / "scoutd.sock")  # the user's socket
-    daemon.daemon["socket_path"] = daemon.socket_path
-    daemon.write_config()
-    environ = {key: value for key, value in os.environ.items() if key not in _HIDDEN_ENV}
-    bin_dir = str(Path(sys.executable).parent)
-    environ.update(
-        HOME=str(home),
-        XDG_RUNTIME_DIR=str(runtime),
-        PATH=os.pathsep.join([bin_dir, environ.get("PATH", "/usr/bin:/bin")]),
-    )
-    try:
-        daemon.start()
-        yield checkout, environ, daemon
-    finally:
-        daemon.cleanup()
-        shutil.rmtree(top, ignore_errors=True)
-
-
-@pytest.mark.parametrize("block", ALL_BLOCKS, ids=[b.name for b in ALL_BLOCKS])
-def test_runnable_block(block: Block, sandbox: tuple[Path, dict[str, str], Daemon]) -> None:
-    if "socat" in block.code and shutil.which("socat") is None:
-        pytest.fail("socat is not installed: the documented block cannot run (apt install socat)")
-    checkout, environ, daemon = sandbox
+def test_a_session_carries_a_block_over_to_the_next() -> None:
+    """What one block leaves (a directory, a variable) is there for the next, as for a reader."""
+    doc = ROOT / "README.md"
+    blocks = [Block(doc, 1, "cd /\nVALUE=kept\n"), Block(doc, 2, 'echo "$PWD $VALUE"\n')]
     result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.code],
-        cwd=checkout, env=environ, capture_output=True, text=True,
-        timeout=BLOCK_TIMEOUT, check=False,
+        ["bash", "-euo", "pipefail", "-c", session_script(blocks)],
+        capture_output=True, text=True, timeout=BLOCK_TIMEOUT, check=False,
     )  # fmt: skip
+    assert outputs(result.stdout)["README.md:2"] == "/ kept\n"
+
+
+def _check_readme(printed: dict[str, str]) -> None:
+    """The README's walkthrough tells one story: a compaction, the notice once, the abort."""
+    everything = "".join(printed.values())
+    notice = "operator notice: 'Please wrap up and write the summary.'"
+    assert everything.count(notice) == 1, everything
+    walkthrough = next(text for text in printed.values() if notice in text)
+    assert "; compacted: " in walkthrough
+    assert re.search(r"\d+% less, compacted in \d+ of \d+ rounds", walkthrough), walkthrough
+    assert "aborted by the operator: Runaway loop, stopping." in everything
+    assert "exit status 3" in everything
+
+
+EXPECTED = {"README.md": _check_readme}
+
+
+@pytest.mark.parametrize("document", sorted(SESSIONS))
+def test_the_document_runs_as_one_session(document: str) -> None:
+    blocks = SESSIONS[document]
+    if any("socat" in block.code for block in blocks) and shutil.which("socat") is None:
+        pytest.fail("socat is not installed: the documented session cannot run (apt install socat)")
+    with serve_sandbox() as sandbox:
+        result = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", session_script(blocks)],
+            cwd=sandbox.checkout, env=sandbox.environ, capture_output=True, text=True,
+            timeout=BLOCK_TIMEOUT * len(blocks), check=False,
+        )  # fmt: skip
+        log = sandbox.daemon.log()
+    failed = [*outputs(result.stderr)] or ["(before the first block)"]
     assert result.returncode == 0, (
-        f"{block.name} failed ({result.returncode}):\n{block.code}\n--- stdout\n{result.stdout}"
-        f"\n--- stderr\n{result.stderr}\n--- daemon log\n{daemon.log()}"
+        f"{document}: the session failed ({result.returncode}) in block {failed[-1]}"
+        f"\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}\n--- daemon log\n{log}"
     )
     assert "Traceback" not in result.stderr, result.stderr
+    check = EXPECTED.get(document)
+    if check is not None:
+        check(outputs(result.stdout))

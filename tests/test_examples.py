@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -90,9 +91,11 @@ def test_agent_loop_replays_the_recorded_run_with_a_notice(daemon: Daemon) -> No
     calls = sum(1 for message in recorded() if message["role"] == "assistant")
     total = lines[-1]
     assert total.startswith(f"done: {calls} model calls; prompts sent ")
-    sent, whole = (int(part.split()[0].replace(",", "")) for part in total.split("sent ")[1:2]
-                   + total.split("have been ")[1:2])  # fmt: skip
+    sent, whole = (int(part.split()[0].rstrip(":").replace(",", "")) for part in
+                   total.split("sent ")[1:2] + total.split("have been ")[1:2])  # fmt: skip
     assert sent < whole  # the epoch strategy compacted the older tool outputs
+    assert re.search(r": \d+% less, compacted in \d+ of \d+ rounds$", total), total
+    assert any("; compacted: " in line for line in lines)  # the rounds say what was compacted
     assert os.listdir(scoutd.inbox_dir(str(save_file))) == []
 
 
@@ -109,6 +112,28 @@ def test_agent_loop_stops_on_an_abort_with_status_3(daemon: Daemon) -> None:
     # The abort waits before the session opens: the very first round is refused,
     # whether the watcher or the call's inbox strategy takes it.
     assert lines == ["round 1: aborted by the operator: halt"], lines
+
+
+def test_agent_loop_says_why_nothing_was_compacted(daemon: Daemon) -> None:
+    """A run too short to compact under the default window ends saying so, and what to try."""
+    result = run(
+        str(EXAMPLES / "agent_loop.py"), "--quiet",
+        "--save-file", str(Path(daemon.dir) / "agents" / "agent.chat"),
+        socket_path=daemon.socket_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.splitlines()[-1]
+    assert "nothing compacted" in last and "context_window" in last, last
+    assert "try --set context_window=8000" in last
+
+
+def test_agent_loop_uses_the_readme_chat_by_default() -> None:
+    """One story: the loop's chat is the one the README drops notices and aborts into."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    source = (EXAMPLES / "agent_loop.py").read_text(encoding="utf-8")
+    assert 'DEFAULT_SAVE_FILE = "~/chats/a1/agent.chat"' in source
+    assert "scoutd notify ~/chats/a1/agent.chat" in readme
+    assert "scoutd abort ~/chats/a1/agent.chat" in readme
 
 
 def test_agent_loop_without_a_daemon_exits_1(tmp_path: Path) -> None:
