@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="global_config",
         metavar="FILE",
         help="config file for any command (default: $SCOUTD_CONFIG, else "
-        "/etc/scoutd/scoutd.toml if present)",
+        "/etc/scoutd/scoutd.toml if present, else the running daemon's)",
     )
     parser.set_defaults(verb_parser=parser)
     verbs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
