@@ -17,6 +17,7 @@ and ``--timeout``), ``add_config``, ``read_messages``, ``write_json``,
 
 from __future__ import annotations
 
+from .clear import CLEAR
 from .common import Verb
 from .config_verbs import CONFIG
 from .daemon import METRICS, SERVE, STATUS
@@ -32,6 +33,7 @@ VERBS: tuple[Verb, ...] = (
     EXPLAIN,
     NOTIFY,
     ABORT,
+    CLEAR,
     INBOX,
     STATUS,
     METRICS,

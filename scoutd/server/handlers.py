@@ -22,7 +22,7 @@ import msgspec
 
 from .. import protocol
 from ..config import Config, strategy_names, with_overrides
-from ..errors import Aborted, ConfigError, UnknownStrategy
+from ..errors import Aborted, ConfigError, StillAborted, UnknownStrategy
 from ..formats import FormatError
 from ..protocol.error_table import error_for
 from ..security import Forbidden
@@ -303,7 +303,7 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                 raise call.forbidden(exc) from None
             except Aborted as exc:
                 reason = exc.reason
-                if inbox is not None:
+                if inbox is not None and not isinstance(exc, StillAborted):  # consumed now
                     server.registry.abort(inbox, reason, claimed_by_watcher=False)
                 if session is not None:
                     session.aborted = reason

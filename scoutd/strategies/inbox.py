@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import PromptConfig
-from ..errors import Aborted
+from ..errors import Aborted, StillAborted
 from ..inbox import (
     ABORT_NAME,
     AbortNotWritten,
@@ -33,6 +33,7 @@ from ..inbox import (
     write_abort,
     write_notice,
 )
+from ..inbox.aborted import held, mark_taken
 from .report import StrategyReport, content_chars
 
 __all__ = [
@@ -104,13 +105,19 @@ def inbox(
     ``inbox_max_total_bytes`` like the inbox's own.
 
     Raises:
-        Aborted: the inbox held an ``abort`` (now consumed); every notice stays
-            pending for the next run.
+        Aborted: the inbox held an ``abort`` (now consumed, and the chat marked
+            aborted: :mod:`scoutd.inbox.aborted`), or the chat was aborted
+            before and no operator cleared it; every notice stays pending.
     """
+    reason = held(save_file)
+    if reason is not None:  # an aborted chat stays aborted (docs/RELIABILITY.md)
+        raise StillAborted(reason)
     redelivery = _REDELIVERY.get()
     carried = redelivery.carried if redelivery is not None else ()
     budget = config.inbox_max_total_bytes - sum(len(text.encode("utf-8")) for text in carried)
     pickup = pick_up(save_file, max_bytes=config.inbox_max_bytes, max_total_bytes=budget)
+    if pickup.abort is not None and save_file is not None:
+        mark_taken(save_file, pickup.abort)
     if redelivery is not None and pickup.abort is None:
         if carried:
             pickup = Pickup([*carried, *pickup.notices])
