@@ -3,9 +3,17 @@
 :class:`RunPreparer` prepares the prompt of one run before each model call,
 in process or through the daemon (docs/INTEGRATIONS.md). It is synchronous and
 thread-safe; the async hooks run it in a worker thread, so there is one code
-path for both. An abort is sticky: once a round raised
+path for both.
+
+An aborted chat stays aborted (docs/RELIABILITY.md): before every round,
+whatever the strategies, :meth:`RunPreparer.check` asks whether the chat is
+aborted (its durable marker, :mod:`scoutd.inbox.aborted`, or a waiting
+``abort``, consumed then; through the daemon, the session's abort, which the
+daemon sets at ``session.open`` for a chat so marked). Once a round raised
 :class:`~scoutd.Aborted`, every later round raises it again with the same
-reason, so a run that catches it and carries on still never reaches the model.
+reason, so a run that catches it and carries on still never reaches the
+model, and a new preparer for the same chat is aborted by the marker until
+an operator clears it.
 """
 
 from __future__ import annotations
@@ -15,13 +23,14 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol, Self, TypedDict
+from typing import Any, NoReturn, Protocol, Self, TypedDict
 
 from ..client import Client, Session, default_socket_path
 from ..config import Config, PromptConfig
 from ..errors import Aborted
 from ..formats import check_format_name
-from ..prepare import Prepared, prepare
+from ..inbox.aborted import check
+from ..prepare import Prepared, prepare, resolve_snapshot
 from ..session import Session as InProcessSession
 
 __all__ = [
@@ -60,6 +69,9 @@ def missing_extra(module: str, extra: str, exc: ImportError) -> ImportError:
 
 
 class _Engine(Protocol):
+    def check(self) -> str | None:
+        """Why the chat is aborted, or None."""
+
     def prepare(self, messages: Sequence[Any]) -> Prepared: ...
 
     def close(self) -> None: ...
@@ -84,6 +96,12 @@ class _InProcess:
             self.session = InProcessSession(
                 save_file, strategies=strategies, config=config, format=format
             )
+        snapshot = self.session.config if self.session is not None else resolve_snapshot(config)
+        self.max_bytes = snapshot.prompt.inbox_max_bytes
+
+    def check(self) -> str | None:
+        """The chat's marker, else a waiting abort, consumed now (the chat is then marked)."""
+        return check(self.save_file, max_bytes=self.max_bytes)
 
     def prepare(self, messages: Sequence[Any]) -> Prepared:
         if self.session is not None:
@@ -125,13 +143,17 @@ class _ThroughDaemon:
                 self.client.close()
                 raise
 
+    def check(self) -> str | None:
+        """The session's abort: pushed by the daemon, at ``session.open`` for a marked chat."""
+        if self.session is not None and self.session.aborted:
+            return self.session.reason or "aborted by operator"
+        return None
+
     def prepare(self, messages: Sequence[Any]) -> Prepared:
         if self.session is None:  # no chat, no inbox: a plain call each round
             return self.client.prepare(
                 messages, self.strategies, config=self.config, format=self.format
             )
-        if self.session.aborted:  # pushed by the daemon while the model was working
-            raise Aborted(self.session.reason or "aborted by operator")
         return self.session.prepare(messages, self.strategies, config=self.config)
 
     def close(self) -> None:
@@ -221,23 +243,47 @@ class RunPreparer(ClosedByWith):
         """The abort reason once the run was aborted, else ``None``."""
         return self._aborted
 
+    def check(self) -> None:
+        """Raise :class:`~scoutd.Aborted` if the chat is aborted; the hooks ask before each
+        model call, whatever the strategies.
+
+        Raises:
+            Aborted: an operator aborted the chat (now, at an earlier round, or
+                in an earlier run not cleared since).
+        """
+        with self._lock:
+            self._checked()
+
+    def _checked(self) -> _Engine:
+        """The engine, once the chat is known not to be aborted (called under the lock)."""
+        if self._aborted is not None:
+            raise Aborted(self._aborted)
+        if self._closed:
+            raise RuntimeError("this scoutd hook was closed: make a new one for a new run")
+        engine = self._open()
+        reason = engine.check()
+        if reason is not None:
+            self._abort(reason)
+        return engine
+
+    def _abort(self, reason: str) -> NoReturn:
+        """Remember the abort for every later round, log it and raise it."""
+        self._aborted = reason
+        log.warning("run aborted before the model call: %s", reason)
+        raise Aborted(reason)
+
     def prepare(self, messages: Sequence[Any]) -> Prepared:
         """The prepared prompt for the run's whole conversation so far.
 
         Raises:
-            Aborted: an operator aborted the run (now or at an earlier round).
+            Aborted: an operator aborted the chat (see :meth:`check`).
         """
         with self._lock:
-            if self._aborted is not None:
-                raise Aborted(self._aborted)
-            if self._closed:
-                raise RuntimeError("this scoutd hook was closed: make a new one for a new run")
+            engine = self._checked()
             try:
-                prepared = self._open().prepare(messages)
+                prepared = engine.prepare(messages)
             except Aborted as exc:
-                self._aborted = exc.reason
-                log.warning("run aborted before the model call: %s", exc.reason)
-                raise
+                self._abort(exc.reason)
             self.last = prepared
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s", round_summary(len(messages), prepared))

@@ -9,8 +9,17 @@ agent's conversation, without the system message) by way of the OpenAI Chat
 mapping and hands the model the prepared ones. The agent's state is never
 touched: only what the model sees changes. Each run (``invoke``/``ainvoke``)
 has its own scoutd session, opened at its first model call and ended when the
-agent finishes. An operator's ``abort`` raises :class:`scoutd.Aborted` out of
-``invoke`` before the next model call.
+agent finishes.
+
+An operator's ``abort`` raises :class:`scoutd.Aborted` out of ``invoke``
+before the next model call, and an aborted chat stays aborted
+(docs/RELIABILITY.md): every later run of this middleware, and of any other
+for that chat until an operator clears it, fails the same way. The abort is
+raised from ``before_model``, a step of its own that no model-call wrapper
+(``ModelRetryMiddleware``, fallbacks) runs inside, so none can turn it into
+an ordinary answer; the prepare inside ``wrap_model_call`` raises it as a
+non-retryable model error (:class:`ModelCallAborted`), and ``after_model``
+raises it again should an outer wrapper have swallowed it anyway.
 
 Needs the extra ``scoutd[langchain]``.
 """
@@ -22,12 +31,14 @@ from typing import Any, Unpack, cast
 
 import anyio.to_thread
 
+from ..errors import Aborted
 from ..formats import OPENAI_CHAT
 from ._run import HookOptions, RunPreparer, missing_extra
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
     from langchain.agents.middleware.types import ModelCallResult, ModelResponse
+    from langchain_core.exceptions import ModelError
     from langchain_core.messages import AnyMessage
     from langgraph.runtime import Runtime
 
@@ -35,7 +46,18 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise missing_extra(__name__, "langchain", exc) from None
 
-__all__ = ["ScoutdMiddleware"]
+__all__ = ["ModelCallAborted", "ScoutdMiddleware"]
+
+
+class ModelCallAborted(Aborted, ModelError):
+    """:class:`scoutd.Aborted` raised inside a model call, marked not worth retrying.
+
+    LangChain's retry middleware (``ModelRetryMiddleware`` with its default
+    ``retry_on``) lets a model error that is not retryable through at once,
+    without turning it into a message.
+    """
+
+    is_retryable = False
 
 
 class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -58,9 +80,33 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return RunPreparer(format=OPENAI_CHAT, **self._options)
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """A run starts: a fresh scoutd session (the previous run's is ended)."""
+        """A run starts: a fresh scoutd session (the previous run's is ended).
+
+        Raises:
+            Aborted: an earlier run of this middleware was aborted: it stays so.
+        """
+        if self.preparer.aborted is not None:
+            self.preparer.close()  # its daemon session ends; the abort stays
+            raise Aborted(self.preparer.aborted)
         previous, self.preparer = self.preparer, self._new_preparer()
         previous.close()
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """Raise :class:`scoutd.Aborted` before the model call if the chat is aborted."""
+        self.preparer.check()
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """:meth:`before_model` for the async agent loop (its file reads in a thread)."""
+        await anyio.to_thread.run_sync(self.preparer.check)
+
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """Raise the abort a model-call wrapper outside this middleware may have swallowed."""
+        if self.preparer.aborted is not None:
+            raise Aborted(self.preparer.aborted)
+
+    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """:meth:`after_model` for the async agent loop."""
+        self.after_model(state, runtime)
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """The run is over: end its scoutd session."""
@@ -70,11 +116,14 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """``request`` with the prepared messages (blocking; the async hook uses a thread).
 
         Raises:
-            Aborted: an operator aborted the run.
+            ModelCallAborted: an operator aborted the run (a :class:`scoutd.Aborted`).
         """
         messages = list(request.messages)
         sent = to_chat(messages)
-        prepared = self.preparer.prepare(sent).messages
+        try:
+            prepared = self.preparer.prepare(sent).messages
+        except Aborted as exc:
+            raise ModelCallAborted(exc.reason) from None
         # The agent's own message objects, or copies of them: the same union of types.
         chosen = cast("list[AnyMessage]", from_chat(prepared, sent, messages))
         return request.override(messages=chosen)

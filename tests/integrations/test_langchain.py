@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
 import pytest
@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("langchain.agents", reason="needs the extra scoutd[langchain]")
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ModelRequest
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelRetryMiddleware
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -34,7 +34,9 @@ from langchain_core.tools import InjectedToolCallId, tool
 from pydantic import ConfigDict, Field
 
 import scoutd
-from scoutd.integrations.langchain import ScoutdMiddleware
+from scoutd.inbox import write_abort
+from scoutd.inbox.aborted import clear
+from scoutd.integrations.langchain import ModelCallAborted, ScoutdMiddleware
 from tests.integrations.replay import (
     ABORT_REASON,
     CONFIG,
@@ -154,16 +156,24 @@ def _plain(call: dict[str, Any]) -> tuple[str, str, Any]:
 
 
 def run_replay(
-    middleware: ScoutdMiddleware, replay: Replay, events: Events, use_async: bool
+    middleware: ScoutdMiddleware,
+    replay: Replay,
+    events: Events,
+    use_async: bool,
+    between: Sequence[AgentMiddleware] = (),  # type: ignore[type-arg]
 ) -> tuple[Any, ScriptedChatModel, Recorder]:
-    """Run the agent graph; return its final state (or the exception), the model, the recorder."""
+    """Run the agent graph; return its final state (or the exception), the model, the recorder.
+
+    ``between``: middleware placed after the recorder and before scoutd's, so
+    that its model-call wrappers run around scoutd's.
+    """
     model = ScriptedChatModel(replay=replay, events=events)
     recorder = Recorder()
     agent = create_agent(
         model,
         [bash_tool(replay)],
         system_prompt=replay.system,
-        middleware=[recorder, middleware],
+        middleware=[recorder, *between, middleware],
     )
     payload = {"messages": [{"role": "user", "content": replay.task}]}
     config = {"recursion_limit": 1000}
@@ -225,8 +235,137 @@ def test_abort_stops_the_run_before_the_next_model_call(socket: tuple[str | None
     result, model, recorder = run_replay(middleware, replay, events, socket_path is None)
     assert isinstance(result, scoutd.Aborted), result
     assert result.reason == ABORT_REASON
-    # The model answered calls 0..ABORT_AT; the next call never reached it.
+    # The model answered calls 0..ABORT_AT; the next call never reached it, nor
+    # any model-call wrapper: the abort is raised by before_model, ahead of them.
     assert len(model.seen) == ABORT_AT + 1
-    assert len(recorder.full) == ABORT_AT + 2
+    assert len(recorder.full) == ABORT_AT + 1
     assert middleware.preparer.aborted == ABORT_REASON
+    middleware.preparer.close()
+
+
+def test_an_aborted_chat_stays_aborted_at_the_next_invoke(socket: tuple[str | None, str]) -> None:
+    """The abort file went with the first run; the chat stays aborted until an operator clears it.
+
+    The middleware used to build a fresh preparer at the next ``invoke``, which
+    found no abort file, and the run went on.
+    """
+    socket_path, directory = socket
+    use_async = socket_path is not None
+    replay = load_replay()
+    save_file = os.path.join(directory, "run.chat")
+    middleware = ScoutdMiddleware(save_file=save_file, socket=socket_path, config=CONFIG)
+    events = Events(save_file, abort_at=ABORT_AT)
+    result, model, _ = run_replay(middleware, replay, events, use_async)
+    assert isinstance(result, scoutd.Aborted) and result.reason == ABORT_REASON
+    assert len(model.seen) == ABORT_AT + 1
+    # The same middleware, and a new one as a restarted agent makes: no model call at all.
+    restarted = ScoutdMiddleware(save_file=save_file, socket=socket_path, config=CONFIG)
+    for hook in (middleware, middleware, restarted):
+        result, model, recorder = run_replay(hook, replay, Events(save_file), use_async)
+        assert isinstance(result, scoutd.Aborted), result
+        assert result.reason == ABORT_REASON
+        assert model.seen == [] and recorder.full == []
+    middleware.preparer.close()
+    restarted.preparer.close()
+    clear(save_file)  # the operator lifts it: a new run goes to its end
+    cleared = ScoutdMiddleware(save_file=save_file, socket=socket_path, config=CONFIG)
+    result, model, _ = run_replay(cleared, replay, Events(save_file), use_async)
+    assert not isinstance(result, BaseException), result
+    assert len(model.seen) == len(replay.turns)
+
+
+class AbortDropper(AgentMiddleware):  # type: ignore[type-arg]
+    """Drops an ``abort`` inside the model-call chain, after scoutd's ``before_model`` ran.
+
+    It sits between a retry middleware and scoutd's, at model call ``at``: the
+    abort arrives in the instant between the check before the call and the
+    prepare inside it.
+    """
+
+    def __init__(self, save_file: str, at: int) -> None:
+        super().__init__()
+        self.save_file = save_file
+        self.at = at
+        self.calls = 0
+
+    def _drop(self) -> None:
+        if self.calls == self.at:
+            write_abort(self.save_file, ABORT_REASON)
+        self.calls += 1
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> Any:  # type: ignore[type-arg]
+        self._drop()
+        return handler(request)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        handler: Callable[..., Awaitable[Any]],
+    ) -> Any:
+        self._drop()
+        return await handler(request)
+
+
+def retrying(retry_on: str) -> ModelRetryMiddleware:  # type: ignore[type-arg]
+    """A retry middleware that answers with a message once its retries are spent."""
+    if retry_on == "default":
+        return ModelRetryMiddleware(on_failure="continue", initial_delay=0, jitter=False)
+    return ModelRetryMiddleware(
+        on_failure="continue", initial_delay=0, jitter=False, retry_on=(Exception,)
+    )
+
+
+@pytest.mark.parametrize("retry_on", ["default", "everything"])
+def test_a_retry_middleware_never_turns_an_abort_into_an_answer(
+    socket: tuple[str | None, str], retry_on: str
+) -> None:
+    """scoutd's middleware placed inside ``ModelRetryMiddleware(on_failure="continue")``.
+
+    The abort dropped during a model call is raised by ``before_model``,
+    outside every model-call wrapper: the run ends with ``Aborted``, not with
+    the retry's "Model call failed" message as its final answer.
+    """
+    socket_path, directory = socket
+    replay = load_replay()
+    save_file = os.path.join(directory, "run.chat")
+    middleware = ScoutdMiddleware(save_file=save_file, socket=socket_path, config=CONFIG)
+    events = Events(save_file, abort_at=ABORT_AT)
+    result, model, _ = run_replay(
+        middleware, replay, events, socket_path is None, between=[retrying(retry_on)]
+    )
+    assert isinstance(result, scoutd.Aborted), result
+    assert result.reason == ABORT_REASON
+    assert len(model.seen) == ABORT_AT + 1
+    middleware.preparer.close()
+
+
+@pytest.mark.parametrize("retry_on", ["default", "everything"])
+def test_an_abort_met_inside_the_model_call_still_ends_the_run(
+    socket: tuple[str | None, str], retry_on: str
+) -> None:
+    """The abort appears after ``before_model``: the prepare inside the retried call meets it.
+
+    With the default ``retry_on`` the non-retryable ``ModelCallAborted`` goes
+    straight through; a retry middleware that retries everything swallows it
+    into a message, and ``after_model`` raises it again. Either way the model
+    is never called after the abort, and the run ends with ``Aborted``.
+    """
+    socket_path, directory = socket
+    replay = load_replay()
+    save_file = os.path.join(directory, "run.chat")
+    middleware = ScoutdMiddleware(save_file=save_file, socket=socket_path, config=CONFIG)
+    dropper = AbortDropper(save_file, at=ABORT_AT)
+    result, model, recorder = run_replay(
+        middleware,
+        replay,
+        Events(save_file),
+        socket_path is not None,
+        between=[retrying(retry_on), dropper],
+    )
+    assert isinstance(result, scoutd.Aborted), result
+    assert result.reason == ABORT_REASON
+    assert isinstance(result, ModelCallAborted) == (retry_on == "default")
+    assert len(model.seen) == ABORT_AT  # calls 0 .. ABORT_AT - 1; never the one aborted
+    assert dropper.calls == (ABORT_AT + 1 if retry_on == "default" else ABORT_AT + 3)
+    assert len(recorder.full) == ABORT_AT + 1
     middleware.preparer.close()

@@ -26,6 +26,7 @@ from openai.types.responses import (
 )
 
 import scoutd
+from scoutd.inbox.aborted import clear
 from scoutd.integrations.openai_agents import ScoutdInputFilter
 from tests.integrations.replay import (
     ABORT_REASON,
@@ -105,7 +106,7 @@ def bash_tool(replay: Replay) -> FunctionTool:
 
 
 async def run_replay(
-    scoutd_filter: ScoutdInputFilter, replay: Replay, events: Events
+    scoutd_filter: ScoutdInputFilter, replay: Replay, events: Events, *, streamed: bool = False
 ) -> tuple[Any, ScriptedModel, list[list[Any]]]:
     """Run the SDK's loop; return its result (or the exception), the model, the histories."""
     model = ScriptedModel(replay, events)
@@ -118,7 +119,13 @@ async def run_replay(
 
     config = RunConfig(call_model_input_filter=recording, tracing_disabled=True)
     try:
-        result: Any = await Runner.run(agent, replay.task, run_config=config, max_turns=200)
+        if streamed:
+            run = Runner.run_streamed(agent, replay.task, run_config=config, max_turns=200)
+            async for _ in run.stream_events():
+                pass
+            result: Any = run
+        else:
+            result = await Runner.run(agent, replay.task, run_config=config, max_turns=200)
     except Exception as exc:
         result = exc
     return result, model, full
@@ -161,3 +168,35 @@ async def test_abort_stops_the_run_before_the_next_model_call(
         # Fail closed: the filter keeps refusing after the abort file was consumed.
         with pytest.raises(scoutd.Aborted, match="budget exceeded"):
             f.prepare_items(full[-1])
+
+
+async def test_an_aborted_chat_stays_aborted_at_the_next_run(
+    socket: tuple[str | None, str],
+) -> None:
+    """The abort file went with the first run; a later run, with this filter or a new
+    one, never reaches the model until an operator clears the chat.
+
+    One filter per run is the documented use: a new filter used to find no
+    abort file, and its run went on.
+    """
+    socket_path, directory = socket
+    replay = load_replay()
+    save_file = os.path.join(directory, "run.chat")
+    with ScoutdInputFilter(save_file=save_file, socket=socket_path, config=CONFIG) as first:
+        result, model, _ = await run_replay(first, replay, Events(save_file, abort_at=ABORT_AT))
+        assert isinstance(result, scoutd.Aborted) and result.reason == ABORT_REASON
+        assert len(model.seen) == ABORT_AT + 1
+        result, model, full = await run_replay(first, replay, Events(save_file))
+        assert isinstance(result, scoutd.Aborted) and result.reason == ABORT_REASON
+        assert model.seen == [] and len(full) == 1
+    for streamed in (False, True):  # a new run, as the next Runner.run makes it
+        with ScoutdInputFilter(save_file=save_file, socket=socket_path, config=CONFIG) as f:
+            result, model, full = await run_replay(f, replay, Events(save_file), streamed=streamed)
+            assert isinstance(result, scoutd.Aborted), result
+            assert result.reason == ABORT_REASON
+            assert model.seen == [] and len(full) == 1
+    clear(save_file)  # the operator lifts it: the next run goes to its end
+    with ScoutdInputFilter(save_file=save_file, socket=socket_path, config=CONFIG) as cleared:
+        result, model, _ = await run_replay(cleared, replay, Events(save_file))
+    assert not isinstance(result, BaseException), result
+    assert result.final_output == replay.final

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import scoutd
+from scoutd.inbox.aborted import clear, held
 from scoutd.integrations._run import RunPreparer
 from scoutd.strategies.inbox import write_abort, write_notice
 from tests.support.daemon import Daemon, wait_for
@@ -75,6 +76,46 @@ def test_abort_is_sticky_in_process(tmp_path: Any) -> None:
             preparer.prepare(CONVERSATION)
     assert preparer.aborted == "stop now"
     assert not os.path.exists(os.path.join(scoutd.inbox_dir(save_file), "abort"))
+
+
+@pytest.mark.parametrize("where", ["in-process", "daemon"])
+def test_an_aborted_chat_stays_aborted_for_a_new_preparer(
+    where: str, daemon: Daemon, tmp_path: Any
+) -> None:
+    """The abort file is gone with the first run; the chat stays aborted until cleared."""
+    socket = daemon.socket_path if where == "daemon" else None
+    directory = daemon.dir if where == "daemon" else str(tmp_path)
+    save_file = os.path.join(directory, f"again-{where}.chat")
+    with RunPreparer(save_file=save_file, socket=socket) as first:
+        first.prepare(CONVERSATION)
+        write_abort(save_file, "stop for good")
+        with pytest.raises(scoutd.Aborted, match="stop for good"):
+            first.prepare(CONVERSATION)
+    assert not os.path.lexists(os.path.join(scoutd.inbox_dir(save_file), "abort"))
+    for strategies in (None, ["none"]):  # whatever the strategies: the hook checks first
+        with RunPreparer(save_file=save_file, socket=socket, strategies=strategies) as again:
+            with pytest.raises(scoutd.Aborted, match="stop for good"):
+                again.check()
+            with pytest.raises(scoutd.Aborted, match="stop for good"):
+                again.prepare(CONVERSATION)
+            assert again.aborted == "stop for good" and again.last is None
+    clear(save_file)
+    with RunPreparer(save_file=save_file, socket=socket) as cleared:
+        cleared.check()
+        assert cleared.prepare(CONVERSATION).messages == CONVERSATION
+
+
+def test_a_hook_aborts_whatever_the_strategies(tmp_path: Any) -> None:
+    """A waiting abort stops the run even when no ``inbox`` strategy would read it."""
+    save_file = str(tmp_path / "none.chat")
+    write_abort(save_file, "no inbox strategy")
+    with (
+        RunPreparer(save_file=save_file, strategies=["none"]) as preparer,
+        pytest.raises(scoutd.Aborted, match="no inbox strategy"),
+    ):
+        preparer.check()
+    assert not os.path.lexists(os.path.join(scoutd.inbox_dir(save_file), "abort"))
+    assert held(save_file) == "no inbox strategy"
 
 
 def test_closed_preparer_refuses_rounds(tmp_path: Any) -> None:
