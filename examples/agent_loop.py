@@ -226,7 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent_loop: {exc}", file=sys.stderr)
         return 1
     except scoutd.ScoutdError as exc:  # e.g. a save file outside the daemon's allowed_roots
-        print(f"agent_loop: {exc}", file=sys.stderr)
+        hint = ""
+        if "allowed_roots" in str(exc):
+            hint = (
+                "; pass a --save-file under one of them"
+                " (scoutd config show | grep allowed_roots lists them)"
+            )
+        print(f"agent_loop: {exc}{hint}", file=sys.stderr)
         return 1
 
 

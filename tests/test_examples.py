@@ -136,6 +136,18 @@ def test_agent_loop_uses_the_readme_chat_by_default() -> None:
     assert "scoutd abort ~/chats/a1/agent.chat" in readme
 
 
+def test_agent_loop_outside_the_allowed_roots_says_where_to_look(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    result = run(
+        str(EXAMPLES / "agent_loop.py"), "--save-file", str(tmp_path / "agent.chat"),
+        socket_path=daemon.socket_path,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "allowed_roots" in result.stderr and "scoutd config show" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_agent_loop_without_a_daemon_exits_1(tmp_path: Path) -> None:
     result = run(
         str(EXAMPLES / "agent_loop.py"), "--save-file", str(tmp_path / "agent.chat"),
