@@ -19,6 +19,7 @@ from scoutd.config import Config
 from scoutd.formats import texts
 from scoutd.incremental import SessionPrompt
 
+from . import worst
 from .conversations import epoch_window
 from .work import growth, lines_run
 from .worst import WORST, Builder
@@ -31,12 +32,14 @@ COMPACTING: dict[str, PromptConfig] = {
     "shorten_tools_cost_aware": PromptConfig(context_window=2000),
     "shorten_tools_epoch": epoch_window(3),
     "shorten_tools": PromptConfig(max_tool_calls=4, full_tool_outputs=2),
+    "shorten_tools_epoch_increment": epoch_window(3),
 }
 CASES = [
     pytest.param(fmt, builder, name, id=f"{builder.__name__}-{name}")
     for fmt, builders in WORST.items()
     for builder in builders
     for name in COMPACTING
+    if name != "shorten_tools_epoch_increment"  # its walks are those of shorten_tools_epoch
 ]
 
 
@@ -62,6 +65,9 @@ SESSION_CASES = [
     for fmt, builders in WORST.items()
     for builder in builders[: 2 if fmt == "anthropic" else 1]
     for name in INCREMENTAL
+] + [
+    pytest.param("scout", builder, "shorten_tools_epoch_increment", id=builder.__name__)
+    for builder in (worst.scout_repeats, worst.scout_repeats_answered_backwards)
 ]
 ROUNDS = 10  # rounds counted, each appending one turn
 
@@ -90,6 +96,20 @@ def test_a_session_round_costs_at_most_linear_in_what_it_holds(
         return lines_run(rounds)
 
     assert growth(work, SIZE) <= LINEAR
+
+
+@pytest.mark.parametrize("builder", [worst.scout_repeats, worst.scout_repeats_answered_backwards])
+def test_a_session_counts_repeats_as_a_whole_prepare_does(builder: Builder) -> None:
+    """Repeats completed in any order (the newest call answered first) place the
+    increment window where a whole prepare places it."""
+    config = Config(prompt=epoch_window(3))
+    messages = builder(60)
+    session = SessionPrompt(format="scout")
+    for at in range(0, len(messages), 7):
+        session.extend(messages[at : at + 7])
+        prepared, _ = session.prepare("shorten_tools_epoch_increment", config)
+        whole = prepare(messages[: at + 7], "shorten_tools_epoch_increment", config=config)
+        assert prepared.messages == whole.messages
 
 
 def test_a_result_holding_one_message_many_times_is_read_in_linear_time() -> None:

@@ -207,6 +207,14 @@ def scout_calls_then_outputs(n: int) -> list[dict[str, Any]]:
     return [{"role": "user", "content": "start"}, *calls, *outputs]
 
 
+def scout_repeats_answered_backwards(n: int) -> list[dict[str, Any]]:
+    """``n`` identical calls, then their outputs newest call first: every pair
+    completes before all the pairs already seen, in call order."""
+    calls = [_scout_call(f"c{i}", 0) for i in range(n)]
+    outputs = [_scout_output(f"c{i}") for i in reversed(range(n))]
+    return [{"role": "user", "content": "start"}, *calls, *outputs]
+
+
 def scout_interrupted(n: int) -> list[dict[str, Any]]:
     """A user message between each call and its output."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
@@ -232,5 +240,11 @@ WORST: dict[str, tuple[Builder, ...]] = {
         chat_orphans,
     ),
     "openai-responses": (responses_turns, responses_one_turn, responses_same_id),
-    "scout": (scout_pairs, scout_repeats, scout_calls_then_outputs, scout_interrupted),
+    "scout": (
+        scout_pairs,
+        scout_repeats,
+        scout_calls_then_outputs,
+        scout_repeats_answered_backwards,
+        scout_interrupted,
+    ),
 }
