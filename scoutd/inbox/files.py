@@ -97,7 +97,8 @@ class InboxDirs:
 
         The one definition of a usable inbox (docs/RELIABILITY.md, "An abort
         fails closed"): "does not exist" is a missing inbox or chat directory
-        (``ENOENT``, or a path component that is not a directory); anything
+        (``ENOENT``, a path component that is not a directory, an inbox name
+        longer than any file system allows); anything
         else that keeps it from being opened and searched raises ``OSError``:
         a symlink or another kind of entry in its place, a symlink on the way
         that neither root nor this process's user made, a symlink loop, no
@@ -111,15 +112,19 @@ class InboxDirs:
         inbox_path, removed = inbox_dir(save_file), inbox_removed_dir(save_file)
         try:
             chat = open_directory(os.path.dirname(inbox_path) or ".")
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
+                return None
+            raise
         try:
             inbox_path = os.path.join(chat.path, os.path.basename(inbox_path))
             removed = os.path.join(chat.path, os.path.basename(removed))
             dirs = cls(inbox_path, removed, chat_fd=chat.fd)
-        except FileNotFoundError:
+        except OSError as exc:
             os.close(chat.fd)
-            return None
+            if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):  # too long a name to exist
+                return None
+            raise
         except BaseException:
             os.close(chat.fd)
             raise

@@ -28,6 +28,7 @@ from ..errors import Aborted, InboxUnusable
 from .claim import NotSettled, Taken, take
 from .entries import removed_dir_problem
 from .files import InboxDirs
+from .gate import guarded
 from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
 
 __all__ = [
@@ -147,16 +148,19 @@ def pick_up(save_file: str | None, *, max_bytes: int, max_total_bytes: int) -> P
     Raises:
         InboxUnusable: the inbox exists but cannot be opened, searched or listed.
         Aborted: an ``abort`` still being written, or one that cannot be
-            examined (neither is consumed: see :func:`_take_abort`).
+            examined (neither is consumed: see :func:`_take_abort`); in a
+            daemon's prepare call, one its watcher took since the call began
+            (:class:`~scoutd.errors.StillAborted`, :mod:`scoutd.inbox.gate`).
     """
     dirs = open_inbox(save_file) if save_file is not None else None
     if dirs is None:
         return Pickup([])
     try:
-        names = pending_names(dirs)
-        if ABORT_NAME in names:
-            return Pickup([], _take_abort(dirs, max_bytes))
-        return Pickup(_take_notices(dirs, names, max_bytes, max_total_bytes))
+        with guarded(dirs.inbox):  # in the daemon: one consumer at a time (gate module)
+            names = pending_names(dirs)
+            if ABORT_NAME in names:
+                return Pickup([], _take_abort(dirs, max_bytes))
+            return Pickup(_take_notices(dirs, names, max_bytes, max_total_bytes))
     finally:
         dirs.close()
 

@@ -6,14 +6,24 @@ directory and the inbox itself; the watcher anchors whichever does not exist
 yet to its nearest existing ancestor, so an abort is seen at once even in a
 chat directory created after ``session.open``. When an ``abort`` entry (of any
 type: a directory or FIFO aborts too, unread) shows up, the registry claims
-it with :func:`scoutd.strategies.inbox.claim_abort` in a worker thread — the
+it with :func:`scoutd.inbox.aborted.claim_and_mark` in a worker thread — the
 move is the claim, so exactly one party (this watcher or an inference's
 ``inbox`` strategy) consumes each abort entry — then marks the
 sessions of that inbox aborted and pushes ``session.aborted`` to their
-connections at once. An abort that cannot be moved still aborts (it fails
-closed, see :mod:`scoutd.strategies.inbox_files`); one that cannot be moved at
-all stays in place and is pushed again at every event or rescan until an operator
+connections at once; the claim marks the chat aborted for good, and a session
+opened on a chat so marked is aborted at once (:mod:`scoutd.inbox.aborted`).
+An abort that cannot be moved still aborts (it fails closed, see
+:mod:`scoutd.strategies.inbox_files`); one that cannot be moved at all stays
+in place and is pushed again at every event or rescan until an operator
 removes it.
+
+Aborts never wait behind prepare calls (docs/RELIABILITY.md, "An abort fails
+closed"): claims run on a small thread limiter per uid, never on the prepare
+pool, and nothing in them sleeps; a prepare call never holds a claim off (the
+call's pickup and the claim race for the abort by rename, exactly one takes
+it). A claim takes an abort only for the sessions whose uid could take it
+itself, and pushes it only to them; an inbox that exists but cannot be used
+aborts its sessions unconsumed (:mod:`scoutd.server.claims`).
 
 Each uid may hold at most ``max_sessions_per_uid`` sessions (docs/OPERATIONS.md):
 a client decides how many directories are watched, so it must not decide alone.
@@ -28,7 +38,7 @@ import secrets
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -37,13 +47,18 @@ import anyio
 
 from .. import protocol
 from ..delta import DeltaEncoder
+from ..inbox.aborted import claim_and_mark, held
+from ..inbox.gate import InboxGate
 from ..incremental import SessionPrompt
-from ..security import process_owned_by
+from ..security import PeerCred
 from ..strategies import inbox_files
-from ..strategies.inbox import ABORT_NAME, claim_abort, inbox_dir
+from ..strategies.inbox import ABORT_NAME, inbox_dir
 from ..watcher import Batch, FsWatcher
+from .abort_signal import parse_signal, send_abort_signal
+from .claims import Candidate, Claimed, claim_for, holding_abort
 
 __all__ = [
+    "ABORT_THREADS_PER_UID",
     "DEFAULT_MAX_SESSIONS_PER_UID",
     "MAX_PENDING_ABORTS",
     "AgentSession",
@@ -59,10 +74,15 @@ log = logging.getLogger("scoutd.sessions")
 MAX_PENDING_ABORTS = 4096
 # Used when the registry is built without a limit (the daemon passes its config's).
 DEFAULT_MAX_SESSIONS_PER_UID = 10_000
+# Abort claims of one uid running at once, in threads of their own (never the prepare
+# pool): one user's slow inboxes hold up only that user's claims.
+ABORT_THREADS_PER_UID = 2
 
 
 class SessionOwner(Protocol):
     """The connection a session belongs to."""
+
+    peer: PeerCred  # who opened it: the uid and gid a claim acts for
 
     def push(self, line: bytes) -> None:
         """Queue ``line`` for sending without waiting."""
@@ -77,6 +97,7 @@ class AgentSession:
     pid: int | None
     uid: int
     owner: SessionOwner
+    gid: int | None = None  # the peer's, as the kernel gave it
     aborted: str | None = None
     watched: list[str] = field(default_factory=list)
     # incremental prompt state (docs/PROTOCOL.md, incremental sessions)
@@ -91,29 +112,6 @@ class AgentSession:
     def forget_conversation(self) -> None:
         """Drop the stored conversation; the client sends it whole next time."""
         self.prompt, self.encoder = SessionPrompt(), DeltaEncoder()
-
-
-def parse_signal(name: str | None) -> signal.Signals | None:
-    """``"TERM"``, ``"SIGTERM"`` or ``"15"`` -> ``SIGTERM``; None stays None.
-
-    Raises ValueError for a name that is not a signal.
-    """
-    if name is None or not name.strip():
-        return None
-    text = name.strip().upper()
-    try:
-        return (
-            signal.Signals(int(text))
-            if text.isdigit()
-            else signal.Signals[text if text.startswith("SIG") else "SIG" + text]
-        )
-    except (KeyError, ValueError):
-        raise ValueError(f"abort_signal {name!r} is not a signal name") from None
-
-
-def _holding_abort(inboxes: list[str]) -> list[str]:
-    """The inboxes with an entry named ``abort`` (any type: the claim decides)."""
-    return [inbox for inbox in inboxes if os.path.lexists(os.path.join(inbox, ABORT_NAME))]
 
 
 @dataclass(slots=True)
@@ -152,8 +150,11 @@ class SessionRegistry:
         self.rescans = 0  # periodic rescans completed since start (shown by status)
         self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
         self._claiming: dict[str, _Claim] = {}  # inbox -> its claim running now
-        self._preparing: dict[str, int] = {}  # inbox -> prepare calls reading it now
-        self._deferred: set[str] = set()  # inboxes whose claim waits for those calls
+        self._claim_limiters: dict[int, anyio.CapacityLimiter] = {}  # uid -> its claims' threads
+        self._rescan_limiter = anyio.CapacityLimiter(1)  # the rescan's look: never the prepare pool
+        self._chat_dirs: dict[str, int] = {}  # the inboxes' directories -> how many inboxes
+        self._own_uid = os.getuid()
+        self._gate = InboxGate()  # claims and prepare pickups of one inbox, one at a time
         self._complete: set[str] = set()  # inboxes whose abort was seen closed or renamed in
         self._unsettled: dict[str, float] = {}  # inbox -> when its abort was first seen changing
         self._per_uid: dict[int, int] = {}
@@ -198,16 +199,24 @@ class SessionRegistry:
             pid=pid,
             uid=uid,
             owner=owner,
+            gid=owner.peer.gid,
         )
         self.sessions[session.id] = session
         self._per_uid[uid] = self._per_uid.get(uid, 0) + 1
         first = inbox not in self.by_inbox
         self.by_inbox.setdefault(inbox, set()).add(session.id)
         if first:
-            for directory in (os.path.dirname(inbox), inbox):
+            chat = os.path.dirname(inbox)
+            self._chat_dirs[chat] = self._chat_dirs.get(chat, 0) + 1
+            for directory in (chat, inbox):
                 await self.watcher.add(directory)
             self._spawn_claim(inbox)  # an abort may already be waiting
         log.info("session %s opened for %s (pid %s, uid %d)", session.id, resolved, pid, uid)
+        reason = await anyio.to_thread.run_sync(held, resolved, limiter=self._claim_limiter(uid))
+        if reason is not None:  # an aborted chat stays aborted (docs/RELIABILITY.md)
+            log.info("session %s opened on an aborted chat: %r", session.id, reason)
+            self._mark_aborted(session, reason)
+            await anyio.lowlevel.checkpoint()  # the push goes out before the open's answer
         return session
 
     async def close(self, session_id: str) -> bool:
@@ -219,6 +228,7 @@ class SessionRegistry:
             self._per_uid[session.uid] = left
         else:
             self._per_uid.pop(session.uid, None)
+            self._claim_limiters.pop(session.uid, None)  # a claim running keeps its own
         ids = self.by_inbox.get(session.inbox)
         if ids is not None:
             ids.discard(session_id)
@@ -226,7 +236,12 @@ class SessionRegistry:
                 del self.by_inbox[session.inbox]
                 self._complete.discard(session.inbox)
                 self._unsettled.pop(session.inbox, None)
-                for directory in (os.path.dirname(session.inbox), session.inbox):
+                chat = os.path.dirname(session.inbox)
+                if self._chat_dirs.get(chat, 1) > 1:
+                    self._chat_dirs[chat] -= 1
+                else:
+                    self._chat_dirs.pop(chat, None)
+                for directory in (chat, session.inbox):
                     await self.watcher.remove(directory)
         log.info("session %s closed", session_id)
         return True
@@ -276,8 +291,19 @@ class SessionRegistry:
             return self._pending.pop(inbox, None)
         return None
 
-    def abort(self, inbox: str, reason: str, *, claimed_by_watcher: bool) -> None:
-        """Record a consumed abort file: mark, notify and maybe signal its sessions."""
+    def abort(
+        self,
+        inbox: str,
+        reason: str,
+        *,
+        claimed_by_watcher: bool,
+        only: Collection[str] | None = None,
+    ) -> None:
+        """Record a consumed abort file: mark, notify and maybe signal its sessions.
+
+        ``only``: the sessions of the inbox that may have it (the watcher's
+        claim checked their rights); default: all of them.
+        """
         self.aborts += 1
         if claimed_by_watcher:
             self._pending[inbox] = reason
@@ -285,34 +311,22 @@ class SessionRegistry:
             while len(self._pending) > MAX_PENDING_ABORTS:
                 self._pending.popitem(last=False)
         signum = self._abort_signal()
-        ids = sorted(self.by_inbox.get(inbox, ()))
+        ids = sorted(i for i in self.by_inbox.get(inbox, ()) if only is None or i in only)
         # One line per abort; repr() keeps a reason with line breaks on one line.
         log.info("abort consumed for %r (%d session(s)): %r", inbox, len(ids), reason)
         for session_id in ids:
             session = self.sessions[session_id]
-            session.aborted = reason
-            params = protocol.SessionAbortedParams(
-                session=session.id, save_file=session.save_file, reason=reason
-            )
-            session.owner.push(protocol.encode_notification("session.aborted", params))
+            self._mark_aborted(session, reason)
             if signum is not None and session.pid is not None:
-                self._signal(session, signum)
+                send_abort_signal(session.pid, session.uid, signum, session.id)
 
-    def _signal(self, session: AgentSession, signum: signal.Signals) -> None:
-        assert session.pid is not None
-        if not process_owned_by(session.pid, session.uid):
-            log.warning(
-                "not signalling pid %d of session %s: not a process of uid %d",
-                session.pid,
-                session.id,
-                session.uid,
-            )
-            return
-        try:
-            os.kill(session.pid, signum)
-            log.info("sent %s to pid %d (session %s)", signum.name, session.pid, session.id)
-        except OSError as exc:
-            log.warning("cannot signal pid %d: %s", session.pid, exc)
+    def _mark_aborted(self, session: AgentSession, reason: str) -> None:
+        """Abort ``session`` for good and push ``session.aborted`` to its connection."""
+        session.aborted = reason
+        params = protocol.SessionAbortedParams(
+            session=session.id, save_file=session.save_file, reason=reason
+        )
+        session.owner.push(protocol.encode_notification("session.aborted", params))
 
     def _spawn_claim(self, inbox: str) -> None:
         if self._tg is not None:
@@ -330,59 +344,67 @@ class SessionRegistry:
 
     @contextlib.asynccontextmanager
     async def preparing(self, inbox: str | None) -> AsyncIterator[None]:
-        """Hold off the watcher's claims of ``inbox`` while a prepare call reads it.
+        """Let a claim of ``inbox`` already running decide before a prepare call starts.
 
-        Without this, the watcher could move an ``abort`` away while the call's
-        ``inbox`` strategy lists the inbox: the call would answer with a prompt
-        although the abort was there before it started. Inside this block only
-        the call takes the abort (and fails with it); a claim asked for
-        meanwhile runs when the last such call ends.
+        So a call that starts while the watcher takes an abort reports it
+        (:meth:`pending_abort`). Claims never wait for prepare calls: a call
+        may wait for a worker of the prepare pool for long, and an abort must
+        not (it used to wait here for every call of that inbox, queued or
+        running). A claim and the call's own pickup race for the abort by
+        rename: exactly one takes it, and a pickup that finds the abort
+        takes nothing else.
         """
-        if inbox is None:
+        if inbox is not None:
+            while (running := self._claiming.get(inbox)) is not None:
+                await running.done.wait()  # a claim in flight decides first
+        with self._gate.call():  # the call's pickup learns of a claim that took the abort since
             yield
-            return
-        while (running := self._claiming.get(inbox)) is not None:
-            await running.done.wait()  # a claim in flight decides first: its abort is pending after
-        self._preparing[inbox] = self._preparing.get(inbox, 0) + 1
-        try:
-            yield
-        finally:
-            self._preparing[inbox] -= 1
-            if not self._preparing[inbox]:
-                del self._preparing[inbox]
-                if inbox in self._deferred:
-                    self._deferred.discard(inbox)
-                    self._spawn_claim(inbox)
+
+    def _claim_limiter(self, uid: int) -> anyio.CapacityLimiter:
+        """The threads ``uid``'s abort claims run on (never the prepare pool)."""
+        limiter = self._claim_limiters.get(uid)
+        if limiter is None:
+            limiter = self._claim_limiters[uid] = anyio.CapacityLimiter(ABORT_THREADS_PER_UID)
+        return limiter
+
+    def _fail_closed(self, inbox: str, reason: str, ids: Collection[str]) -> None:
+        """Abort the sessions of ``inbox`` not aborted yet: it may hide an abort (not consumed)."""
+        fresh = [i for i in ids if i in self.sessions and self.sessions[i].aborted is None]
+        if fresh:
+            log.error("inbox %r fails closed for %d session(s): %r", inbox, len(fresh), reason)
+            self.abort(inbox, reason, claimed_by_watcher=False, only=fresh)
 
     async def claim(self, inbox: str) -> None:
         """Try to consume the inbox's abort file; serialised per inbox.
 
         A request arriving while a claim runs is folded into one more attempt
-        after it, so a burst of events costs at most two claims. While a
-        prepare call reads the inbox (:meth:`preparing`), the claim waits for it.
+        after it, so a burst of events costs at most two claims. It runs on
+        its uid's limiter (:meth:`_claim_limiter`) and takes the abort only
+        for the sessions that may have it (:func:`scoutd.server.claims.claim_for`).
         """
-        if inbox in self._preparing:
-            self._deferred.add(inbox)
-            return
         if inbox in self._claiming:
             self._claiming[inbox].again = True
             return
         claim = self._claiming[inbox] = _Claim()
         try:
             while inbox in self.by_inbox:
-                save_file = self.sessions[next(iter(self.by_inbox[inbox]))].resolved
+                sessions = [self.sessions[i] for i in sorted(self.by_inbox[inbox])]
+                candidates = [Candidate(s.id, s.uid, s.gid) for s in sessions]
                 complete = inbox in self._complete or self._settle_expired(inbox)
                 self._complete.discard(inbox)
                 try:
-                    reason = await anyio.to_thread.run_sync(
+                    claimed = await anyio.to_thread.run_sync(
                         partial(
-                            claim_abort,
-                            save_file,
+                            claim_for,
+                            claim_and_mark,
+                            self._gate,
+                            sessions[0].resolved,
+                            candidates,
+                            self._own_uid,
                             max_bytes=self._inbox_max_bytes(),
                             complete=complete,
-                            wait=False,
                         ),
-                        limiter=self._limiter,
+                        limiter=self._claim_limiter(sessions[0].uid),
                     )
                 except inbox_files.NotSettled:
                     # never sleep in a worker thread: retry from the loop, so that a
@@ -390,14 +412,18 @@ class SessionRegistry:
                     self._unsettled.setdefault(inbox, time.monotonic())
                     if self._tg is not None:
                         self._tg.start_soon(self._claim_settled, inbox)
-                    reason = None
+                    claimed = Claimed()
                 except Exception:
                     log.exception("claiming the abort file of %s failed", inbox)
-                    reason = None
+                    claimed = Claimed()
                 else:  # taken, or gone: a later abort starts its settle time afresh
                     self._unsettled.pop(inbox, None)
-                if reason is not None:
-                    self.abort(inbox, reason, claimed_by_watcher=True)
+                if claimed.reason is not None and claimed.consumed:
+                    self.abort(
+                        inbox, claimed.reason, claimed_by_watcher=True, only=claimed.sessions
+                    )
+                elif claimed.reason is not None:
+                    self._fail_closed(inbox, claimed.reason, claimed.sessions)
                 if not claim.again:
                     break
                 claim.again = False
@@ -416,6 +442,10 @@ class SessionRegistry:
         for path in batch.paths:
             if path in self.by_inbox:  # the inbox itself appeared, moved or went (re-armed)
                 self._spawn_claim(path)
+                continue
+            if path in self._chat_dirs:  # a chat directory moved or was replaced: unusable?
+                for inbox in [i for i in self.by_inbox if os.path.dirname(i) == path]:
+                    self._spawn_claim(inbox)
                 continue
             parent, name = os.path.split(path)
             if name == ABORT_NAME and parent in self.by_inbox:
@@ -438,7 +468,9 @@ class SessionRegistry:
         inboxes = list(self.by_inbox)
         directories = {d for inbox in inboxes for d in (os.path.dirname(inbox), inbox)}
         await self.watcher.ensure_all(sorted(directories))
-        waiting = await anyio.to_thread.run_sync(_holding_abort, inboxes, limiter=self._limiter)
+        waiting = await anyio.to_thread.run_sync(
+            holding_abort, inboxes, limiter=self._rescan_limiter
+        )
         for inbox in waiting:
             self._spawn_claim(inbox)
 

@@ -92,7 +92,6 @@ def test_paths_that_stay_inside_are_served(daemon: Daemon) -> None:
         os.path.join(root, "new", "dir", "d.chat"),  # need not exist yet
         os.path.join(root, "x" * 250 + ".chat"),
         os.path.join(root, "/".join(["d" * 200] * 30), "e.chat"),  # longer than PATH_MAX
-        os.path.join(root, "loop", "f.chat"),  # a symlink loop: nothing can be opened there
     ]
     with daemon.connect() as c:
         for save_file in inside:
@@ -101,6 +100,22 @@ def test_paths_that_stay_inside_are_served(daemon: Daemon) -> None:
             assert "result" in prepared, (save_file, prepared)
         assert c.call("status")["result"]["counts"]["sessions"] == len(inside)
     assert not os.path.exists(os.path.join(root, "new"))  # nothing was created
+    assert "Traceback" not in daemon.log()
+
+
+def test_a_symlink_loop_above_the_save_file_fails_closed(daemon: Daemon) -> None:
+    """Nothing can be opened there, so nobody can tell whether an abort waits: not served.
+
+    (It used to be served as if the inbox did not exist.)
+    """
+    save_file = os.path.join(daemon.dir, "root", "loop", "f.chat")
+    with daemon.connect() as c:
+        opened, prepared = calls(c, save_file)
+        assert "result" in opened, opened
+        assert prepared["error"]["code"] == protocol.ABORTED, prepared
+        assert "cannot be used" in prepared["error"]["data"]["reason"]
+        note = c.notification("session.aborted", 5.0)
+        assert "symbolic links" in note["params"]["reason"]
     assert "Traceback" not in daemon.log()
 
 
@@ -127,12 +142,16 @@ def test_an_inbox_symlinked_out_of_the_root_is_never_followed(daemon: Daemon) ->
     save_file = os.path.join(root, "a.chat")
     os.symlink(outside, inbox_dir(save_file))
     with daemon.connect() as c:
-        c.call("session.open", {"save_file": save_file})
+        session = c.call("session.open", {"save_file": save_file})["result"]["session"]
+        # It fails closed (it used to be served as if there were no inbox): an
+        # inbox that exists but cannot be used may hide an abort.
+        note = c.notification("session.aborted", 5.0)
+        assert note["params"]["session"] == session
+        assert "is a symbolic link, not followed" in note["params"]["reason"]
         reply = c.call("prepare_prompt", {"messages": [], "save_file": save_file})
-        assert reply["result"]["messages"] == []
-        with pytest.raises(TimeoutError):  # the rescan (0.5 s) never claims it either
-            c.notification("session.aborted", 1.5)
-    assert sorted(os.listdir(outside)) == ["abort", "secret.txt"]
+        assert reply["error"]["code"] == protocol.ABORTED, reply
+        assert "is a symbolic link, not followed" in reply["error"]["data"]["reason"]
+    assert sorted(os.listdir(outside)) == ["abort", "secret.txt"]  # nothing taken, nothing read
     assert not os.path.exists(inbox_removed_dir(save_file))
     assert "is a symbolic link, not followed" in daemon.log()
 

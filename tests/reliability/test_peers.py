@@ -143,6 +143,10 @@ def test_an_abort_never_signals_a_process_of_another_uid() -> None:
             try:
                 assert keeper.stdout is not None
                 assert keeper.stdout.readline().strip() == "open"
+                # an inbox uid 65534 may use: the daemon takes an abort only for a
+                # session whose uid could take it itself
+                os.makedirs(inbox_dir(save_file))
+                os.chown(inbox_dir(save_file), NOBODY, NOBODY)
                 write_abort(save_file, "try to kill root's process")
                 assert keeper.stdout.readline().strip() == "aborted"
                 # the daemon logs its refusal once it has decided: only then is a

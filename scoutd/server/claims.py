@@ -1,0 +1,151 @@
+"""The daemon's abort claims, as they run in threads of their own (docs/RELIABILITY.md).
+
+A claim looks at one watched inbox for the sessions open on it, in one
+worker-thread hop, and says what the registry must do
+(:class:`~scoutd.server.sessions.SessionRegistry`):
+
+* *fail closed*: an inbox that exists but cannot be used
+  (:class:`~scoutd.errors.InboxUnusable`), or an ``abort`` entry that cannot
+  be examined, aborts every session of that inbox, unconsumed;
+* *act only as the caller could*: the daemon may have more rights than a
+  session's uid. An abort is taken only for the sessions whose uid could take
+  it itself (:func:`~scoutd.security.may_take_abort`: the access rights, and
+  the sticky bit), and pushed only to them; when none could, it is left for
+  its owner (an agent in its own process, another session) and nothing reads
+  it;
+* otherwise the abort is claimed (moved, read, recorded) and pushed.
+
+Claims never run on the prepare pool: the registry gives each uid a small
+limiter of its own, so an abort never waits behind prepare calls, and one
+user's slow inboxes never hold up another user's aborts. Nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import pwd
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from ..errors import Aborted, InboxUnusable
+from ..inbox import ABORT_NAME
+from ..inbox.files import lexists
+from ..inbox.gate import InboxGate
+from ..inbox.pickup import open_inbox
+from ..security import may_take_abort
+
+__all__ = ["Candidate", "ClaimFunction", "Claimed", "claim_for", "holding_abort"]
+
+log = logging.getLogger("scoutd.sessions")
+
+# claim_abort's signature: (save_file, *, max_bytes, complete, wait) -> reason or None
+ClaimFunction = Callable[..., str | None]
+
+
+class Candidate(NamedTuple):
+    """A session open on the inbox: its id, and the uid and gid that opened it."""
+
+    id: str
+    uid: int
+    gid: int | None
+
+
+class Claimed(NamedTuple):
+    """What a claim found: ``reason`` None means nothing to do.
+
+    ``sessions``: the sessions to abort and push to. ``consumed``: an abort
+    entry was taken (an abort to count, and to report to the inbox's next
+    session-less call); otherwise the claim failed closed and took nothing.
+    """
+
+    reason: str | None = None
+    sessions: tuple[str, ...] = ()
+    consumed: bool = False
+
+
+def _could_take(save_file: str, candidate: Candidate, own_uid: int) -> bool:
+    """Whether ``candidate``'s uid could take the waiting abort itself."""
+    if candidate.uid in (0, own_uid):
+        return True  # the kernel checks the daemon's own rights, which are the caller's
+    gid = candidate.gid
+    if gid is None:
+        try:
+            gid = pwd.getpwuid(candidate.uid).pw_gid
+        except KeyError:
+            gid = candidate.uid
+    return may_take_abort(save_file, candidate.uid, gid)
+
+
+def claim_for(
+    claim: ClaimFunction,
+    gate: InboxGate,
+    save_file: str,
+    candidates: Sequence[Candidate],
+    own_uid: int,
+    *,
+    max_bytes: int,
+    complete: bool,
+) -> Claimed:
+    """Look at ``save_file``'s inbox for ``candidates`` and claim its abort if one may.
+
+    ``claim`` is :func:`~scoutd.inbox.pickup.claim_abort` or a wrapper of it,
+    called with ``wait=False``, holding the inbox in ``gate`` (a prepare
+    call's pickup of it waits meanwhile, and learns of the take). Raises
+    :class:`~scoutd.inbox.claim.NotSettled` for an abort still being written
+    (the registry retries from its event loop).
+    """
+    everyone = tuple(candidate.id for candidate in candidates)
+    try:
+        dirs = open_inbox(save_file)
+        if dirs is None:
+            return Claimed()
+        inbox = dirs.inbox
+        try:
+            present = lexists(ABORT_NAME, dirs.ifd)
+        finally:
+            dirs.close()
+        if not present:
+            return Claimed()
+        allowed = tuple(c.id for c in candidates if _could_take(save_file, c, own_uid))
+        if not allowed:
+            log.debug("abort in %r left for its owner: no session here may take it", inbox)
+            return Claimed()
+        with gate.holding(inbox):
+            reason = claim(save_file, max_bytes=max_bytes, complete=complete, wait=False)
+            if reason is not None:
+                gate.record(inbox, reason)
+    except InboxUnusable as exc:
+        return Claimed(exc.reason, everyone)
+    except Aborted as exc:  # an abort entry that cannot be examined: not taken
+        return Claimed(exc.reason, everyone)
+    except OSError as exc:  # the abort entry could not be looked at: it may be there
+        log.error("abort entry of %r cannot be examined (aborting): %s", save_file, exc)
+        return Claimed(
+            f"aborted by operator (the abort entry could not be examined: {exc})", everyone
+        )
+    if reason is None:
+        return Claimed()
+    return Claimed(reason, allowed, consumed=True)
+
+
+def holding_abort(inboxes: Sequence[str]) -> list[str]:
+    """The inboxes a rescan must claim: an ``abort`` entry there, or no way to tell.
+
+    ``lstat`` only. An entry of any type counts (the claim decides); so does
+    an inbox where the look failed for any reason but absence (no
+    permission, a symlink loop, a file in its place): the claim fails closed
+    there.
+    """
+    found = []
+    for inbox in inboxes:
+        try:
+            os.lstat(os.path.join(inbox, ABORT_NAME))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR and not os.path.lexists(inbox):
+                continue  # a parent is not a directory: no inbox at all
+        found.append(inbox)
+    return found
