@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from scoutd import protocol
+from scoutd.inbox.aborted import clear
 from scoutd.strategies.inbox import (
     inbox_dir,
     inbox_removed_dir,
@@ -76,10 +77,12 @@ def test_abort_is_pushed_and_fails_the_next_prepare(daemon: Daemon) -> None:
                 "save_file": save_file,
                 "session": session,
             }
-        # the next call for that save file without a session fails once
-        reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file})
-        assert reply["error"]["code"] == protocol.ABORTED
-        assert reply["error"]["data"]["session"] is None
+        # calls for that save file without a session fail too: the chat stays aborted
+        for _ in range(2):
+            reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file})
+            assert reply["error"]["code"] == protocol.ABORTED
+            assert reply["error"]["data"]["session"] is None
+        clear(save_file)  # until an operator clears it
         reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file})
         assert reply["result"]["messages"] == HELLO
         counts = status_counts(c)
@@ -158,6 +161,9 @@ def test_prepare_without_session_consumes_the_abort_itself(daemon: Daemon) -> No
         }
         assert removed_aborts(save_file) == ["abort"]
         write_notice(save_file, "a notice")
+        reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file})
+        assert reply["error"]["data"]["reason"] == "inline"  # the chat stays aborted
+        clear(save_file)
         reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file})
         assert reply["result"]["messages"][-1] == {"role": "user", "content": "a notice"}
         counts = status_counts(c)

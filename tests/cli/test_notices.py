@@ -132,7 +132,11 @@ def test_a_second_abort_keeps_the_waiting_one_and_says_so(home: Path) -> None:
     assert same.returncode == 0 and same.stderr == ""
     stopped = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
     assert stopped.stderr.strip().splitlines()[-1] == "scoutd: aborted: first"
-    # Once consumed, the next abort is written with its own reason, without a warning.
+    # Consumed, it keeps the chat aborted with its reason until an operator clears it.
+    still = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")
+    assert still.stderr.strip().splitlines()[-1] == "scoutd: aborted: first"
+    assert run(home, "clear", str(save_file)).returncode == 0
+    # Then the next abort is written with its own reason, without a warning.
     third = run(home, "abort", str(save_file), "third")
     assert third.returncode == 0 and third.stderr == ""
     again = run(home, "prepare", "--local", "--save-file", str(save_file), input="[]")

@@ -3,7 +3,8 @@
 Order: notices are delivered in the byte order of their names, and the
 writers name them so that this is arrival order, also for one ``--name``
 used again and again. Abort: a pickup that finds an ``abort`` takes it alone;
-every notice stays for the next run (docs/STRATEGIES.md, "inbox").
+every notice stays for the first run after an operator cleared the abort
+(docs/STRATEGIES.md, "inbox"; an aborted chat stays aborted until then).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from scoutd import Aborted, PromptConfig
 from scoutd.inbox import inbox_dir, inbox_removed_dir, write_abort, write_notice
+from scoutd.inbox.aborted import clear
 from scoutd.strategies.inbox import inbox
 from tests.support.daemon import Daemon, LineClient
 
@@ -132,6 +134,10 @@ def test_the_library_takes_an_abort_alone(save_file: str) -> None:
         inbox([], PromptConfig(), save_file=save_file)
     assert pending(save_file) == ["a.txt", "z.txt"]
     assert os.listdir(inbox_removed_dir(save_file)) == ["abort"]
+    with pytest.raises(Aborted, match="stop"):  # the chat stays aborted: nothing taken
+        inbox([], PromptConfig(), save_file=save_file)
+    assert pending(save_file) == ["a.txt", "z.txt"]
+    clear(save_file)
     out, _ = inbox([], PromptConfig(), save_file=save_file)  # the next run
     assert texts(out) == ["sorts before", "sorts after"]
 
@@ -142,6 +148,9 @@ def test_an_abort_of_another_kind_is_taken_alone_too(save_file: str) -> None:
     with pytest.raises(Aborted, match="directory"):
         inbox([], PromptConfig(), save_file=save_file)
     assert pending(save_file) == ["a.txt"]
+    with pytest.raises(Aborted, match="directory"):
+        inbox([], PromptConfig(), save_file=save_file)
+    clear(save_file)
     assert texts(inbox([], PromptConfig(), save_file=save_file)[0]) == ["kept"]
 
 
@@ -158,6 +167,10 @@ def test_the_daemons_prepare_takes_an_abort_alone(daemon: Daemon) -> None:
         assert refused["error"]["code"] == -32001
         assert refused["error"]["data"]["reason"] == "stop"
         assert pending(save_file) == ["a.txt", "z.txt"]
+        still = prepare_over_socket(client, save_file)  # the chat stays aborted
+        assert still["error"]["data"]["reason"] == "stop"
+        assert pending(save_file) == ["a.txt", "z.txt"]
+        clear(save_file)
         again = prepare_over_socket(client, save_file)  # the next run
     assert texts(again["result"]["messages"]) == ["go", "sorts before", "sorts after"]
 
@@ -177,7 +190,11 @@ def test_the_daemons_watcher_takes_an_abort_alone(daemon: Daemon) -> None:
         assert refused["error"]["code"] == -32001
         assert pending(save_file) == ["a.txt", "z.txt"]
         client.call("session.close", {"session": session})
-        # the agent's next run, with a session of its own
+        # the agent's next run, with a session of its own: aborted until cleared
+        rerun = client.call("session.open", {"save_file": save_file})["result"]["session"]
+        assert prepare_over_socket(client, save_file, session=rerun)["error"]["code"] == -32001
+        assert pending(save_file) == ["a.txt", "z.txt"]
+        clear(save_file)
         rerun = client.call("session.open", {"save_file": save_file})["result"]["session"]
         again = prepare_over_socket(client, save_file, session=rerun)
     assert texts(again["result"]["messages"]) == ["go", "sorts before", "sorts after"]

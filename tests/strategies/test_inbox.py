@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd import Aborted, PromptConfig, prepare, prepare_prompt
 from scoutd.errors import InboxUnusable
+from scoutd.inbox.aborted import clear
 from scoutd.strategies.inbox import (
     ABORT_NAME,
     claim_abort,
@@ -346,7 +347,8 @@ def test_truncates_large_notices_visibly(save_file: str) -> None:
 
 
 def test_abort_raises_with_the_stripped_reason_and_leaves_every_notice(save_file: str) -> None:
-    """An abort is taken alone: notices sorted before or after it stay for the next run."""
+    """An abort is taken alone: notices sorted before or after it stay for the first run
+    after an operator cleared the abort (the chat stays aborted until then)."""
     for name, text in [("a.txt", "before"), (ABORT_NAME, "  stop now, please \n"), ("b", "after")]:
         drop(save_file, name, text)
     with pytest.raises(Aborted) as caught:
@@ -354,6 +356,10 @@ def test_abort_raises_with_the_stripped_reason_and_leaves_every_notice(save_file
     assert caught.value.reason == "stop now, please"
     assert listing(inbox_dir(save_file)) == ["a.txt", "b"]
     assert listing(inbox_removed_dir(save_file)) == ["abort"]
+    with pytest.raises(Aborted, match="stop now, please"):
+        inbox([], CONFIG, save_file=save_file)
+    assert listing(inbox_dir(save_file)) == ["a.txt", "b"]
+    clear(save_file)
     out, report = inbox([], CONFIG, save_file=save_file)
     assert contents(out) == ["before", "after"] and report.inbox_delivered == 2
 

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from scoutd import Aborted, PromptConfig
+from scoutd.errors import StillAborted
+from scoutd.inbox.aborted import clear
 from scoutd.inbox.files import being_written
 from scoutd.inbox.pickup import BEING_WRITTEN
 from scoutd.strategies import inbox_files
@@ -62,7 +64,11 @@ def test_an_abort_fails_closed_when_the_removed_directory_is_sabotaged(
     assert pathlib.Path(inbox_dir(save_file), record).read_text() == "stop"
     assert "a.txt" in os.listdir(inbox_dir(save_file))  # a notice is never lost either
     assert any(r.levelno == logging.ERROR and "recorded as" in r.message for r in caplog.records)
-    # consumed once: the next call is not aborted again
+    # consumed once: the next call takes nothing, the chat stays aborted until cleared
+    with pytest.raises(StillAborted, match="stop"):
+        inbox([], CONFIG, save_file=save_file)
+    assert len(hidden(save_file)) == 1
+    clear(save_file)
     inbox([], CONFIG, save_file=save_file)
 
 

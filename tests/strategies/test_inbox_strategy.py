@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from scoutd import Aborted, PromptConfig
 from scoutd.inbox import Pickup
+from scoutd.inbox.aborted import clear, held
 from scoutd.strategies.inbox import (
     deliver,
     inbox,
@@ -118,6 +119,8 @@ def test_inbox_cuts_an_abort_reason_at_inbox_max_bytes(tmp_path: pathlib.Path) -
         inbox([], PromptConfig(inbox_max_bytes=8, inbox_max_total_bytes=1000), save_file=save_file)
     assert caught.value.reason.startswith("stop the")
     assert "run now" not in caught.value.reason
+    assert held(save_file) == caught.value.reason  # the chat stays aborted with it
+    clear(save_file)
     out, _ = inbox([], PromptConfig(), save_file=save_file)
     assert [m["content"] for m in out] == ["stays"]
 
