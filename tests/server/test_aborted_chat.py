@@ -1,0 +1,91 @@
+"""An aborted chat stays aborted in the daemon too: new sessions, session-less calls, restarts.
+
+The daemon's watcher consumes the abort and marks the chat (its durable
+marker, :mod:`scoutd.inbox.aborted`); a session opened later on that chat is
+aborted at once (``session.aborted`` arrives before the open's answer), a
+call without a session fails, and a daemon started afresh finds the marker
+on disk. ``scoutd.inbox.aborted.clear`` (``scoutd clear``) lifts it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from scoutd import protocol
+from scoutd.inbox import write_abort
+from scoutd.inbox.aborted import clear, held, mark, marker_paths
+from tests.support.daemon import Daemon, InProcessDaemon, LineClient
+
+PUSH_TIMEOUT = 10.0
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def open_session(c: LineClient, save_file: str) -> str:
+    reply = c.call("session.open", {"save_file": save_file})
+    assert "result" in reply, reply
+    return str(reply["result"]["session"])
+
+
+def refused(c: LineClient, params: dict[str, Any]) -> dict[str, Any]:
+    reply = c.call("prepare_prompt", {"messages": HELLO, **params})
+    assert reply.get("error", {}).get("code") == protocol.ABORTED, reply
+    data: dict[str, Any] = reply["error"]["data"]
+    return data
+
+
+def test_the_watchers_abort_outlives_its_session(tmp_path: Any) -> None:
+    with InProcessDaemon() as daemon, daemon.connect() as c:
+        save_file = os.path.join(daemon.dir, "agent.chat")
+        first = open_session(c, save_file)
+        write_abort(save_file, "runaway loop")
+        note = c.notification("session.aborted", PUSH_TIMEOUT)
+        assert note["params"]["session"] == first
+        assert held(save_file) == "runaway loop"  # the daemon marked the chat
+        assert c.call("session.close", {"session": first})["result"] == {}
+        # a new run of that chat: aborted at once, before any inference
+        second = open_session(c, save_file)
+        pushed = c.notification("session.aborted", PUSH_TIMEOUT)
+        assert pushed["params"] == {
+            "session": second,
+            "save_file": save_file,
+            "reason": "runaway loop",
+        }
+        for _ in range(2):
+            assert refused(c, {"session": second})["reason"] == "runaway loop"
+            assert refused(c, {"save_file": save_file})["reason"] == "runaway loop"
+        counts = c.call("status")["result"]["counts"]
+        assert counts["aborts"] == 1  # one abort file consumed, however often refused
+        clear(save_file)
+        third = open_session(c, save_file)
+        reply = c.call("prepare_prompt", {"messages": HELLO, "session": third})
+        assert reply["result"]["messages"] == HELLO
+        reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file})
+        assert reply["result"]["messages"] == HELLO
+
+
+def test_a_daemon_started_afresh_finds_the_chat_aborted() -> None:
+    with Daemon() as first, first.connect() as c:
+        save_file = os.path.join(first.dir, "agent.chat")
+        session = open_session(c, save_file)
+        write_abort(save_file, "stop for the night")
+        c.notification("session.aborted", PUSH_TIMEOUT)
+        first.stop()
+        first.start()
+        with first.connect() as again:
+            session = open_session(again, save_file)
+            data = refused(again, {"session": session})
+            assert data == {
+                "reason": "stop for the night",
+                "save_file": save_file,
+                "session": session,
+            }
+
+
+def test_a_chat_marked_by_the_library_is_aborted_in_the_daemon() -> None:
+    with InProcessDaemon() as daemon, daemon.connect() as c:
+        save_file = os.path.join(daemon.dir, "agent.chat")
+        assert mark(save_file, "from the agent's own process") == marker_paths(save_file)[0]
+        session = open_session(c, save_file)
+        assert c.notification("session.aborted", PUSH_TIMEOUT)["params"]["session"] == session
+        assert refused(c, {"session": session})["reason"] == "from the agent's own process"
