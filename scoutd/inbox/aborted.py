@@ -93,6 +93,10 @@ def _read_marker(path: str) -> str | None:
             kind = entry_kind(os.lstat(name, dir_fd=dfd).st_mode)
         except FileNotFoundError:
             return None
+        except OSError as exc:  # cannot be examined (no search bit, a name too long):
+            # as a directory that cannot be opened; a pickup fails closed on such an inbox
+            log.debug("abort marker %r cannot be examined: %s", path, exc)
+            return None
         if kind is not None:  # made by hand, or by the agent: aborted all the same, unread
             return f"aborted by operator (the abort marker {path} is {kind}; not read)"
         try:
