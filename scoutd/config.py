@@ -176,6 +176,15 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # client decides how many it opens (docs/OPERATIONS.md).
     max_sessions_per_uid: Positive = 4096
 
+    # CPU and memory per uid and for the whole daemon (docs/OPERATIONS.md, limits).
+    # Prepares of one uid computing at once; None: half the worker threads, at least 1.
+    max_prepares_per_uid: Positive | None = None
+    max_queued_response_bytes_per_uid: Positive = 256 * MIB  # answers not yet read
+    max_queued_response_bytes_total: Positive = 1024 * MIB
+    # What stored sessions hold in memory (not their JSON size: about 2 to 15 times it)
+    max_session_bytes_per_uid: Positive = 2048 * MIB
+    max_total_session_bytes: Positive = 4096 * MIB
+
     def __post_init__(self) -> None:
         check_numbers(self)
         # Paths are checked here, with the rest, so that the daemon and

@@ -35,6 +35,7 @@ EXAMPLE_VALUES = {
     "daemon.socket_group",
     "daemon.allowed_uids",
     "daemon.abort_signal",
+    "daemon.max_prepares_per_uid",
 }
 # Unset keys whose example value is what "unset" means.
 UNSET_MEANS = {

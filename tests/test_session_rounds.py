@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +13,8 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd.config import Config, PromptConfig
 from scoutd.delta import DeltaDecoder
+from scoutd.incremental import json_size
+from scoutd.server.quotas import held_bytes
 
 from .strategies.conversations import agent_run, call, conversations, output
 from .support.daemon import Daemon, LineClient, wait_for
@@ -163,30 +164,30 @@ def test_session_message_limit() -> None:
 
 
 def test_session_byte_limit() -> None:
-    """``max_session_bytes`` bounds the compact JSON bytes of the messages a session
-    holds, at open, on replace and on append; a refused request leaves the session
-    as it was."""
+    """``max_session_bytes`` bounds what a session's stored conversation holds in
+    memory (its JSON twice, plus a share per JSON value: ``held_bytes``), at open,
+    on replace and on append; a refused request leaves the session as it was."""
 
-    def size(*messages: Any) -> int:  # a plain count: each message as compact UTF-8 JSON
-        return sum(
-            len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode()) for m in messages
-        )
+    def held(*messages: Any) -> int:
+        return held_bytes(messages, json_size(messages))
 
     def user(text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}
 
-    limit = 200
-    first, bare = user("é" * 60), {"role": "tool"}  # two bytes a character
-    filler = user("x" * (limit - size(first, bare, user(""))))
-    assert size(first, bare, filler) == limit
+    first, bare, filler = user("é" * 60), {"role": "tool"}, user("x" * 100)
+    limit = held(first, bare, filler)
+    assert held(first, bare) + held(filler) == limit  # it adds up, append by append
     with Daemon(daemon={"max_session_bytes": limit}) as small, small.connect() as client:
         save_file = os.path.join(small.dir, "limit.chat")
-        answer = client.call(
-            "session.open", {"save_file": save_file, "messages": [user("é" * 100)]}
-        )
+        too_much = [user("é" * 1000)]
+        assert held(*too_much) > limit
+        answer = client.call("session.open", {"save_file": save_file, "messages": too_much})
         assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, limit)
         session = _open(client, small)
-        answer = client.call("prepare_prompt", {"session": session, "messages": [first, first]})
+        assert held(first, first, first) > limit
+        answer = client.call(
+            "prepare_prompt", {"session": session, "messages": [first, first, first]}
+        )
         assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, limit)
         _round(client, {"session": session, "messages": [first, bare]})
         for _ in range(3):  # empty appends add nothing
@@ -198,6 +199,7 @@ def test_session_byte_limit() -> None:
         assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, limit)
         result = _round(client, {"session": session, "append": [], "base": 3})
         assert result["messages"] == [first, bare, filler]
+        assert small.status()["counts"]["session_bytes"] == limit
 
 
 def test_client_session_is_incremental_and_transparent(daemon: Daemon) -> None:

@@ -170,6 +170,8 @@ class Counts(msgspec.Struct, kw_only=True):
     aborts: int = 0  # abort files consumed since start (watcher or inbox strategy)
     pending_request_bytes: int = 0  # of requests received but not yet complete or decoded
     rescans: int = 0  # periodic rescans of the watched inboxes completed since start
+    queued_response_bytes: int = 0  # of answers produced and not yet read, all connections
+    session_bytes: int = 0  # what the stored conversations of all sessions hold in memory
 
 
 class Latency(msgspec.Struct, kw_only=True):

@@ -75,7 +75,9 @@ class PeerConnection:
         if self.closed:
             return
         size = len(line)
+        quotas = self.server.quotas
         self.queued += size
+        quotas.add_queued(self.peer.uid, size)
         try:
             if self._send_lock.locked():
                 await self._send_lock.acquire()
@@ -92,6 +94,7 @@ class PeerConnection:
             self.close()
         finally:
             self.queued -= size
+            quotas.add_queued(self.peer.uid, -size)
             if not self._full():
                 self._drained.set()
 
@@ -104,7 +107,20 @@ class PeerConnection:
         return line[sent:] if sent < len(line) else b""
 
     def _full(self) -> bool:
-        return self.queued >= self.server.snapshot.config.daemon.max_queued_response_bytes
+        """Whether this connection must not be read: its unread answers are at their
+        bound, or it holds some while its uid's or all unread answers are at theirs
+        (a connection whose client reads its answers is never held up by others)."""
+        if self.queued >= self.server.snapshot.config.daemon.max_queued_response_bytes:
+            return True
+        return self.queued > 0 and self.server.quotas.answers_over(self.peer.uid)
+
+    async def answer_room(self, rid: protocol.RequestId) -> None:
+        """Before a prepare: wait while this connection's client has answers to read
+        and they (or its uid's, or all) are at their bound; refuse it (``TOO_LARGE``)
+        when the unread answers are on its uid's other connections, or other uids',
+        since waiting would stall a client that reads."""
+        await self._room()
+        self.server.quotas.check_answers(self.peer.uid, rid)
 
     async def _room(self) -> None:
         """Wait while this connection's unread answers fill its bound (back-pressure)."""
@@ -139,7 +155,11 @@ class PeerConnection:
             self._drained.set()
             self.server.pending_request_bytes -= reader.pending
             with anyio.CancelScope(shield=True):
-                await self.server.registry.close_owner(self)
+                registry = self.server.registry
+                mine = [s.id for s in registry.sessions.values() if s.owner is self]
+                await registry.close_owner(self)
+                for session in mine:
+                    self.server.quotas.release_session(session)
                 await self.stream.aclose()
 
     async def _read_loop(self, tg: anyio.abc.TaskGroup, reader: protocol.LineReader) -> None:

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -192,14 +193,19 @@ async def session_open(call: Call, params: protocol.SessionOpenParams) -> bytes:
     session.prompt.format = params.format
     if params.messages:
         try:
-            size = workers.check_session_size(session, params.messages, call.snap.config, call.id)
+            async with session.lock, server.quotas.computing(conn.peer.uid):
+                await anyio.to_thread.run_sync(
+                    workers.store_opening,
+                    session,
+                    params.messages,
+                    call.snap.config,
+                    call.id,
+                    server.quotas,
+                    limiter=server.limiter,
+                )
         except protocol.ProtocolError:
             await server.registry.close(session.id)
             raise
-        async with session.lock:
-            await anyio.to_thread.run_sync(
-                session.prompt.extend, params.messages, size, limiter=server.limiter
-            )
     return protocol.encode_result(call.id, protocol.SessionOpenResult(session=session.id))
 
 
@@ -208,6 +214,7 @@ async def session_close(call: Call, params: protocol.SessionCloseParams) -> byte
     if registry.get(params.session, call.conn.peer.uid, call.server.own_uid) is None:
         raise call.unknown_session(params.session)
     await registry.close(params.session)
+    call.server.quotas.release_session(params.session)
     return protocol.encode_result(call.id, protocol.SessionCloseResult())
 
 
@@ -236,6 +243,8 @@ async def config_reload(call: Call, params: protocol.ConfigReloadParams) -> byte
 
 async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> bytes:
     server, rid = call.server, call.id
+    uid = call.conn.peer.uid
+    await call.conn.answer_room(rid)  # unread answers at their bound: nothing runs
     config = call.snap.config
     if params.config:
         try:
@@ -276,21 +285,25 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                         # Small, built-in and without files: cheaper here than the hand-off.
                         line, delivered = workers.run_prepare(rid, params, None, config, True)
                     else:
-                        line, delivered = await anyio.to_thread.run_sync(
-                            workers.run_prepare,
-                            rid,
-                            params,
-                            resolved,
-                            config,
-                            _builtin_only(params, config),
-                            limiter=server.limiter,
-                        )
+                        async with server.quotas.computing(uid):
+                            await call.conn.answer_room(rid)  # again, after the wait
+                            started = time.perf_counter()  # waiting for a slot is not preparing
+                            line, delivered = await anyio.to_thread.run_sync(
+                                workers.run_prepare,
+                                rid,
+                                params,
+                                resolved,
+                                config,
+                                _builtin_only(params, config),
+                                limiter=server.limiter,
+                            )
                 else:
                     session.last_used = time.monotonic()
-                    async with session.lock:
-                        started = time.perf_counter()  # the wait for the lock is not preparing
+                    async with session.lock, server.quotas.computing(uid):
+                        await call.conn.answer_room(rid)  # again, after the wait
+                        started = time.perf_counter()  # waiting for lock or slot: not preparing
                         line, delivered = await anyio.to_thread.run_sync(
-                            workers.run_session_prepare,
+                            partial(workers.run_session_prepare, quotas=server.quotas),
                             rid,
                             params,
                             session,

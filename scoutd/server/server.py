@@ -41,6 +41,7 @@ from .daemon_config import (
 )
 from .listener import Listener, StartupError, bind_listener, open_listener
 from .metrics import Gauges, Metrics
+from .quotas import Quotas
 from .sessions import SessionRegistry, parse_signal
 
 __all__ = ["Server", "run", "serve"]
@@ -107,6 +108,8 @@ class Server:
         self.own_uid = os.getuid()
         self.notifier = Notifier()
         self.limiter = anyio.CapacityLimiter(max(4, os.cpu_count() or 1))
+        # What each uid and the daemon hold: prepare slots, unread answers, sessions
+        self.quotas = Quotas(lambda: self.snapshot.config.daemon, int(self.limiter.total_tokens))
         self.watcher = FsWatcher(config.daemon.watch_mode)
         self.registry = SessionRegistry(
             self.watcher,
@@ -208,6 +211,17 @@ class Server:
             timeout = self.snapshot.config.daemon.session_idle_timeout
             await anyio.sleep(min(timeout / 4, IDLE_SWEEP_MAX))
             self.registry.forget_idle(timeout)
+            self.release_sessions()
+
+    def release_sessions(self) -> None:
+        """Stop counting the memory of sessions closed or whose conversation was forgotten."""
+        sessions = self.registry.sessions
+
+        def holding(session: str) -> bool:
+            found = sessions.get(session)
+            return found is not None and bool(found.prompt.messages)
+
+        self.quotas.keep_sessions(holding)
 
     async def _watchdog_loop(self, interval: float) -> None:
         while True:
@@ -323,6 +337,8 @@ class Server:
                 aborts=self.registry.aborts,
                 pending_request_bytes=self.pending_request_bytes,
                 rescans=self.registry.rescans,
+                queued_response_bytes=self.quotas.queued,
+                session_bytes=self.quotas.held,
             ),
             latency=protocol.Latency(count=count, p50_ms=p50, p99_ms=p99, max_ms=worst),
             daemon=protocol.DaemonIdentity(

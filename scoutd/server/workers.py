@@ -20,6 +20,7 @@ from ..prepare import Prepared, prepare
 from ..protocol.layout import layout_of
 from ..security import PeerCred, check_access, check_save_file
 from ..strategies.inbox import redelivering
+from .quotas import Quotas, held_bytes
 from .sessions import AgentSession
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "decode_large",
     "run_prepare",
     "run_session_prepare",
+    "store_opening",
     "too_deep",
 ]
 
@@ -112,33 +114,49 @@ def check_session_size(
     new: Sequence[Any],
     config: Config,
     rid: protocol.RequestId,
+    quotas: Quotas,
     *,
     kept: int = 0,
-) -> int:
-    """Refuse a conversation that would grow past the session limits (TOO_LARGE).
+) -> tuple[int, int]:
+    """Refuse a conversation that would hold more than ``max_session_messages``
+    (TOO_LARGE); its ``(JSON size, bytes held)`` otherwise.
 
-    Returns the JSON size of ``new``: the bytes stored, whatever their shape.
+    The JSON size of ``new`` is what it adds to the session's stored size; the
+    bytes held are what the whole conversation will hold in memory
+    (:func:`~scoutd.server.quotas.held_bytes`), which :meth:`Quotas.reserve_session`
+    checks against the session, uid and daemon bounds.
     """
     daemon = config.daemon
-
-    def too_large(what: str, key: str, limit: int) -> protocol.ProtocolError:
-        return protocol.ProtocolError(
+    count = kept + len(new)
+    if count > daemon.max_session_messages:
+        limit = daemon.max_session_messages
+        raise protocol.ProtocolError(
             protocol.TOO_LARGE,
-            f"too large: the session{what}, more than {key} = {limit}",
+            f"too large: the session would hold {count} messages, more than"
+            f" max_session_messages = {limit}",
             protocol.TooLargeData(limit=limit),
             id=rid,
         )
-
-    count = kept + len(new)
-    if count > daemon.max_session_messages:
-        message = f" would hold {count} messages"
-        raise too_large(message, "max_session_messages", daemon.max_session_messages)
     added = json_size(new)
-    size = (session.prompt.size if kept else 0) + added
-    if size > daemon.max_session_bytes:
-        message = f"'s messages would take {size} bytes of JSON"
-        raise too_large(message, "max_session_bytes", daemon.max_session_bytes)
-    return added
+    held = (quotas.session_held(session.id) if kept else 0) + held_bytes(new, added)
+    return added, held
+
+
+def store_opening(
+    session: AgentSession,
+    messages: Sequence[Any],
+    config: Config,
+    rid: protocol.RequestId,
+    quotas: Quotas,
+) -> None:
+    """Store the conversation a ``session.open`` brings, if the bounds allow it."""
+    size, held = check_session_size(session, messages, config, rid, quotas)
+    before = quotas.reserve_session(session.id, session.uid, held, rid)
+    try:
+        session.prompt.extend(messages, size)
+    except BaseException:
+        quotas.restore_session(session.id, session.uid, before)
+        raise
 
 
 PathCheck = tuple[str, tuple[str, ...], PeerCred, int]
@@ -161,6 +179,8 @@ def run_session_prepare(
     save_file: str | None,
     config: Config,
     recheck: PathCheck | None = None,
+    *,
+    quotas: Quotas,
 ) -> tuple[bytes, int]:
     """Update the session's conversation, prepare it, encode the answer.
 
@@ -170,7 +190,8 @@ def run_session_prepare(
     again; the count returned is of notices delivered for the first time.
     ``recheck`` (save file, roots, peer, daemon uid): check the session's save
     file here first (:func:`checked_path`; Forbidden) and prepare with it; it
-    must still resolve to the session's.
+    must still resolve to the session's. ``quotas`` counts what the
+    conversation holds (TOO_LARGE beyond a bound, nothing changed).
     """
     if recheck is not None:
         save_file = checked_path(*recheck)
@@ -178,9 +199,14 @@ def run_session_prepare(
             raise differs(rid)
     state = session.prompt
     if params.messages is not None:
-        size = check_session_size(session, params.messages, config, rid)
-        state = SessionPrompt(format=session.prompt.format)
-        state.reset(params.messages, size)
+        size, held = check_session_size(session, params.messages, config, rid, quotas)
+        before = quotas.reserve_session(session.id, session.uid, held, rid)
+        try:
+            state = SessionPrompt(format=session.prompt.format)
+            state.reset(params.messages, size)
+        except BaseException:
+            quotas.restore_session(session.id, session.uid, before)
+            raise
     else:
         if params.base is not None and params.base != len(state.messages):
             error = (
@@ -194,8 +220,14 @@ def run_session_prepare(
                 id=rid,
             )
         append = params.append or []
-        size = check_session_size(session, append, config, rid, kept=len(state.messages))
-        state.extend(append, size)
+        kept = len(state.messages)
+        size, held = check_session_size(session, append, config, rid, quotas, kept=kept)
+        before = quotas.reserve_session(session.id, session.uid, held, rid)
+        try:
+            state.extend(append, size)
+        except BaseException:
+            quotas.restore_session(session.id, session.uid, before)
+            raise
     carried = session.delivered if params.redeliver else ()
     try:
         with redelivering(carried) as redelivery:
@@ -209,6 +241,7 @@ def run_session_prepare(
     except BaseException:
         if state is session.prompt and params.append:
             state.truncate(len(state.messages) - len(params.append))
+        quotas.restore_session(session.id, session.uid, before)
         raise
     session.prompt = state
     session.delivered = tuple(redelivery.delivered)

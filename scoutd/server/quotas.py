@@ -1,0 +1,233 @@
+"""What one uid and the whole daemon may hold at once: CPU slots and memory.
+
+Three resources, each bounded per uid and for the whole daemon
+(docs/RELIABILITY.md, "CPU and memory, per request, per uid, per daemon"):
+
+* **prepares computing** in worker threads: at most ``max_prepares_per_uid``
+  of one uid at once, so that one uid never holds every worker;
+* **unread answers**: bytes of answers produced and not yet taken by the
+  client, per uid and in total (per connection: :mod:`.connection`);
+* **stored sessions**: what a session's conversation really holds in memory,
+  :func:`held_bytes`, per session, per uid and in total.
+
+A request that would pass a bound gets ``-32004`` (``TOO_LARGE``) naming the
+bound, before anything is changed: the refusal reaches that client only, and
+nothing stored or delivered is lost. Everything here runs on the event loop
+except the session accounting, which worker threads call under a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+
+from .. import protocol
+from ..config import DaemonConfig
+
+__all__ = ["HELD_PER_JSON_BYTE", "HELD_PER_VALUE", "Quotas", "held_bytes", "json_values"]
+
+# What a stored conversation holds, measured (docs/OPERATIONS.md, limits): each
+# byte of its JSON about twice (the decoded strings, and the view texts, the
+# shortened copies and the last prompt), and each JSON value (object, array,
+# string, number) about 300 bytes more (the Python object, the view message,
+# index and prompt entries it leads to). Measured per shape and format; the
+# largest was 1.03 times this estimate, tiny messages about 0.8 times.
+HELD_PER_JSON_BYTE = 2
+HELD_PER_VALUE = 320
+
+
+def json_values(messages: Sequence[Any]) -> int:
+    """How many JSON values ``messages`` hold (objects, arrays and scalars), one pass."""
+    count = 0
+    stack: list[Any] = [messages]
+    while stack:
+        items = stack.pop()
+        count += len(items)
+        for value in items:
+            kind = type(value)
+            if kind is dict:
+                stack.append(value.values())
+            elif kind is list:
+                stack.append(value)
+    return count
+
+
+def held_bytes(messages: Sequence[Any], json_bytes: int) -> int:
+    """The memory a session holds for ``messages`` (``json_bytes`` of JSON)."""
+    return HELD_PER_JSON_BYTE * json_bytes + HELD_PER_VALUE * json_values(messages)
+
+
+def _too_large(message: str, limit: int, rid: protocol.RequestId) -> protocol.ProtocolError:
+    return protocol.ProtocolError(
+        protocol.TOO_LARGE, f"too large: {message}", protocol.TooLargeData(limit=limit), id=rid
+    )
+
+
+class Quotas:
+    """The daemon's per-uid and total counts of prepares, unread answers and sessions.
+
+    ``limits`` gives the current ``[daemon]`` table (a reload applies at once);
+    ``workers`` is the size of the worker-thread pool prepares run in.
+    """
+
+    def __init__(self, limits: Callable[[], DaemonConfig], workers: int) -> None:
+        self._limits = limits
+        self.workers = workers
+        self._computing: dict[int, int] = {}
+        self._freed: dict[int, anyio.Event] = {}
+        self.queued = 0  # unread answer bytes, all connections
+        self.queued_by_uid: dict[int, int] = {}
+        self.held = 0  # session bytes held, all sessions
+        self.held_by_uid: dict[int, int] = {}
+        self._sessions: dict[str, tuple[int, int]] = {}  # session id -> (uid, bytes held)
+        self._lock = threading.Lock()  # the session counts: changed from worker threads
+
+    # --- prepares computing ---------------------------------------------------------
+
+    def prepares_per_uid(self) -> int:
+        """``max_prepares_per_uid``, or half the worker threads (at least one) when unset."""
+        limit = self._limits().max_prepares_per_uid
+        return max(1, self.workers // 2) if limit is None else limit
+
+    @contextlib.asynccontextmanager
+    async def computing(self, uid: int) -> AsyncIterator[None]:
+        """Hold one of ``uid``'s prepare slots; wait while it holds them all."""
+        while self._computing.get(uid, 0) >= self.prepares_per_uid():
+            freed = self._freed.get(uid)
+            if freed is None:
+                freed = self._freed[uid] = anyio.Event()
+            await freed.wait()
+        self._computing[uid] = self._computing.get(uid, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._computing[uid] - 1
+            if left:
+                self._computing[uid] = left
+            else:
+                del self._computing[uid]
+            freed = self._freed.pop(uid, None)
+            if freed is not None:
+                freed.set()
+
+    # --- unread answers -------------------------------------------------------------
+
+    def add_queued(self, uid: int, size: int) -> None:
+        """Count ``size`` more (or, negative, fewer) unread answer bytes of ``uid``."""
+        self.queued += size
+        left = self.queued_by_uid.get(uid, 0) + size
+        if left:
+            self.queued_by_uid[uid] = left
+        else:
+            self.queued_by_uid.pop(uid, None)
+
+    def answers_over(self, uid: int) -> bool:
+        """Whether ``uid``'s unread answers, or all of them, are at their bound."""
+        limits = self._limits()
+        return (
+            self.queued_by_uid.get(uid, 0) >= limits.max_queued_response_bytes_per_uid
+            or self.queued >= limits.max_queued_response_bytes_total
+        )
+
+    def check_answers(self, uid: int, rid: protocol.RequestId) -> None:
+        """Refuse a prepare while ``uid`` (or, holding unread answers itself, the
+        daemon) is at its bound of unread answers (``TOO_LARGE``).
+
+        A uid that has nothing unread is never refused for the answers other uids
+        leave unread: it is not the one holding them.
+        """
+        limits = self._limits()
+        mine = self.queued_by_uid.get(uid, 0)
+        if mine >= limits.max_queued_response_bytes_per_uid:
+            limit = limits.max_queued_response_bytes_per_uid
+            raise _too_large(
+                f"answers not yet read by uid {uid} hold {mine} bytes, at least"
+                f" max_queued_response_bytes_per_uid = {limit}; read them first",
+                limit,
+                rid,
+            )
+        if mine and self.queued >= limits.max_queued_response_bytes_total:
+            limit = limits.max_queued_response_bytes_total
+            raise _too_large(
+                f"answers not yet read hold {self.queued} bytes in all, at least"
+                f" max_queued_response_bytes_total = {limit}, {mine} of them uid {uid}'s;"
+                " read them first",
+                limit,
+                rid,
+            )
+
+    # --- stored sessions ------------------------------------------------------------
+
+    def session_held(self, session: str) -> int:
+        """The bytes a session's stored conversation is counted as holding."""
+        with self._lock:
+            return self._sessions.get(session, (0, 0))[1]
+
+    def reserve_session(self, session: str, uid: int, held: int, rid: protocol.RequestId) -> int:
+        """Count ``held`` bytes for ``session`` (of ``uid``) from now on, if every bound
+        allows it (``TOO_LARGE`` otherwise, nothing counted); returns what it held
+        before, for :meth:`restore_session`."""
+        limits = self._limits()
+        with self._lock:
+            before = self._sessions.get(session, (uid, 0))[1]
+            grows = held - before
+            if held > limits.max_session_bytes:
+                raise _too_large(
+                    f"the session would hold {held} bytes, more than max_session_bytes ="
+                    f" {limits.max_session_bytes}",
+                    limits.max_session_bytes,
+                    rid,
+                )
+            mine = self.held_by_uid.get(uid, 0) + grows
+            if grows > 0 and mine > limits.max_session_bytes_per_uid:
+                raise _too_large(
+                    f"the sessions of uid {uid} would hold {mine} bytes, more than"
+                    f" max_session_bytes_per_uid = {limits.max_session_bytes_per_uid}",
+                    limits.max_session_bytes_per_uid,
+                    rid,
+                )
+            if grows > 0 and self.held + grows > limits.max_total_session_bytes:
+                raise _too_large(
+                    f"the daemon's sessions would hold {self.held + grows} bytes, more than"
+                    f" max_total_session_bytes = {limits.max_total_session_bytes}",
+                    limits.max_total_session_bytes,
+                    rid,
+                )
+            self._set(session, uid, held)
+            return before
+
+    def restore_session(self, session: str, uid: int, held: int) -> None:
+        """Count ``held`` bytes for ``session`` again (a round that failed)."""
+        with self._lock:
+            self._set(session, uid, held)
+
+    def release_session(self, session: str) -> None:
+        """Stop counting a session (closed, or its conversation forgotten)."""
+        with self._lock:
+            found = self._sessions.get(session)
+            if found is not None:
+                self._set(session, found[0], 0)
+
+    def keep_sessions(self, alive: Callable[[str], bool]) -> None:
+        """Stop counting every session for which ``alive`` is false."""
+        with self._lock:
+            gone = [s for s in self._sessions if not alive(s)]
+            for session in gone:
+                self._set(session, self._sessions[session][0], 0)
+
+    def _set(self, session: str, uid: int, held: int) -> None:
+        before = self._sessions.get(session, (uid, 0))[1]
+        self.held += held - before
+        mine = self.held_by_uid.get(uid, 0) + held - before
+        if mine:
+            self.held_by_uid[uid] = mine
+        else:
+            self.held_by_uid.pop(uid, None)
+        if held:
+            self._sessions[session] = (uid, held)
+        else:
+            self._sessions.pop(session, None)
