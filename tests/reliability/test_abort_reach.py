@@ -1,0 +1,191 @@
+"""An operator's abort reaches the agent it was meant for, and no other.
+
+* A session opened by another uid used to receive the abort meant for an
+  agent running in its own process, in a shared sticky directory: the daemon
+  (root) took it with its own rights. A claim now takes an abort only for the
+  sessions whose uid could take it itself (the access rights, the sticky bit)
+  and pushes it only to them; otherwise it stays for its owner.
+* An agent that swaps its chat directory for a symlink to another agent's
+  used to make the daemon claim the other agent's abort for it. The daemon
+  follows no symlink another user made on the way to an inbox: the swapped
+  chat fails closed, the other agent's abort stays where it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from scoutd import Aborted, PromptConfig
+from scoutd.strategies.inbox import inbox, inbox_dir, inbox_removed_dir, write_abort
+from tests.reliability.harness import NOBODY, ROOT, unprivileged_prefix
+from tests.support.daemon import Daemon, LineClient, wait_for
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to uid 65534 needs root")
+
+PUSH = 10.0
+
+# Runs as uid 65534: opens a session, says "open"; at each "check" on stdin sends a
+# status request and says whether a session.aborted came before its answer.
+KEEPER = r"""
+import json, socket, sys
+path, save_file = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(20)
+s.connect(path)
+reader = s.makefile("rb")
+def call(n, method, params):
+    request = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+    s.sendall(json.dumps(request).encode() + b"\n")
+    pushed = []
+    while True:
+        message = json.loads(reader.readline())
+        if message.get("method") == "session.aborted":
+            pushed.append(message["params"]["reason"])
+        elif message.get("id") == n:
+            return message, pushed
+answer, _ = call(1, "session.open", {"save_file": save_file})
+assert "result" in answer, answer
+print("open", flush=True)
+n = 1
+for line in sys.stdin:
+    n += 1
+    _, pushed = call(n, "status", {})
+    print(json.dumps(pushed), flush=True)
+"""
+
+
+@contextmanager
+def nobody_session(d: Daemon, save_file: str) -> Iterator[subprocess.Popen[str]]:
+    keeper = subprocess.Popen(
+        [*unprivileged_prefix(), sys.executable, "-c", KEEPER, d.socket_path, save_file],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    try:
+        assert keeper.stdout is not None
+        assert keeper.stdout.readline().strip() == "open"
+        yield keeper
+    finally:
+        keeper.kill()
+        keeper.wait(10)
+        for stream in (keeper.stdin, keeper.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def pushed_to(keeper: subprocess.Popen[str]) -> list[str]:
+    """The reasons pushed to the keeper's session so far (a round trip: nothing in flight)."""
+    assert keeper.stdin is not None and keeper.stdout is not None
+    keeper.stdin.write("check\n")
+    keeper.stdin.flush()
+    pushed: list[str] = json.loads(keeper.stdout.readline())
+    return pushed
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    d = Daemon(daemon={"allowed_uids": [0, NOBODY], "socket_mode": 0o666})
+    os.chmod(d.dir, 0o755)
+    with d:
+        yield d
+
+
+def shared_chat(d: Daemon) -> str:
+    shared = os.path.join(d.dir, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)  # like /tmp
+    return os.path.join(shared, "agent.chat")
+
+
+def open_session(c: LineClient, save_file: str) -> str:
+    session: str = c.call("session.open", {"save_file": save_file})["result"]["session"]
+    return session
+
+
+def test_another_uids_session_never_takes_my_abort(daemon: Daemon) -> None:
+    """My agent runs in its own process; uid 65534 has a session on the same chat."""
+    d = daemon
+    save_file = shared_chat(d)
+    with nobody_session(d, save_file) as keeper:
+        write_abort(save_file, "meant for my agent")  # my inbox: 0755, mine
+        wait_for(lambda: "left for its owner" in d.log(), PUSH, "the claim to pass it by")
+        assert pushed_to(keeper) == []
+        assert os.listdir(inbox_dir(save_file)) == ["abort"]  # not taken, not read
+        with pytest.raises(Aborted, match="meant for my agent"):  # my agent is stopped
+            inbox([], PromptConfig(), save_file=save_file)
+
+
+@pytest.mark.parametrize("inbox_mode", [0o755, 0o1777])
+def test_an_abort_is_pushed_only_to_sessions_that_may_take_it(
+    daemon: Daemon, inbox_mode: int
+) -> None:
+    """A session of mine and one of uid 65534 on one chat: only mine is aborted.
+
+    0o1777: uid 65534 may write the inbox, but the sticky bit keeps it from
+    taking an entry it does not own, so the daemon does not take it for it.
+    """
+    d = daemon
+    save_file = shared_chat(d)
+    with d.connect() as c, nobody_session(d, save_file) as keeper:
+        mine = open_session(c, save_file)
+        # the inbox appears after the sessions opened (an open checks the same rights)
+        os.mkdir(inbox_dir(save_file))
+        os.chmod(inbox_dir(save_file), inbox_mode)
+        write_abort(save_file, "stop")
+        note = c.notification("session.aborted", PUSH)
+        assert note["params"]["session"] == mine and note["params"]["reason"] == "stop"
+        assert pushed_to(keeper) == []
+    assert os.listdir(inbox_removed_dir(save_file)) == ["abort"]  # taken once, for mine
+
+
+def test_an_abort_is_pushed_to_another_uid_that_may_take_it(daemon: Daemon) -> None:
+    """The same check lets uid 65534 have the abort of an inbox it owns."""
+    d = daemon
+    save_file = shared_chat(d)
+    os.mkdir(inbox_dir(save_file))
+    os.chown(inbox_dir(save_file), NOBODY, NOBODY)
+    with nobody_session(d, save_file) as keeper:
+        write_abort(save_file, "stop, nobody")
+        pushed: list[str] = []
+
+        def arrived() -> bool:
+            pushed.extend(pushed_to(keeper))
+            return bool(pushed)
+
+        wait_for(arrived, PUSH, "the push")
+        assert pushed == ["stop, nobody"]
+
+
+def test_a_chat_directory_swapped_for_a_symlink_fails_closed(daemon: Daemon) -> None:
+    """The agent points its chat directory at another agent's: that agent's abort stays."""
+    d = daemon
+    agents = os.path.join(d.dir, "agents")
+    a1, a2 = os.path.join(agents, "a1"), os.path.join(agents, "a2")
+    for directory in (a1, a2):
+        os.makedirs(directory)
+    mine, theirs = os.path.join(a1, "agent.chat"), os.path.join(a2, "agent.chat")
+    write_abort(theirs, "for a2 only")
+    with d.connect() as c:
+        session = open_session(c, mine)
+        os.rename(a1, a1 + ".real")  # what the agent (uid 65534) does in its own tree
+        os.symlink(a2, a1)
+        os.lchown(a1, NOBODY, NOBODY)
+        note = c.notification("session.aborted", PUSH)
+        assert note["params"]["session"] == session
+        assert "symbolic link owned by uid 65534" in note["params"]["reason"]
+        assert "for a2 only" not in note["params"]["reason"]
+        os.unlink(a1)  # and swaps back: still aborted
+        os.rename(a1 + ".real", a1)
+        reply = c.call("prepare_prompt", {"messages": [], "session": session})
+        assert reply["error"]["data"]["reason"] == note["params"]["reason"]
+    assert os.listdir(inbox_dir(theirs)) == ["abort"]  # a2's abort: untouched, unread
