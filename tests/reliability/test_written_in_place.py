@@ -1,0 +1,89 @@
+"""A file still open for writing is never delivered, through the daemon either.
+
+docs/OPERATIONS.md promised that the daemon waits until a writer closes a
+file; its prepare calls applied the 50 ms settle rule instead, so a writer
+pausing mid-notice had half of it delivered (and the call slept meanwhile).
+Now a file some process holds open for writing is left in the inbox, without
+any wait, and taken whole once closed (the kernel tells, by a read lease).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from scoutd import protocol
+from scoutd.inbox.files import being_written
+from scoutd.inbox.pickup import BEING_WRITTEN
+from scoutd.strategies.inbox import inbox_dir
+from tests.support.daemon import Daemon, LineClient
+
+PAUSE = 0.3  # six settle times: the old rule took the file as it was then
+
+
+@pytest.fixture
+def daemon(tmp_path: pathlib.Path) -> Iterator[Daemon]:
+    probe = tmp_path / "lease-probe"
+    probe.write_text("x")
+    fd = os.open(probe, os.O_RDONLY)
+    try:
+        if being_written(fd) is None:
+            pytest.skip("no read leases here: only the settle rule applies")
+    finally:
+        os.close(fd)
+    with Daemon() as d:
+        yield d
+
+
+def prepare(c: LineClient, **params: Any) -> dict[str, Any]:
+    return c.call("prepare_prompt", {"messages": [], "strategies": "inbox", **params})
+
+
+@pytest.mark.parametrize("with_session", [False, True])
+def test_a_notice_open_for_writing_is_delivered_whole_once_closed(
+    daemon: Daemon, with_session: bool
+) -> None:
+    d = daemon
+    save_file = os.path.join(d.dir, "agent.chat")
+    os.makedirs(inbox_dir(save_file))
+    with d.connect() as c:
+        params: dict[str, Any] = {"save_file": save_file}
+        if with_session:
+            session = c.call("session.open", {"save_file": save_file})["result"]["session"]
+            params = {"session": session, "messages": []}
+        path = os.path.join(inbox_dir(save_file), "note.txt")
+        with open(path, "w") as writer:
+            writer.write("first half, ")
+            writer.flush()
+            time.sleep(PAUSE)
+            reply = prepare(c, **params)
+            assert reply["result"]["messages"] == []
+            writer.write("second half")
+        reply = prepare(c, **params)
+        assert reply["result"]["messages"] == [
+            {"role": "user", "content": "first half, second half"}
+        ]
+
+
+def test_an_abort_open_for_writing_aborts_at_once_and_keeps_its_reason(daemon: Daemon) -> None:
+    d = daemon
+    save_file = os.path.join(d.dir, "agent.chat")
+    os.makedirs(inbox_dir(save_file))
+    path = os.path.join(inbox_dir(save_file), "abort")
+    with d.connect() as c:
+        with open(path, "w") as writer:
+            writer.write("budget ")
+            writer.flush()
+            time.sleep(PAUSE)
+            reply = prepare(c, save_file=save_file)
+            assert reply["error"]["code"] == protocol.ABORTED
+            assert reply["error"]["data"]["reason"] == BEING_WRITTEN
+            assert os.path.exists(path)  # not consumed: its reason is not known yet
+            writer.write("exhausted")
+        reply = prepare(c, save_file=save_file)
+        assert reply["error"]["data"]["reason"] == "budget exhausted"
