@@ -5,7 +5,8 @@ symlink on the way only when root or the writer's own user made it
 (:mod:`scoutd.inbox.walk`): an agent that swaps its chat directory for a
 symlink to another agent's cannot redirect an operator's abort. It creates
 the inbox if needed (with at least the group access of its chat directory, so
-that a daemon sharing that group can list it whatever the writer's umask),
+that a daemon sharing that group can list it whatever the writer's umask;
+files get the read bits of their inbox),
 writes and fsyncs a dotfile there (readers ignore dotfiles) and renames it to
 its final name without replacing one (``renameat2``; a hard link where that is
 missing): no partial notice is ever visible, and the daemon's watcher sees it
@@ -32,28 +33,58 @@ __all__ = ["AbortNotWritten", "write_abort", "write_notice"]
 
 # The group bits of the chat directory an inbox created here gets too.
 _GROUP_RWX = 0o070
+# The read bits of the inbox a file written there gets too.
+_READ_BITS = 0o044
 
 
 def _make_inbox(name: str, chat_fd: int, shown: str) -> int:
-    """Create the inbox ``name`` in the chat directory if missing; open it (never followed).
+    """Open the inbox ``name`` of the chat directory (never followed), creating it if missing.
 
-    A new inbox gets the group bits and group of its chat directory as well
-    (best effort): an operator's umask of 077 must not lock a daemon of the
-    shared group out, which would stop the chat (it fails closed).
+    A new inbox appears whole, by a rename, with at least the group bits and
+    the group of its chat directory (best effort): an operator's umask of 077
+    must not lock a daemon of the shared group out, which would stop the chat
+    (it fails closed), not even for the moment between a ``mkdir`` and a
+    ``chmod``.
     """
     try:
-        os.mkdir(name, 0o777, dir_fd=chat_fd)
-    except FileExistsError:
         return open_dir(name, dir_fd=chat_fd, shown=shown)
-    dfd = open_dir(name, dir_fd=chat_fd, shown=shown)
+    except FileNotFoundError:
+        pass
+    temp = f".inbox-{os.getpid()}-{os.urandom(8).hex()}"
+    os.mkdir(temp, 0o777, dir_fd=chat_fd)
+    try:
+        tfd = open_dir(temp, dir_fd=chat_fd)
+        try:
+            with contextlib.suppress(OSError):
+                chat, mine = os.fstat(chat_fd), os.fstat(tfd)
+                if chat.st_mode & _GROUP_RWX & ~mine.st_mode:
+                    os.chmod(tfd, stat.S_IMODE(mine.st_mode) | (chat.st_mode & _GROUP_RWX))
+                if mine.st_gid != chat.st_gid:
+                    os.chown(tfd, -1, chat.st_gid)
+        finally:
+            os.close(tfd)
+        with contextlib.suppress(FileExistsError):  # made meanwhile: that one is used
+            place(temp, shown, [name], dir_fd=chat_fd, by_rename=True)
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(temp, dir_fd=chat_fd)
+    return open_dir(name, dir_fd=chat_fd, shown=shown)
+
+
+def _readable_like(fd: int, dfd: int) -> None:
+    """Let whoever may list the inbox read the new file too (best effort).
+
+    The read bits the inbox grants its group and others, and its group: a
+    daemon of the shared group must read a notice or an abort's reason,
+    whatever the writer's umask.
+    """
     with contextlib.suppress(OSError):
-        chat = os.fstat(chat_fd)
-        mine = os.fstat(dfd)
-        if chat.st_mode & _GROUP_RWX & ~mine.st_mode:
-            os.chmod(dfd, stat.S_IMODE(mine.st_mode) | (chat.st_mode & _GROUP_RWX))
-        if mine.st_gid != chat.st_gid:
-            os.chown(dfd, -1, chat.st_gid)
-    return dfd
+        inbox, mine = os.fstat(dfd), os.fstat(fd)
+        wanted = inbox.st_mode & _READ_BITS & ~mine.st_mode
+        if wanted:
+            os.chmod(fd, stat.S_IMODE(mine.st_mode) | wanted)
+        if mine.st_gid != inbox.st_gid:
+            os.chown(fd, -1, inbox.st_gid)
 
 
 def _drop(
@@ -77,6 +108,7 @@ def _drop(
         fd = os.open(temp, WRITE_FLAGS, 0o666, dir_fd=dfd)
         try:
             try:
+                _readable_like(fd, dfd)
                 data = memoryview(text.encode("utf-8"))
                 while data:
                     data = data[os.write(fd, data) :]
