@@ -217,7 +217,7 @@ def may_take_abort(resolved: str, uid: int, gid: int) -> bool:
     if uid == 0:
         return True
     try:
-        check_access(resolved, PeerCred(pid=0, uid=uid, gid=gid))
+        check_access(resolved, PeerCred(pid=0, uid=uid, gid=gid), every_entry=False)
     except Forbidden:
         return False
     inbox = inbox_dir(resolved)
@@ -228,7 +228,7 @@ def may_take_abort(resolved: str, uid: int, gid: int) -> bool:
     return _sticky_problem(inbox, uid, owner) is None
 
 
-def check_access(resolved: str, peer: PeerCred) -> None:
+def check_access(resolved: str, peer: PeerCred, *, every_entry: bool = True) -> None:
     """Raise :class:`Forbidden` unless ``peer`` could use ``resolved``'s directory itself.
 
     The daemon reads and moves inbox files with its own rights, so a peer of
@@ -236,7 +236,8 @@ def check_access(resolved: str, peer: PeerCred) -> None:
     search permission on every ancestor directory and read, write and search
     permission on the save file's directory and, if present, its inbox; an
     inbox with the sticky bit must be its own (there it could take only its
-    own entries, and a pickup takes them all). Mode bits only (ACLs are not
+    own entries, and a pickup takes them all; ``every_entry=False`` leaves
+    that to a caller taking one entry). Mode bits only (ACLs are not
     consulted); uid 0 passes, as in the kernel (docs/OPERATIONS.md, access
     model).
     """
@@ -271,6 +272,6 @@ def check_access(resolved: str, peer: PeerCred) -> None:
             f"uid {peer.uid} may not access {display_path(path)} (the save file's directory"
             " or one above it); the daemon acts only where the caller could"
         )
-    sticky = _sticky_problem(checks[-1][0], peer.uid)
+    sticky = _sticky_problem(checks[-1][0], peer.uid) if every_entry else None
     if sticky is not None:
         raise Forbidden(f"{sticky}; the daemon acts only where the caller could")

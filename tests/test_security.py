@@ -20,7 +20,9 @@ from scoutd.security import (
     check_access,
     check_peer,
     check_save_file,
+    may_take_abort,
     process_owned_by,
+    reach_problem,
     resolve_roots,
 )
 from tests.support.daemon import Daemon
@@ -105,6 +107,55 @@ def test_access_follows_the_mode_bits(tree: str) -> None:
     os.chmod(chats, 0o777)
     with pytest.raises(Forbidden):
         check_access(save_file, nobody)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files as another uid")
+def test_a_sticky_inbox_of_another_uid_is_refused_and_its_abort_not_taken(tree: str) -> None:
+    """In a sticky directory uid 65534 may take only its own entries: the daemon takes for it
+    only what it could take itself (and a pickup takes every entry, so such an inbox is
+    refused whole)."""
+    chats = os.path.join(tree, "root", "chats")
+    save_file = os.path.join(chats, "a.chat")
+    inbox = os.path.join(chats, "a.inbox")
+    nobody = PeerCred(pid=1, uid=NOBODY, gid=NOBODY)
+    for path in (tree, os.path.join(tree, "root")):
+        os.chmod(path, 0o755)
+    os.chmod(chats, 0o1777)
+    check_access(save_file, nobody)  # a sticky chat directory: the inbox is what is taken from
+    os.mkdir(inbox)
+    os.chmod(inbox, 0o1777)
+    with pytest.raises(Forbidden, match="sticky bit"):
+        check_access(save_file, nobody)
+    abort = os.path.join(inbox, "abort")
+    with open(abort, "w") as handle:
+        handle.write("root's")
+    assert not may_take_abort(save_file, NOBODY, NOBODY)
+    os.chown(abort, NOBODY, NOBODY)  # its own abort, in a sticky inbox: it could take it
+    assert may_take_abort(save_file, NOBODY, NOBODY)
+    os.chown(abort, 0, 0)
+    os.chmod(inbox, 0o777)  # not sticky, writable by all
+    assert may_take_abort(save_file, NOBODY, NOBODY)
+    os.chmod(inbox, 0o755)  # not writable by it: it could not move the abort
+    assert not may_take_abort(save_file, NOBODY, NOBODY)
+    assert may_take_abort(save_file, 0, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files as another uid")
+def test_reach_problem_names_what_keeps_a_daemon_out(tree: str) -> None:
+    inbox = os.path.join(tree, "root", "chats")
+    for path in (tree, os.path.join(tree, "root")):
+        os.chmod(path, 0o755)
+    os.chmod(inbox, 0o700)
+    groups = frozenset({NOBODY})
+    problem = reach_problem(inbox, NOBODY, groups)
+    assert problem is not None and "may not list and search" in problem and "700" in problem
+    assert reach_problem(inbox, 0, frozenset({0})) is None
+    os.chown(inbox, 0, NOBODY)
+    os.chmod(inbox, 0o750)
+    assert reach_problem(inbox, NOBODY, groups) is None  # its group may
+    os.chmod(os.path.join(tree, "root"), 0o700)
+    problem = reach_problem(inbox, NOBODY, groups)
+    assert problem is not None and "may not search" in problem
 
 
 def test_peer_checks() -> None:
