@@ -30,13 +30,14 @@ from ..config import DaemonConfig
 
 __all__ = ["HELD_PER_JSON_BYTE", "HELD_PER_VALUE", "Quotas", "held_bytes", "json_values"]
 
-# What a stored conversation holds, measured (docs/OPERATIONS.md, limits): each
-# byte of its JSON about twice (the decoded strings, and the view texts, the
-# shortened copies and the last prompt), and each JSON value (object, array,
-# string, number) about 300 bytes more (the Python object, the view message,
-# index and prompt entries it leads to). Measured per shape and format; the
-# largest was 1.03 times this estimate, tiny messages about 0.8 times.
-HELD_PER_JSON_BYTE = 2
+# What a stored conversation holds, measured as the growth of the daemon's
+# resident memory (docs/RELIABILITY.md, "CPU and memory"): each byte of its JSON
+# three to five times (the decoded strings; the view texts and the bodies parsed
+# from them; shortened copies and the last prompt; what the allocator keeps of
+# the rounds), and each JSON value (object, array, string, number) up to about
+# 300 bytes more (the Python object, and the view message, index and prompt
+# entries it leads to). Rounded up: no conversation measured held more.
+HELD_PER_JSON_BYTE = 5
 HELD_PER_VALUE = 320
 
 
