@@ -21,10 +21,11 @@ needs search permission on the way, like the kernel's own resolution.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import stat
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = ["MAX_LINKS", "Walked", "open_directory", "trusted_link"]
 
@@ -35,6 +36,54 @@ _RETRIES = 8
 
 _PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _LINK_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+# openat2(2) (Linux 5.6): the whole path in one call, failing with ELOOP at any symlink.
+_SYS_OPENAT2 = 437  # the same number on every architecture that has it
+_RESOLVE_NO_SYMLINKS = 0x04
+_AT_FDCWD = -100
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _syscall() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+
+
+_syscall_function = _syscall()
+_openat2_missing = _syscall_function is None or os.uname().sysname != "Linux"
+
+
+def _open_without_symlinks(path: str) -> int | None:
+    """``path`` opened in one call if no component is a symlink; None: look step by step.
+
+    None when a symlink is on the way (``ELOOP``) or ``openat2`` is missing;
+    raises ``OSError`` for anything else (``ENOENT``, ``EACCES``...).
+    """
+    global _openat2_missing
+    if _openat2_missing:
+        return None
+    how = _OpenHow(flags=_PATH_FLAGS & ~os.O_NOFOLLOW, mode=0, resolve=_RESOLVE_NO_SYMLINKS)
+    fd = _syscall_function(
+        ctypes.c_long(_SYS_OPENAT2),
+        ctypes.c_int(_AT_FDCWD),
+        ctypes.c_char_p(os.fsencode(path)),
+        ctypes.byref(how),
+        ctypes.c_size_t(ctypes.sizeof(how)),
+    )
+    if fd >= 0:
+        return int(fd)
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL):  # not here (seccomp...)
+        _openat2_missing = True
+        return None
+    if err in (errno.ELOOP, errno.EXDEV, errno.EAGAIN):
+        return None  # a symlink on the way: each is judged step by step
+    raise OSError(err, os.strerror(err), path)
 
 
 class Walked(NamedTuple):
@@ -94,6 +143,14 @@ def open_directory(path: str, *, create: bool = False) -> Walked:
     """
     if not os.path.isabs(path):
         path = os.path.join(os.getcwd(), path)
+    try:
+        direct = _open_without_symlinks(path)
+    except (FileNotFoundError, NotADirectoryError):
+        if not create:
+            raise
+        direct = None  # made step by step below
+    if direct is not None:  # no symlink on the way: the path is its own real path
+        return Walked(direct, os.path.normpath(path))
     parts = [part for part in reversed(path.split("/")) if part not in ("", ".")]
     fd = os.open("/", _PATH_FLAGS)
     real: list[str] = []

@@ -134,6 +134,32 @@ def test_paths_are_walked_as_the_kernel_would(tmp_path: pathlib.Path) -> None:
         open_directory(str(tmp_path / "missing"))
 
 
+@pytest.mark.parametrize("one_call", [True, False])
+def test_both_ways_of_opening_a_path_agree(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, one_call: bool
+) -> None:
+    """``openat2`` without symlinks, or step by step where it is missing: one answer."""
+    from scoutd.inbox import walk
+
+    if not one_call:
+        monkeypatch.setattr(walk, "_openat2_missing", True)
+    plain = tmp_path / "x" / "y"
+    plain.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(plain)
+    for given, expected in (
+        (plain, plain),
+        (tmp_path / "x" / "." / "y" / ".." / "y", plain),
+        (tmp_path / "link", plain),
+    ):
+        walked = open_directory(str(given))
+        os.close(walked.fd)
+        assert walked.path == str(expected)
+    for missing in (tmp_path / "nothing", plain / "file" / "below"):
+        (plain / "file").write_text("")
+        with pytest.raises((FileNotFoundError, NotADirectoryError)):
+            open_directory(str(missing))
+
+
 def test_writers_print_the_real_path(tmp_path: pathlib.Path) -> None:
     real = tmp_path / "real"
     real.mkdir()
