@@ -63,6 +63,7 @@ def _ensure_importable() -> None:
 _ensure_importable()
 
 import msgspec  # noqa: E402
+from bench_cpu import bench_cpu, cpu_targets, render_cpu  # noqa: E402
 from bench_formats import bench_formats  # noqa: E402
 from bench_speed import bench_speed, render_speed, speed_targets  # noqa: E402
 
@@ -108,6 +109,10 @@ class Plan:
     rss_sessions: int = 10_000
     rss_dirs: int = 100
     rss_connections: int = 8
+    cpu_small_mb: float = 1.0  # request size of the CPU-per-MB figures, and four times it
+    cpu_large_mb: float = 4.0
+    cpu_runs: int = 3
+    cpu_sample_s: float = 0.5  # daemon CPU time of one sample, at least
 
 
 QUICK = Plan(
@@ -129,6 +134,10 @@ QUICK = Plan(
     rss_sessions=200,
     rss_dirs=4,
     rss_connections=2,
+    cpu_small_mb=0.05,
+    cpu_large_mb=0.2,
+    cpu_runs=1,
+    cpu_sample_s=0.02,
 )
 
 # (figure, reference, maximum ratio): the performance targets, as ratios within one run,
@@ -702,11 +711,14 @@ def run(plan: Plan, seed: int = SEED) -> dict[str, Any]:
             results[f"session_open_per_s{suffix}"] = figures["open_per_s"]
             results[f"rss_daemon_threads{suffix}"] = figures["threads"]
             results[f"rss_inotify{suffix}"] = figures["inotify"]
+
+        sizes = (plan.cpu_small_mb, plan.cpu_large_mb)
+        bench_cpu(results, directory, sizes, plan.cpu_runs, plan.cpu_sample_s, progress)
     finally:
         os.environ.pop("SCOUTD_CONFIG", None)
         os.environ.update(saved_env)
         shutil.rmtree(directory, ignore_errors=True)
-    results["targets"] = targets(results) + list(speed_targets(results))
+    results["targets"] = [*targets(results), *speed_targets(results), *cpu_targets(results)]
     for target in results["targets"] if plan != Plan() else ():
         target["met"] = None  # tiny sizes: the full-size targets say nothing about them
     results["context"] = {
@@ -857,6 +869,8 @@ def render(results: dict[str, Any]) -> str:
         ),
         "",
         *render_speed(r, _row),
+        "",
+        *render_cpu(r, _row),
         "",
         "targets (ratios of this run)",
     ]

@@ -76,6 +76,11 @@ FIGURES = (
     "session_round_ms_repeats_2000",
     "session_round_ms_p99_repeats_2000",
     "repeat_share",
+    *(
+        f"{figure}_{fmt}"
+        for figure in ("cpu_s_per_mb", "cpu_s_per_mb_small", "cpu_growth")
+        for fmt in ("anthropic", "openai_chat", "openai_responses", "scout")
+    ),
 )
 TARGETS = {
     "inproc_ms_400 / floor_ms_400",
@@ -88,6 +93,10 @@ TARGETS = {
     "inproc_session_round_ms_2000",
     "session_round_ms_repeats_2000",
     "rss_per_session_kb",
+    "cpu_growth_anthropic",
+    "cpu_growth_openai_chat",
+    "cpu_growth_openai_responses",
+    "cpu_growth_scout",
 }
 
 
@@ -147,7 +156,7 @@ def test_full_size_targets_get_a_verdict() -> None:
     """Outside quick runs each target is met exactly when its value is within its limit."""
     bench = _load_bench()
     figures = dict.fromkeys(FIGURES, 1.0) | {"abort_ms_p99": 500.0, "rpc_ms_2000": 3.0}
-    targets = bench.targets(figures) + list(bench.speed_targets(figures))
+    targets = [*bench.targets(figures), *bench.speed_targets(figures), *bench.cpu_targets(figures)]
     assert {t["name"] for t in targets} == TARGETS
     for target in targets:
         assert isinstance(target["met"], bool)
@@ -168,3 +177,4 @@ def test_table_shows_figures_and_targets(quick_results: dict[str, Any]) -> None:
     assert "NOT MET" not in table
     assert table.count("not judged (quick)") == len(quick_results["targets"])
     assert "in-process sessions (scoutd.Session)" in table
+    assert "daemon CPU seconds per request MB, worst input per format" in table
