@@ -15,6 +15,7 @@ from scoutd.message_rules import InvalidMessages
 
 from .test_adapters import BUILDERS
 from .validity import new_problems
+from .worst import WORST
 
 TIGHT = PromptConfig(
     epoch_tool_call_threshold=1, epoch_full_tool_calls=1, epoch_compacted_tool_calls=1, epoch_size=1
@@ -157,3 +158,48 @@ def test_an_unhashable_answer_id_after_parallel_calls_is_malformed() -> None:
     prepared = prepare(messages, "shorten_tools_epoch", format="openai-chat")
     assert prepared.messages == before == messages
     assert prepared.report[-1].malformed > 0
+
+
+COMPACTING = [
+    ("shorten_tools_cost_aware", PromptConfig(context_window=2000)),
+    ("shorten_tools_epoch", TIGHT),
+    ("shorten_tools", PromptConfig(max_tool_calls=4, full_tool_outputs=2)),
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    fmt=st.sampled_from(sorted(WORST)),
+    size=st.integers(1, 60),
+    compacting=st.sampled_from(COMPACTING),
+    values=st.integers(0, 3),
+)
+def test_the_most_costly_shapes_with_hostile_values(
+    data: st.DataObject,
+    fmt: str,
+    size: int,
+    compacting: tuple[str, PromptConfig],
+    values: int,
+) -> None:
+    """The conversations built to cost the most (tests/formats/worst.py), spoiled
+    or not, through the strategies that compact them: a valid prompt or a
+    refusal of the input, never anything else."""
+    builder = data.draw(st.sampled_from(WORST[fmt]))
+    messages = builder(size)
+    spoil(data, messages, values)
+    snapshot = copy.deepcopy(messages)
+    strategy, config = compacting
+    try:
+        prepared = prepare(messages, strategy, config=config, format=fmt)
+    except InvalidMessages:
+        assert any(not isinstance(message, dict) for message in messages)
+        return
+    assert messages == snapshot
+    if fmt == "scout":
+        return
+    try:
+        problems = new_problems(fmt, messages, prepared.messages)
+    except (AttributeError, TypeError, KeyError):
+        problems = None  # the test's checker cannot read such a structure; scoutd did
+    assert not problems or prepared.report[-1].malformed
