@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 OVERSIZED: Final = None  # LineReader.feed yields this for a line over the limit
+GATHER: Final = 64 * 1024  # chunks of an unfinished line smaller than this are gathered
 
 
 class LineReader:
@@ -25,8 +26,12 @@ class LineReader:
         self.limit = limit
         self.started: float | None = None
         # The unfinished line, as received: joined once when its newline comes,
-        # so a line of many megabytes is copied once, not at every chunk.
-        self._parts: list[bytes] = []
+        # so a line of many megabytes is copied once, not at every chunk. Small
+        # chunks gather in ``_tail`` first: a line trickled in one byte at a time
+        # holds its bytes, not an object of 33 bytes more for each (what
+        # ``pending`` counts is what is held).
+        self._parts: list[bytes | bytearray] = []
+        self._tail = bytearray()
         self._size = 0
         self._discarding = False  # pragma: no mutate (only truth-tested: None is the same)
 
@@ -54,8 +59,7 @@ class LineReader:
             if end < 0:
                 if self.started is None:
                     self.started = now
-                # no mutate: data[0:] equals data (the test only saves a copy)
-                self._parts.append(data[pos:] if pos else data)  # pragma: no mutate
+                self._keep(data, pos)
                 self._size += len(data) - pos
                 # (+1: a trailing "\r" before the coming newline does not count)
                 if self.limit is not None and self._size > self.limit + 1:
@@ -63,13 +67,15 @@ class LineReader:
                     # OVERSIZED is None, so a mutant writing None is the same)
                     out.append(OVERSIZED)  # pragma: no mutate
                     self._parts.clear()
+                    self._tail = bytearray()
                     self._size = 0
                     self._discarding = True
                 break
-            if self._parts:
-                self._parts.append(data[pos:end])
+            if self._size:
+                self._parts += (self._tail, data[pos:end])
                 line = b"".join(self._parts)
                 self._parts.clear()
+                self._tail = bytearray()
                 self._size = 0
             else:
                 line = data[pos:end]
@@ -82,3 +88,18 @@ class LineReader:
             elif line.strip():
                 out.append(line)
         return out
+
+    def _keep(self, data: bytes, pos: int) -> None:
+        """Hold ``data[pos:]``, the start of a line: a large chunk as it is, small
+        ones gathered (each at most :data:`GATHER` bytes, copied once more)."""
+        if len(data) - pos >= GATHER:
+            if self._tail:
+                self._parts.append(bytes(self._tail))
+                self._tail = bytearray()
+            # no mutate: data[0:] equals data (the test only saves a copy)
+            self._parts.append(data[pos:] if pos else data)  # pragma: no mutate
+            return
+        self._tail += memoryview(data)[pos:]
+        if len(self._tail) >= GATHER:
+            self._parts.append(bytes(self._tail))
+            self._tail = bytearray()

@@ -12,12 +12,14 @@ import json
 import os
 import threading
 import time
+import tracemalloc
 from typing import Any
 
 import scoutd
 from scoutd import protocol
 from scoutd.config import DaemonConfig
 from scoutd.incremental import json_size
+from scoutd.protocol.framing import LineReader
 from scoutd.server.quotas import Quotas, held_bytes, json_values
 
 from ..support.daemon import InProcessDaemon, LineClient, wait_for
@@ -211,3 +213,20 @@ def test_over_the_total_only_a_uid_holding_unread_answers_is_refused() -> None:
     quotas.add_queued(1000, -150)
     quotas.add_queued(1001, -10)
     assert (quotas.queued, quotas.queued_by_uid) == (0, {})
+
+
+def test_a_line_trickled_in_byte_by_byte_holds_about_its_bytes() -> None:
+    """What ``pending_request_bytes`` counts is what an unfinished line holds, however
+    small the pieces it arrives in (one object per piece took 40 bytes a byte)."""
+    reader = LineReader(MIB)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(100_000):
+            assert reader.feed(b"x", 0.0) == []
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert reader.pending == 100_000
+    assert held <= 2 * reader.pending + 64 * 1024, held
+    assert reader.feed(b"\n", 0.0) == [b"x" * 100_000]
