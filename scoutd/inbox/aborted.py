@@ -41,6 +41,7 @@ from .entries import entry_kind
 from .files import WRITE_FLAGS, open_dir, open_regular, place, read_text
 from .names import ABORT_NAME, inbox_dir
 from .pickup import claim_abort
+from .walk import open_directory
 
 __all__ = [
     "MARKER",
@@ -230,12 +231,21 @@ def _remove(directory: str, name: str) -> bool:
     """Remove entry ``name`` of ``directory``, never following it; False: it was not there.
 
     Raises ``OSError`` when it is there and cannot be removed (a directory is
-    removed only when empty).
+    removed only when empty), or when a symlink on the way was made by
+    another user than root or the caller (:mod:`scoutd.inbox.walk`: the agent
+    cannot point an operator's clear at another agent's chat).
     """
+    parent, last = os.path.split(directory)
     try:
-        dfd = open_dir(directory)
+        chat = open_directory(parent or ".")
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        dfd = open_dir(last, dir_fd=chat.fd, shown=directory)  # never followed itself
     except FileNotFoundError:
         return False
+    finally:
+        os.close(chat.fd)
     try:
         try:
             os.unlink(name, dir_fd=dfd)

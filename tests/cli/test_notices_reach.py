@@ -51,6 +51,21 @@ def test_abort_refuses_a_chat_directory_swapped_for_another_agents(home: Path) -
     assert list(a2.iterdir()) == []  # nothing written into the other agent's directory
 
 
+@root_only
+def test_clear_never_follows_the_agents_symlink_to_another_chat(home: Path) -> None:
+    """The same redirect against ``scoutd clear``: the other agent stays aborted."""
+    a1, a2 = home / "a1", home / "a2"
+    a2.mkdir()
+    theirs = a2 / "agent.chat"
+    assert run(home, "abort", str(theirs), "stop a2").returncode == 0
+    a1.symlink_to(a2)
+    os.lchown(a1, NOBODY, NOBODY)
+    result = run(home, "clear", str(a1 / "agent.chat"))
+    assert result.returncode == 1, result
+    assert "symbolic link owned by uid 65534" in result.stderr
+    assert (a2 / "agent.inbox" / "abort").read_text() == "stop a2"  # still waiting
+
+
 def test_abort_through_a_symlink_of_the_operator_says_where_it_went(home: Path) -> None:
     real = home / "srv" / "a1"
     real.mkdir(parents=True)
