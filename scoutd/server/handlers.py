@@ -244,7 +244,8 @@ async def config_reload(call: Call, params: protocol.ConfigReloadParams) -> byte
 async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> bytes:
     server, rid = call.server, call.id
     uid = call.conn.peer.uid
-    await call.conn.answer_room(rid)  # unread answers at their bound: nothing runs
+    room = partial(call.conn.answer_room, rid)  # unread answers at their bound: wait or refuse
+    await room()  # before anything runs; again before each prepare slot is taken
     config = call.snap.config
     if params.config:
         try:
@@ -285,8 +286,7 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                         # Small, built-in and without files: cheaper here than the hand-off.
                         line, delivered = workers.run_prepare(rid, params, None, config, True)
                     else:
-                        async with server.quotas.computing(uid):
-                            await call.conn.answer_room(rid)  # again, after the wait
+                        async with server.quotas.computing(uid, room):
                             started = time.perf_counter()  # waiting for a slot is not preparing
                             line, delivered = await anyio.to_thread.run_sync(
                                 workers.run_prepare,
@@ -299,8 +299,7 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                             )
                 else:
                     session.last_used = time.monotonic()
-                    async with session.lock, server.quotas.computing(uid):
-                        await call.conn.answer_room(rid)  # again, after the wait
+                    async with session.lock, server.quotas.computing(uid, room):
                         started = time.perf_counter()  # waiting for lock or slot: not preparing
                         line, delivered = await anyio.to_thread.run_sync(
                             partial(workers.run_session_prepare, quotas=server.quotas),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -95,9 +95,20 @@ class Quotas:
         return max(1, self.workers // 2) if limit is None else limit
 
     @contextlib.asynccontextmanager
-    async def computing(self, uid: int) -> AsyncIterator[None]:
-        """Hold one of ``uid``'s prepare slots; wait while it holds them all."""
-        while self._computing.get(uid, 0) >= self.prepares_per_uid():
+    async def computing(
+        self, uid: int, ready: Callable[[], Awaitable[None]] | None = None
+    ) -> AsyncIterator[None]:
+        """Hold one of ``uid``'s prepare slots; wait while it holds them all.
+
+        ``ready`` (it may wait, or raise to refuse) is awaited before a slot is
+        taken, never while one is held, and again after every wait for a slot:
+        the slot is taken in the same step as ``ready`` last returned.
+        """
+        while True:
+            if ready is not None:
+                await ready()
+            if self._computing.get(uid, 0) < self.prepares_per_uid():
+                break
             freed = self._freed.get(uid)
             if freed is None:
                 freed = self._freed[uid] = anyio.Event()
