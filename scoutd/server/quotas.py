@@ -79,6 +79,7 @@ class Quotas:
         self._limits = limits
         self.workers = workers
         self._computing: dict[int, int] = {}
+        self.waiting: dict[int, int] = {}  # prepares of each uid waiting for a slot now
         self._freed: dict[int, anyio.Event] = {}
         self.queued = 0  # unread answer bytes, all connections
         self.queued_by_uid: dict[int, int] = {}
@@ -112,7 +113,13 @@ class Quotas:
             freed = self._freed.get(uid)
             if freed is None:
                 freed = self._freed[uid] = anyio.Event()
-            await freed.wait()
+            self.waiting[uid] = self.waiting.get(uid, 0) + 1
+            try:
+                await freed.wait()
+            finally:
+                self.waiting[uid] -= 1
+                if not self.waiting[uid]:
+                    del self.waiting[uid]
         self._computing[uid] = self._computing.get(uid, 0) + 1
         try:
             yield

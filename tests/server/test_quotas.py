@@ -115,10 +115,13 @@ def test_a_uid_computes_at_most_its_share_of_the_workers() -> None:
                 params = {"messages": messages, "strategies": "quota_blocking"}
                 ids = [c.request("prepare_prompt", params) for c in clients]
                 wait_for(lambda: running[0] >= 1, 10, "the first prepare to run")
-                wait_for(lambda: _counts(clients[0])["requests"] >= 4, 10, "all requests to arrive")
-                deadline = time.monotonic() + 0.5  # a second one would start at once
-                while time.monotonic() < deadline and running[1] < 2:
-                    time.sleep(0.01)
+
+                def waiting() -> int:
+                    count: int = d.call(lambda: d.server.quotas.waiting.get(os.getuid(), 0))
+                    return count
+
+                wait_for(lambda: waiting() == 2, 10, "the two others to wait for a slot")
+                assert running == [1, 1]
                 gate.set()
                 for client, rid in zip(clients, ids, strict=True):
                     assert client.response(rid, timeout=20)["result"]["messages"]
