@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from scoutd import PromptConfig
+from scoutd.inbox.aborted import clear, held
 from scoutd.strategies.inbox import (
     inbox,
     inbox_dir,
@@ -109,10 +110,13 @@ def test_a_removed_directory_that_is_not_writable_still_aborts(unprivileged: Dae
         assert len(hidden) == 1 and listing(inbox_dir(save_file)) == [hidden[0], "note.txt"]
         with open(os.path.join(inbox_dir(save_file), hidden[0])) as handle:
             assert handle.read() == "cannot move me"
-        # the abort the watcher claimed fails the next session-less call once
-        reply = c.call("prepare_prompt", {"messages": [], "save_file": save_file})
-        assert reply["error"]["code"] == -32001
+        # the abort the watcher claimed keeps the chat aborted until an operator clears it
+        for _ in range(2):
+            reply = c.call("prepare_prompt", {"messages": [], "save_file": save_file})
+            assert reply["error"]["code"] == -32001
         os.chmod(inbox_removed_dir(save_file), 0o755)
+        assert held(save_file) == "cannot move me"
+        clear(save_file)
         assert prepare(c, save_file) == ["kept"]
         assert listing(inbox_removed_dir(save_file)) == ["note.txt"]
         log = d.log()
