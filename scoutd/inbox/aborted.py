@@ -85,6 +85,12 @@ def _open_parent(path: str) -> int | None:
 
 def _read_marker(path: str) -> str | None:
     """The reason the marker at ``path`` gives; None when there is none."""
+    try:  # the common case, one system call: no marker
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        pass  # looked at again below, without following its directory
     dfd = _open_parent(path)
     if dfd is None:
         return None
