@@ -31,7 +31,7 @@ from scoutd.strategies.epoch import (
     repeat_numbers,
 )
 from scoutd.strategies.tool_messages import ToolBody, index_tools, repeated_pairs
-from tests.support.real_runs import real_dir
+from tests.support.real_runs import full_dir, real_dir
 
 from .derive import to_anthropic, to_responses
 from .validity import new_problems
@@ -195,4 +195,4 @@ def test_the_bodies_handed_to_the_strategies_are_those_their_texts_parse_to() ->
         for key, (text, body) in view.bodies.items():
             assert key == id(text) and body == msgspec.json.decode(text, type=ToolBody)
         handed += sum(id(m["content"]) in view.bodies for m in view.messages if "content" in m)
-    assert handed > 1000
+    assert handed > (1000 if full_dir() is not None else 500)  # the shipped subset: 736
