@@ -15,7 +15,7 @@ import msgspec
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from scoutd import ConfigError, prepare
+from scoutd import ConfigError, UnknownStrategy, prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.incremental import SessionPrompt
 from scoutd.testing import conversation
@@ -196,10 +196,13 @@ def test_extreme_overrides_on_compacted_conversations_raise_only_config_errors(
     messages: list[Any], strategies: str | None, config: dict[str, Any]
 ) -> None:
     """Long enough to be compacted in every format, with the Anthropic cache hint:
-    an override is refused by name (ConfigError) or served, never an OverflowError,
-    a TypeError or an import of what it names."""
+    an override is refused by name (ConfigError, UnknownStrategy) or served, never
+    an OverflowError, a TypeError or an import of what it names."""
     try:
         prepared = prepare(messages, strategies, config={**GROWING, **config})
+    except UnknownStrategy as exc:  # a strategy name only selects, never imports
+        assert config.get("prompt_strategies") == exc.name, exc
+        event("refused: unknown strategy")
     except ConfigError as exc:
         assert any(key in str(exc) for key in config), exc
         event("refused")
