@@ -31,6 +31,7 @@ __all__ = [
     "DaemonConfig",
     "PromptConfig",
     "load_config",
+    "refuse_operator_keys",
     "resolve_config",
     "strategy_names",
     "with_overrides",
@@ -335,6 +336,21 @@ def resolve_config(
     )
 
 
+def refuse_operator_keys(overrides: Mapping[str, Any]) -> None:
+    """Refuse an override of a key only the operator sets, whatever its value.
+
+    Called before any value is converted, by :func:`with_overrides` and by a
+    client that wants to refuse before sending (``--set``).
+    """
+    for key in overrides:
+        if key in PromptConfig.__struct_fields__ and access_of(key) == "operator":
+            raise ConfigError(
+                f"per-call override of {key} refused: its value names code to import and"
+                " run, which only the operator configures (the config file's [prompt]"
+                f" table or the {key.upper()} environment variable)"
+            )
+
+
 def with_overrides(config: Config, overrides: Mapping[str, Any] | None) -> Config:
     """Return ``config`` with per-call overrides of ``[prompt]`` keys applied.
 
@@ -348,13 +364,7 @@ def with_overrides(config: Config, overrides: Mapping[str, Any] | None) -> Confi
         return config
     if not isinstance(overrides, Mapping):
         raise ConfigError(f"config overrides must be a mapping, got {type(overrides).__name__}")
-    for key in overrides:  # before any value is converted
-        if key in PromptConfig.__struct_fields__ and access_of(key) == "operator":
-            raise ConfigError(
-                f"per-call override of {key} refused: its value names code to import and"
-                " run, which only the operator configures (the config file's [prompt]"
-                f" table or the {key.upper()} environment variable)"
-            )
+    refuse_operator_keys(overrides)
     layer = _validated_layer(overrides, PromptConfig, "prompt", "per-call overrides")
     for key in TIGHTEN_ONLY.intersection(layer):
         limit = getattr(config.prompt, key)

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import msgspec
 
-from ..config import Config, resolve_config, with_overrides
+from ..config import Config, refuse_operator_keys, resolve_config, with_overrides
 from ..discovery import discover_config, discover_socket
 from ..formats import AUTO, FORMATS
 
@@ -186,8 +186,14 @@ def _positive_seconds(text: str) -> float:
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``--set`` overrides of a command line, as a mapping."""
-    return dict(getattr(args, "set", None) or ())
+    """The ``--set`` overrides of a command line, as a mapping.
+
+    A key only the operator sets is refused here (ConfigError), before it could
+    be sent: a daemon of an older version would have run what it names.
+    """
+    found = dict(getattr(args, "set", None) or ())
+    refuse_operator_keys(found)
+    return found
 
 
 def config_path(args: argparse.Namespace) -> str | None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
+import threading
 from pathlib import Path
 
 import msgspec
@@ -14,6 +17,7 @@ from scoutd.testing import conversation
 
 from ..support.daemon import Daemon
 from .helpers import (
+    CLI_TIMEOUT,
     TOOL_ROLES,
     empty_snapshot,
     one_error_line,
@@ -248,3 +252,34 @@ def test_set_may_not_name_code(home: Path, daemon: Daemon) -> None:
     # the operator's environment may name one: it is not an override
     allowed = run(home, "prepare", "--local", source, env={"TOKENIZER": "builtins:len"})
     assert allowed.returncode == 0, allowed.stderr
+
+
+def test_set_naming_code_is_never_sent(home: Path) -> None:
+    """Refused before the request is written: a daemon of an older version would run it.
+    The listener here records what it receives and never answers."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = str(home / "fake.sock")
+    listener.bind(path)
+    listener.listen(1)
+    received: list[bytes] = []
+
+    def record() -> None:
+        listener.settimeout(CLI_TIMEOUT)
+        with contextlib.suppress(OSError):
+            peer, _ = listener.accept()
+            with peer:
+                peer.settimeout(CLI_TIMEOUT)
+                while chunk := peer.recv(65536):
+                    received.append(chunk)
+
+    thread = threading.Thread(target=record, daemon=True)
+    thread.start()
+    try:
+        result = run(home, "prepare", "--socket", path, "--timeout", "5",
+                     "--set", "tokenizer=builtins:len", input="[]")  # fmt: skip
+    finally:
+        listener.close()
+        thread.join(CLI_TIMEOUT)
+    assert result.returncode == 2, result.stderr
+    assert "per-call override of tokenizer refused" in one_error_line(result)
+    assert b"tokenizer" not in b"".join(received)
