@@ -135,7 +135,12 @@ def _run_external(
 
 
 def resolve_snapshot(config: Config | PromptConfig | Mapping[str, Any] | None) -> Config:
-    """Turn the ``config=`` argument into one snapshot for the whole call."""
+    """Turn the ``config=`` argument into one snapshot for the whole call.
+
+    A ``Config`` or ``PromptConfig`` is code's own and taken as it is; a mapping
+    is per-call overrides of the configuration read now, held to what a client
+    may set (no key that names code: docs/RELIABILITY.md).
+    """
     if isinstance(config, Config):
         return config
     if isinstance(config, PromptConfig):
@@ -241,7 +246,8 @@ def prepare(
     Raises:
         Aborted: an ``abort`` file was found in the inbox.
         UnknownStrategy: a name is not known (the error lists the known ones).
-        ConfigError: the configuration or the overrides are invalid.
+        ConfigError: the configuration or the overrides are invalid, or an
+            override sets a key only the operator may (``tokenizer``).
         ValueError: an unknown format, or ``auto`` over a list that mixes formats.
         InvalidMessages: a message breaks the rule of docs/PROTOCOL.md ("Messages");
             a ``TypeError`` and a ``ValueError``.
