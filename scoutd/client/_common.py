@@ -10,7 +10,7 @@ from typing import Any, NoReturn, TypeVar
 
 import msgspec
 
-from ..config import Config, PromptConfig
+from ..config import OPERATOR_ONLY, Config, PromptConfig, refuse_operator_keys
 from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from ..discovery import discover_socket
 from ..errors import Aborted, RemoteError
@@ -114,8 +114,15 @@ def _overrides(config: Overrides) -> dict[str, Any] | None:
         config = config.prompt
     if isinstance(config, PromptConfig):
         values: dict[str, Any] = msgspec.to_builtins(config)
+        # A key only the operator sets travels only when set, to be refused by name:
+        # unset, it leaves the daemon's own value (docs/RELIABILITY.md).
+        for key in OPERATOR_ONLY:
+            if values.get(key) is None:
+                values.pop(key, None)
+        refuse_operator_keys(values)
         return values
     if isinstance(config, Mapping):
+        refuse_operator_keys(config)  # before sending: an older daemon would run it
         return dict(config)
     raise TypeError(
         f"config must be a mapping of [prompt] overrides or a PromptConfig, "

@@ -68,11 +68,13 @@ def test_a_tokenizer_from_the_wire_is_refused_and_never_runs(daemon: InProcessDa
         error = error_of(c.call("prepare_prompt", round_params))
         assert error["code"] == protocol.INVALID_PARAMS
         assert "result" in c.call("prepare_prompt", {"session": session, "messages": messages})
-    with (
-        scoutd.Client(daemon.socket_path) as client,
-        pytest.raises(scoutd.ConfigError, match="tokenizer refused"),
-    ):
-        client.prepare(messages, config=overrides)
+    with scoutd.Client(daemon.socket_path) as client:
+        # the client refuses before sending, a mapping or a PromptConfig naming code
+        for config in (overrides, scoutd.PromptConfig(tokenizer="os:mkdir")):
+            with pytest.raises(scoutd.ConfigError, match="tokenizer refused"):
+                client.prepare(messages, config=config)
+        # a PromptConfig without one sends no tokenizer: the daemon's own applies
+        assert client.prepare(messages, config=scoutd.PromptConfig()).messages
     assert not witness.exists()
     assert "Traceback" not in daemon.log()
 
