@@ -29,7 +29,8 @@ from ..client import Client, Session, default_socket_path
 from ..config import Config, PromptConfig
 from ..errors import Aborted
 from ..formats import check_format_name
-from ..inbox.aborted import check
+from ..inbox.aborted import check, held
+from ..inbox.names import ABORT_NAME, inbox_dir
 from ..prepare import Prepared, prepare, resolve_snapshot
 from ..session import Session as InProcessSession
 
@@ -44,6 +45,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("scoutd.integrations")
+
+# How long a hook waits for the daemon's push once it sees a waiting abort itself.
+PUSH_WAIT = 5.0
 
 Overrides = Config | PromptConfig | Mapping[str, Any] | None
 Strategies = str | Sequence[str] | Callable[[list[Any]], Any] | None
@@ -135,6 +139,7 @@ class _ThroughDaemon:
         self.config = config
         self.format = format
         self.client = Client(socket_path, timeout=timeout)
+        self.save_file = save_file
         self.session: Session | None = None
         if save_file is not None:
             try:
@@ -144,10 +149,23 @@ class _ThroughDaemon:
                 raise
 
     def check(self) -> str | None:
-        """The session's abort: pushed by the daemon, at ``session.open`` for a marked chat."""
-        if self.session is not None and self.session.aborted:
-            return self.session.reason or "aborted by operator"
-        return None
+        """The session's abort: pushed by the daemon, at ``session.open`` for a marked chat.
+
+        An abort that exists always aborts, even before its push arrives: a
+        marker this process can read, or an ``abort`` entry still waiting
+        (then the push is awaited a moment for its reason; the daemon consumes it).
+        """
+        if self.session is None or self.save_file is None:
+            return None
+        reason = self.session.reason or held(self.save_file)
+        if reason is not None:
+            return reason
+        waiting = os.path.join(inbox_dir(self.save_file), ABORT_NAME)
+        if not os.path.lexists(waiting):
+            return None
+        if self.session.wait_aborted(PUSH_WAIT) and self.session.reason is not None:
+            return self.session.reason
+        return f"aborted by operator (an abort is waiting: {waiting})"
 
     def prepare(self, messages: Sequence[Any]) -> Prepared:
         if self.session is None:  # no chat, no inbox: a plain call each round

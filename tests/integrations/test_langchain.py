@@ -232,15 +232,18 @@ def test_abort_stops_the_run_before_the_next_model_call(socket: tuple[str | None
     save_file = os.path.join(directory, "run.chat")
     events = Events(save_file, abort_at=ABORT_AT)
     middleware = ScoutdMiddleware(save_file=save_file, socket=socket_path, config=CONFIG)
-    result, model, recorder = run_replay(middleware, replay, events, socket_path is None)
-    assert isinstance(result, scoutd.Aborted), result
-    assert result.reason == ABORT_REASON
-    # The model answered calls 0..ABORT_AT; the next call never reached it, nor
-    # any model-call wrapper: the abort is raised by before_model, ahead of them.
-    assert len(model.seen) == ABORT_AT + 1
-    assert len(recorder.full) == ABORT_AT + 1
-    assert middleware.preparer.aborted == ABORT_REASON
-    middleware.preparer.close()
+    try:
+        result, model, recorder = run_replay(middleware, replay, events, socket_path is None)
+        assert isinstance(result, scoutd.Aborted), result
+        assert result.reason == ABORT_REASON
+        # The model answered calls 0..ABORT_AT; the next call never reached it, nor
+        # any model-call wrapper: the abort is raised by before_model, ahead of them,
+        # even when the daemon's push has not arrived yet.
+        assert len(model.seen) == ABORT_AT + 1
+        assert len(recorder.full) == ABORT_AT + 1
+        assert middleware.preparer.aborted == ABORT_REASON
+    finally:
+        middleware.preparer.close()
 
 
 def test_an_aborted_chat_stays_aborted_at_the_next_invoke(socket: tuple[str | None, str]) -> None:
