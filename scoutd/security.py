@@ -93,6 +93,7 @@ def check_save_file(save_file: str, roots: Iterable[str]) -> str:
     if base in ("", ".", ".."):
         raise Forbidden(f"save_file must name a file: {save_file!r}")
     resolved = os.path.join(os.path.realpath(directory), base)
+    roots = tuple(roots)
     for root in roots:
         try:
             # Strictly inside: the inbox and its record are siblings of the save file.
@@ -100,7 +101,10 @@ def check_save_file(save_file: str, roots: Iterable[str]) -> str:
                 return resolved
         except ValueError:
             continue
-    raise Forbidden(f"save_file {save_file!r} resolves to {resolved!r}, outside allowed_roots")
+    served = ", ".join(roots) or "none"
+    raise Forbidden(
+        f"save_file {save_file!r} resolves to {resolved!r}, outside allowed_roots ({served})"
+    )
 
 
 def process_owned_by(pid: int, uid: int) -> bool:

@@ -75,8 +75,10 @@ def test_save_file_must_stay_under_the_roots(tree: str) -> None:
 def test_a_save_file_lies_strictly_inside_a_root(tree: str) -> None:
     """A root that is itself the save file would leave its inbox outside the root."""
     save_file = os.path.join(tree, "root", "chats", "a.chat")
-    with pytest.raises(Forbidden, match="outside allowed_roots"):
+    with pytest.raises(Forbidden, match="outside allowed_roots") as refused:
         check_save_file(save_file, resolve_roots([save_file]))
+    # the refusal names the roots served, so the client knows where to put its chat
+    assert str(refused.value).endswith(f"outside allowed_roots ({save_file})")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to lay out files of another uid")
