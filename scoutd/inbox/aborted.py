@@ -151,10 +151,13 @@ def _write(path: str, reason: str) -> str:
                 data = memoryview(reason.encode("utf-8", "surrogateescape"))
                 while data:
                     data = data[os.write(fd, data) :]
-                os.fsync(fd)
+                # Seen first, made durable after: a hook that looks between the
+                # abort's consumption and the marker finds it a few writes sooner.
+                written = place(temp, directory, [os.path.basename(path)], keep=True, dir_fd=dfd)
+                with contextlib.suppress(OSError):  # best effort, as for the directory
+                    os.fsync(fd)
             finally:
                 os.close(fd)
-            written = place(temp, directory, [os.path.basename(path)], keep=True, dir_fd=dfd)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp, dir_fd=dfd)

@@ -237,10 +237,14 @@ def test_abort_stops_the_run_before_the_next_model_call(socket: tuple[str | None
         assert isinstance(result, scoutd.Aborted), result
         assert result.reason == ABORT_REASON
         # The model answered calls 0..ABORT_AT; the next call never reached it, nor
-        # any model-call wrapper: the abort is raised by before_model, ahead of them,
-        # even when the daemon's push has not arrived yet.
+        # any model-call wrapper: before_model raises the abort, ahead of them, as
+        # soon as the abort or its marker is there, pushed or not. Only while the
+        # daemon is between consuming the abort and writing the marker does the
+        # call go on to its prepare, which the daemon then refuses: the outer
+        # wrapper (the recorder) saw that call, the model did not.
         assert len(model.seen) == ABORT_AT + 1
-        assert len(recorder.full) == ABORT_AT + 1
+        in_claim = 1 if socket_path is not None else 0
+        assert ABORT_AT + 1 <= len(recorder.full) <= ABORT_AT + 1 + in_claim
         assert middleware.preparer.aborted == ABORT_REASON
     finally:
         middleware.preparer.close()
