@@ -29,6 +29,7 @@ __all__ = [
     "TIGHTEN_ONLY",
     "Config",
     "DaemonConfig",
+    "FleetConfig",
     "PromptConfig",
     "load_config",
     "refuse_operator_keys",
@@ -199,6 +200,61 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             raise ValueError(f"socket_path {self.socket_path!r} is not a path")
 
 
+# A fleet's names: hosts, labels and the key prefix go into Redis keys and receipts.
+FleetName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@-]+$")
+]
+
+
+class FleetConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Keys of the optional ``[fleet]`` table: commands through Redis Streams.
+
+    Absent: no fleet, nothing changes (docs/OPERATIONS.md, "A fleet"). A
+    reload does not change it: it is read once, when the daemon starts.
+    """
+
+    # redis://, rediss:// (TLS) or unix:// URL; a password in it is refused (password_file)
+    url: str = "redis://127.0.0.1:6379/0"
+    username: str | None = None
+    password_file: str | None = None  # the password, read at connect time; never in the config
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_check_hostname: bool = True
+    prefix: FleetName = "scoutd:fleet"  # every key: PREFIX:commands, PREFIX:hosts, ...
+    host: FleetName | None = None  # this daemon's name in the fleet; None: the host name
+    labels: tuple[FleetName, ...] = ()  # what `label=NAME` commands address
+    # Where the daemon records the commands it delivered (at most once, across restarts).
+    state_dir: str = "/var/lib/scoutd/fleet"
+    heartbeat_interval: Duration = 5 * SECONDS
+    # At startup, how long pending commands may hold up serving before the daemon
+    # serves its local files anyway (and says so in status).
+    startup_timeout: Duration = 10 * SECONDS
+    connect_timeout: Duration = 5 * SECONDS
+    reconnect_max: Duration = 30 * SECONDS  # the longest backoff between reconnects
+    # Retention (applied by whoever writes): commands by age and count, receipts by age.
+    command_max_age: Duration = 7 * 24 * 3600 * SECONDS
+    command_max_len: Positive = 100_000
+    event_max_len: Positive = 100_000
+    receipt_max_age: Duration = 30 * 24 * 3600 * SECONDS
+    # The most chats one command may reach on one host (a glob is bounded too).
+    max_chats: Positive = 100_000
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
+        scheme = self.url.split("://", 1)[0]
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ValueError(f"url {self.url!r}: redis://, rediss:// or unix:// only")
+        if "@" in self.url.split("://", 1)[-1].split("/", 1)[0] and scheme != "unix":
+            raise ValueError("url must not hold credentials: use username and password_file")
+        for name in ("password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
+            value = getattr(self, name)
+            if value is not None and not os.path.isabs(value):
+                raise ValueError(f"{name} {value!r} is not an absolute path")
+        if not os.path.isabs(self.state_dir):
+            raise ValueError(f"state_dir {self.state_dir!r} is not an absolute path")
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True):
     """An immutable snapshot of the effective configuration.
 
@@ -210,6 +266,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     prompt: PromptConfig = msgspec.field(default_factory=PromptConfig)
     daemon: DaemonConfig = msgspec.field(default_factory=DaemonConfig)
     plugins: dict[str, str] = msgspec.field(default_factory=dict)
+    fleet: FleetConfig | None = None  # the [fleet] table, if the file has one
     path: str | None = None
     origins: dict[str, str] = msgspec.field(default_factory=dict)
 
@@ -218,6 +275,7 @@ class _FileLayout(msgspec.Struct, forbid_unknown_fields=True):
     prompt: dict[str, Any] = msgspec.field(default_factory=dict)
     daemon: dict[str, Any] = msgspec.field(default_factory=dict)
     plugins: dict[str, str] = msgspec.field(default_factory=dict)
+    fleet: dict[str, Any] | None = None
 
 
 def strategy_names(value: str | Sequence[str] | None) -> list[str] | None:
@@ -295,6 +353,15 @@ def _read_file(path: str, *, allow_empty: bool) -> _FileLayout:
         raise ConfigError(f"invalid config file {path}: {exc}") from exc
 
 
+def _fleet_table(table: Mapping[str, Any], source: str) -> FleetConfig:
+    try:
+        return msgspec.convert(dict(table), FleetConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(
+            f"invalid configuration in {source}, table [fleet]: {_where(exc, 'fleet')}"
+        ) from exc
+
+
 def resolve_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -317,12 +384,16 @@ def resolve_config(
     file_path = _config_path(path, environ)
     daemon_layer: dict[str, Any] = {}
     plugins: dict[str, str] = {}
+    fleet: FleetConfig | None = None
     if file_path is not None:
         layout = _read_file(file_path, allow_empty=allow_empty)
         source = f"config file {file_path}"
         file_prompt = _validated_layer(layout.prompt, PromptConfig, "prompt", source)
         daemon_layer = _validated_layer(layout.daemon, DaemonConfig, "daemon", source)
         plugins = dict(layout.plugins)
+        if layout.fleet is not None:
+            fleet = _fleet_table(layout.fleet, source)
+            origins.update({f"fleet.{key}": "file" for key in layout.fleet})
         prompt_layer.update(file_prompt)
         origins.update({f"prompt.{key}": "file" for key in file_prompt})
         origins.update({f"daemon.{key}": "file" for key in daemon_layer})
@@ -331,6 +402,7 @@ def resolve_config(
         prompt=msgspec.convert(prompt_layer, PromptConfig),
         daemon=msgspec.convert(daemon_layer, DaemonConfig),
         plugins=plugins,
+        fleet=fleet,
         path=file_path,
         origins=origins,
     )

@@ -29,6 +29,7 @@ from .common import (
     warn,
     write_json,
 )
+from .fleet import add_fleet, publish_command
 from .serving import Serving, serving
 
 __all__ = ["ABORT", "INBOX", "NOTIFY"]
@@ -62,6 +63,8 @@ def _unseen(daemon: Serving, written: str, what: str) -> None:
 def _notify(args: argparse.Namespace) -> int:
     from ..inbox import write_notice
 
+    if args.fleet:
+        return publish_command(args, "notice", args.text)
     save_file = os.path.abspath(args.save_file)
     daemon = serving(args)
     problem = daemon.outside(save_file)
@@ -98,6 +101,7 @@ def _configure_notify(parser: argparse.ArgumentParser) -> None:
         "--name",
         help="file name in the inbox (default: a unique name that sorts in drop order)",
     )
+    add_fleet(parser)
     add_config(parser, overrides=False)
 
 
@@ -108,6 +112,7 @@ NOTIFY = Verb(
         'scoutd notify ~/chats/a1/agent.chat "Please wrap up and write the summary."',
         "echo 'Use the staging database.' | scoutd notify ~/chats/a1/agent.chat -",
         'scoutd notify --name 01-priority.txt ~/chats/a1/agent.chat "Read this first."',
+        'scoutd notify --fleet label=team-a "Wrap up within ten minutes."',
     ),
     configure=_configure_notify,
     run=_notify,
@@ -139,6 +144,8 @@ def _waiting_reason(path: str) -> str | None:
 def _abort(args: argparse.Namespace) -> int:
     from ..inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
 
+    if args.fleet:
+        return publish_command(args, "abort", args.reason)
     save_file = os.path.abspath(args.save_file)
     daemon = serving(args)
     problem = daemon.outside(save_file)
@@ -195,6 +202,7 @@ def _configure_abort(parser: argparse.ArgumentParser) -> None:
         default="",
         help="why, shown to the agent as Aborted(REASON) (default: empty)",
     )
+    add_fleet(parser)
     add_config(parser, overrides=False)
 
 
@@ -204,6 +212,7 @@ ABORT = Verb(
     examples=(
         'scoutd abort ~/chats/a1/agent.chat "Runaway loop, stopping."',
         "scoutd abort ~/chats/a1/agent.chat",
+        'scoutd abort --fleet "chat=/srv/agents/job-42/*.chat" "Job 42 cancelled."',
     ),
     configure=_configure_abort,
     run=_abort,

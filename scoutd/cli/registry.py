@@ -21,6 +21,7 @@ from .clear import CLEAR
 from .common import Verb
 from .config_verbs import CONFIG
 from .daemon import METRICS, SERVE, STATUS
+from .fleet import FLEET
 from .notices import ABORT, INBOX, NOTIFY
 from .prompt import EXPLAIN, PREPARE
 from .simulate import SIMULATE
@@ -38,5 +39,6 @@ VERBS: tuple[Verb, ...] = (
     STATUS,
     METRICS,
     CONFIG,
+    FLEET,
     SIMULATE,
 )

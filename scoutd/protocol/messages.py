@@ -197,6 +197,19 @@ class DaemonIdentity(msgspec.Struct, kw_only=True):
     allowed_roots: list[str]  # resolved, as the daemon compares save files
 
 
+class FleetStatus(msgspec.Struct, kw_only=True):
+    """The daemon's link to its fleet (docs/OPERATIONS.md, "A fleet")."""
+
+    host: str
+    connected: bool  # Redis answers now
+    caught_up: bool  # the commands pending for this host were read since the last connect
+    last_error: str | None = None
+    disconnected_for: float = 0.0  # seconds since the link was lost (0 while connected)
+    commands: int = 0  # commands read and acknowledged since start
+    delivered: int = 0  # chats written to since start
+    reconnects: int = 0
+
+
 class StatusResult(msgspec.Struct, kw_only=True):
     version: str
     uptime: float  # seconds
@@ -204,6 +217,7 @@ class StatusResult(msgspec.Struct, kw_only=True):
     counts: Counts
     latency: Latency
     daemon: DaemonIdentity | None = None  # None from a daemon older than the field
+    fleet: FleetStatus | None = None  # None without a [fleet] table
 
 
 class ConfigReloadResult(msgspec.Struct, kw_only=True):

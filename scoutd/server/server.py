@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -43,6 +44,9 @@ from .listener import Listener, StartupError, bind_listener, open_listener
 from .metrics import Gauges, Metrics
 from .quotas import Quotas
 from .sessions import SessionRegistry, parse_signal
+
+if TYPE_CHECKING:
+    from ..fleet.agent import FleetAgent
 
 __all__ = ["Server", "run", "serve"]
 
@@ -119,6 +123,7 @@ class Server:
             max_sessions_per_uid=lambda: self.snapshot.config.daemon.max_sessions_per_uid,
         )
         self.config_watch = ConfigFileWatch(self.watcher, self.config_file)
+        self.fleet: FleetAgent | None = None  # with a [fleet] table (docs/OPERATIONS.md)
         self.shutting_down = False
         self.abandoned = False
         self.in_flight = 0  # requests being handled or answered, on all connections
@@ -171,6 +176,13 @@ class Server:
             background.start_soon(self._signal_loop)
         background.start_soon(self._idle_session_loop)
         await self.config_watch.start()
+        fleet = self.snapshot.config.fleet
+        if fleet is not None:  # its pending commands are applied before the first accept
+            from ..fleet.agent import FleetAgent
+
+            sessions, roots = self.registry.sessions.values, lambda: self.snapshot.roots
+            self.fleet = FleetAgent(fleet, sessions, roots, version=__version__)
+            await background.start(self.fleet.run)
         interval = watchdog_interval()
         if interval is not None:
             background.start_soon(self._watchdog_loop, interval)
@@ -347,6 +359,7 @@ class Server:
                 groups=sorted(set(os.getgroups()) - {os.getgid()}),
                 allowed_roots=list(snap.roots),
             ),
+            fleet=None if self.fleet is None else self.fleet.status(),
         )
 
     def metrics_text(self) -> str:
@@ -361,7 +374,12 @@ class Server:
             version=__version__,
             aborts=self.registry.aborts,
         )
-        return self.metrics.render(gauges, ERROR_NAMES)
+        text = self.metrics.render(gauges, ERROR_NAMES)
+        if self.fleet is not None:
+            from ..fleet.agent import metrics_text
+
+            text += metrics_text(self.fleet.status())
+        return text
 
 
 async def serve(

@@ -1,0 +1,193 @@
+"""``scoutd fleet`` and the ``--fleet`` of ``notify`` and ``abort``: a fleet from the shell.
+
+``scoutd notify --fleet TARGET TEXT`` and ``scoutd abort --fleet TARGET
+[REASON]`` publish a command to the fleet's Redis instead of writing a file;
+TARGET is ``all``, ``host=NAME``, ``label=NAME``, ``chat=GLOB`` or
+``session=ID``. ``scoutd fleet status`` shows the hosts, their sessions and
+backlog; ``scoutd fleet receipts ID`` which hosts answered a command, and
+with which chats (docs/OPERATIONS.md, "A fleet"). All of them read ``[fleet]``
+from the operator's config file (``--config``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ..config import FleetConfig, resolve_config
+from ..errors import ConfigError
+from ..paths import printable
+from .common import EXIT_OK, CliError, UsageError, Verb, add_config, found_config, write_json
+
+__all__ = ["FLEET", "add_fleet", "publish_command"]
+
+T = TypeVar("T")
+
+
+def add_fleet(parser: argparse.ArgumentParser) -> None:
+    """``--fleet``: the first argument is then a fleet TARGET, not a save file."""
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="publish to the fleet's Redis ([fleet] of the config) instead of writing a file;"
+        " SAVE_FILE is then a TARGET: all, host=NAME, label=NAME, chat=GLOB or session=ID",
+    )
+
+
+def _fleet_config(args: argparse.Namespace) -> FleetConfig:
+    path, where = found_config(args)
+    try:
+        config = resolve_config(path)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    if config.fleet is None:
+        shown = printable(path) if path else "no config file"
+        raise UsageError(f"no [fleet] table in {shown} ({where}); see docs/OPERATIONS.md")
+    return config.fleet
+
+
+def _run(call: Callable[[], Awaitable[T]]) -> T:
+    """Run one Redis exchange; an unreachable or refusing Redis is one error line."""
+    import anyio
+    from redis.exceptions import RedisError
+
+    try:
+        return anyio.run(call)
+    except (RedisError, OSError) as exc:
+        raise CliError(f"fleet Redis: {exc}") from exc
+
+
+def publish_command(args: argparse.Namespace, kind: str, text: str) -> int:
+    """``notify --fleet`` / ``abort --fleet``: publish, print the command id."""
+    from ..fleet.operator import publish
+    from ..fleet.select import TargetError, parse_target
+
+    if getattr(args, "name", None):
+        raise UsageError("--name does not apply to --fleet (the notice is named after its id)")
+    try:
+        selector, value = parse_target(args.save_file)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from exc
+    if text == "-" and kind == "notice":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CliError(f"the notice on stdin is not UTF-8: {exc}") from exc
+    config = _fleet_config(args)
+
+    async def call() -> Any:
+        return await publish(config, kind, selector, value, text, by=getpass.getuser())
+
+    try:
+        command, entry = _run(call)
+    except ValueError as exc:
+        raise UsageError(f"invalid fleet command: {exc}") from exc
+    print(command.id)
+    print(
+        f"published {kind} {command.id} (entry {entry}) for {args.save_file};"
+        f" see: scoutd fleet receipts {command.id}",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    from ..fleet.operator import fleet_view
+
+    config = _fleet_config(args)
+    view = _run(lambda: fleet_view(config))
+    if args.json:
+        write_json(view)
+        return EXIT_OK
+    backlog = {g.host: g for g in view.groups}
+    print(
+        f"hosts: {len(view.hosts)} known, {len(view.alive)} alive;"
+        f" commands in the stream: {view.commands}"
+    )
+    for beat in view.hosts:
+        group = backlog.get(beat.host)
+        state = "alive" if beat.host in view.alive else f"silent {view.at - beat.at:.0f} s"
+        pending = "-" if group is None else f"{group.pending} pending, {group.lag} unread"
+        labels = ",".join(beat.labels) or "-"
+        print(
+            f"  {printable(beat.host)}  {state}  sessions {beat.sessions}  labels {labels}"
+            f"  commands {pending}"
+        )
+    for command in view.recent:
+        age = time.time() - command["issued"]
+        print(
+            f"  {command['id']}  {command['kind']}  {printable(command['target'])}"
+            f"  {age:.0f} s ago  receipts {command['receipts']}"
+        )
+    return EXIT_OK
+
+
+def _receipts(args: argparse.Namespace) -> int:
+    from ..fleet.operator import receipts
+
+    config = _fleet_config(args)
+    found = _run(lambda: receipts(config, args.command))
+    if args.json:
+        write_json(found)
+    else:
+        print(
+            f"command {found.command}: {len(found.receipts)} host(s) answered,"
+            f" {found.chats} chat(s) reached; no answer yet from: "
+            + (", ".join(printable(h) for h in found.missing) or "none")
+        )
+        for receipt in found.receipts:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(receipt.at))
+            print(
+                f"  {printable(receipt.host)}  {when} UTC  written {len(receipt.chats)}"
+                f"  already {len(receipt.already)}  refused {len(receipt.refused)}"
+                + (f"  error {receipt.error}" if receipt.error else "")
+            )
+            for chat in receipt.chats + receipt.already:
+                print(f"    {printable(chat)}")
+            for refusal in receipt.refused:
+                print(f"    refused: {printable(refusal)}")
+    return EXIT_OK if not found.missing else 1
+
+
+def _configure_status(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the view as JSON")
+    add_config(parser, overrides=False)
+
+
+def _configure_receipts(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "command", metavar="ID", help="the command id that notify/abort --fleet printed"
+    )
+    parser.add_argument("--json", action="store_true", help="print the receipts as JSON")
+    add_config(parser, overrides=False)
+
+
+FLEET = Verb(
+    name="fleet",
+    help="the fleet's hosts, sessions and command receipts (through its Redis)",
+    examples=(
+        "scoutd fleet status --config ops.toml",
+        "scoutd fleet receipts 5f0c...e1 --config ops.toml",
+    ),
+    actions=(
+        Verb(
+            name="status",
+            help="hosts alive, sessions per host, commands pending, recent commands",
+            examples=("scoutd fleet status", "scoutd fleet status --json"),
+            configure=_configure_status,
+            run=_status,
+        ),
+        Verb(
+            name="receipts",
+            help="which hosts answered a command and which chats it reached"
+            " (exit 1 while a known host has not answered)",
+            examples=("scoutd fleet receipts 5f0c...e1", "scoutd fleet receipts --json 5f0c...e1"),
+            configure=_configure_receipts,
+            run=_receipts,
+        ),
+    ),
+)

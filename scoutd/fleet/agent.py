@@ -1,0 +1,358 @@
+"""The daemon's side of a fleet: read commands, deliver them here, acknowledge, report.
+
+:class:`FleetAgent` runs in the daemon's task group when ``[fleet]`` is
+configured. It reads the command stream through this host's own consumer
+group (``XREADGROUP``), so every host gets every command and Redis keeps,
+per host, the commands it read and has not acknowledged. For each command:
+match it against the open sessions and the chats under the roots
+(:mod:`.select`), deliver it through the inbox (:mod:`.deliver`, a worker
+thread), write the receipt, then ``XACK``. A host that died or lost Redis
+before its ``XACK`` reads the command again (its pending entries first);
+the journal keeps that from delivering it twice.
+
+Fail closed: at startup the daemon reads its pending and new commands before
+it accepts a connection, for at most ``startup_timeout`` (an abort published
+while it was down is in the chat's inbox before any prepare of that chat).
+Without Redis it serves its local files all the same, reconnects with a
+backoff up to ``reconnect_max``, and ``status``/metrics say so.
+
+Resource handling: the Redis client is closed when :meth:`run` ends or the
+link is lost. Error handling: a lost link is logged once per loss and retried;
+a command that cannot be decoded is acknowledged with an error receipt
+(it would never decode); one that cannot be written to a chat is
+acknowledged with that chat under ``refused``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+import msgspec
+
+from .. import protocol
+from ..config import FleetConfig
+from .deliver import Journal, deliver, find_chats
+from .link import BLOCK_MS, LinkErrors, connect
+from .select import Identity, chats_for
+from .wire import (
+    FIELD,
+    Command,
+    HostBeat,
+    Keys,
+    Receipt,
+    SessionEvent,
+    SessionView,
+    decode_command,
+    encode,
+)
+
+__all__ = ["FleetAgent", "OpenSession"]
+
+log = logging.getLogger("scoutd.fleet")
+
+BATCH = 100  # commands read at once
+FIRST_BACKOFF = 0.1  # seconds before the first reconnect; doubles up to reconnect_max
+MAX_LISTED = 1000  # sessions listed by name in a heartbeat (all are counted)
+MAX_UNSENT_EVENTS = 10_000  # session events kept while Redis is out of reach
+
+
+class OpenSession(Protocol):
+    """What the fleet reads of one of the daemon's sessions (nothing else)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def resolved(self) -> str: ...
+    @property
+    def aborted(self) -> str | None: ...
+
+
+def _views(sessions: Iterable[OpenSession]) -> list[SessionView]:
+    return [
+        SessionView(id=s.id, save_file=s.resolved, aborted=s.aborted is not None) for s in sessions
+    ]
+
+
+class FleetAgent:
+    """One host's reader of the fleet's commands (see the module's docstring)."""
+
+    def __init__(
+        self,
+        config: FleetConfig,
+        sessions: Callable[[], Iterable[OpenSession]],
+        roots: Callable[[], Sequence[str]],
+        *,
+        version: str = "",
+    ) -> None:
+        self.config = config
+        self.host = config.host or socket.gethostname()
+        self.keys = Keys(config.prefix)
+        self.group = Keys.group(self.host)
+        self.journal = Journal(os.path.join(config.state_dir, f"delivered-{self.host}.log"))
+        self.connected = False
+        self.caught_up = False
+        self.last_error: str | None = None
+        self.lost_at: float | None = time.monotonic()
+        self.commands = 0
+        self.delivered = 0
+        self.reconnects = 0
+        self._sessions = sessions
+        self._roots = roots
+        self._version = version
+        self._redis: Any = None
+        self._ever_connected = False
+        self._known: dict[str, SessionView] = {}
+        self._unsent: list[SessionEvent] = []
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Catch up (bounded), report started, then read and beat until cancelled."""
+        await anyio.to_thread.run_sync(self.journal.load)
+        with anyio.move_on_after(self.config.startup_timeout) as scope:
+            try:
+                await self._catch_up()
+            except LinkErrors.get() as exc:
+                await self._lost(exc)
+        if scope.cancelled_caught:
+            self.last_error = "pending commands not all read within startup_timeout"
+            log.error("fleet: %s; serving local files meanwhile", self.last_error)
+            await self._drop_client()
+        elif not self.caught_up:
+            log.error("fleet: Redis unreachable at startup; serving local files meanwhile")
+        task_status.started()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._beat_loop)
+                await self._read_loop()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                await self._drop_client()
+
+    def status(self) -> protocol.FleetStatus:
+        lost = 0.0 if self.lost_at is None else time.monotonic() - self.lost_at
+        return protocol.FleetStatus(
+            host=self.host,
+            connected=self.connected,
+            caught_up=self.caught_up,
+            last_error=self.last_error,
+            disconnected_for=round(lost, 3),
+            commands=self.commands,
+            delivered=self.delivered,
+            reconnects=self.reconnects,
+        )
+
+    # --- the link --------------------------------------------------------------------
+
+    async def _connect(self) -> Any:
+        if self._redis is None:
+            self._redis = connect(self.config)
+        from redis.exceptions import ResponseError
+
+        await self._redis.ping()
+        try:  # "$": a host reads the commands published from its first start on
+            await self._redis.xgroup_create(self.keys.commands, self.group, "$", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        if not self.connected:
+            self.reconnects += self._ever_connected
+            self._ever_connected = True
+            log.info("fleet: connected as host %r", self.host)
+        self.connected, self.lost_at, self.last_error = True, None, None
+        return self._redis
+
+    async def _lost(self, exc: BaseException) -> None:
+        if self.connected or self.last_error is None:
+            log.error("fleet: Redis out of reach (%s); serving local files, reconnecting", exc)
+        if self.connected:
+            self.lost_at = time.monotonic()
+        self.connected = self.caught_up = False
+        self.last_error = str(exc) or type(exc).__name__
+        await self._drop_client()
+
+    async def _drop_client(self) -> None:
+        client, self._redis = self._redis, None
+        if client is not None:
+            try:
+                await client.aclose()
+            except Exception:  # closing a broken link: nothing left to do
+                log.debug("fleet: closing the Redis client failed", exc_info=True)
+
+    # --- commands --------------------------------------------------------------------
+
+    async def _catch_up(self) -> None:
+        """Read this host's pending commands, then every new one, until none is left."""
+        await self._connect()
+        last = "0"
+        while True:  # the pending ones: read before, not acknowledged (a crash, a lost link)
+            entries = await self._read(last, None)
+            if not entries:
+                break
+            last = entries[-1]
+        while await self._read(">", None):
+            pass
+        self.caught_up = True
+
+    async def _read_loop(self) -> None:
+        backoff = FIRST_BACKOFF
+        while True:
+            try:
+                if not self.caught_up:
+                    await self._catch_up()
+                await self._read(">", BLOCK_MS)
+                backoff = FIRST_BACKOFF
+            except LinkErrors.get() as exc:
+                await self._lost(exc)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, self.config.reconnect_max)
+
+    async def _read(self, start: str, block: int | None) -> list[str]:
+        """One XREADGROUP from ``start``; each entry handled in order. Returns their ids."""
+        redis = self._redis if self._redis is not None else await self._connect()
+        answer = await redis.xreadgroup(
+            self.group, self.host, {self.keys.commands: start}, count=BATCH, block=block
+        )
+        done: list[str] = []
+        for _stream, entries in answer or ():
+            for entry_id, fields in entries:
+                ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                await self._handle(ident, fields)
+                done.append(ident)
+        return done
+
+    async def _handle(self, entry_id: str, fields: dict[bytes, bytes] | None) -> None:
+        """Deliver one command, write its receipt, then acknowledge it."""
+        now = time.time()
+        data = (fields or {}).get(FIELD.encode())
+        try:
+            if data is None:
+                raise ValueError("trimmed from the stream before this host read it")
+            command = decode_command(data)
+        except (ValueError, msgspec.DecodeError) as exc:
+            log.error("fleet: command %s ignored: %s", entry_id, exc)
+            receipt = Receipt(command=f"entry:{entry_id}", host=self.host, at=now, error=str(exc))
+        else:
+            # the sessions are read here, on the event loop that owns them
+            me = Identity(self.host, self.config.labels, tuple(self._roots()))
+            views = _views(self._sessions())
+            receipt = await anyio.to_thread.run_sync(self._deliver, command, me, views, now)
+            self.delivered += len(receipt.chats)
+            log.info(
+                "fleet: %s %s for %s=%r: %d chat(s) written, %d already, %d refused",
+                command.kind,
+                command.id,
+                command.selector,
+                command.value,
+                len(receipt.chats),
+                len(receipt.already),
+                len(receipt.refused),
+            )
+        pipe = self._redis.pipeline(transaction=False)
+        key = self.keys.receipts(receipt.command)
+        pipe.hset(key, self.host, encode(receipt))
+        pipe.expire(key, int(self.config.receipt_max_age))
+        pipe.xack(self.keys.commands, self.group, entry_id)
+        await pipe.execute()
+        self.commands += 1
+
+    def _deliver(
+        self, command: Command, me: Identity, views: list[SessionView], now: float
+    ) -> Receipt:
+        """In a worker thread: the chats the command reaches here, then the delivery."""
+        found: list[str] = []
+        if command.selector == "chat":
+            found = find_chats(command.value, me.roots, self.config.max_chats)
+        chats = chats_for(command, me, views, found, limit=self.config.max_chats)
+        receipt = deliver(command, chats, self.journal, self.host, now)
+        self.journal.compact(now - 2 * self.config.command_max_age)
+        return receipt
+
+    # --- heartbeats and session events -----------------------------------------------
+
+    async def _beat_loop(self) -> None:
+        while True:
+            views = _views(self._sessions())  # on the event loop: the registry's own thread
+            self._note_events(views)
+            if self.connected and self._redis is not None:
+                try:
+                    await self._beat(views)
+                except LinkErrors.get() as exc:
+                    log.debug("fleet: heartbeat not sent: %s", exc)
+            await anyio.sleep(self.config.heartbeat_interval)
+
+    def _note_events(self, views: list[SessionView]) -> None:
+        now = time.time()
+        current = {v.id: v for v in views}
+        for view in views:
+            before = self._known.get(view.id)
+            if before is None:
+                self._unsent.append(self._event(now, "opened", view))
+            if view.aborted and (before is None or not before.aborted):
+                self._unsent.append(self._event(now, "aborted", view))
+        for ident, view in self._known.items():
+            if ident not in current:
+                self._unsent.append(self._event(now, "closed", view))
+        self._known = current
+        del self._unsent[:-MAX_UNSENT_EVENTS]
+
+    def _event(self, now: float, event: Any, view: SessionView) -> SessionEvent:
+        return SessionEvent(
+            host=self.host, at=now, event=event, session=view.id, save_file=view.save_file
+        )
+
+    async def _beat(self, views: list[SessionView]) -> None:
+        beat = HostBeat(
+            host=self.host,
+            at=time.time(),
+            labels=list(self.config.labels),
+            roots=list(self._roots()),
+            interval=self.config.heartbeat_interval,
+            sessions=len(views),
+            listed=views[:MAX_LISTED],
+            delivered=self.delivered,
+            version=self._version,
+        )
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.hset(self.keys.hosts, self.host, encode(beat))
+        for event in self._unsent:
+            pipe.xadd(
+                self.keys.events,
+                {FIELD: encode(event)},
+                maxlen=self.config.event_max_len,
+                approximate=True,
+            )
+        sent = len(self._unsent)
+        await pipe.execute()
+        del self._unsent[:sent]
+
+
+def metrics_text(status: protocol.FleetStatus) -> str:
+    """The fleet's lines of the Prometheus exposition (pure)."""
+    lines = [
+        "# HELP scoutd_fleet_connected 1 while the fleet's Redis answers",
+        "# TYPE scoutd_fleet_connected gauge",
+        f"scoutd_fleet_connected {int(status.connected)}",
+        "# HELP scoutd_fleet_disconnected_seconds how long the fleet link has been down",
+        "# TYPE scoutd_fleet_disconnected_seconds gauge",
+        f"scoutd_fleet_disconnected_seconds {status.disconnected_for}",
+        "# HELP scoutd_fleet_commands_total fleet commands read and acknowledged",
+        "# TYPE scoutd_fleet_commands_total counter",
+        f"scoutd_fleet_commands_total {status.commands}",
+        "# HELP scoutd_fleet_delivered_total chats a fleet command was written to",
+        "# TYPE scoutd_fleet_delivered_total counter",
+        f"scoutd_fleet_delivered_total {status.delivered}",
+        "# HELP scoutd_fleet_reconnects_total reconnections to the fleet's Redis",
+        "# TYPE scoutd_fleet_reconnects_total counter",
+        f"scoutd_fleet_reconnects_total {status.reconnects}",
+    ]
+    return "\n".join(lines) + "\n"

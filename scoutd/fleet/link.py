@@ -1,0 +1,77 @@
+"""The Redis connection of a fleet host or operator (the one module importing redis-py).
+
+TLS and passwords as Redis supports them: a ``rediss://`` URL with the CA,
+certificate and key files of ``[fleet]``; the password read from
+``password_file`` when connecting, never kept in the config.
+redis-py's own retries are off: the fleet agent reconnects with its own
+backoff and says so in ``status`` (docs/OPERATIONS.md, "A fleet").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import FleetConfig
+from ..errors import ConfigError
+
+__all__ = ["BLOCK_MS", "LinkErrors", "connect", "read_password"]
+
+# How long one XREADGROUP waits for a new command (milliseconds): the longest a
+# stopping daemon waits for its read to return, and nothing more (a new command
+# wakes the read at once).
+BLOCK_MS = 1000
+
+
+def read_password(path: str | None) -> str | None:
+    """The password in ``path`` (its first line), or None without a file."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot read [fleet] password_file {path}: {exc.strerror}") from exc
+
+
+def connect(config: FleetConfig) -> Any:
+    """A ``redis.asyncio.Redis`` for ``config`` (connects lazily, at its first command)."""
+    import redis.asyncio
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    options: dict[str, Any] = {
+        "username": config.username,
+        "password": read_password(config.password_file),
+        "socket_connect_timeout": config.connect_timeout,
+        # a blocked XREADGROUP answers within BLOCK_MS: silence past this is a dead link
+        "socket_timeout": config.connect_timeout + BLOCK_MS / 1000,
+        "retry": Retry(NoBackoff(), 0),
+        "lib_name": None,  # no CLIENT SETINFO: the hosts' ACL allows only what they use
+        "lib_version": None,
+    }
+    if config.url.startswith("rediss://"):
+        options.update(
+            ssl_ca_certs=config.tls_ca_file,
+            ssl_certfile=config.tls_cert_file,
+            ssl_keyfile=config.tls_key_file,
+            ssl_check_hostname=config.tls_check_hostname,
+        )
+    return redis.asyncio.Redis.from_url(config.url, **options)
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    import redis.exceptions
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+class LinkErrors:
+    """The exceptions that mean "Redis is out of reach now" (reconnect), looked up lazily."""
+
+    _cached: tuple[type[BaseException], ...] | None = None
+
+    @classmethod
+    def get(cls) -> tuple[type[BaseException], ...]:
+        if cls._cached is None:
+            cls._cached = _errors()
+        return cls._cached
