@@ -46,8 +46,7 @@ def connect(config: FleetConfig) -> Any:
         # a blocked XREADGROUP answers within BLOCK_MS: silence past this is a dead link
         "socket_timeout": config.connect_timeout + BLOCK_MS / 1000,
         "retry": Retry(NoBackoff(), 0),
-        "lib_name": None,  # no CLIENT SETINFO: the hosts' ACL allows only what they use
-        "lib_version": None,
+        # (redis-py's CLIENT SETINFO on connect is refused by the hosts' ACL; it ignores that)
     }
     if config.url.startswith("rediss://"):
         options.update(

@@ -1,0 +1,18 @@
+"""Fixtures of the fleet tests: a real redis-server per test, stopped after it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from scoutd.testing.redis_server import REDIS_SERVER, RedisServer
+
+if REDIS_SERVER is None:  # .ci/run installs it; a run without it must not pass silently
+    pytest.fail("redis-server is not installed: apt-get install redis-server", pytrace=False)
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server

@@ -1,0 +1,147 @@
+"""Delivery into inboxes, one test per crash point: never twice, whatever died when.
+
+A host records a command in its journal after writing every chat and before
+its XACK. A host that died before the journal line reads the command again
+and must find each notice it wrote by its name, pending or already taken by
+the agent; one that died after the line must write nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from scoutd.fleet.deliver import Journal, deliver, find_chats, notice_name
+from scoutd.fleet.wire import Command, new_command_id
+from scoutd.inbox import Pickup, pick_up, write_abort
+from scoutd.inbox.aborted import claim_and_mark, held
+from tests.fleet.hosts import delivered_copies
+
+
+def notice(text: str = "wrap up") -> Command:
+    return Command(
+        id=new_command_id(), kind="notice", selector="all", text=text, issued=time.time()
+    )
+
+
+def take(save_file: str) -> Pickup:
+    """One pickup, as the agent's next prepare does."""
+    return pick_up(save_file, max_bytes=1 << 20, max_total_bytes=8 << 20)
+
+
+def chats(tmp_path: Any, n: int = 3) -> list[str]:
+    out = []
+    for i in range(n):
+        path = tmp_path / f"a{i}" / "agent.chat"
+        path.parent.mkdir()
+        path.write_text("[]")
+        out.append(str(path))
+    return out
+
+
+def test_a_notice_is_written_once_to_each_chat(tmp_path: Any) -> None:
+    journal = Journal(str(tmp_path / "state" / "delivered.log"))
+    journal.load()
+    targets = chats(tmp_path)
+    command = notice()
+    receipt = deliver(command, targets, journal, "h1", 1.0)
+    assert receipt.chats == targets and not receipt.already and not receipt.refused
+    for chat in targets:
+        assert delivered_copies(chat, command) == 1
+        assert os.path.basename(os.listdir(chat.replace(".chat", ".inbox"))[0]) == notice_name(
+            command
+        )
+
+
+def test_died_after_writing_before_the_journal_line(tmp_path: Any) -> None:
+    """Crash point 1: the notices are there (one already taken by its agent), no journal line."""
+    targets = chats(tmp_path)
+    command = notice()
+    crashed = Journal(str(tmp_path / "state" / "delivered.log"))
+    crashed.load()
+    deliver(command, targets[:2], crashed, "h1", 1.0)
+    os.unlink(crashed.path)  # the line never reached the disk
+    taken = take(targets[0])  # the agent took its notice meanwhile
+    assert taken.notices == ["wrap up"]
+    again = Journal(crashed.path)
+    again.load()
+    receipt = deliver(command, targets, again, "h1", 2.0)
+    assert receipt.already == targets[:2] and receipt.chats == targets[2:]
+    for chat in targets:
+        assert delivered_copies(chat, command) == 1
+    assert take(targets[0]).notices == []  # never delivered a second time
+
+
+def test_died_after_the_journal_line_before_the_ack(tmp_path: Any) -> None:
+    """Crash point 2: the journal has it; the command comes again; nothing is written."""
+    targets = chats(tmp_path)
+    command = notice()
+    journal = Journal(str(tmp_path / "state" / "delivered.log"))
+    journal.load()
+    deliver(command, targets, journal, "h1", 1.0)
+    for chat in targets:
+        assert take(chat).notices == ["wrap up"]  # taken: the names are in the records
+    restarted = Journal(journal.path)
+    restarted.load()
+    assert command.id in restarted.done
+    receipt = deliver(command, targets, restarted, "h1", 2.0)
+    assert receipt.chats == [] and receipt.already == targets
+    assert all(take(chat).notices == [] for chat in targets)
+
+
+def test_an_abort_goes_through_the_inbox_and_its_marker(tmp_path: Any) -> None:
+    (target,) = chats(tmp_path, 1)
+    journal = Journal(str(tmp_path / "state" / "delivered.log"))
+    journal.load()
+    first = Command(id=new_command_id(), kind="abort", selector="all", text="job cancelled")
+    assert deliver(first, [target], journal, "h1", 1.0).chats == [target]
+    assert claim_and_mark(target) == "job cancelled"  # as the daemon's watcher takes it
+    assert held(target) == "job cancelled"  # the marker, as for a file abort
+    second = Command(id=new_command_id(), kind="abort", selector="all", text="later")
+    receipt = deliver(second, [target], journal, "h1", 2.0)
+    assert receipt.already == [target]  # aborted already: nothing written
+    assert not os.path.lexists(target.replace(".chat", ".inbox") + "/abort")
+
+
+def test_a_waiting_abort_keeps_its_reason(tmp_path: Any) -> None:
+    (target,) = chats(tmp_path, 1)
+    write_abort(target, "operator on the host")
+    journal = Journal(str(tmp_path / "state" / "delivered.log"))
+    journal.load()
+    command = Command(id=new_command_id(), kind="abort", selector="all", text="fleet")
+    deliver(command, [target], journal, "h1", 1.0)
+    assert take(target).abort == "operator on the host"
+
+
+def test_a_chat_that_cannot_be_written_is_refused_not_fatal(tmp_path: Any) -> None:
+    good, bad = chats(tmp_path, 2)
+    os.symlink("/", bad.replace(".chat", ".inbox"))  # a symlinked inbox is refused
+    journal = Journal(str(tmp_path / "state" / "delivered.log"))
+    journal.load()
+    receipt = deliver(notice(), [good, bad], journal, "h1", 1.0)
+    assert receipt.chats == [good]
+    assert len(receipt.refused) == 1 and receipt.refused[0].startswith(bad)
+
+
+def test_a_glob_on_disk_stays_inside_the_roots(tmp_path: Any) -> None:
+    (tmp_path / "in").mkdir()
+    inside = chats(tmp_path / "in", 2)
+    outside_dir = tmp_path / "out"
+    outside_dir.mkdir()
+    (outside_dir / "agent.chat").write_text("[]")
+    os.symlink(outside_dir / "agent.chat", tmp_path / "in" / "a0" / "link.chat")
+    found = find_chats(f"{tmp_path}/*/*/*.chat", [str(tmp_path / "in")], 100)
+    assert sorted(found) == sorted(inside)  # the symlink out of the roots is not followed out
+    assert find_chats(f"{tmp_path}/*/*/*.chat", [str(tmp_path / "in")], 1) == found[:1]
+
+
+def test_the_journal_forgets_commands_older_than_retention(tmp_path: Any) -> None:
+    journal = Journal(str(tmp_path / "state" / "delivered.log"))
+    journal.load()
+    for i in range(10_000):
+        journal.done[f"{i:032x}"] = float(i)
+    journal.compact(older_than=9_990.0)
+    reloaded = Journal(journal.path)
+    reloaded.load()
+    assert sorted(reloaded.done.values()) == [float(i) for i in range(9_990, 10_000)]

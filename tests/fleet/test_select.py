@@ -1,0 +1,112 @@
+"""Which chats a command reaches: the pure rules (selectors, globs, the roots' boundary)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from scoutd.fleet.select import (
+    Identity,
+    TargetError,
+    chats_for,
+    glob_matches,
+    parse_target,
+    within,
+)
+from scoutd.fleet.wire import Command, SessionView, decode_command, encode, new_command_id
+
+ME = Identity(host="h1", labels=("gpu", "team-a"), roots=("/srv/agents",))
+SESSIONS = [
+    SessionView(id="s1", save_file="/srv/agents/a/one.chat"),
+    SessionView(id="s2", save_file="/srv/agents/b/two.chat"),
+    SessionView(id="s3", save_file="/elsewhere/three.chat"),  # outside the roots
+]
+
+
+def command(selector: str, value: str = "", kind: str = "notice") -> Command:
+    return Command(
+        id=new_command_id(), kind=kind, selector=selector, value=value, text="hello"
+    )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("selector", "value", "expected"),
+    [
+        ("all", "", ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat"]),
+        ("host", "h1", ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat"]),
+        ("host", "h2", []),
+        ("host", "h*", []),  # a host name is matched exactly, never as a pattern
+        ("label", "gpu", ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat"]),
+        ("label", "team-b", []),
+        ("session", "s2", ["/srv/agents/b/two.chat"]),
+        ("session", "s3", []),  # open here, but outside the roots
+        ("chat", "/srv/agents/a/*.chat", ["/srv/agents/a/one.chat"]),
+        ("chat", "/srv/agents/*/*.chat", ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat"]),
+        ("chat", "/*/three.chat", []),
+        ("chat", "/srv/agents/*.chat", []),  # '*' does not cross '/'
+    ],
+)
+def test_each_selector_reaches_its_chats_inside_the_roots(
+    selector: str, value: str, expected: list[str]
+) -> None:
+    assert chats_for(command(selector, value), ME, SESSIONS, limit=100) == expected
+
+
+def test_chats_found_on_disk_are_held_to_the_pattern_and_the_roots() -> None:
+    found = ["/srv/agents/c/idle.chat", "/elsewhere/x/idle.chat", "/srv/agents/c/other.txt"]
+    chats = chats_for(command("chat", "/*/*/*/idle.chat"), ME, SESSIONS, found, limit=100)
+    assert chats == ["/srv/agents/c/idle.chat"]
+
+
+def test_a_command_reaches_at_most_limit_chats() -> None:
+    assert len(chats_for(command("all"), ME, SESSIONS, limit=1)) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("all", ("all", "")),
+        ("host=web-1", ("host", "web-1")),
+        ("label=gpu", ("label", "gpu")),
+        ("session=abc", ("session", "abc")),
+        ("chat=/srv/*.chat", ("chat", "/srv/*.chat")),
+    ],
+)
+def test_targets_parse(text: str, parsed: tuple[str, str]) -> None:
+    assert parse_target(text) == parsed
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "everyone", "host=", "all=x", "colour=red", "chat=relative/*.chat",
+     "chat=/srv/../etc/*.chat", "chat=/srv/\0x"],
+)
+def test_bad_targets_are_refused(text: str) -> None:
+    with pytest.raises(TargetError):
+        parse_target(text)
+
+
+def test_globs_match_component_by_component() -> None:
+    assert glob_matches("/a/*/c.chat", "/a/b/c.chat")
+    assert not glob_matches("/a/*", "/a/b/c.chat")
+    assert glob_matches("/a/[bx]/?.chat", "/a/x/c.chat")
+    assert within("/srv/agents/a", ["/srv/agents"])
+    assert not within("/srv/agents-evil/a", ["/srv/agents"])
+    assert within("/anything", ["/"])
+
+
+def test_a_host_decodes_only_commands() -> None:
+    sent = command("label", "gpu", kind="abort")
+    assert decode_command(encode(sent)) == sent
+    for bad in (
+        b'{"id": "x", "kind": "notice", "selector": "all", "text": "hi"}',  # not an id
+        encode({**msgspec.to_builtins(sent), "kind": "exec"}),
+        encode({**msgspec.to_builtins(sent), "run": "rm -rf /"}),  # unknown field
+        encode({**msgspec.to_builtins(sent), "selector": "all"}),  # 'all' with a value
+    ):
+        with pytest.raises((msgspec.ValidationError, ValueError)):
+            decode_command(bad)
+    with pytest.raises(ValueError):
+        Command(id=new_command_id(), kind="notice", selector="all", text="  ")
+    with pytest.raises(ValueError):
+        Command(id=new_command_id(), kind="abort", selector="all", text="x" * (1024 * 1024 + 1))
