@@ -5,8 +5,8 @@ stream. A host may read it through its consumer group and acknowledge, and
 write only heartbeats, session events and receipts. Redis 7 selectors (the
 parenthesised rule group) give a command set per key pattern: a host's
 ``XADD`` is allowed on the events stream and refused on the command stream
-(tests/fleet/test_acl.py runs these rules on a real server).
-``scoutd fleet acl`` prints them (docs/OPERATIONS.md, "A fleet").
+(tests/fleet/test_acl.py runs these rules on a real server, and checks that
+docs/OPERATIONS.md, "A fleet", lists them as they are here).
 """
 
 from __future__ import annotations

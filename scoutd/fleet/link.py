@@ -61,11 +61,13 @@ def connect(config: FleetConfig) -> Any:
 def _errors() -> tuple[type[BaseException], ...]:
     import redis.exceptions
 
-    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+    # Any Redis error, not only a lost connection: a refused password or an ACL that
+    # lacks a command must not stop the daemon serving its local files either.
+    return (redis.exceptions.RedisError, OSError, ConfigError)
 
 
 class LinkErrors:
-    """The exceptions that mean "Redis is out of reach now" (reconnect), looked up lazily."""
+    """The exceptions that mean "no fleet now" (log, reconnect later), looked up lazily."""
 
     _cached: tuple[type[BaseException], ...] | None = None
 

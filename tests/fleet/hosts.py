@@ -87,7 +87,9 @@ def wait_receipts(config: FleetConfig, command: str, hosts: Iterable[str]) -> Re
 def wait_connected(daemon: Daemon, connected: bool = True) -> dict[str, Any]:
     def state() -> dict[str, Any] | None:
         fleet: dict[str, Any] = daemon.status()["fleet"]
-        return fleet if fleet["connected"] == connected and fleet["caught_up"] == connected else None
+        return (
+            fleet if fleet["connected"] == connected and fleet["caught_up"] == connected else None
+        )
 
     found: dict[str, Any] = wait_for(state, WAIT, f"fleet connected = {connected}", 0.05)
     return found

@@ -93,7 +93,11 @@ def test_a_fleet_abort_is_pushed_to_the_session(
         session = open_session(c, chat)
         command = publish_sync(ops, "abort", "host=h2", "job 42 cancelled")
         pushed = c.notification("session.aborted", WAIT)
-        assert pushed["params"] == {"session": session, "save_file": chat, "reason": "job 42 cancelled"}
+        assert pushed["params"] == {
+            "session": session,
+            "save_file": chat,
+            "reason": "job 42 cancelled",
+        }
         found = wait_receipts(ops, command.id, fleet)
         assert {r.host: r.chats for r in found.receipts} == {"h1": [], "h2": [chat], "h3": []}
         assert found.missing == []
@@ -111,24 +115,34 @@ def test_the_cli_publishes_and_reads_receipts(
     cli = [sys.executable, "-m", "scoutd"]
     published = subprocess.run(
         [*cli, "notify", "--fleet", "--config", config, f"chat={chat}", "from the CLI"],
-        capture_output=True, text=True, timeout=WAIT, check=True,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=True,
     )
     command = published.stdout.strip()
     wait_receipts(operator(redis_server), command, fleet)
     shown = subprocess.run(
         [*cli, "fleet", "receipts", "--config", config, command],
-        capture_output=True, text=True, timeout=WAIT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
     )
     assert shown.returncode == 0, shown.stderr
     assert "3 host(s) answered, 1 chat(s) reached" in shown.stdout
     assert chat in shown.stdout
     status = subprocess.run(
         [*cli, "fleet", "status", "--config", config],
-        capture_output=True, text=True, timeout=WAIT, check=True,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=True,
     )
     assert "hosts: 3 known, 3 alive" in status.stdout
     refused = subprocess.run(
         [*cli, "abort", "--fleet", "--config", config, "chat=relative/*.chat", "x"],
-        capture_output=True, text=True, timeout=WAIT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
     )
     assert refused.returncode == 2 and "not an absolute path" in refused.stderr

@@ -24,9 +24,7 @@ SESSIONS = [
 
 
 def command(selector: str, value: str = "", kind: str = "notice") -> Command:
-    return Command(
-        id=new_command_id(), kind=kind, selector=selector, value=value, text="hello"
-    )  # type: ignore[arg-type]
+    return Command(id=new_command_id(), kind=kind, selector=selector, value=value, text="hello")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -78,8 +76,16 @@ def test_targets_parse(text: str, parsed: tuple[str, str]) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "everyone", "host=", "all=x", "colour=red", "chat=relative/*.chat",
-     "chat=/srv/../etc/*.chat", "chat=/srv/\0x"],
+    [
+        "",
+        "everyone",
+        "host=",
+        "all=x",
+        "colour=red",
+        "chat=relative/*.chat",
+        "chat=/srv/../etc/*.chat",
+        "chat=/srv/\0x",
+    ],
 )
 def test_bad_targets_are_refused(text: str) -> None:
     with pytest.raises(TargetError):

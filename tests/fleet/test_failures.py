@@ -1,0 +1,193 @@
+"""A fleet when things fail: redelivery, a host killed mid-delivery, Redis killed, a host down.
+
+Invariants: a command is delivered to a chat at most once (0 duplicates) and
+every command a host acknowledged reached its chats (0 lost); an abort
+published while its host was down is in the chat's inbox before that host
+answers any prepare of the chat; a host without Redis serves its local files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import redis
+
+from scoutd import protocol
+from scoutd.fleet.wire import Command, Keys
+from scoutd.inbox import write_abort
+from scoutd.testing.redis_server import RedisServer
+from tests.fleet.hosts import (
+    WAIT,
+    delivered_copies,
+    fleet_host,
+    open_session,
+    operator,
+    publish_sync,
+    wait_connected,
+    wait_receipts,
+)
+from tests.support.daemon import wait_for
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def chats_in(directory: str, n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        path = os.path.join(directory, f"a{i}", "agent.chat")
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w") as handle:
+            handle.write("[]")
+        out.append(path)
+    return out
+
+
+def pending(server: RedisServer, host: str) -> int:
+    client = redis.Redis.from_url(server.url)
+    try:
+        return int(client.xpending(Keys("scoutd:fleet").commands, Keys.group(host))["pending"])
+    finally:
+        client.close()
+
+
+def test_a_redelivered_command_is_not_delivered_twice(redis_server: RedisServer) -> None:
+    """Entries read by the host's group and never acknowledged come again, once each."""
+    ops = operator(redis_server)
+    with fleet_host(redis_server, "h1") as host:
+        wait_connected(host)
+        chats = chats_in(host.dir, 3)
+        host.stop()
+        commands = [
+            publish_sync(ops, "notice", f"chat={host.dir}/*/*.chat", f"n{i}") for i in range(5)
+        ]
+        # The host "read" them and died before its XACK: they are its pending entries.
+        client = redis.Redis.from_url(redis_server.url)
+        try:
+            read = client.xreadgroup("host:h1", "h1", {"scoutd:fleet:commands": ">"}, count=10)
+        finally:
+            client.close()
+        assert len(read[0][1]) == 5
+        # ... and it had written the first two to the first chat before dying.
+        from scoutd.fleet.deliver import Journal, deliver
+
+        journal = Journal(os.path.join(host.dir, "state", "unused.log"))
+        for command in commands[:2]:
+            deliver(command, chats[:1], journal, "h1", time.time())
+        assert pending(redis_server, "h1") == 5
+        host.start()
+        wait_connected(host)
+        for command in commands:
+            found = wait_receipts(ops, command.id, ["h1"])
+            for chat in chats:
+                assert delivered_copies(chat, command) == 1, (command.text, chat)
+            (receipt,) = found.receipts
+            assert len(receipt.chats) + len(receipt.already) == 3
+        assert pending(redis_server, "h1") == 0
+
+
+def test_a_host_killed_mid_delivery_loses_and_duplicates_nothing(
+    redis_server: RedisServer,
+) -> None:
+    ops = operator(redis_server)
+    with fleet_host(redis_server, "h1") as host:
+        wait_connected(host)
+        chats = chats_in(host.dir, 20)
+        commands = [
+            publish_sync(ops, "notice", f"chat={host.dir}/*/*.chat", f"n{i}") for i in range(40)
+        ]
+        # killed while it works through them (whatever it had reached by then)
+        wait_for(lambda: host.status()["fleet"]["commands"] >= 3, WAIT, "a few commands")
+        host.signal(signal.SIGKILL)
+        host.wait()
+        acked_before = 40 - pending(redis_server, "h1") - unread(redis_server, "h1")
+        host.start()
+        wait_connected(host)
+        for command in commands:
+            wait_receipts(ops, command.id, ["h1"])
+        duplicates = lost = 0
+        for command in commands:
+            for chat in chats:
+                copies = delivered_copies(chat, command)
+                duplicates += copies > 1
+                lost += copies == 0
+        assert (duplicates, lost) == (0, 0), f"{acked_before} acknowledged before the kill"
+        assert pending(redis_server, "h1") == 0
+
+
+def unread(server: RedisServer, host: str) -> int:
+    client = redis.Redis.from_url(server.url)
+    try:
+        for group in client.xinfo_groups("scoutd:fleet:commands"):
+            if group["name"] == Keys.group(host).encode():
+                return int(group["lag"] or 0)
+    finally:
+        client.close()
+    return 0
+
+
+def test_redis_killed_and_restarted(redis_server: RedisServer) -> None:
+    ops = operator(redis_server)
+    with fleet_host(redis_server, "h1") as host, host.connect() as c:
+        wait_connected(host)
+        (chat,) = chats_in(host.dir, 1)
+        session = open_session(c, chat)
+        redis_server.kill()
+        fleet = wait_connected(host, connected=False)
+        assert fleet["last_error"]
+        assert "scoutd_fleet_connected 0" in c.call("metrics")["result"]["text"]
+        # local files still work: a prepare, and an abort written on the host
+        reply = c.call("prepare_prompt", {"messages": HELLO, "session": session})
+        assert reply["result"]["messages"] == HELLO
+        other = chats_in(os.path.join(host.dir, "local"), 1)[0]
+        second = open_session(c, other)
+        write_abort(other, "local abort")
+        assert c.notification("session.aborted", WAIT)["params"]["session"] == second
+        redis_server.start()  # the same directory: its append-only file brings the groups back
+        fleet = wait_connected(host)
+        assert fleet["reconnects"] >= 1 and fleet["last_error"] is None
+        command = publish_sync(ops, "abort", "host=h1", "after the outage")
+        pushed = c.notification("session.aborted", WAIT)
+        assert pushed["params"]["session"] == session
+        assert wait_receipts(ops, command.id, ["h1"]).receipts[0].chats == [chat]
+
+
+def test_an_abort_published_while_its_host_is_down_applies_before_any_prepare(
+    redis_server: RedisServer,
+) -> None:
+    ops = operator(redis_server)
+    with fleet_host(redis_server, "h1") as host:
+        wait_connected(host)  # its group exists from now on
+        (chat,) = chats_in(host.dir, 1)
+        host.stop()
+        command = publish_sync(ops, "abort", f"chat={chat}", "cancelled while you were down")
+        assert pending(redis_server, "h1") == 0 and unread(redis_server, "h1") == 1
+        host.start(wait=False)
+        # the very first request the restarted host answers already fails with the abort
+        host.wait_ready()
+        with host.connect() as c:
+            reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": chat})
+            assert reply["error"]["code"] == protocol.ABORTED, reply
+            assert reply["error"]["data"]["reason"] == "cancelled while you were down"
+        assert wait_receipts(ops, command.id, ["h1"]).receipts[0].chats == [chat]
+
+
+def test_a_host_starts_and_serves_without_redis(tmp_path: Any) -> None:
+    server = RedisServer()
+    try:
+        with fleet_host(server.url, "h1", startup_timeout=2.0) as host, host.connect() as c:
+            fleet = host.status()["fleet"]
+            assert fleet["connected"] is False and fleet["last_error"]
+            (chat,) = chats_in(host.dir, 1)
+            session = open_session(c, chat)
+            reply = c.call("prepare_prompt", {"messages": HELLO, "session": session})
+            assert reply["result"]["messages"] == HELLO
+            server.start()  # Redis comes up later: the host joins without a restart
+            wait_connected(host)
+            command: Command = publish_sync(operator(server), "notice", "all", "welcome")
+            wait_receipts(operator(server), command.id, ["h1"])
+            assert delivered_copies(chat, command) == 1
+    finally:
+        server.cleanup()
