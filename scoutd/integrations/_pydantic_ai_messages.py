@@ -1,0 +1,249 @@
+"""Pydantic AI messages to OpenAI Chat messages and back, for the capability.
+
+scoutd works on OpenAI Chat messages (docs/FORMATS.md); a Pydantic AI agent
+holds ``ModelRequest``/``ModelResponse`` objects made of parts. :func:`to_chat`
+maps the parts scoutd understands to chat dicts, each tagged under
+:data:`ORIGIN` with its slot (the message and part it came from):
+
+- a request's ``SystemPromptPart`` is a system message, a ``UserPromptPart`` a
+  user message, a ``ToolReturnPart`` (a tool retry too) a tool message with its
+  call id, a ``RetryFeedbackPart`` (a retry that names no call) a user message;
+- a response is one assistant message: its ``TextPart`` texts and its
+  ``ToolCallPart`` calls, with their ids.
+
+Every other part (thinking, native tool calls and returns, files, the
+framework's own delta and instruction parts) is not sent and stays where it
+is. :func:`from_chat` maps the prepared prompt back: a message scoutd left
+whole is the agent's own object; one it edited or shortened is a copy with
+only those parts replaced or dropped (``dataclasses.replace``; a message
+whose sent parts were all dropped goes, with its other parts); one it added
+(the compaction notice, inbox notices) is a new ``ModelRequest`` with a
+``UserPromptPart``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    RetryFeedbackPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+__all__ = ["ORIGIN", "Sent", "from_chat", "to_chat"]
+
+# The key that ties a chat dict to the slot (message, parts) it came from.
+ORIGIN = "scoutd_origin"
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where a chat dict came from: a message, and its part (``None``: a whole response)."""
+
+    message: int
+    part: int | None
+
+
+@dataclass
+class Sent:
+    """What :func:`to_chat` sent: the chat dicts and the slot of each."""
+
+    chat: list[dict[str, Any]]
+    slots: list[_Slot]
+
+
+def _user_text(content: Any) -> str:
+    """A user prompt's text: a string as it is, the text items of a list (others as JSON)."""
+    if isinstance(content, str):
+        return content
+    texts = [item if isinstance(item, str) else json.dumps(item, default=str) for item in content]
+    return "\n".join(texts)
+
+
+def _request_item(part: ModelRequestPart) -> dict[str, Any] | None:
+    if isinstance(part, SystemPromptPart):
+        return {"role": "system", "content": part.content}
+    if isinstance(part, UserPromptPart):
+        return {"role": "user", "content": _user_text(part.content)}
+    if isinstance(part, ToolReturnPart):
+        # Unwrapped: the provider mapping wraps a failed or retried return again.
+        text = part.model_response_str(wrap_if_error=False)
+        return {"role": "tool", "tool_call_id": part.tool_call_id, "content": text}
+    if isinstance(part, RetryFeedbackPart):
+        return {"role": "user", "content": part.model_response()}
+    return None
+
+
+def _response_item(message: ModelResponse) -> dict[str, Any]:
+    texts = [part.content for part in message.parts if isinstance(part, TextPart)]
+    item: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
+    calls = [
+        {
+            "id": part.tool_call_id,
+            "type": "function",
+            "function": {"name": part.tool_name, "arguments": part.args_as_json_str()},
+        }
+        for part in message.parts
+        if isinstance(part, ToolCallPart)
+    ]
+    if calls:
+        item["tool_calls"] = calls
+    return item
+
+
+def to_chat(messages: Sequence[ModelMessage]) -> Sent:
+    """The OpenAI Chat view of the agent's messages, each dict tagged with its slot."""
+    sent = Sent([], [])
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            found = [(_response_item(message), _Slot(index, None))]
+        else:
+            found = []
+            for number, part in enumerate(message.parts):
+                item = _request_item(part)
+                if item is not None:
+                    found.append((item, _Slot(index, number)))
+        for item, slot in found:
+            item[ORIGIN] = len(sent.chat)
+            sent.chat.append(item)
+            sent.slots.append(slot)
+    return sent
+
+
+def _edited_request_part(part: ModelRequestPart, item: dict[str, Any]) -> ModelRequestPart:
+    """``part`` with scoutd's text: a plain tool return, a system or a text user prompt.
+
+    Others stay whole: the framework's own returns (tool search, capability
+    loads) and retry feedback hold structured content that a text cannot replace.
+    """
+    content = item.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    if type(part) is ToolReturnPart:
+        plain: ToolReturnPart[Any] = part
+        return replace(plain, content=text)
+    if isinstance(part, SystemPromptPart):
+        return replace(part, content=text)
+    if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+        return replace(part, content=text)
+    return part
+
+
+def _edited_response(message: ModelResponse, item: dict[str, Any]) -> ModelResponse:
+    """The response with scoutd's text and calls: dropped calls go, other parts stay."""
+    calls = {
+        call.get("id"): call
+        for call in item.get("tool_calls") or ()
+        if isinstance(call, dict) and isinstance(call.get("function"), dict)
+    }
+    text = item.get("content")
+    text_changed = text != _response_item(message)["content"]
+    parts: list[ModelResponsePart] = []
+    text_placed = False
+    for part in message.parts:
+        if isinstance(part, ToolCallPart):
+            call = calls.get(part.tool_call_id)
+            if call is None:
+                continue
+            arguments = call["function"].get("arguments")
+            if arguments != part.args_as_json_str():
+                part = replace(part, args=arguments)
+        elif isinstance(part, TextPart) and text_changed:
+            if text_placed or not isinstance(text, str) or not text:
+                continue
+            part, text_placed = replace(part, content=text), True
+        parts.append(part)
+    return replace(message, parts=parts)
+
+
+def _added(item: Any) -> ModelRequest:
+    content = item.get("content") if isinstance(item, dict) else item
+    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    if isinstance(item, dict) and item.get("role") == "system":
+        return ModelRequest(parts=[SystemPromptPart(content=text)])
+    return ModelRequest(parts=[UserPromptPart(content=text)])
+
+
+def _request(
+    message: ModelRequest,
+    index: int,
+    chosen: dict[int, dict[str, Any] | None],
+    sent: Sent,
+    first: bool,
+) -> ModelRequest | None:
+    """The request for the items of one run of ``chosen`` (part -> prepared item, None: as sent)."""
+    mapped = {slot.part for slot in sent.slots if slot.message == index}
+    parts: list[ModelRequestPart] = []
+    for number, part in enumerate(message.parts):
+        if number not in mapped:
+            if first:  # parts never sent stay with the message's first run
+                parts.append(part)
+        elif number in chosen:
+            item = chosen[number]
+            parts.append(part if item is None else _edited_request_part(part, item))
+    if not any(number in mapped for number in chosen):
+        return None
+    if first and len(chosen) == len(mapped) and all(v is None for v in chosen.values()):
+        return message
+    return replace(message, parts=parts)
+
+
+def _origin(item: Any, sent: Sent) -> int | None:
+    origin = item.get(ORIGIN) if isinstance(item, dict) else None
+    if not isinstance(origin, int) or isinstance(origin, bool):
+        return None
+    return origin if 0 <= origin < len(sent.chat) else None
+
+
+def from_chat(
+    prepared: Sequence[Any], sent: Sent, messages: Sequence[ModelMessage]
+) -> list[ModelMessage]:
+    """The agent's messages for the prepared prompt (``sent`` is what :func:`to_chat` gave)."""
+    result: list[ModelMessage] = []
+    seen: set[int] = set()
+    run_index: int | None = None
+    run: dict[int, dict[str, Any] | None] = {}
+
+    def flush() -> None:
+        nonlocal run_index
+        if run_index is not None:
+            message = messages[run_index]
+            assert isinstance(message, ModelRequest)
+            built = _request(message, run_index, run, sent, run_index not in seen)
+            seen.add(run_index)
+            if built is not None:
+                result.append(built)
+        run_index = None
+        run.clear()
+
+    for item in prepared:
+        origin = _origin(item, sent)
+        if origin is None:
+            flush()
+            result.append(_added(item))
+            continue
+        slot = sent.slots[origin]
+        unchanged = item is sent.chat[origin] or item == sent.chat[origin]
+        if slot.part is None:
+            flush()
+            message = messages[slot.message]
+            assert isinstance(message, ModelResponse)
+            result.append(message if unchanged else _edited_response(message, item))
+            continue
+        if slot.message != run_index:
+            flush()
+            run_index = slot.message
+        run[slot.part] = None if unchanged else item
+    flush()
+    return result

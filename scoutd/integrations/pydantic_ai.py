@@ -1,0 +1,125 @@
+"""scoutd in front of every model request of a Pydantic AI agent (docs/INTEGRATIONS.md).
+
+One line::
+
+    agent = Agent(model, capabilities=[ScoutdCapability(save_file="/srv/a/run-1.chat")])
+
+Before each model request the capability's ``before_model_request`` hook maps
+the request's messages to OpenAI Chat messages, prepares those with scoutd
+and hands the model the agent's own messages for what scoutd kept (copies
+with only the edited parts replaced, new ones for what it added). It sets
+only what the request sends: the run's history (``result.all_messages()``,
+``RunContext.messages``) stays whole. Pydantic AI's ``ProcessHistory`` (the
+former ``history_processors=``) would not do: it writes what it returns back
+into the run's history, which would make compaction permanent.
+
+Each run (``run``, ``run_sync``, ``run_stream``, ``iter``) has its own
+scoutd session, ended when the run ends. An operator's ``abort`` raises
+:class:`scoutd.Aborted` out of the run before the next model request (the
+hook runs before every attempt and Pydantic AI lets what it raises through),
+and an aborted chat stays aborted (docs/RELIABILITY.md): every later run,
+with this capability or another for that chat, fails the same way until an
+operator clears it.
+
+Needs the extra ``scoutd[pydantic-ai]``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Unpack
+
+import anyio.to_thread
+
+from ..errors import Aborted
+from ..formats import OPENAI_CHAT
+from ._run import HookOptions, RunPreparer, missing_extra
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import RunContext
+
+    from ._pydantic_ai_messages import from_chat, to_chat
+except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
+    raise missing_extra(__name__, "pydantic-ai", exc) from None
+
+__all__ = ["ScoutdCapability"]
+
+
+class _Shared:
+    """What the runs of one capability share: the abort once one of them saw it."""
+
+    def __init__(self) -> None:
+        self.aborted: str | None = None
+        self.lock = threading.Lock()
+
+
+class ScoutdCapability(AbstractCapability[Any]):
+    """A Pydantic AI capability that prepares each model request's messages with scoutd.
+
+    The keyword arguments are those of
+    :class:`~scoutd.integrations._run.RunPreparer`: ``save_file`` (the chat
+    whose inbox is read), ``socket`` (the daemon's socket path, or ``True`` for
+    the default; ``None`` prepares in this process), ``strategies``, ``config``
+    (``[prompt]`` overrides for every request) and ``timeout``. One capability
+    serves one chat; each run of the agent gets its own instance (``for_run``)
+    and scoutd session.
+    """
+
+    def __init__(self, **options: Unpack[HookOptions]) -> None:
+        self._options = options
+        self._shared = _Shared()
+        self.preparer: RunPreparer | None = None  # the run's, once it prepared a request
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not part of an agent spec: it holds a live session."""
+        return None
+
+    async def for_run(self, ctx: RunContext[Any]) -> ScoutdCapability:
+        """A fresh instance for the run, sharing this one's memory of an abort."""
+        run = ScoutdCapability(**self._options)
+        run._shared = self._shared
+        return run
+
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        """Run the agent, then end the run's scoutd session whatever happened."""
+        try:
+            return await handler()
+        finally:
+            if self.preparer is not None:
+                await anyio.to_thread.run_sync(self.preparer.close)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """The request with the prepared messages (the run's history is left as it is).
+
+        Raises:
+            Aborted: an operator aborted the chat (now, or in an earlier run).
+        """
+        messages = list(request_context.messages)
+        request_context.messages = await anyio.to_thread.run_sync(self.prepared, messages)
+        return request_context
+
+    def prepared(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """The messages the model gets for ``messages`` (blocking; the hook uses a thread)."""
+        with self._shared.lock:
+            if self._shared.aborted is not None:
+                raise Aborted(self._shared.aborted)
+            if self.preparer is None:
+                self.preparer = RunPreparer(format=OPENAI_CHAT, **self._options)
+        sent = to_chat(messages)
+        try:
+            prepared = self.preparer.prepare(sent.chat).messages
+        except Aborted as exc:
+            with self._shared.lock:
+                self._shared.aborted = exc.reason
+            raise
+        return from_chat(prepared, sent, messages)
