@@ -25,6 +25,7 @@ from ..pricing import AUTO, preset_for_format
 from ..strategies.cost_aware import load_tokenizer
 from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
 from .options import DEFAULT_CALLS, build_parser
+from .origins import Origins, format_origins
 from .progress import Progress
 from .replay import (
     DEFAULT_STRATEGIES,
@@ -280,10 +281,15 @@ def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str
     names = _names(args, DEFAULT_STRATEGIES)
     if "none" not in names:
         names = ["none", *names]
+    if args.origins and args.origins not in names:
+        raise UsageError(f"--origins {args.origins}: not among the strategies replayed")
+    origins = Origins(args.origins) if args.origins else None
     total = sum(1 for _ in read_runs(args.runs))
     progress = Progress(total, "replaying runs")
     try:
-        rows = replay_runs(args.runs, names, settings, args.pricing, tick=progress.update)
+        rows = replay_runs(
+            args.runs, names, settings, args.pricing, tick=progress.update, origins=origins
+        )
     finally:
         progress.close()
     failed = any(f["failed"] for row in rows for n, f in row.strategies.items() if n != "none")
@@ -293,10 +299,18 @@ def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str
             "aggregate": aggregate(rows, names),
             "model": describe_model(settings),
         }
+        if origins is not None:
+            data["origins"] = {
+                "strategy": origins.strategy,
+                "needed": origins.needed,
+                "hidden": origins.hidden,
+            }
         text = encode_json(data)
     else:
         text = f"runs {args.runs}: {len(rows)} runs, pricing {args.pricing}\n\n"
         text += format_runs(rows, names) + "\n"
+        if origins is not None:
+            text += "\n" + format_origins(origins) + "\n"
     return (1 if failed and args.strict else 0), text
 
 
@@ -314,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides = {key: _value(value) for key, value in overrides.items()}
         if args.sweep and args.runs:
             raise UsageError("--sweep and --runs cannot be combined")
+        if args.origins and not args.runs:
+            raise UsageError("--origins needs --runs")
         if args.runs:
             code, text = _runs(args, overrides)
         elif args.sweep:

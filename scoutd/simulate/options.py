@@ -7,7 +7,7 @@ import argparse
 from ..formats import FORMATS
 from ..pricing import AUTO
 from .cache import CACHE_MODELS, PRESETS
-from .replay import DEFAULT_STRATEGIES
+from .replay import DEFAULT_STRATEGIES, DEFAULT_STRATEGY
 
 __all__ = ["DEFAULT_CALLS", "build_parser"]
 
@@ -233,6 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot",
         metavar="FILE.png",
         help="write prompt tokens and cumulative cost per round (needs scoutd[plot])",
+    )
+    out.add_argument(
+        "--origins",
+        nargs="?",
+        const=DEFAULT_STRATEGY,
+        metavar="STRATEGY",
+        help="with --runs: where the facts the strategy hides come from, by tool, age and "
+        "fact kind (default: the default strategy)",
     )
     out.add_argument(
         "--strict",

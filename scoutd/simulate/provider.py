@@ -11,17 +11,18 @@ prefix caching works at the provider's message granularity.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
 from ..prepare import prepare
 from .cache import CacheModel
+from .facts import FactTally, Hidden, RunFacts
 from .replay import Settings
 from .runners import PEERS, make_runner, side_cost
 
-__all__ = ["ProviderResult", "provider_rounds", "replay_in_format"]
+__all__ = ["ProviderResult", "provider_facts", "provider_rounds", "replay_in_format"]
 
 # Items of the OpenAI Responses format that the model produces.
 _MODEL_ITEMS = frozenset({"function_call", "reasoning"})
@@ -38,6 +39,7 @@ class ProviderResult(msgspec.Struct, kw_only=True):
     overflow_rounds: int
     failed: bool
     cache_breaks: int
+    facts: FactTally | None = None  # the hidden-fact measure (docs/ECONOMY.md)
 
 
 def _from_model(message: Any) -> bool:
@@ -59,14 +61,31 @@ def provider_rounds(messages: Sequence[Any]) -> list[int]:
     return ends
 
 
+def provider_facts(messages: Sequence[Any], format_name: str) -> RunFacts:
+    """The hidden-fact index of a provider-format conversation, at the replay's calls."""
+    return RunFacts(messages, format_name, provider_rounds(messages))
+
+
 def _segment(message: Any) -> str:
     return _encode(message).decode("utf-8", "replace") + "\n"
 
 
 def replay_in_format(
-    messages: Sequence[Any], format_name: str, name: str, settings: Settings
+    messages: Sequence[Any],
+    format_name: str,
+    name: str,
+    settings: Settings,
+    *,
+    facts: RunFacts | None = None,
+    record: Callable[[Hidden], None] | None = None,
 ) -> ProviderResult:
-    """Replay ``messages`` (in ``format_name``) under one strategy and total the bill."""
+    """Replay ``messages`` (in ``format_name``) under one strategy and total the bill.
+
+    With ``facts`` (:func:`provider_facts` of the same messages) every call's
+    prompt is also measured for hidden facts, each given to ``record``.
+    """
+    calls = facts.calls_at() if facts is not None else {}
+    tally = FactTally()
     model = CacheModel(settings.prices, settings.cache, settings.estimator)
     config = settings.config
     peer = make_runner(name, settings.peers, settings.estimator) if name in PEERS else None
@@ -82,6 +101,8 @@ def replay_in_format(
         else:
             prompt = prepare(prefix, [name], config=config, format=format_name).messages
         segments = [texts.get(id(m)) or _segment(m) for m in prompt]
+        if end in calls and facts is not None:
+            facts.tally_call(tally, calls[end], prompt, record)
         outcome = model.step(segments, now=number * settings.round_seconds)
         billed += outcome.cost
         if peer is not None:
@@ -97,4 +118,5 @@ def replay_in_format(
         overflow_rounds=overflow,
         failed=overflow > 0,
         cache_breaks=breaks,
+        facts=tally if facts is not None else None,
     )

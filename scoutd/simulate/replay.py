@@ -20,9 +20,11 @@ import msgspec
 from ..config import DEFAULT_STRATEGIES as CONFIGURED_DEFAULT
 from ..config import Config, with_overrides
 from ..errors import UnknownStrategy
+from ..formats import SCOUT
 from ..prepare import available_strategies
 from ..pricing import AUTO, PRICE_PRESETS
 from .cache import CacheModel, CacheSettings, Estimator, Prices, segment_text
+from .facts import FactTally, Hidden, RunFacts
 from .peers import OUTPUT, output_data, role_of
 from .runners import (
     EXCLUDED,
@@ -52,6 +54,7 @@ __all__ = [
     "check_strategies",
     "strategy_runner",
     "prepared_rounds",
+    "run_facts",
     "run_strategy",
     "simulate",
 ]
@@ -144,6 +147,7 @@ class StrategyResult(msgspec.Struct, kw_only=True):
     invalidated_tokens: int
     default: bool = False  # the strategy of scoutd's default list
     series: Series | None = None
+    facts: FactTally | None = None  # the hidden-fact measure (docs/ECONOMY.md)
 
 
 class Simulation(msgspec.Struct, kw_only=True):
@@ -286,11 +290,28 @@ class _Originals:
         return ident
 
 
+def run_facts(workload: Workload) -> RunFacts:
+    """The hidden-fact index of a workload in scoutd's roles, at the replay's rounds."""
+    return RunFacts(workload.messages, SCOUT, round_ends(workload.messages))
+
+
 def run_strategy(
-    workload: Workload, name: str, settings: Settings, *, keep_series: bool = True
+    workload: Workload,
+    name: str,
+    settings: Settings,
+    *,
+    keep_series: bool = True,
+    facts: RunFacts | None = None,
+    record: Callable[[Hidden], None] | None = None,
 ) -> StrategyResult:
-    """Replay ``workload`` under one strategy and total the figures."""
+    """Replay ``workload`` under one strategy and total the figures.
+
+    With ``facts`` (the workload's index, :func:`run_facts`) the result also
+    counts the needed facts each round's prompt hides, each given to ``record``.
+    """
     messages = workload.messages
+    calls = facts.calls_at() if facts is not None else {}
+    tally = FactTally()
     originals = _Originals(messages)
     texts = {id(message): segment_text(message) for message in messages}
     model = CacheModel(settings.prices, settings.cache, settings.estimator)
@@ -325,6 +346,8 @@ def run_strategy(
         prompt_series.append(outcome.prompt_tokens)
         cached_series.append(outcome.cached_tokens)
         cost_series.append(outcome.cost)
+        if end in calls and facts is not None:
+            facts.tally_call(tally, calls[end], prepared, record)
         present = originals.present(prepared)
         share = originals.recent_verbatim(originals.count_before(end), present)
         if share is not None:
@@ -358,6 +381,7 @@ def run_strategy(
         written_tokens=written,
         input_tokens=plain,
         invalidated_tokens=invalidated,
+        facts=tally if facts is not None else None,
         series=Series(prompt_tokens=prompt_series, cached_tokens=cached_series, cost=cost_series)
         if keep_series
         else None,
@@ -423,8 +447,9 @@ def simulate(
     settings = settings or Settings()
     check_strategies(strategies, settings.config)
     results = []
+    facts = run_facts(workload)
     for done, name in enumerate(strategies, start=1):
-        results.append(run_strategy(workload, name, settings, keep_series=keep_series))
+        results.append(run_strategy(workload, name, settings, keep_series=keep_series, facts=facts))
         results[-1].default = name == DEFAULT_STRATEGY
         if tick is not None:
             tick(done)

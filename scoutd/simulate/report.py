@@ -74,6 +74,8 @@ _COLUMNS = (
     ("verbatim", ">"),
     ("truncated", ">"),
     ("dropped", ">"),
+    ("hidden facts", ">"),
+    ("calls hiding", ">"),
 )
 
 
@@ -92,6 +94,8 @@ def _row(label: str, result: StrategyResult) -> list[str]:
         str(retention.verbatim),
         str(retention.truncated),
         str(retention.dropped),
+        "-" if result.facts is None else f"{result.facts.rate:.1%}",
+        "-" if result.facts is None else f"{result.facts.call_share:.1%}",
     ]
 
 

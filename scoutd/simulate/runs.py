@@ -15,6 +15,7 @@ import dataclasses
 import gzip
 import statistics
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -22,15 +23,26 @@ import msgspec
 from ..formats import SCOUT, detect_format, scout_view
 from ..pricing import AUTO, preset_for_format
 from .cache import PRESETS
+from .facts import FactTally, Hidden, RunFacts
+from .origins import Origins
 from .peers import output_data
-from .provider import replay_in_format
-from .replay import DEFAULT_STRATEGY, Settings, check_strategies, provider_config, run_strategy
+from .provider import provider_facts, replay_in_format
+from .replay import (
+    DEFAULT_STRATEGY,
+    Settings,
+    check_strategies,
+    provider_config,
+    run_facts,
+    run_strategy,
+)
 from .workload import ChatError, Workload
 
 __all__ = ["BUCKETS", "RunRow", "bucket_of", "format_runs", "read_runs", "replay_runs"]
 
 # Run lengths in tool outputs: the aggregate has one row per bucket and strategy.
 BUCKETS = ((1, 25), (26, 50), (51, 75), (76, 100), (101, 150), (151, None))
+# The long runs, also aggregated together: runs of at least this many outputs.
+LONG_RUN = 100
 
 
 class RunRow(msgspec.Struct, kw_only=True):
@@ -101,8 +113,13 @@ def replay_runs(
     pricing: str,
     *,
     tick: Callable[[int], None] | None = None,
+    origins: Origins | None = None,
 ) -> list[RunRow]:
-    """Replay every run of ``path`` under ``strategies`` (and ``none``, the baseline)."""
+    """Replay every run of ``path`` under ``strategies`` (and ``none``, the baseline).
+
+    Each run is indexed once for the hidden-fact measure; ``origins`` counts
+    where the needed and hidden facts of its strategy come from.
+    """
     check_strategies(strategies, settings.config)
     rows = []
     for count, (number, raw) in enumerate(read_runs(path), start=1):
@@ -112,32 +129,50 @@ def replay_runs(
             raise ChatError(f"{path}:{number}: {exc}") from exc
         run_settings = _run_settings(settings, pricing, format_name)
         figures: dict[str, dict[str, Any]] = {}
-        if format_name == SCOUT:
-            workload = Workload(raw, f"run {number}", {"run": number})
-            base = run_strategy(workload, "none", run_settings, keep_series=False)
-            outputs = base.retention.outputs
-            for name in strategies:
-                result = (
-                    base
-                    if name == "none"
-                    else run_strategy(workload, name, run_settings, keep_series=False)
+        facts = (
+            run_facts(Workload(raw, "", {}))
+            if format_name == SCOUT
+            else provider_facts(raw, format_name)
+        )
+        if origins is not None:
+            origins.run(facts)
+        workload = Workload(raw, f"run {number}", {"run": number})
+        results: dict[str, Any] = {}
+        for name in ["none", *(n for n in strategies if n != "none")]:
+            hook = _recorder(origins, name, facts)
+            if format_name == SCOUT:
+                results[name] = run_strategy(
+                    workload, name, run_settings, keep_series=False, facts=facts, record=hook
                 )
-                figures[name] = _figures(name, result.billed, base.billed, result.failed)
-                figures[name]["verbatim"] = result.retention.verbatim
-        else:  # priced in the provider's own messages
-            outputs = count_outputs(scout_view(raw, format_name))
-            provider_base = replay_in_format(raw, format_name, "none", run_settings)
-            for name in strategies:
-                found = (
-                    provider_base
-                    if name == "none"
-                    else replay_in_format(raw, format_name, name, run_settings)
+            else:  # priced in the provider's own messages
+                results[name] = replay_in_format(
+                    raw, format_name, name, run_settings, facts=facts, record=hook
                 )
-                figures[name] = _figures(name, found.billed, provider_base.billed, found.failed)
+        base = results["none"]
+        for name in strategies:
+            found = results[name]
+            figures[name] = _figures(name, found.billed, base.billed, found.failed)
+            figures[name]["facts"] = found.facts
+            if format_name == SCOUT:
+                figures[name]["verbatim"] = found.retention.verbatim
+        outputs = (
+            base.retention.outputs
+            if format_name == SCOUT
+            else count_outputs(scout_view(raw, format_name))
+        )
         rows.append(RunRow(run=number, format=format_name, outputs=outputs, strategies=figures))
         if tick is not None:
             tick(count)
     return rows
+
+
+def _recorder(
+    origins: Origins | None, name: str, facts: RunFacts
+) -> Callable[[Hidden], None] | None:
+    """What passes the hidden facts of strategy ``name`` to ``origins``."""
+    if origins is None or name != origins.strategy:
+        return None
+    return partial(origins.record, facts)
 
 
 def _figures(name: str, billed: float, baseline: float, failed: bool) -> dict[str, Any]:
@@ -154,16 +189,34 @@ def count_outputs(messages: Sequence[Any]) -> int:
     return sum(1 for m in messages if output_data(m) is not None)
 
 
+def pooled_facts(rows: Sequence[RunRow], name: str) -> FactTally:
+    """The hidden-fact counts of strategy ``name`` summed over ``rows``."""
+    total = FactTally()
+    for row in rows:
+        tally = row.strategies[name].get("facts")
+        if tally is not None:
+            total.add(tally)
+    return total
+
+
 def aggregate(rows: Sequence[RunRow], strategies: Sequence[str]) -> list[dict[str, Any]]:
-    """Per bucket and strategy: runs, mean and worst ratio, failures; then all runs."""
+    """Per bucket and strategy: runs, mean and worst ratio, failures, hidden facts.
+
+    Then the runs of ``LONG_RUN`` outputs or more (``100+``), then all runs. The
+    hidden-fact rate and the share of calls hiding one are pooled over the
+    group's calls (hidden over needed facts of all its runs).
+    """
     groups: dict[str, list[RunRow]] = {}
     for row in rows:
         groups.setdefault(bucket_of(row.outputs), []).append(row)
     order = [bucket_of(low) for low, _ in BUCKETS if bucket_of(low) in groups]
+    long_runs = [row for row in rows if row.outputs >= LONG_RUN]
+    extra = [(f"{LONG_RUN}+", long_runs)] if long_runs else []
     out = []
-    for label, members in [*((b, groups[b]) for b in order), ("all", list(rows))]:
+    for label, members in [*((b, groups[b]) for b in order), *extra, ("all", list(rows))]:
         for name in strategies:
             ratios = [r.strategies[name]["ratio"] for r in members if r.strategies[name]["ratio"]]
+            tally = pooled_facts(members, name)
             out.append(
                 {
                     "bucket": label,
@@ -173,6 +226,11 @@ def aggregate(rows: Sequence[RunRow], strategies: Sequence[str]) -> list[dict[st
                     "worst_ratio": max(ratios) if ratios else None,
                     "failed": sum(1 for r in members if r.strategies[name]["failed"]),
                     "default": name == DEFAULT_STRATEGY,
+                    "needed_facts": tally.needed,
+                    "hidden_facts": tally.hidden,
+                    "hidden_rate": tally.rate,
+                    "calls": tally.calls,
+                    "calls_hiding_share": tally.call_share,
                 }
             )
     return out
@@ -206,13 +264,14 @@ def format_runs(rows: Sequence[RunRow], strategies: Sequence[str]) -> str:
             "-" if s["mean_ratio"] is None else f"{s['mean_ratio']:.3f}",
             "-" if s["worst_ratio"] is None else f"{s['worst_ratio']:.3f}",
             str(s["failed"]),
+            f"{s['hidden_rate']:.1%}",
+            f"{s['calls_hiding_share']:.1%}",
         ]
         for s in summary
     ]
     lines.append("")
-    lines.append(
-        _columns(["outputs", "strategy", "runs", "mean vs none", "worst", "failed"], table)
-    )
+    header = ["outputs", "strategy", "runs", "mean vs none", "worst", "failed"]
+    lines.append(_columns([*header, "hidden facts", "calls hiding"], table))
     return "\n".join(lines)
 
 

@@ -1,0 +1,225 @@
+"""Where the hidden facts come from: which tool outputs, how old, superseded or not.
+
+Each needed fact is attributed to the newest earlier tool output it appears in
+(the one a retention policy would most cheaply keep). That output is
+classified by what produced it (:func:`tool_kind`: a file read, a search or
+listing, a test run, ...), by its age in outputs at the call (1: the output
+just before it), and, for a file read, by whether a later output read the same
+file again (*superseded*) or edited it before the call. :class:`Origins`
+counts needed and hidden facts along each of these axes for one strategy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from .facts import Call, Hidden, RunFacts, action_facts, fact_kind
+from .texts import ACTION, OUTPUT
+
+__all__ = ["AGES", "Origins", "OutputInfo", "format_origins", "run_outputs", "tool_kind"]
+
+READ, SEARCH, TEST, EDIT, GIT, SCRIPT, OTHER = (
+    "file read",
+    "search/listing",
+    "test run",
+    "edit/write",
+    "git",
+    "script run",
+    "other",
+)
+KINDS = (READ, SEARCH, TEST, EDIT, GIT, SCRIPT, OTHER)
+# Age buckets in outputs: (lowest, highest or None).
+AGES = ((1, 10), (11, 20), (21, 40), (41, 80), (81, None))
+
+_READ_TOOLS = frozenset({"read", "read_file", "view", "view_file", "notebookread", "open_file"})
+_SEARCH_TOOLS = frozenset(
+    {"grep", "glob", "ls", "find", "search", "list_dir", "list_files", "file_search"}
+)
+_EDIT_TOOLS = frozenset(
+    {"edit", "write", "multiedit", "notebookedit", "apply_patch", "write_file", "create_file"}
+)
+_TEST = re.compile(
+    r"\b(pytest|py\.test|unittest|tox|nox|go test|cargo test|npm (?:run )?test|yarn test|jest|"
+    r"vitest|runtests|make test|mvn test|gradle test)\b"
+)
+_SPLIT = re.compile(r"&&|\|\||;|\||\n")
+_READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "awk"})
+_SEARCHERS = frozenset({"grep", "egrep", "rg", "ag", "find", "ls", "tree", "fd", "wc", "locate"})
+_SCRIPTS = frozenset({"python", "python3", "node", "go", "ruby", "sh", "bash", "npx", "uv"})
+_decode = msgspec.json.Decoder().decode
+
+
+def _command(arguments: str) -> str:
+    """The command text of a shell call's arguments (a JSON object or plain text)."""
+    try:
+        data = _decode(arguments)
+    except (msgspec.DecodeError, UnicodeError):
+        return arguments
+    if isinstance(data, dict):
+        return "\n".join(v for v in data.values() if type(v) is str)
+    return arguments
+
+
+def _shell_kind(command: str) -> str:
+    if _TEST.search(command):
+        return TEST
+    for segment in _SPLIT.split(command):
+        words = segment.split()
+        while words and ("=" in words[0] or words[0] in ("timeout", "sudo", "env")):
+            words = words[2:] if words[0] == "timeout" else words[1:]
+        if not words or words[0] in ("cd", "echo", "true", "export", "source", "set"):
+            if words and words[0] == "echo" and ">" in segment:
+                return EDIT
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        writes = ">" in segment.replace("2>&1", "").replace(">/dev/null", "")
+        if program in ("sed", "perl") and any(w.startswith("-i") for w in words):
+            return EDIT
+        if program in ("patch", "tee") or (program in ("cat", "printf") and writes):
+            return EDIT
+        if program in _READERS or program == "sed":
+            return READ
+        if program in _SEARCHERS:
+            return SEARCH
+        if program == "git":
+            return SEARCH if words[1:2] in (["grep"], ["ls-files"]) else GIT
+        if program in _SCRIPTS or program.startswith("python") or program.startswith("./"):
+            return SCRIPT
+        return OTHER
+    return OTHER
+
+
+def tool_kind(tool: str | None, arguments: str) -> str:
+    """What produced an output: a file read, a search or listing, a test run, ...
+
+    A named tool (Claude Code's ``Read``, ``Grep``, ``Edit``, ...) is known by
+    its name; a shell call by its command: a test runner anywhere makes it a
+    test run, else its first command that is not ``cd``/``echo`` decides.
+    """
+    name = (tool or "").lower()
+    if name in _READ_TOOLS:
+        return READ
+    if name in _SEARCH_TOOLS:
+        return SEARCH
+    if name in _EDIT_TOOLS:
+        return EDIT
+    if name in ("bash", "shell", "execute", "run", "terminal", "exec_command", "run_command"):
+        return _shell_kind(_command(arguments))
+    return OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class OutputInfo:
+    """One tool output: what produced it and the file it read or edited, if any."""
+
+    kind: str
+    target: str | None
+
+
+def _target(kind: str, arguments: str) -> str | None:
+    if kind not in (READ, EDIT):
+        return None
+    paths = sorted(
+        (f for f in action_facts(_command(arguments)) if fact_kind(f) == "path"), key=len
+    )
+    return paths[-1].rpartition(":")[0] or paths[-1] if paths else None
+
+
+def run_outputs(facts: RunFacts) -> list[OutputInfo]:
+    """Every tool output of the run, in order, with its kind and target file."""
+    calls: dict[str, tuple[str | None, str]] = {}
+    infos = []
+    for parts in facts.parts:
+        for part in parts:
+            if part.kind == ACTION and part.call_id is not None:
+                calls[part.call_id] = (part.tool, part.text)
+            elif part.kind == OUTPUT:
+                tool, arguments = calls.get(part.call_id or "", (None, ""))
+                kind = tool_kind(tool, arguments)
+                infos.append(OutputInfo(kind, _target(kind, arguments)))
+    return infos
+
+
+def age_bucket(age: int) -> str:
+    """The label of the age bucket of an output ``age`` outputs before a call."""
+    for low, high in AGES:
+        if high is None or age <= high:
+            return f"{low}+" if high is None else f"{low}-{high}"
+    return "0"
+
+
+class Origins:
+    """Needed and hidden facts of one strategy, by where they come from."""
+
+    def __init__(self, strategy: str) -> None:
+        self.strategy = strategy
+        self.needed: dict[str, Counter[str]] = {}
+        self.hidden: dict[str, Counter[str]] = {}
+        self._outputs: dict[int, tuple[RunFacts, list[OutputInfo]]] = {}
+
+    def _axes(self, facts: RunFacts, call: Call, fact: str) -> dict[str, str]:
+        entry = self._outputs.get(id(facts))
+        if entry is None or entry[0] is not facts:
+            entry = (facts, run_outputs(facts))
+            self._outputs = {id(facts): entry}
+        outputs = entry[1]
+        source = call.needed[fact][-1].output
+        info = outputs[source] if source < len(outputs) else OutputInfo(OTHER, None)
+        later = outputs[source + 1 : call.outputs_before]
+        reread = info.kind == READ and any(
+            o.kind == READ and o.target == info.target for o in later
+        )
+        edited = info.target is not None and any(
+            o.kind == EDIT and o.target == info.target for o in later
+        )
+        return {
+            "tool": info.kind,
+            "age": age_bucket(call.outputs_before - source),
+            "fact": fact_kind(fact),
+            "read": (
+                "superseded by a later read"
+                if reread
+                else "edited since"
+                if edited
+                else "newest read"
+                if info.kind == READ
+                else "not a read"
+            ),
+        }
+
+    def _count(self, into: dict[str, Counter[str]], axes: dict[str, str]) -> None:
+        for axis, value in axes.items():
+            into.setdefault(axis, Counter())[value] += 1
+
+    def run(self, facts: RunFacts) -> None:
+        """Count the needed facts of a run (once per run)."""
+        for call in facts.calls:
+            for fact in call.needed:
+                self._count(self.needed, self._axes(facts, call, fact))
+
+    def record(self, facts: RunFacts, hidden: Hidden) -> None:
+        """Count one fact this strategy's prompt hid."""
+        self._count(self.hidden, self._axes(facts, hidden.call, hidden.fact))
+
+
+def format_origins(origins: Origins, axes: Sequence[str] = ("tool", "age", "read", "fact")) -> str:
+    """One table per axis: needed and hidden facts, share of the hidden, rate."""
+    total = sum(origins.hidden.get("tool", Counter()).values())
+    lines = [f"hidden facts of {origins.strategy}, by origin ({total} hidden)"]
+    for axis in axes:
+        needed = origins.needed.get(axis, Counter())
+        hidden = origins.hidden.get(axis, Counter())
+        lines.append("")
+        lines.append(f"{axis:<28}{'needed':>8}{'hidden':>8}{'of hidden':>11}{'rate':>8}")
+        order = [k for k in (*KINDS, *(age_bucket(low) for low, _ in AGES)) if k in needed]
+        order += sorted(k for k in needed if k not in order)
+        for key in order:
+            share = hidden[key] / total if total else 0.0
+            rate = hidden[key] / needed[key] if needed[key] else 0.0
+            lines.append(f"{key:<28}{needed[key]:>8}{hidden[key]:>8}{share:>11.1%}{rate:>8.1%}")
+    return "\n".join(lines)
