@@ -217,21 +217,30 @@ class FleetAgent:
                 backoff = min(backoff * 2, self.config.reconnect_max)
 
     async def _read(self, start: str, block: int | None) -> list[str]:
-        """One XREADGROUP from ``start``; each entry handled in order. Returns their ids."""
+        """One XREADGROUP from ``start``: deliver each entry in order, then write their
+        receipts and acknowledge them, in one round trip. Returns their ids."""
         redis = self._redis if self._redis is not None else await self._connect()
         answer = await redis.xreadgroup(
             self.group, self.host, {self.keys.commands: start}, count=BATCH, block=block
         )
         done: list[str] = []
+        pipe = redis.pipeline(transaction=False)
         for _stream, entries in answer or ():
             for entry_id, fields in entries:
                 ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-                await self._handle(ident, fields)
+                receipt = await self._apply(ident, fields)
+                key = self.keys.receipts(receipt.command)
+                pipe.hset(key, self.host, encode(receipt))
+                pipe.expire(key, int(self.config.receipt_max_age))
+                pipe.xack(self.keys.commands, self.group, ident)
                 done.append(ident)
+        if done:
+            await pipe.execute()
+            self.commands += len(done)
         return done
 
-    async def _handle(self, entry_id: str, fields: dict[bytes, bytes] | None) -> None:
-        """Deliver one command, write its receipt, then acknowledge it."""
+    async def _apply(self, entry_id: str, fields: dict[bytes, bytes] | None) -> Receipt:
+        """Deliver one command here; what happened, as its receipt."""
         now = time.time()
         data = (fields or {}).get(FIELD.encode())
         try:
@@ -240,30 +249,25 @@ class FleetAgent:
             command = decode_command(data)
         except (ValueError, msgspec.DecodeError) as exc:
             log.error("fleet: command %s ignored: %s", entry_id, exc)
-            receipt = Receipt(command=f"entry:{entry_id}", host=self.host, at=now, error=str(exc))
-        else:
-            # the sessions are read here, on the event loop that owns them
-            me = Identity(self.host, self.config.labels, tuple(self._roots()))
-            views = _views(self._sessions())
-            receipt = await anyio.to_thread.run_sync(self._deliver, command, me, views, now)
-            self.delivered += len(receipt.chats)
-            log.info(
-                "fleet: %s %s for %s=%r: %d chat(s) written, %d already, %d refused",
-                command.kind,
-                command.id,
-                command.selector,
-                command.value,
-                len(receipt.chats),
-                len(receipt.already),
-                len(receipt.refused),
-            )
-        pipe = self._redis.pipeline(transaction=False)
-        key = self.keys.receipts(receipt.command)
-        pipe.hset(key, self.host, encode(receipt))
-        pipe.expire(key, int(self.config.receipt_max_age))
-        pipe.xack(self.keys.commands, self.group, entry_id)
-        await pipe.execute()
-        self.commands += 1
+            return Receipt(command=f"entry:{entry_id}", host=self.host, at=now, error=str(exc))
+        # the sessions are read here, on the event loop that owns them
+        me = Identity(self.host, self.config.labels, tuple(self._roots()))
+        views = _views(self._sessions())
+        if command.selector != "chat" and not chats_for(command, me, views, limit=1):
+            return Receipt(command=command.id, host=self.host, at=now)  # none here: no thread
+        receipt = await anyio.to_thread.run_sync(self._deliver, command, me, views, now)
+        self.delivered += len(receipt.chats)
+        log.info(
+            "fleet: %s %s for %s=%r: %d chat(s) written, %d already, %d refused",
+            command.kind,
+            command.id,
+            command.selector,
+            command.value,
+            len(receipt.chats),
+            len(receipt.already),
+            len(receipt.refused),
+        )
+        return receipt
 
     def _deliver(
         self, command: Command, me: Identity, views: list[SessionView], now: float

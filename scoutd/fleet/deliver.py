@@ -142,7 +142,8 @@ def deliver(
                 exc,
             )
             refused.append(f"{chat}: {exc}")
-    journal.add(command)
+    if written:  # nothing written: nothing a redelivery could duplicate
+        journal.add(command)
     return Receipt(
         command=command.id, host=host, at=now, chats=written, already=already, refused=refused
     )

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scoutd.testing.redis_server import REDIS_SERVER, RedisServer
+from scoutd.testing.fleet import REDIS_SERVER, RedisServer
 
 
 @pytest.fixture

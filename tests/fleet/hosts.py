@@ -13,8 +13,8 @@ from scoutd.fleet.deliver import notice_name
 from scoutd.fleet.operator import Receipts, publish, receipts
 from scoutd.fleet.wire import Command
 from scoutd.inbox import inbox_dir, inbox_removed_dir
-from scoutd.testing.redis_server import RedisServer
-from tests.support.daemon import Daemon, LineClient, toml_text, wait_for
+from scoutd.testing.fleet import RedisServer, fleet_daemon
+from tests.support.daemon import Daemon, LineClient, wait_for
 
 __all__ = [
     "WAIT",
@@ -32,26 +32,9 @@ WAIT = 20.0  # seconds: the longest any fleet test waits for one thing
 T = TypeVar("T")
 
 
-def fleet_table(url: str, host: str, state_dir: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "url": url,
-        "host": host,
-        "state_dir": state_dir,
-        "heartbeat_interval": 0.2,
-        "startup_timeout": 5.0,
-        "connect_timeout": 1.0,
-        "reconnect_max": 0.5,
-        **extra,
-    }
-
-
 def fleet_host(redis: RedisServer | str, host: str, **extra: Any) -> Daemon:
     """A daemon (not started) serving its own temp dir, reading the fleet as ``host``."""
-    daemon = Daemon(name=host)
-    url = redis if isinstance(redis, str) else redis.url
-    table = fleet_table(url, host, os.path.join(daemon.dir, "state"), **extra)
-    daemon.write_config(toml_text({"daemon": daemon.daemon, "fleet": table}))
-    return daemon
+    return fleet_daemon(redis if isinstance(redis, str) else redis.url, host, **extra)
 
 
 def operator(redis: RedisServer, **extra: Any) -> FleetConfig:

@@ -16,7 +16,7 @@ import redis
 from scoutd.fleet.acl import acl_rules, acl_setuser
 from scoutd.fleet.wire import FIELD, Keys, encode, new_command_id
 from scoutd.testing import ROOT
-from scoutd.testing.redis_server import RedisServer
+from scoutd.testing.fleet import RedisServer
 from tests.fleet.hosts import (
     WAIT,
     delivered_copies,

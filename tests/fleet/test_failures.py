@@ -18,7 +18,7 @@ import redis
 from scoutd import protocol
 from scoutd.fleet.wire import Command, Keys
 from scoutd.inbox import write_abort
-from scoutd.testing.redis_server import RedisServer
+from scoutd.testing.fleet import RedisServer
 from tests.fleet.hosts import (
     WAIT,
     delivered_copies,

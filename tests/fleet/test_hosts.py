@@ -14,7 +14,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from scoutd.testing.redis_server import RedisServer
+from scoutd.testing.fleet import RedisServer
 from tests.fleet.hosts import (
     WAIT,
     delivered_copies,

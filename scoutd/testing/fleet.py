@@ -1,6 +1,7 @@
-"""A real ``redis-server`` on a Unix socket in a temp dir, for the fleet's tests and bench.
+"""The fleet harness: a real ``redis-server`` on a Unix socket, and daemons that read it.
 
-Started with persistence on (``appendonly``, fsync always), so a server
+Shared by tests/fleet/ and ``scripts/bench --fleet``. The server is started
+with persistence on (``appendonly``, fsync always), so a server
 killed and started again comes back with its streams and consumer groups,
 as a production Redis with AOF would. Every wait is bounded.
 """
@@ -14,11 +15,12 @@ import socket
 import subprocess
 import tempfile
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
-from .wire import wait_for
+from .daemon import Daemon
+from .wire import toml_text, wait_for
 
-__all__ = ["REDIS_SERVER", "RedisServer"]
+__all__ = ["REDIS_SERVER", "RedisServer", "fleet_daemon"]
 
 REDIS_SERVER = shutil.which("redis-server")
 START_TIMEOUT = 10.0
@@ -28,13 +30,14 @@ STOP_TIMEOUT = 10.0
 class RedisServer:
     """One redis-server process; ``url`` is its ``unix://`` address. Stop it with :meth:`stop`."""
 
-    def __init__(self, directory: str | None = None) -> None:
+    def __init__(self, directory: str | None = None, *, fsync: str = "always") -> None:
         if REDIS_SERVER is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
         self.dir = directory or tempfile.mkdtemp(prefix="rd", dir="/tmp")
         self._own_dir = directory is None
         self.socket_path = os.path.join(self.dir, "redis.sock")
         self.log_path = os.path.join(self.dir, "redis.log")
+        self.fsync = fsync  # appendfsync: "always" (tests), "everysec" (Redis' default)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -50,7 +53,7 @@ class RedisServer:
             "--dir", self.dir,
             "--save", "",
             "--appendonly", "yes",
-            "--appendfsync", "always",
+            "--appendfsync", self.fsync,
             "--logfile", self.log_path,
         ]  # fmt: skip
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, cwd=self.dir)
@@ -100,3 +103,24 @@ class RedisServer:
         tb: TracebackType | None,
     ) -> None:
         self.cleanup()
+
+
+def fleet_daemon(url: str, host: str, **fleet: Any) -> Daemon:
+    """A daemon (not started) serving its own temp dir, reading the fleet at ``url`` as ``host``.
+
+    Its ``[fleet]`` table has short intervals suited to tests; ``fleet`` keys
+    override them. Its journal lives in the daemon's temp dir.
+    """
+    daemon = Daemon(name=host)
+    table = {
+        "url": url,
+        "host": host,
+        "state_dir": os.path.join(daemon.dir, "state"),
+        "heartbeat_interval": 0.2,
+        "startup_timeout": 5.0,
+        "connect_timeout": 1.0,
+        "reconnect_max": 0.5,
+        **fleet,
+    }
+    daemon.write_config(toml_text({"daemon": daemon.daemon, "fleet": table}))
+    return daemon
