@@ -16,7 +16,8 @@ from scoutd.simulate.provider import provider_facts, provider_rounds
 def bash(ident: str, command: str, text: str = "") -> dict[str, Any]:
     arguments = json.dumps({"command": command})
     function = {"name": "bash", "arguments": arguments}
-    return {"role": "assistant", "content": text, "tool_calls": [{"id": ident, "function": function}]}
+    calls = [{"id": ident, "function": function}]
+    return {"role": "assistant", "content": text, "tool_calls": calls}
 
 
 def tool(ident: str, content: str) -> dict[str, Any]:
@@ -57,7 +58,7 @@ OPENAI_RUN = [
     bash("c1", "grep -rn parse_config src", "Let me search."),
     tool("c1", "src/app/config.py:120:def parse_config(path):\nsrc/app/loader.py:45: x"),
     bash("c2", "sed -n 100,140p src/app/config.py"),
-    tool("c2", "def parse_config(path):\n    raw = read_settings_file(path)\n    ConfigLoader(raw)"),
+    tool("c2", "def parse_config(path):\n  raw = read_settings_file(path)\n  ConfigLoader(raw)"),
     bash(
         "c3",
         "grep -n read_settings_file src/app/*.py",
@@ -222,9 +223,7 @@ def oracle(messages: list[Any], prompts: dict[int, list[Any]]) -> tuple[int, int
 
 @settings(max_examples=150, deadline=None)
 @given(conversations(), st.sets(st.integers(0, 30)), st.sampled_from(FACTS))
-def test_the_measure_matches_the_oracle(
-    messages: list[Any], blanked: set[int], extra: str
-) -> None:
+def test_the_measure_matches_the_oracle(messages: list[Any], blanked: set[int], extra: str) -> None:
     prompts = {end: blank(messages[:end], blanked) for end in provider_rounds(messages)}
     facts = RunFacts(messages, "openai-chat", provider_rounds(messages))
     tally = facts.measure(lambda end: prompts[end])

@@ -30,9 +30,7 @@ def blanked(message: Any, format_name: str) -> Any:
         return message
     return {
         **message,
-        "content": [
-            {**b, "content": ""} if b.get("type") == "tool_result" else b for b in content
-        ],
+        "content": [{**b, "content": ""} if b.get("type") == "tool_result" else b for b in content],
     }
 
 
@@ -63,7 +61,7 @@ def test_masking_every_output_hides_almost_all(format_name: str) -> None:
         masked.add(row.strategies["mask_last_n"]["facts"])
     assert masked.needed > 0 and masked.hidden >= 0.95 * masked.needed
     # the aggregate's last rows are all runs: pooled over them
-    everything = [s for s in aggregate(rows, ["mask_last_n"]) if s["bucket"] == "all"][0]
+    everything = next(s for s in aggregate(rows, ["mask_last_n"]) if s["bucket"] == "all")
     assert everything["hidden_facts"] == masked.hidden
     assert everything["hidden_rate"] == masked.hidden / masked.needed
     assert summary["none"]["hidden_facts"] == 0
