@@ -52,7 +52,7 @@ def test_a_text_contains_the_tails_and_names_inside_its_paths() -> None:
     assert "src/pkg" not in found  # a head of a path is not in it
 
 
-OPENAI_RUN = [
+OPENAI_RUN: list[dict[str, Any]] = [
     {"role": "system", "content": "You are an agent."},
     {"role": "user", "content": "Fix the bug in parse_config."},
     bash("c1", "grep -rn parse_config src", "Let me search."),
@@ -111,7 +111,7 @@ def test_hidden_facts_of_a_known_openai_run() -> None:
     assert partly.rate == 0.25 and partly.call_share == 0.25
 
 
-ANTHROPIC_RUN = [
+ANTHROPIC_RUN: list[dict[str, Any]] = [
     {"role": "user", "content": "Please rename OldWidget."},
     {
         "role": "assistant",

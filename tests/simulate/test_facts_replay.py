@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,10 @@ def blanked(message: Any, format_name: str) -> Any:
     }
 
 
+def prefix(messages: list[Any], end: int) -> list[Any]:
+    return messages[:end]
+
+
 @pytest.mark.parametrize("format_name", sorted(FILES))
 def test_none_hides_nothing_and_blanking_hides_everything(format_name: str) -> None:
     needed = 0
@@ -42,7 +47,7 @@ def test_none_hides_nothing_and_blanking_hides_everything(format_name: str) -> N
         whole = replay_in_format(messages, format_name, "none", Settings(), facts=facts)
         assert whole.facts is not None and whole.facts.hidden == 0
         empty = [blanked(m, format_name) for m in messages]
-        tally = facts.measure(lambda end, empty=empty: empty[:end])
+        tally = facts.measure(partial(prefix, empty))
         assert tally.hidden == tally.needed == whole.facts.needed
         assert not any(
             p.text for m in empty for p in message_parts(m, format_name) if p.kind == OUTPUT
