@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..config import Config, DaemonConfig, PromptConfig
+from ..config import Config, DaemonConfig, FleetConfig, PromptConfig
 from .common import EXIT_OK, Verb, add_config, encode, found_config, snapshot, write_json
 
 __all__ = ["CONFIG"]
@@ -24,10 +24,12 @@ def _render(key: str, value: Any) -> str:
 def _effective(config: Config) -> list[tuple[str, Any, str]]:
     """Every (key, value, origin) of a snapshot, in table then field order."""
     rows: list[tuple[str, Any, str]] = []
-    tables: list[tuple[str, PromptConfig | DaemonConfig]] = [
+    tables: list[tuple[str, PromptConfig | DaemonConfig | FleetConfig]] = [
         ("prompt", config.prompt),
         ("daemon", config.daemon),
     ]
+    if config.fleet is not None:  # only with a [fleet] table (docs/OPERATIONS.md, "A fleet")
+        tables.append(("fleet", config.fleet))
     for table, struct in tables:
         for field in struct.__struct_fields__:
             key = f"{table}.{field}"
