@@ -110,7 +110,6 @@ NOTIFY = Verb(
     help="drop a notice into a chat's inbox",
     examples=(
         'scoutd notify ~/chats/a1/agent.chat "Please wrap up and write the summary."',
-        "echo 'Use the staging database.' | scoutd notify ~/chats/a1/agent.chat -",
         'scoutd notify --name 01-priority.txt ~/chats/a1/agent.chat "Read this first."',
         'scoutd notify --fleet label=team-a "Wrap up within ten minutes."',
     ),
