@@ -24,9 +24,11 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", tempfile.mkdtemp(prefix="mswea-config-"))
 pytest.importorskip("minisweagent", reason="needs the extra scoutd[mini-swe-agent]")
 
+import yaml  # type: ignore[import-untyped]
 from minisweagent.agents.default import DefaultAgent
+from minisweagent.config import get_config_from_spec
 from minisweagent.environments.local import LocalEnvironment
-from minisweagent.models import get_model
+from minisweagent.models import get_model, get_model_class
 from minisweagent.models.test_models import DeterministicToolcallModel, make_toolcall_output
 
 import scoutd
@@ -43,6 +45,7 @@ from tests.integrations.replay import (
     contains,
     load_replay,
 )
+from tests.integrations.test_docs_samples import TEXT
 from tests.integrations.test_run import run_python
 
 NOTICE_AT = 8
@@ -246,3 +249,19 @@ def test_without_the_framework_importing_it_fails_naming_the_extra() -> None:
     message = done.stdout.strip()
     assert "\n" not in message and "scoutd.integrations.mini_swe_agent" in message
     assert "pip install 'scoutd[mini-swe-agent]'" in message
+
+
+def test_the_docs_config_selects_the_wrapper() -> None:
+    """docs/INTEGRATIONS.md: its YAML and its ``mini -c`` line give the documented config."""
+    section = TEXT[TEXT.index("## mini-swe-agent\n") :]
+    block = section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n", 10)]
+    model = yaml.safe_load(block)["model"]
+    assert get_model_class(model["model_name"], model["model_class"]) is ScoutdModel
+    assert model["scoutd"] == {"save_file": "~/chats/run-1.chat"}
+    line = next(text for text in section.split("`") if text.startswith("mini -c"))
+    specs = [arg for arg in line.split()[1:] if arg != "-c" and "=" in arg]
+    config: dict[str, Any] = {}
+    for spec in specs:
+        config.setdefault("model", {}).update(get_config_from_spec(spec)["model"])
+    assert config["model"]["model_class"] == model["model_class"]
+    assert config["model"]["scoutd"] == model["scoutd"]

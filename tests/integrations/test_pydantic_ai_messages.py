@@ -7,7 +7,9 @@ native tool calls, retry feedback) survives; what it adds is a new request.
 
 from __future__ import annotations
 
+import ast
 import copy
+import importlib
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ from pydantic_ai.messages import (
 
 import scoutd
 from scoutd.integrations._pydantic_ai_messages import ORIGIN, from_chat, to_chat
+from tests.integrations.test_docs_samples import install_line, sample
 from tests.integrations.test_run import run_python
 
 
@@ -105,7 +108,7 @@ def test_what_scoutd_keeps_is_the_agents_own_objects() -> None:
 
 
 def test_an_edit_changes_only_its_part_of_a_copy() -> None:
-    messages = history()
+    messages: list[Any] = history()
     before = copy.deepcopy(messages)
     sent = to_chat(messages)
     prepared = copy.deepcopy(sent.chat)
@@ -113,7 +116,7 @@ def test_an_edit_changes_only_its_part_of_a_copy() -> None:
     del prepared[2]["tool_calls"][1]  # scoutd drops call c2 and its return
     del prepared[4]
     prepared.append({"role": "user", "content": "operator notice"})
-    back = from_chat(prepared, sent, messages)
+    back: list[Any] = from_chat(prepared, sent, messages)
     assert messages == before  # the agent's history is untouched
     assert back[0] is messages[0] and back[3] is messages[3] and back[4] is messages[4]
     response = back[1]
@@ -130,8 +133,8 @@ def test_an_edit_changes_only_its_part_of_a_copy() -> None:
     assert part.timestamp == messages[2].parts[0].timestamp
     added = back[-1]
     assert isinstance(added, ModelRequest)
-    assert [type(p) for p in added.parts] == [UserPromptPart]
-    assert added.parts[0].content == "operator notice"
+    (notice,) = added.parts
+    assert isinstance(notice, UserPromptPart) and notice.content == "operator notice"
 
 
 def test_a_retry_feedback_stays_whole_and_a_dropped_request_goes() -> None:
@@ -177,3 +180,17 @@ def test_without_the_framework_importing_it_fails_naming_the_extra() -> None:
     message = done.stdout.strip()
     assert "\n" not in message and "scoutd.integrations.pydantic_ai" in message
     assert "pip install 'scoutd[pydantic-ai]'" in message
+
+
+def test_the_docs_sample_is_a_script_its_install_line_can_run() -> None:
+    """docs/INTEGRATIONS.md: the script compiles, its names exist, its model extra is in."""
+    source = sample("Pydantic AI")
+    compile(source, "INTEGRATIONS.md (Pydantic AI)", "exec")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            module = importlib.import_module(node.module)
+            assert all(hasattr(module, alias.name) for alias in node.names), node.module
+    installed = install_line("Pydantic AI")
+    assert "scoutd[pydantic-ai]" in installed
+    assert '"openai:' in source and "pydantic-ai-slim[openai]" in installed
+    assert "ScoutdCapability(save_file=SAVE_FILE)" in source
