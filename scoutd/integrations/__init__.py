@@ -4,6 +4,10 @@
   the OpenAI Agents SDK (extra ``scoutd[openai-agents]``).
 - :mod:`scoutd.integrations.langchain`: an agent middleware for LangChain's
   ``create_agent`` (extra ``scoutd[langchain]``).
+- :mod:`scoutd.integrations.pydantic_ai`: a capability for Pydantic AI's
+  ``Agent`` (extra ``scoutd[pydantic-ai]``).
+- :mod:`scoutd.integrations.mini_swe_agent`: a model class for mini-swe-agent's
+  config (extra ``scoutd[mini-swe-agent]``).
 
 Each is imported on its own; ``import scoutd`` never imports a framework.
 """
