@@ -23,16 +23,19 @@ from .texts import ACTION, OUTPUT
 
 __all__ = ["AGES", "Origins", "OutputInfo", "format_origins", "run_outputs", "tool_kind"]
 
-READ, SEARCH, TEST, EDIT, GIT, SCRIPT, OTHER = (
+READ, SEARCH, TEST, BUILD, EDIT, GIT, SCRIPT, TASKS, WEB, OTHER = (
     "file read",
     "search/listing",
     "test run",
+    "build/lint",
     "edit/write",
     "git",
     "script run",
+    "agent tasks",
+    "web/issues",
     "other",
 )
-KINDS = (READ, SEARCH, TEST, EDIT, GIT, SCRIPT, OTHER)
+KINDS = (READ, SEARCH, TEST, BUILD, EDIT, GIT, SCRIPT, TASKS, WEB, OTHER)
 # Age buckets in outputs: (lowest, highest or None).
 AGES = ((1, 10), (11, 20), (21, 40), (41, 80), (81, None))
 
@@ -44,9 +47,14 @@ _EDIT_TOOLS = frozenset(
     {"edit", "write", "multiedit", "notebookedit", "apply_patch", "write_file", "create_file"}
 )
 _TEST = re.compile(
-    r"\b(pytest|py\.test|unittest|tox|nox|go test|cargo test|npm (?:run )?test|yarn test|jest|"
-    r"vitest|runtests|make test|mvn test|gradle test)\b"
+    r"\b(pytest|py\.test|unittest|tox|nox|jest|vitest|runtests|(?:go|cargo|mvn|gradle|mix) test|"
+    r"(?:make|just|mise|npm|pnpm|yarn|bun|task)(?: run)? test)"
 )
+_BUILD = re.compile(
+    r"\b(lint|golangci-lint|staticcheck|go (?:build|vet)|cargo (?:build|check|clippy)|tsc|eslint|"
+    r"ruff|mypy|make|(?:mise|just|npm|pnpm|yarn|bun|mix|task) (?:run )?\w+|mix compile)\b"
+)
+_TASK_TOOLS = frozenset({"todowrite", "todoread", "skill", "exitplanmode", "askuserquestion"})
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 _READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "awk"})
 _SEARCHERS = frozenset({"grep", "egrep", "rg", "ag", "find", "ls", "tree", "fd", "wc", "locate"})
@@ -72,7 +80,7 @@ def _shell_kind(command: str) -> str:
         words = segment.split()
         while words and ("=" in words[0] or words[0] in ("timeout", "sudo", "env")):
             words = words[2:] if words[0] == "timeout" else words[1:]
-        if not words or words[0] in ("cd", "echo", "true", "export", "source", "set"):
+        if not words or words[0] in ("cd", "echo", "true", "export", "source", "set", "pwd"):
             if words and words[0] == "echo" and ">" in segment:
                 return EDIT
             continue
@@ -82,12 +90,16 @@ def _shell_kind(command: str) -> str:
             return EDIT
         if program in ("patch", "tee") or (program in ("cat", "printf") and writes):
             return EDIT
+        if _BUILD.match(" ".join([program, *words[1:3]])):
+            return BUILD
         if program in _READERS or program == "sed":
             return READ
         if program in _SEARCHERS:
             return SEARCH
         if program == "git":
             return SEARCH if words[1:2] in (["grep"], ["ls-files"]) else GIT
+        if program in ("gh", "curl", "wget"):
+            return WEB
         if program in _SCRIPTS or program.startswith("python") or program.startswith("./"):
             return SCRIPT
         return OTHER
@@ -110,6 +122,10 @@ def tool_kind(tool: str | None, arguments: str) -> str:
         return EDIT
     if name in ("bash", "shell", "execute", "run", "terminal", "exec_command", "run_command"):
         return _shell_kind(_command(arguments))
+    if name in _TASK_TOOLS or name.startswith("task"):
+        return TASKS
+    if name.startswith(("web", "mcp__")):
+        return WEB
     return OTHER
 
 

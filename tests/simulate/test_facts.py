@@ -166,13 +166,16 @@ def test_tool_kinds() -> None:
     assert tool_kind("bash", json.dumps({"command": "python -m pytest -q"})) == "test run"
     assert tool_kind("bash", json.dumps({"command": "python repro.py"})) == "script run"
     assert tool_kind("bash", json.dumps({"command": "git diff"})) == "git"
-    assert tool_kind("Bash", "make") == "other"
+    assert tool_kind("Bash", "make") == tool_kind("Bash", "mise run lint 2>&1") == "build/lint"
+    assert tool_kind("Bash", "mise run test") == "test run"
+    assert tool_kind("Bash", "pwd && pip install -q pytz") == "other"
     assert (tool_kind("Read", ""), tool_kind("Grep", ""), tool_kind("Edit", "")) == (
         "file read",
         "search/listing",
         "edit/write",
     )
-    assert tool_kind("TodoWrite", "") == "other"
+    assert tool_kind("TodoWrite", "") == tool_kind("TaskCreate", "") == "agent tasks"
+    assert tool_kind("WebFetch", "") == "web/issues" and tool_kind("Unknown", "") == "other"
 
 
 # Random conversations over a fixed vocabulary, against a plain oracle.
