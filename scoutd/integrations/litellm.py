@@ -1,0 +1,274 @@
+"""scoutd in front of every model call of a LiteLLM proxy (docs/INTEGRATIONS.md).
+
+Three lines of the proxy's ``config.yaml``::
+
+    litellm_settings:
+      callbacks: scoutd.integrations.litellm.proxy_handler
+
+Before the proxy forwards a request, its pre-call hook prepares the request's
+conversation with scoutd: ``messages`` on the OpenAI-compatible route
+(``/v1/chat/completions``) and the Anthropic-compatible one (``/v1/messages``,
+whose ``system`` passes through), ``input`` on the Responses route
+(``/v1/responses``). Any agent that takes a base URL gets compaction, notices
+and aborts without a code change.
+
+A request names its chat with the header ``x-scoutd-chat: <save file>``,
+which must lie under the roots the operator configured
+(``SCOUTD_LITELLM_ROOTS``): the chat's inbox beside it brings notices and
+aborts, and the chat keeps one incremental session from request to request,
+in a bounded LRU of this process (or a daemon session with
+``SCOUTD_LITELLM_SOCKET``). Without the header a request is only compacted:
+no inbox, no state. An abort answers the agent with HTTP 403, a non-retryable
+error saying that the operator aborted the chat, and the chat stays aborted
+(its marker, docs/RELIABILITY.md) until an operator runs ``scoutd clear``.
+
+Needs the extra ``scoutd[litellm]``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import anyio.to_thread
+import msgspec
+
+from ..errors import Aborted, Forbidden
+from ..formats import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ..paths import display_path
+from ..prepare import Prepared
+from ..security import check_save_file, resolve_roots
+from ._run import RunPreparer, missing_extra, round_summary
+
+try:
+    from fastapi import HTTPException
+    from litellm.integrations.custom_logger import CustomLogger
+except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
+    raise missing_extra(__name__, "litellm", exc) from None
+
+__all__ = ["CHAT_HEADER", "ProxySettings", "ScoutdProxyHook", "proxy_handler"]
+
+log = logging.getLogger(__name__)
+
+CHAT_HEADER = "x-scoutd-chat"
+# The status of an abort. Not 408/409/429/5xx: the OpenAI and Anthropic SDKs (and
+# the agents built on them) retry those, and an aborted agent must stop, not loop.
+# 403 says "refused by policy" and is surfaced as it is.
+ABORT_STATUS = 403
+# The request's conversation for each LiteLLM call type: its format and its key.
+ROUTES: Mapping[str, tuple[str, str]] = {
+    "completion": (OPENAI_CHAT, "messages"),
+    "acompletion": (OPENAI_CHAT, "messages"),
+    "anthropic_messages": (ANTHROPIC, "messages"),
+    "aanthropic_messages": (ANTHROPIC, "messages"),
+    "responses": (OPENAI_RESPONSES, "input"),
+    "aresponses": (OPENAI_RESPONSES, "input"),
+}
+# Bounds of the chats kept between requests: each holds a conversation's
+# incremental state (or a daemon session), evicted least recently used first.
+MAX_CHATS_LIMIT = 10_000
+
+
+class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The hook's options; :meth:`from_env` reads them from the proxy's environment.
+
+    Attributes:
+        roots: directories under which a request's ``x-scoutd-chat`` may name a
+            save file (``SCOUTD_LITELLM_ROOTS``, separated by ``:``); none: a
+            request that names a chat is refused.
+        socket: the daemon's socket path, ``True`` for the default one, ``None``
+            to prepare in the proxy's process (``SCOUTD_LITELLM_SOCKET``; the
+            value ``default`` means ``True``).
+        config: ``[prompt]`` overrides for every request (``SCOUTD_LITELLM_CONFIG``,
+            a JSON object).
+        max_chats: chats whose session is kept between requests
+            (``SCOUTD_LITELLM_MAX_CHATS``).
+        timeout: seconds allowed for each daemon answer.
+    """
+
+    roots: tuple[str, ...] = ()
+    socket: str | bool | None = None
+    config: dict[str, Any] | None = None
+    max_chats: int = 256
+    timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_chats <= MAX_CHATS_LIMIT:
+            raise ValueError(f"max_chats must be within 1..{MAX_CHATS_LIMIT}: {self.max_chats}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be positive: {self.timeout}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> ProxySettings:
+        """The settings named by ``SCOUTD_LITELLM_*`` variables (defaults otherwise)."""
+        roots = tuple(r for r in environ.get("SCOUTD_LITELLM_ROOTS", "").split(":") if r)
+        socket: str | bool | None = environ.get("SCOUTD_LITELLM_SOCKET") or None
+        if socket == "default":
+            socket = True
+        raw = environ.get("SCOUTD_LITELLM_CONFIG")
+        config = json.loads(raw) if raw else None
+        if config is not None and not isinstance(config, dict):
+            raise ValueError(f"SCOUTD_LITELLM_CONFIG must be a JSON object: {raw}")
+        max_chats = int(environ.get("SCOUTD_LITELLM_MAX_CHATS", "256"))
+        return cls(roots=roots, socket=socket, config=config, max_chats=max_chats)
+
+
+def api_error(status: int, message: str, kind: str) -> HTTPException:
+    """An error the proxy answers in the route's own format (OpenAI or Anthropic)."""
+    return HTTPException(status_code=status, detail={"error": {"message": message, "type": kind}})
+
+
+def aborted_error(reason: str, chat: str) -> HTTPException:
+    """The answer to a request of an aborted chat: clear, final, not retryable."""
+    shown = display_path(chat)
+    return api_error(
+        ABORT_STATUS,
+        f"aborted by the operator: {reason} (scoutd: the chat {shown} stays aborted "
+        f"until an operator runs: scoutd clear {shown})",
+        "scoutd_aborted",
+    )
+
+
+def chat_header(data: Mapping[str, Any]) -> str | None:
+    """The ``x-scoutd-chat`` header of the request, if any."""
+    request = data.get("proxy_server_request")
+    headers = request.get("headers") if isinstance(request, Mapping) else None
+    if not isinstance(headers, Mapping):
+        return None
+    for name, value in headers.items():
+        if isinstance(name, str) and name.lower() == CHAT_HEADER and value:
+            return str(value)
+    return None
+
+
+class ScoutdProxyHook(CustomLogger):  # type: ignore[misc]
+    """A LiteLLM proxy callback whose pre-call hook prepares each request with scoutd.
+
+    One :class:`~scoutd.integrations._run.RunPreparer` per chat (save file and
+    format), kept between requests in a bounded LRU: a chat's requests share
+    one incremental session, so each prepares only what is new. A chat evicted,
+    or aborted, ends its session; its next request opens a new one (which an
+    aborted chat's marker aborts at once).
+    """
+
+    def __init__(self, settings: ProxySettings | None = None) -> None:
+        super().__init__()
+        self.settings = ProxySettings.from_env() if settings is None else settings
+        self._lock = threading.Lock()
+        self._chats: OrderedDict[tuple[str, str], RunPreparer] = OrderedDict()
+
+    def configure(self, settings: ProxySettings) -> None:
+        """Use ``settings`` from the next request on; every chat's session is ended."""
+        with self._lock:
+            self.settings = settings
+            chats, self._chats = list(self._chats.values()), OrderedDict()
+        for preparer in chats:
+            preparer.close()
+
+    def save_file(self, data: Mapping[str, Any]) -> str | None:
+        """The chat the request names, confined to the configured roots.
+
+        Raises:
+            HTTPException: 400 if it names a file outside the roots.
+        """
+        named = chat_header(data)
+        if named is None:
+            return None
+        roots = resolve_roots(self.settings.roots)
+        try:
+            return check_save_file(os.path.expanduser(named), roots)
+        except Forbidden as exc:
+            message = f"scoutd refused the header {CHAT_HEADER}: {exc} (SCOUTD_LITELLM_ROOTS)"
+            raise api_error(400, message, "invalid_request_error") from None
+
+    def _preparer(self, save_file: str, format: str) -> RunPreparer:
+        """The chat's preparer, most recently used now; the oldest beyond the bound closed."""
+        evicted: list[RunPreparer] = []
+        with self._lock:
+            key = (save_file, format)
+            preparer = self._chats.pop(key, None)
+            if preparer is None:
+                preparer = self._new(save_file, format)
+            self._chats[key] = preparer
+            while len(self._chats) > self.settings.max_chats:
+                evicted.append(self._chats.popitem(last=False)[1])
+        for old in evicted:
+            old.close()
+        return preparer
+
+    def _new(self, save_file: str | None, format: str) -> RunPreparer:
+        s = self.settings
+        return RunPreparer(
+            save_file=save_file, socket=s.socket, config=s.config, format=format, timeout=s.timeout
+        )
+
+    def _forget(self, save_file: str, format: str, preparer: RunPreparer) -> None:
+        """End an aborted chat's session: its next request starts from its marker."""
+        with self._lock:
+            if self._chats.get((save_file, format)) is preparer:
+                del self._chats[(save_file, format)]
+        preparer.close()
+
+    def prepare(self, save_file: str | None, format: str, messages: list[Any]) -> Prepared:
+        """The prepared conversation (blocking; the hook runs it in a worker thread).
+
+        Raises:
+            Aborted: an operator aborted the chat.
+        """
+        if save_file is None:  # no chat: compaction only, nothing kept
+            with self._new(None, format) as preparer:
+                return preparer.prepare(messages)
+        preparer = self._preparer(save_file, format)
+        try:
+            return preparer.prepare(messages)
+        except Aborted:
+            self._forget(save_file, format, preparer)
+            raise
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
+    ) -> dict[str, Any]:
+        """The hook: the request with its conversation prepared; other calls untouched.
+
+        Raises:
+            HTTPException: 403 for an aborted chat, 400 for a chat outside the roots.
+        """
+        route = ROUTES.get(call_type)
+        messages = data.get(route[1]) if route is not None else None
+        if route is None or not isinstance(messages, list) or not messages:
+            return data
+        format, key = route
+        save_file = self.save_file(data)
+        try:
+            prepared = await anyio.to_thread.run_sync(self.prepare, save_file, format, messages)
+        except Aborted as exc:
+            log.warning("scoutd: request refused, chat aborted: %s", exc.reason)
+            raise aborted_error(exc.reason, save_file or "") from None
+        chat = "no chat" if save_file is None else display_path(save_file)
+        log.info("scoutd: %s: %s", chat, round_summary(len(messages), prepared))
+        data[key] = prepared.messages  # a new list: the request's own is left as it came
+        return data
+
+    def close(self) -> None:
+        """End every chat's session (the proxy's shutdown; idempotent)."""
+        self.configure(self.settings)
+
+
+def _log_to_stderr() -> None:
+    """Show the hook's lines in the proxy's console, unless logging is set up already."""
+    if log.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s:%(levelname)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+_log_to_stderr()
+proxy_handler = ScoutdProxyHook()

@@ -1,0 +1,49 @@
+"""The scripted model behind the LiteLLM proxy of tests/integrations/test_litellm.py.
+
+A LiteLLM custom provider (``custom_provider_map`` in the proxy's
+``config.yaml``): each call records the messages that reached the model and
+answers with the next turn of a recorded run, built by LiteLLM's own mock
+completion (``mock_response``, ``mock_tool_calls``), so the proxy does
+everything it does with a provider, without network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import litellm
+from litellm.llms.custom_llm import CustomLLM
+
+from tests.integrations.replay import Events, Replay
+
+
+class ScriptedModel(CustomLLM):  # type: ignore[misc]
+    """Answers call ``k`` with turn ``k`` of ``replay``; :meth:`start` begins a new script."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.replay: Replay | None = None
+        self.events: Events | None = None
+        self.seen: list[list[Any]] = []
+
+    def start(self, replay: Replay, events: Events) -> None:
+        self.replay, self.events, self.seen = replay, events, []
+
+    async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+        assert self.replay is not None and self.events is not None, "no script started"
+        messages = list(kwargs["messages"])
+        self.seen.append(messages)
+        turn = self.replay.turn(self.events.model_called())
+        calls = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for call_id, name, arguments in turn.calls
+        ]
+        return await litellm.acompletion(
+            model="gpt-4o",
+            messages=messages,
+            mock_response=turn.text or "working on it",
+            mock_tool_calls=calls or None,
+        )
+
+
+scripted_model = ScriptedModel()

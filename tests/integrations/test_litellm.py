@@ -1,0 +1,310 @@
+"""A LiteLLM proxy with scoutd's pre-call hook, driven as an agent drives it (docs/INTEGRATIONS.md).
+
+The real proxy app (LiteLLM's FastAPI app, its lifespan, its auth, its
+``config.yaml`` with scoutd's documented callback line) is driven through
+starlette's TestClient by a scripted agent loop that replays a recorded real
+run over HTTP, on the OpenAI route (``/v1/chat/completions``) and the
+Anthropic route (``/v1/messages``). Behind the proxy a custom provider
+(tests/integrations/litellm_model.py) records what reached the model and
+answers with LiteLLM's mock completions: no network. Each scenario runs with
+the hook preparing in the proxy's process and through a real daemon subprocess.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("litellm.proxy", reason="needs the extra scoutd[litellm]")
+
+# LiteLLM fetches its model price map from the network at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+import scoutd  # noqa: E402
+from scoutd.inbox.aborted import clear  # noqa: E402
+from scoutd.integrations.litellm import (  # noqa: E402
+    CHAT_HEADER,
+    ProxySettings,
+    proxy_handler,
+)
+from tests.integrations.litellm_model import scripted_model  # noqa: E402
+from tests.integrations.replay import (  # noqa: E402
+    ABORT_REASON,
+    CONFIG,
+    NOTICE,
+    Events,
+    Replay,
+    check_one_daemon_session,
+    check_rounds,
+    contains,
+    load_replay,
+)
+
+# LiteLLM's own modules use APIs their dependencies deprecated (pydantic's Field
+# extras among them, and its ReadOnly TypedDicts, of which pydantic warns); the
+# suite turns warnings into errors, not LiteLLM's here.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Items .* the `ReadOnly` qualifier:UserWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
+]
+
+NOTICE_AT = 8
+ABORT_AT = 5
+KEY = "sk-scoutd-test-5b0c1f2e9d8a7b6c5d4e3f2a1b0c9d8e"
+# The documented lines, and a scripted provider in place of a real one.
+CONFIG_YAML = """\
+model_list:
+  - model_name: scripted
+    litellm_params:
+      model: scripted/replay
+litellm_settings:
+  custom_provider_map:
+    - {"provider": "scripted", "custom_handler": tests.integrations.litellm_model.scripted_model}
+  callbacks: scoutd.integrations.litellm.proxy_handler
+"""
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The proxy app, started once (LiteLLM's import and start-up take seconds)."""
+    config = tmp_path_factory.mktemp("proxy") / "config.yaml"
+    config.write_text(CONFIG_YAML, encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CONFIG_FILE_PATH", str(config))
+        patch.setenv("LITELLM_MASTER_KEY", KEY)
+        from litellm.proxy.proxy_server import app
+
+        with TestClient(app, headers={"Authorization": f"Bearer {KEY}"}) as client:
+            yield client
+    proxy_handler.close()
+
+
+@dataclass
+class Route:
+    """How an agent talks to one of the proxy's routes."""
+
+    path: str
+    format: str
+
+    def start(self, replay: Replay) -> list[dict[str, Any]]:
+        if self.format == "anthropic":
+            return [{"role": "user", "content": replay.task}]
+        return [{"role": "system", "content": replay.system}, {"role": "user", "content": replay.task}]
+
+    def body(self, replay: Replay, history: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.format == "anthropic":
+            return {"model": "scripted", "max_tokens": 1024, "system": replay.system, "messages": history}
+        return {"model": "scripted", "messages": history}
+
+    def answer(self, replay: Replay, response: dict[str, Any]) -> list[dict[str, Any]]:
+        """The messages the agent appends: the model's turn and its tools' outputs."""
+        if self.format == "anthropic":
+            blocks = [
+                {k: b[k] for k in ("type", "text", "id", "name", "input") if k in b}
+                for b in response["content"]
+            ]
+            results = [
+                {"type": "tool_result", "tool_use_id": b["id"], "content": replay.outputs[b["id"]]}
+                for b in blocks
+                if b["type"] == "tool_use"
+            ]
+            turn = [{"role": "assistant", "content": blocks}]
+            return turn + ([{"role": "user", "content": results}] if results else [])
+        message = response["choices"][0]["message"]
+        calls = [
+            {"id": c["id"], "type": "function", "function": dict(c["function"])}
+            for c in message.get("tool_calls") or []
+        ]
+        assistant: dict[str, Any] = {"role": "assistant", "content": message["content"]}
+        if calls:
+            assistant["tool_calls"] = calls
+        outputs = [
+            {"role": "tool", "tool_call_id": c["id"], "content": replay.outputs[c["id"]]}
+            for c in calls
+        ]
+        return [assistant, *outputs]
+
+    def final(self, response: dict[str, Any]) -> str:
+        if self.format == "anthropic":
+            return "".join(b.get("text", "") for b in response["content"])
+        return str(response["choices"][0]["message"]["content"])
+
+
+ROUTES = [Route("/v1/chat/completions", "openai-chat"), Route("/v1/messages", "anthropic")]
+
+
+@dataclass
+class Run:
+    full: list[list[dict[str, Any]]]  # what the agent sent at each request
+    last: Any  # the last response: its JSON body
+    status: int
+
+
+def run_agent(
+    proxy: TestClient, route: Route, replay: Replay, save_file: str | None, limit: int = 200
+) -> Run:
+    """The agent's loop: send the whole history, append the answer and the tools' outputs."""
+    history = route.start(replay)
+    headers = {} if save_file is None else {CHAT_HEADER: save_file}
+    full: list[list[dict[str, Any]]] = []
+    for _ in range(limit):
+        sent = copy.deepcopy(history)
+        full.append(sent)
+        response = proxy.post(route.path, json=route.body(replay, history), headers=headers)
+        assert history == sent  # the agent's own list is never touched
+        if response.status_code != 200:
+            return Run(full, response.json(), response.status_code)
+        appended = route.answer(replay, response.json())
+        history = history + appended
+        if len(appended) == 1:  # no tool call: the final answer
+            return Run(full, response.json(), 200)
+    raise AssertionError(f"the agent did not finish in {limit} requests")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+
+
+def openai_view(messages: list[dict[str, Any]]) -> list[list[Any]]:
+    """An OpenAI Chat conversation as (role, text, call ids) rows, system left out."""
+    rows: list[list[Any]] = []
+    for m in messages:
+        if m["role"] == "tool":
+            rows.append(["tool", m["tool_call_id"], _text(m["content"])])
+        elif m["role"] == "assistant":
+            rows.append(["assistant", _text(m.get("content")), [c["id"] for c in m.get("tool_calls") or []]])
+        elif m["role"] == "user":
+            rows.append(["user", _text(m["content"])])
+    return rows
+
+
+def anthropic_view(messages: list[dict[str, Any]]) -> list[list[Any]]:
+    """An Anthropic conversation as the rows of :func:`openai_view` (LiteLLM's translation)."""
+    rows: list[list[Any]] = []
+    for m in messages:
+        blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+        if m["role"] == "assistant":
+            text = "".join(b.get("text", "") for b in blocks if b["type"] == "text")
+            rows.append(["assistant", text, [b["id"] for b in blocks if b["type"] == "tool_use"]])
+            continue
+        texts = []
+        for b in blocks:
+            if b["type"] == "tool_result":
+                rows.append(["tool", b["tool_use_id"], _text(b["content"])])
+            elif b["type"] == "text":
+                texts.append(b["text"])
+        if texts:
+            rows.append(["user", "".join(texts)])
+    return rows
+
+
+def check_run(route: Route, run: Run, seen: list[list[Any]], notice_at: int | None) -> None:
+    """At every request the model saw the prompt scoutd prepares of the agent's history."""
+    expected = [scoutd.prepare(h, config=CONFIG, format=route.format).messages for h in run.full]
+    if route.format == "anthropic":  # the model gets LiteLLM's OpenAI translation of it
+        check_rounds(
+            [anthropic_view(h) for h in run.full],
+            [openai_view(m) for m in seen],
+            [anthropic_view(m) for m in expected],
+            notice_at,
+        )
+    else:
+        assert all(m[0]["role"] == "system" for m in seen)
+        check_rounds(run.full, seen, expected, notice_at)
+
+
+@pytest.fixture
+def chat(socket: tuple[str | None, str]) -> Iterator[tuple[str | None, str]]:
+    """The hook configured for one scenario: chats under its directory, in process or not."""
+    socket_path, directory = socket
+    proxy_handler.configure(ProxySettings(roots=(directory,), socket=socket_path, config=CONFIG))
+    yield socket_path, os.path.join(directory, "run.chat")
+    proxy_handler.close()
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: r.format)
+def test_whole_run_sees_prepared_prompts(
+    proxy: TestClient, route: Route, chat: tuple[str | None, str]
+) -> None:
+    socket_path, save_file = chat
+    replay = load_replay()
+    scripted_model.start(replay, Events(save_file, notice_at=NOTICE_AT))
+    run = run_agent(proxy, route, replay, save_file)
+    assert run.status == 200, run.last
+    assert route.final(run.last) == replay.final
+    assert len(scripted_model.seen) == len(run.full) == len(replay.turns)
+    check_run(route, run, scripted_model.seen, NOTICE_AT)
+    # The agent's history holds every recorded output, whole, and no notice.
+    assert not contains(run.full[-1], NOTICE)
+    assert not contains(run.full[-1], "[Context compaction]")
+    proxy_handler.close()  # the proxy's shutdown ends the chat's one session
+    check_one_daemon_session(socket_path, os.path.dirname(save_file))
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: r.format)
+def test_abort_answers_a_clear_error_until_cleared(
+    proxy: TestClient, route: Route, chat: tuple[str | None, str]
+) -> None:
+    """The abort ends the run with a 403 naming the reason; the chat stays aborted for every
+    later request, of this agent or a new one, until an operator clears it."""
+    _, save_file = chat
+    replay = load_replay()
+    scripted_model.start(replay, Events(save_file, abort_at=ABORT_AT))
+    run = run_agent(proxy, route, replay, save_file)
+    assert run.status == 403, run.last
+    message = json.dumps(run.last)
+    assert f"aborted by the operator: {ABORT_REASON}" in message
+    assert "scoutd clear" in message
+    # The model answered calls 0..ABORT_AT; the next request never reached it.
+    assert len(scripted_model.seen) == ABORT_AT + 1 == len(run.full) - 1
+    for _ in range(2):  # the same agent retrying, then an agent started again
+        again = run_agent(proxy, route, replay, save_file)
+        assert again.status == 403 and ABORT_REASON in json.dumps(again.last)
+    assert len(scripted_model.seen) == ABORT_AT + 1
+    clear(save_file)  # the operator lifts it: the next run goes to its end
+    scripted_model.start(replay, Events(save_file))
+    cleared = run_agent(proxy, route, replay, save_file)
+    assert cleared.status == 200 and route.final(cleared.last) == replay.final
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: r.format)
+def test_without_a_chat_the_request_is_only_compacted(
+    proxy: TestClient, route: Route, chat: tuple[str | None, str]
+) -> None:
+    """No header: compaction, but no inbox (a waiting notice or abort is not read)."""
+    _, save_file = chat
+    replay = load_replay()
+    scripted_model.start(replay, Events(save_file, notice_at=2, abort_at=3))
+    run = run_agent(proxy, route, replay, None)
+    assert run.status == 200, run.last
+    check_run(route, run, scripted_model.seen, None)
+
+
+@pytest.mark.parametrize(
+    "named",
+    ["/etc/passwd", "relative.chat", "{dir}/../outside.chat", "{dir}"],
+)
+def test_a_chat_outside_the_roots_is_refused(
+    proxy: TestClient, chat: tuple[str | None, str], named: str
+) -> None:
+    _, save_file = chat
+    replay = load_replay()
+    scripted_model.start(replay, Events(save_file))
+    named = named.format(dir=os.path.dirname(save_file))
+    run = run_agent(proxy, ROUTES[0], replay, named)
+    assert run.status == 400, run.last
+    assert CHAT_HEADER in run.last["error"]["message"]
+    assert scripted_model.seen == []
+    assert not Path(named).with_suffix(".inbox_aborted").exists()
