@@ -46,7 +46,6 @@ from tests.integrations.replay import (
     load_replay,
 )
 from tests.integrations.test_docs_samples import TEXT
-from tests.integrations.test_run import run_python
 
 NOTICE_AT = 8
 ABORT_AT = 5
@@ -230,25 +229,6 @@ def test_a_mistyped_option_is_refused_when_the_model_is_built() -> None:
         ValueError, match=r"unknown scoutd option\(s\) save_fiel \(known: save_file"
     ):
         ScoutdModel(scoutd={"save_fiel": "run.chat"}, model_name="gpt-4.1")
-
-
-def test_without_the_framework_importing_it_fails_naming_the_extra() -> None:
-    done = run_python(
-        """
-        import sys
-        import scoutd, scoutd.integrations
-        assert 'minisweagent' not in sys.modules  # import scoutd never imports it
-        sys.modules['minisweagent'] = None  # as if it were not installed
-        try:
-            import scoutd.integrations.mini_swe_agent
-        except ImportError as exc:
-            print(str(exc))
-        """
-    )
-    assert done.returncode == 0, done.stderr + done.stdout
-    message = done.stdout.strip()
-    assert "\n" not in message and "scoutd.integrations.mini_swe_agent" in message
-    assert "pip install 'scoutd[mini-swe-agent]'" in message
 
 
 def test_the_docs_config_selects_the_wrapper() -> None:

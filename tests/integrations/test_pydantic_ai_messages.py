@@ -34,7 +34,6 @@ from pydantic_ai.messages import (
 import scoutd
 from scoutd.integrations._pydantic_ai_messages import ORIGIN, from_chat, to_chat
 from tests.integrations.test_docs_samples import install_line, sample
-from tests.integrations.test_run import run_python
 
 
 def history() -> list[ModelMessage]:
@@ -161,25 +160,6 @@ def test_a_real_prepare_round_trips() -> None:
     prepared = scoutd.prepare(sent.chat, format="openai-chat").messages
     back = from_chat(prepared, sent, messages)
     assert all(a is b for a, b in zip(back, messages, strict=True))
-
-
-def test_without_the_framework_importing_it_fails_naming_the_extra() -> None:
-    done = run_python(
-        """
-        import sys
-        import scoutd, scoutd.integrations
-        assert 'pydantic_ai' not in sys.modules  # import scoutd never imports it
-        sys.modules['pydantic_ai'] = None  # as if it were not installed
-        try:
-            import scoutd.integrations.pydantic_ai
-        except ImportError as exc:
-            print(str(exc))
-        """
-    )
-    assert done.returncode == 0, done.stderr + done.stdout
-    message = done.stdout.strip()
-    assert "\n" not in message and "scoutd.integrations.pydantic_ai" in message
-    assert "pip install 'scoutd[pydantic-ai]'" in message
 
 
 def test_the_docs_sample_is_a_script_its_install_line_can_run() -> None:

@@ -1,0 +1,39 @@
+"""The Pydantic AI and mini-swe-agent hooks are optional extras (docs/INTEGRATIONS.md).
+
+``import scoutd`` imports neither framework, and importing a hook without its
+framework fails with one line naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integrations.test_run import run_python
+
+
+@pytest.mark.parametrize(
+    ("module", "blocked", "extra"),
+    [
+        ("scoutd.integrations.pydantic_ai", "pydantic_ai", "pydantic-ai"),
+        ("scoutd.integrations.mini_swe_agent", "minisweagent", "mini-swe-agent"),
+    ],
+)
+def test_without_the_framework_importing_the_hook_fails_naming_the_extra(
+    module: str, blocked: str, extra: str
+) -> None:
+    done = run_python(
+        f"""
+        import sys
+        import scoutd, scoutd.integrations
+        assert {blocked!r} not in sys.modules  # import scoutd never imports it
+        sys.modules[{blocked!r}] = None  # as if it were not installed
+        try:
+            import {module}
+        except ImportError as exc:
+            print(str(exc))
+        """
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    message = done.stdout.strip()
+    assert "\n" not in message and module in message
+    assert f"pip install 'scoutd[{extra}]'" in message
