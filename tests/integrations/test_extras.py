@@ -7,6 +7,7 @@ framework fails with one line naming the extra to install.
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
@@ -45,5 +46,7 @@ def test_frameworks_are_installed_for_ci() -> None:
     """CI installs the test extra, which brings both frameworks: their tests never skip there."""
     if os.environ.get("CI") != "true":
         pytest.skip("checked under CI only (a local checkout may lack the extras)")
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # no banner
+    os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", tempfile.mkdtemp(prefix="mswea-config-"))
     import minisweagent.agents.default  # noqa: F401
     import pydantic_ai.capabilities  # noqa: F401
