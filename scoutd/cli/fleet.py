@@ -3,7 +3,7 @@
 ``scoutd notify --fleet TARGET TEXT`` and ``scoutd abort --fleet TARGET
 [REASON]`` publish a command to the fleet's Redis instead of writing a file;
 TARGET is ``all``, ``host=NAME``, ``label=NAME``, ``chat=GLOB`` or
-``session=ID``. ``scoutd fleet status`` shows the hosts, their sessions and
+``session=LABEL``. ``scoutd fleet status`` shows the hosts, their sessions and
 backlog; ``scoutd fleet receipts ID`` which hosts answered a command, and
 with which chats (docs/OPERATIONS.md, "A fleet"). All of them read ``[fleet]``
 from the operator's config file (``--config``).
@@ -34,7 +34,7 @@ def add_fleet(parser: argparse.ArgumentParser) -> None:
         "--fleet",
         action="store_true",
         help="publish to the fleet's Redis ([fleet] of the config) instead of writing a file;"
-        " SAVE_FILE is then a TARGET: all, host=NAME, label=NAME, chat=GLOB or session=ID",
+        " SAVE_FILE is then a TARGET: all, host=NAME, label=NAME, chat=GLOB or session=LABEL",
     )
 
 

@@ -168,16 +168,23 @@ class AsyncClient:
         return Prepared(messages=answer.prompt(sent), report=answer.report)
 
     async def open_session(
-        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
+        self,
+        save_file: str | os.PathLike[str],
+        pid: int | None = None,
+        format: str = "auto",
+        *,
+        label: str | None = None,
     ) -> AsyncSession:
         """Register a running agent session; prefer the :meth:`session` context manager.
 
-        ``format`` is the message format of the session's conversation (docs/FORMATS.md).
+        ``format`` is the message format of the session's conversation (docs/FORMATS.md);
+        ``label`` names it for a fleet's ``session=LABEL`` commands (docs/OPERATIONS.md).
         """
         params = SessionOpenParams(
             save_file=os.fspath(save_file),
             pid=pid,
             format=check_format_name(format),  # type: ignore[arg-type]
+            label=label,
         )
         conn = await self._connection()
         opened = await self._call("session.open", params, SessionOpenResult, conn)
@@ -185,10 +192,15 @@ class AsyncClient:
 
     @contextlib.asynccontextmanager
     async def session(
-        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
+        self,
+        save_file: str | os.PathLike[str],
+        pid: int | None = None,
+        format: str = "auto",
+        *,
+        label: str | None = None,
     ) -> AsyncIterator[AsyncSession]:
         """Open a session for ``save_file`` for the duration of an ``async with`` block."""
-        opened = await self.open_session(save_file, pid, format)
+        opened = await self.open_session(save_file, pid, format, label=label)
         try:
             yield opened
         finally:

@@ -161,16 +161,23 @@ class Client:
         return Prepared(messages=answer.prompt(sent), report=answer.report)
 
     def open_session(
-        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
+        self,
+        save_file: str | os.PathLike[str],
+        pid: int | None = None,
+        format: str = "auto",
+        *,
+        label: str | None = None,
     ) -> Session:
         """Register a running agent session; prefer the :meth:`session` context manager.
 
-        ``format`` is the message format of the session's conversation (docs/FORMATS.md).
+        ``format`` is the message format of the session's conversation (docs/FORMATS.md);
+        ``label`` names it for a fleet's ``session=LABEL`` commands (docs/OPERATIONS.md).
         """
         params = SessionOpenParams(
             save_file=os.fspath(save_file),
             pid=pid,
             format=check_format_name(format),  # type: ignore[arg-type]
+            label=label,
         )
         conn = self._connection()
         opened = self._call("session.open", params, SessionOpenResult, conn)
@@ -178,10 +185,15 @@ class Client:
 
     @contextlib.contextmanager
     def session(
-        self, save_file: str | os.PathLike[str], pid: int | None = None, format: str = "auto"
+        self,
+        save_file: str | os.PathLike[str],
+        pid: int | None = None,
+        format: str = "auto",
+        *,
+        label: str | None = None,
     ) -> Iterator[Session]:
         """Open a session for ``save_file`` for the duration of a ``with`` block."""
-        opened = self.open_session(save_file, pid, format)
+        opened = self.open_session(save_file, pid, format, label=label)
         try:
             yield opened
         finally:

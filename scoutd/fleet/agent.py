@@ -71,12 +71,15 @@ class OpenSession(Protocol):
     @property
     def resolved(self) -> str: ...
     @property
+    def label(self) -> str | None: ...
+    @property
     def aborted(self) -> str | None: ...
 
 
 def _views(sessions: Iterable[OpenSession]) -> list[SessionView]:
     return [
-        SessionView(id=s.id, save_file=s.resolved, aborted=s.aborted is not None) for s in sessions
+        SessionView(id=s.id, save_file=s.resolved, label=s.label, aborted=s.aborted is not None)
+        for s in sessions
     ]
 
 

@@ -2,7 +2,8 @@
 
 A command names its chats by one selector: ``all`` (every open session of
 every host), ``host=NAME``, ``label=NAME`` (hosts carrying that label),
-``session=ID`` (one open session) or ``chat=GLOB`` (save files matching an
+``session=LABEL`` (the open sessions their clients labelled so, or the one
+with that id) or ``chat=GLOB`` (save files matching an
 absolute glob: the open sessions' and, found on disk by the I/O shell, the
 chats of no session yet). Whatever the selector, a chat outside the host's
 ``allowed_roots`` is never reached: the roots are the host's boundary, not
@@ -111,7 +112,7 @@ def chats_for(
     if _addressed(command, me):
         chats.update(s.save_file for s in sessions)
     elif command.selector == "session":
-        chats.update(s.save_file for s in sessions if s.id == command.value)
+        chats.update(s.save_file for s in sessions if command.value in (s.label, s.id))
     elif command.selector == "chat":
         check_pattern(command.value)
         chats.update(s.save_file for s in sessions if glob_matches(command.value, s.save_file))

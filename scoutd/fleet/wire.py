@@ -76,6 +76,7 @@ class SessionView(msgspec.Struct, frozen=True, kw_only=True):
 
     id: str
     save_file: str  # resolved
+    label: str | None = None  # given by its client at session.open
     aborted: bool = False
 
 

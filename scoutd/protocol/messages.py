@@ -95,6 +95,8 @@ class SessionOpenParams(
     pid: int | None = msgspec.field(default=None)
     messages: list[dict[str, Any]] | None = None  # the conversation so far, kept by the daemon
     format: FormatName = "auto"  # the session's message format (docs/FORMATS.md)
+    # what a fleet's session=LABEL command addresses (docs/OPERATIONS.md, "A fleet")
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
 
     def __post_init__(self) -> None:
         if self.pid is not None and self.pid < 1:

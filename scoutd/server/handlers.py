@@ -191,6 +191,7 @@ async def session_open(call: Call, params: protocol.SessionOpenParams) -> bytes:
     )
     server.metrics.sessions_opened += 1
     session.prompt.format = params.format
+    session.label = params.label
     if params.messages:
         try:
             async with session.lock, server.quotas.computing(conn.peer.uid):

@@ -99,6 +99,7 @@ class AgentSession:
     owner: SessionOwner
     gid: int | None = None  # the peer's, as the kernel gave it
     aborted: str | None = None
+    label: str | None = None  # the client's name for it (a fleet's session=LABEL)
     watched: list[str] = field(default_factory=list)
     # incremental prompt state (docs/PROTOCOL.md, incremental sessions)
     prompt: SessionPrompt = field(default_factory=SessionPrompt)

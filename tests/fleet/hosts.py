@@ -78,8 +78,9 @@ def wait_connected(daemon: Daemon, connected: bool = True) -> dict[str, Any]:
     return found
 
 
-def open_session(c: LineClient, save_file: str) -> str:
-    reply = c.call("session.open", {"save_file": save_file})
+def open_session(c: LineClient, save_file: str, label: str | None = None) -> str:
+    params = {"save_file": save_file} if label is None else {"save_file": save_file, "label": label}
+    reply = c.call("session.open", params)
     assert "result" in reply, reply
     return str(reply["result"]["session"])
 

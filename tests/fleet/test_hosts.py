@@ -52,6 +52,9 @@ def test_each_selector_reaches_exactly_its_chats(
         for chat in chats.values():
             os.makedirs(os.path.dirname(chat))
         sessions = {name: open_session(clients[name], chats[name]) for name in fleet}
+        labelled = {name: os.path.join(fleet[name].dir, "job", "l.chat") for name in ("h1", "h3")}
+        for name, chat in labelled.items():
+            open_session(clients[name], chat, label="job-42")
         idle = os.path.join(fleet["h3"].dir, "job", "idle.chat")  # a chat of no session
         with open(idle, "w") as handle:
             handle.write("[]")
@@ -61,15 +64,22 @@ def test_each_selector_reaches_exactly_its_chats(
             "label=gpu": {"h1", "h2"},
             "label=team-b": {"h2", "h3"},
             f"session={sessions['h1']}": {"h1"},
-            f"chat={fleet['h3'].dir}/*/*.chat": {"h3", "h3-idle"},
+            "session=job-42": {"h1-label", "h3-label"},
+            f"chat={fleet['h3'].dir}/*/agent.chat": {"h3"},
+            f"chat={fleet['h3'].dir}/*/idle.chat": {"h3-idle"},
         }
         for target, expected in cases.items():
             command = publish_sync(ops, "notice", target, f"notice for {target}")
             found = wait_receipts(ops, command.id, fleet)
             reached = {r.host for r in found.receipts if r.chats}
-            assert reached == {e for e in expected if e in fleet}, target
+            assert reached == {e.split("-")[0] for e in expected}, target
             for name in fleet:
                 assert delivered_copies(chats[name], command) == int(name in expected), target
+            for name, chat in labelled.items():
+                wanted = f"{name}-label" in expected or target in ("all", f"host={name}")
+                gpu = target == "label=gpu" and name == "h1"
+                team = target == "label=team-b" and name == "h3"
+                assert delivered_copies(chat, command) == int(wanted or gpu or team), target
             assert delivered_copies(idle, command) == int("h3-idle" in expected), target
             # h1 and h2 see h3's files on this shared disk: their roots keep them out
             for receipt in found.receipts:
@@ -146,3 +156,17 @@ def test_the_cli_publishes_and_reads_receipts(
         timeout=WAIT,
     )
     assert refused.returncode == 2 and "not an absolute path" in refused.stderr
+
+
+def test_the_client_labels_its_session_for_the_fleet(
+    redis_server: RedisServer, fleet: dict[str, Daemon]
+) -> None:
+    from scoutd import Client
+
+    chat = os.path.join(fleet["h3"].dir, "agent.chat")
+    with Client(fleet["h3"].socket_path) as client, client.session(chat, label="nightly") as s:
+        command = publish_sync(operator(redis_server), "abort", "session=nightly", "stop nightly")
+        assert s.wait_aborted(WAIT)
+        assert s.reason == "stop nightly"
+        found = wait_receipts(operator(redis_server), command.id, fleet)
+        assert {r.host: r.chats for r in found.receipts} == {"h1": [], "h2": [], "h3": [chat]}

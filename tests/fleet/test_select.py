@@ -18,8 +18,9 @@ from scoutd.fleet.wire import Command, SessionView, decode_command, encode, new_
 ME = Identity(host="h1", labels=("gpu", "team-a"), roots=("/srv/agents",))
 SESSIONS = [
     SessionView(id="s1", save_file="/srv/agents/a/one.chat"),
-    SessionView(id="s2", save_file="/srv/agents/b/two.chat"),
-    SessionView(id="s3", save_file="/elsewhere/three.chat"),  # outside the roots
+    SessionView(id="s2", save_file="/srv/agents/b/two.chat", label="job-42"),
+    SessionView(id="s3", save_file="/elsewhere/three.chat", label="job-42"),  # outside the roots
+    SessionView(id="s4", save_file="/srv/agents/c/four.chat", label="job-42"),
 ]
 
 
@@ -30,16 +31,34 @@ def command(selector: str, value: str = "", kind: str = "notice") -> Command:
 @pytest.mark.parametrize(
     ("selector", "value", "expected"),
     [
-        ("all", "", ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat"]),
-        ("host", "h1", ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat"]),
+        (
+            "all",
+            "",
+            ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat", "/srv/agents/c/four.chat"],
+        ),
+        (
+            "host",
+            "h1",
+            ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat", "/srv/agents/c/four.chat"],
+        ),
         ("host", "h2", []),
         ("host", "h*", []),  # a host name is matched exactly, never as a pattern
-        ("label", "gpu", ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat"]),
+        (
+            "label",
+            "gpu",
+            ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat", "/srv/agents/c/four.chat"],
+        ),
         ("label", "team-b", []),
-        ("session", "s2", ["/srv/agents/b/two.chat"]),
+        ("session", "s2", ["/srv/agents/b/two.chat"]),  # by its id
+        ("session", "job-42", ["/srv/agents/b/two.chat", "/srv/agents/c/four.chat"]),  # label
+        ("session", "job-4*", []),  # a label is matched exactly
         ("session", "s3", []),  # open here, but outside the roots
         ("chat", "/srv/agents/a/*.chat", ["/srv/agents/a/one.chat"]),
-        ("chat", "/srv/agents/*/*.chat", ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat"]),
+        (
+            "chat",
+            "/srv/agents/*/*.chat",
+            ["/srv/agents/a/one.chat", "/srv/agents/b/two.chat", "/srv/agents/c/four.chat"],
+        ),
         ("chat", "/*/three.chat", []),
         ("chat", "/srv/agents/*.chat", []),  # '*' does not cross '/'
     ],
@@ -57,7 +76,10 @@ def test_chats_found_on_disk_are_held_to_the_pattern_and_the_roots() -> None:
 
 
 def test_a_command_reaches_at_most_limit_chats() -> None:
-    assert len(chats_for(command("all"), ME, SESSIONS, limit=1)) == 1
+    assert chats_for(command("all"), ME, SESSIONS, limit=2) == [
+        "/srv/agents/a/one.chat",
+        "/srv/agents/b/two.chat",
+    ]
 
 
 @pytest.mark.parametrize(
