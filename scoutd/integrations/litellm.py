@@ -146,7 +146,7 @@ def chat_header(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-class ScoutdProxyHook(CustomLogger):  # type: ignore[misc]
+class ScoutdProxyHook(CustomLogger):
     """A LiteLLM proxy callback whose pre-call hook prepares each request with scoutd.
 
     One :class:`~scoutd.integrations._run.RunPreparer` per chat (save file and

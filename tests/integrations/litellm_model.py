@@ -17,7 +17,7 @@ from litellm.llms.custom_llm import CustomLLM
 from tests.integrations.replay import Events, Replay
 
 
-class ScriptedModel(CustomLLM):  # type: ignore[misc]
+class ScriptedModel(CustomLLM):
     """Answers call ``k`` with turn ``k`` of ``replay``; :meth:`start` begins a new script."""
 
     def __init__(self) -> None:

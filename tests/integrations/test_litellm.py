@@ -27,17 +27,17 @@ pytest.importorskip("litellm.proxy", reason="needs the extra scoutd[litellm]")
 # LiteLLM fetches its model price map from the network at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-import scoutd  # noqa: E402
-from scoutd.inbox.aborted import clear  # noqa: E402
-from scoutd.integrations.litellm import (  # noqa: E402
+import scoutd
+from scoutd.inbox.aborted import clear
+from scoutd.integrations.litellm import (
     CHAT_HEADER,
     ProxySettings,
     proxy_handler,
 )
-from tests.integrations.litellm_model import scripted_model  # noqa: E402
-from tests.integrations.replay import (  # noqa: E402
+from tests.integrations.litellm_model import scripted_model
+from tests.integrations.replay import (
     ABORT_REASON,
     CONFIG,
     NOTICE,
@@ -99,11 +99,19 @@ class Route:
     def start(self, replay: Replay) -> list[dict[str, Any]]:
         if self.format == "anthropic":
             return [{"role": "user", "content": replay.task}]
-        return [{"role": "system", "content": replay.system}, {"role": "user", "content": replay.task}]
+        return [
+            {"role": "system", "content": replay.system},
+            {"role": "user", "content": replay.task},
+        ]
 
     def body(self, replay: Replay, history: list[dict[str, Any]]) -> dict[str, Any]:
         if self.format == "anthropic":
-            return {"model": "scripted", "max_tokens": 1024, "system": replay.system, "messages": history}
+            return {
+                "model": "scripted",
+                "max_tokens": 1024,
+                "system": replay.system,
+                "messages": history,
+            }
         return {"model": "scripted", "messages": history}
 
     def answer(self, replay: Replay, response: dict[str, Any]) -> list[dict[str, Any]]:
@@ -184,7 +192,9 @@ def openai_view(messages: list[dict[str, Any]]) -> list[list[Any]]:
         if m["role"] == "tool":
             rows.append(["tool", m["tool_call_id"], _text(m["content"])])
         elif m["role"] == "assistant":
-            rows.append(["assistant", _text(m.get("content")), [c["id"] for c in m.get("tool_calls") or []]])
+            rows.append(
+                ["assistant", _text(m.get("content")), [c["id"] for c in m.get("tool_calls") or []]]
+            )
         elif m["role"] == "user":
             rows.append(["user", _text(m["content"])])
     return rows
@@ -194,7 +204,11 @@ def anthropic_view(messages: list[dict[str, Any]]) -> list[list[Any]]:
     """An Anthropic conversation as the rows of :func:`openai_view` (LiteLLM's translation)."""
     rows: list[list[Any]] = []
     for m in messages:
-        blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+        blocks = (
+            m["content"]
+            if isinstance(m["content"], list)
+            else [{"type": "text", "text": m["content"]}]
+        )
         if m["role"] == "assistant":
             text = "".join(b.get("text", "") for b in blocks if b["type"] == "text")
             rows.append(["assistant", text, [b["id"] for b in blocks if b["type"] == "tool_use"]])
