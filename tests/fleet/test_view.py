@@ -1,0 +1,105 @@
+"""The fleet view and retention: heartbeats, session events, backlog, trimming, receipts' age."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import anyio
+import msgspec
+import redis
+
+from scoutd.fleet.operator import fleet_view
+from scoutd.fleet.wire import FIELD, Keys, SessionEvent
+from scoutd.testing.fleet import RedisServer
+from tests.fleet.hosts import (
+    WAIT,
+    fleet_host,
+    open_session,
+    operator,
+    publish_sync,
+    wait_connected,
+    wait_receipts,
+)
+from tests.support.daemon import wait_for
+
+KEYS = Keys("scoutd:fleet")
+
+
+def events(server: RedisServer) -> list[tuple[str, str]]:
+    client = redis.Redis.from_url(server.url)
+    try:
+        entries = client.xrange(KEYS.events)
+    finally:
+        client.close()
+    decoded = [
+        msgspec.json.decode(fields[FIELD.encode()], type=SessionEvent) for _, fields in entries
+    ]
+    return [(e.event, e.session) for e in decoded]
+
+
+def test_heartbeats_and_session_events_make_the_fleet_view(redis_server: RedisServer) -> None:
+    ops = operator(redis_server)
+    with fleet_host(redis_server, "h1", labels=["gpu"]) as h1, fleet_host(redis_server, "h2") as h2:
+        wait_connected(h1)
+        wait_connected(h2)
+        with h1.connect() as c:
+            chat = os.path.join(h1.dir, "agent.chat")
+            session = open_session(c, chat, label="job-7")
+            wait_for(lambda: ("opened", session) in events(redis_server), WAIT, "opened")
+
+            def listed() -> bool:
+                view = anyio.run(fleet_view, ops)
+                beats = {b.host: b for b in view.hosts}
+                return beats.get("h1") is not None and beats["h1"].sessions == 1
+
+            wait_for(listed, WAIT, "h1's heartbeat with its session")
+            view = anyio.run(fleet_view, ops)
+            assert view.alive == ["h1", "h2"]
+            (beat,) = [b for b in view.hosts if b.host == "h1"]
+            assert beat.labels == ["gpu"] and beat.listed[0].label == "job-7"
+            assert {g.host: (g.pending, g.lag) for g in view.groups} == {
+                "h1": (0, 0),
+                "h2": (0, 0),
+            }
+            publish_sync(ops, "abort", "session=job-7", "done")
+            c.notification("session.aborted", WAIT)
+            wait_for(lambda: ("aborted", session) in events(redis_server), WAIT, "aborted")
+        wait_for(lambda: ("closed", session) in events(redis_server), WAIT, "closed")
+        h2.stop()  # down: its backlog shows, and it falls silent
+        command = publish_sync(ops, "notice", "all", "while h2 is down")
+        wait_receipts(ops, command.id, ["h1"])
+        view = anyio.run(fleet_view, ops)
+        assert {g.host: g.lag for g in view.groups} == {"h1": 0, "h2": 1}
+        assert view.recent[0]["id"] == command.id and view.recent[0]["receipts"] == 1
+
+
+def test_the_command_stream_is_trimmed_by_length_and_age(redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        by_length = operator(redis_server, command_max_len=10)
+        for i in range(300):
+            publish_sync(by_length, "notice", "host=nobody", f"n{i}")
+        length = client.xlen(KEYS.commands)
+        # approximate trimming drops whole stream nodes (100 entries each by default)
+        assert 10 <= length <= 110, length
+        time.sleep(0.05)
+        by_age = operator(redis_server, command_max_age=0.01)
+        for i in range(101):  # the 101st starts a new node: the old ones can go
+            publish_sync(by_age, "notice", "host=nobody", f"m{i}")
+        assert client.xlen(KEYS.commands) < 150
+    finally:
+        client.close()
+
+
+def test_receipts_expire_after_their_retention(redis_server: RedisServer) -> None:
+    ops = operator(redis_server)
+    with fleet_host(redis_server, "h1", receipt_max_age=3600.0) as host:
+        wait_connected(host)
+        command = publish_sync(ops, "notice", "all", "kept an hour")
+        wait_receipts(ops, command.id, ["h1"])
+        client = redis.Redis.from_url(redis_server.url)
+        try:
+            assert 3500 < client.ttl(KEYS.receipts(command.id)) <= 3600
+        finally:
+            client.close()
