@@ -53,11 +53,14 @@ def _fleet_config(args: argparse.Namespace) -> FleetConfig:
 def _run(call: Callable[[], Awaitable[T]]) -> T:
     """Run one Redis exchange; an unreachable or refusing Redis is one error line."""
     import anyio
-    from redis.exceptions import RedisError
+
+    from ..fleet.link import LinkErrors
 
     try:
         return anyio.run(call)
-    except (RedisError, OSError) as exc:
+    except ConfigError as exc:  # redis-py missing, a password file unreadable
+        raise UsageError(str(exc)) from exc
+    except LinkErrors.get() as exc:
         raise CliError(f"fleet Redis: {exc}") from exc
 
 

@@ -34,10 +34,17 @@ def read_password(path: str | None) -> str | None:
 
 
 def connect(config: FleetConfig) -> Any:
-    """A ``redis.asyncio.Redis`` for ``config`` (connects lazily, at its first command)."""
-    import redis.asyncio
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
+    """A ``redis.asyncio.Redis`` for ``config`` (connects lazily, at its first command).
+
+    Raises:
+        ConfigError: redis-py is not installed, or the password file cannot be read.
+    """
+    try:
+        import redis.asyncio
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+    except ImportError as exc:
+        raise ConfigError(f"[fleet] needs redis-py: pip install 'scoutd[fleet]' ({exc})") from exc
 
     options: dict[str, Any] = {
         "username": config.username,
@@ -59,7 +66,10 @@ def connect(config: FleetConfig) -> Any:
 
 
 def _errors() -> tuple[type[BaseException], ...]:
-    import redis.exceptions
+    try:
+        import redis.exceptions
+    except ImportError:  # connect() says so, as a ConfigError
+        return (OSError, ConfigError)
 
     # Any Redis error, not only a lost connection: a refused password or an ACL that
     # lacks a command must not stop the daemon serving its local files either.
