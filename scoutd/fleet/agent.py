@@ -30,7 +30,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.abc
@@ -61,6 +61,7 @@ BATCH = 100  # commands read at once
 FIRST_BACKOFF = 0.1  # seconds before the first reconnect; doubles up to reconnect_max
 MAX_LISTED = 1000  # sessions listed by name in a heartbeat (all are counted)
 MAX_UNSENT_EVENTS = 10_000  # session events kept while Redis is out of reach
+EventName = Literal["opened", "aborted", "closed"]
 
 
 class OpenSession(Protocol):
@@ -120,7 +121,11 @@ class FleetAgent:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Catch up (bounded), report started, then read and beat until cancelled."""
-        await anyio.to_thread.run_sync(self.journal.load)
+        try:
+            await anyio.to_thread.run_sync(self.journal.load)
+        except OSError as exc:  # deliveries then fail before their XACK and are retried
+            self.last_error = f"journal {self.journal.path}: {exc.strerror or exc}"
+            log.error("fleet: %s", self.last_error)
         with anyio.move_on_after(self.config.startup_timeout) as scope:
             try:
                 await self._catch_up()
@@ -312,7 +317,7 @@ class FleetAgent:
         self._known = current
         del self._unsent[:-MAX_UNSENT_EVENTS]
 
-    def _event(self, now: float, event: Any, view: SessionView) -> SessionEvent:
+    def _event(self, now: float, event: EventName, view: SessionView) -> SessionEvent:
         return SessionEvent(
             host=self.host, at=now, event=event, session=view.id, save_file=view.save_file
         )
