@@ -140,10 +140,14 @@ class OutputInfo:
 def _target(kind: str, arguments: str) -> str | None:
     if kind not in (READ, EDIT):
         return None
-    paths = sorted(
-        (f for f in action_facts(_command(arguments)) if fact_kind(f) == "path"), key=len
-    )
-    return paths[-1].rpartition(":")[0] or paths[-1] if paths else None
+    found = action_facts(_command(arguments))
+    kinds = ("path", "line")
+    paths = sorted(f for f in found if fact_kind(f) in kinds and not f.startswith("line "))
+    if not paths:
+        return None
+    longest = max(paths, key=len)  # the first of the longest, in sorted order
+    path, colon, line = longest.rpartition(":")
+    return path if colon and line.isdigit() else longest
 
 
 def run_outputs(facts: RunFacts) -> list[OutputInfo]:
