@@ -8,6 +8,8 @@
   ``Agent`` (extra ``scoutd[pydantic-ai]``).
 - :mod:`scoutd.integrations.mini_swe_agent`: a model class for mini-swe-agent's
   config (extra ``scoutd[mini-swe-agent]``).
+- :mod:`scoutd.integrations.litellm`: a pre-call callback for LiteLLM's proxy,
+  for agents in any language (extra ``scoutd[litellm]``).
 
 Each is imported on its own; ``import scoutd`` never imports a framework.
 """

@@ -125,11 +125,10 @@ def api_error(status: int, message: str, kind: str) -> HTTPException:
 
 def aborted_error(reason: str, chat: str) -> HTTPException:
     """The answer to a request of an aborted chat: clear, final, not retryable."""
-    shown = display_path(chat)
     return api_error(
         ABORT_STATUS,
-        f"aborted by the operator: {reason} (scoutd: the chat {shown} stays aborted "
-        f"until an operator runs: scoutd clear {shown})",
+        f"aborted by the operator: {reason} (scoutd: the chat {chat} stays aborted "
+        f"until an operator runs: scoutd clear {chat})",
         "scoutd_aborted",
     )
 
@@ -244,12 +243,12 @@ class ScoutdProxyHook(CustomLogger):
             return data
         format, key = route
         save_file = self.save_file(data)
+        chat = "no chat" if save_file is None else display_path(save_file)
         try:
             prepared = await anyio.to_thread.run_sync(self.prepare, save_file, format, messages)
         except Aborted as exc:
-            log.warning("scoutd: request refused, chat aborted: %s", exc.reason)
-            raise aborted_error(exc.reason, save_file or "") from None
-        chat = "no chat" if save_file is None else display_path(save_file)
+            log.warning("scoutd: %s: request refused, the chat is aborted: %s", chat, exc.reason)
+            raise aborted_error(exc.reason, chat) from None
         log.info("scoutd: %s: %s", chat, round_summary(len(messages), prepared))
         data[key] = prepared.messages  # a new list: the request's own is left as it came
         return data
