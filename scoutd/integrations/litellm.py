@@ -169,6 +169,12 @@ class ScoutdProxyHook(CustomLogger):
         for preparer in chats:
             preparer.close()
 
+    @property
+    def chats(self) -> list[tuple[str, str]]:
+        """The chats (save file, format) whose session is kept, least recently used first."""
+        with self._lock:
+            return list(self._chats)
+
     def save_file(self, data: Mapping[str, Any]) -> str | None:
         """The chat the request names, confined to the configured roots.
 

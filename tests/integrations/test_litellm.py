@@ -34,6 +34,7 @@ from scoutd.inbox.aborted import clear
 from scoutd.integrations.litellm import (
     CHAT_HEADER,
     ProxySettings,
+    ScoutdProxyHook,
     proxy_handler,
 )
 from tests.integrations.litellm_model import scripted_model
@@ -322,3 +323,40 @@ def test_a_chat_outside_the_roots_is_refused(
     assert CHAT_HEADER in run.last["error"]["message"]
     assert scripted_model.seen == []
     assert not Path(named).with_suffix(".inbox_aborted").exists()
+
+
+def test_the_settings_come_from_the_proxy_environment() -> None:
+    environ = {
+        "SCOUTD_LITELLM_ROOTS": "/srv/agents:/home/me/chats",
+        "SCOUTD_LITELLM_SOCKET": "default",
+        "SCOUTD_LITELLM_CONFIG": '{"context_window": 9000}',
+        "SCOUTD_LITELLM_MAX_CHATS": "3",
+    }
+    assert ProxySettings.from_env(environ) == ProxySettings(
+        roots=("/srv/agents", "/home/me/chats"),
+        socket=True,
+        config={"context_window": 9000},
+        max_chats=3,
+    )
+    assert ProxySettings.from_env({}) == ProxySettings()
+    assert ProxySettings.from_env({"SCOUTD_LITELLM_SOCKET": "/run/s.sock"}).socket == "/run/s.sock"
+    for bad in ({"SCOUTD_LITELLM_MAX_CHATS": "0"}, {"SCOUTD_LITELLM_CONFIG": "[1]"}):
+        with pytest.raises(ValueError):
+            ProxySettings.from_env(bad)
+
+
+def test_chats_are_kept_in_a_bounded_lru(tmp_path: Path) -> None:
+    """The least recently used chat's session ends first; the bound always holds."""
+    hook = ScoutdProxyHook(ProxySettings(roots=(str(tmp_path),), max_chats=2))
+    messages = [{"role": "user", "content": "hello"}]
+    a, b, c = (str(tmp_path / f"{name}.chat") for name in "abc")
+    for save_file in (a, b, c):
+        hook.prepare(save_file, "openai-chat", messages)
+    assert hook.chats == [(b, "openai-chat"), (c, "openai-chat")]
+    hook.prepare(b, "openai-chat", messages)  # b is now the most recent: c goes next
+    hook.prepare(a, "openai-chat", messages)
+    assert hook.chats == [(b, "openai-chat"), (a, "openai-chat")]
+    hook.prepare(None, "openai-chat", messages)  # no chat: nothing kept
+    assert len(hook.chats) == 2
+    hook.close()
+    assert hook.chats == []
