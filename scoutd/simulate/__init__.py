@@ -5,13 +5,17 @@ round by round under several prompt strategies — scoutd's own, any
 registered or plugin strategy, and emulations of the strategies peers use —
 and measures per round and in total the prompt size, the tokens a provider's
 prefix cache would serve, the billed input cost, cache breaks, context-window
-overflows and how much of the tool output stays verbatim. See docs/ECONOMY.md.
+overflows, how much of the tool output stays verbatim, and how many of the
+facts the agent next copies from tool outputs each prompt hides
+(:mod:`.facts`). See docs/ECONOMY.md.
 """
 
 from __future__ import annotations
 
 from .cache import PRESETS, CacheModel, CacheSettings, Estimator, Prices, RoundCost, segment_text
 from .cli import main
+from .facts import FactTally, RunFacts
+from .origins import Origins
 from .peers import CLEARED_PLACEHOLDER, MASK_PLACEHOLDER, Cleared, clear_tool_uses, mask_last_n
 from .replay import (
     DEFAULT_STRATEGIES,
@@ -41,6 +45,10 @@ __all__ = [
     "prepared_rounds",
     "run_strategy",
     "simulate",
+    # the hidden-fact measure
+    "FactTally",
+    "Origins",
+    "RunFacts",
     # workloads
     "Workload",
     "load_chat",
