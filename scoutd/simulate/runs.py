@@ -129,14 +129,10 @@ def replay_runs(
             raise ChatError(f"{path}:{number}: {exc}") from exc
         run_settings = _run_settings(settings, pricing, format_name)
         figures: dict[str, dict[str, Any]] = {}
-        facts = (
-            run_facts(Workload(raw, "", {}))
-            if format_name == SCOUT
-            else provider_facts(raw, format_name)
-        )
+        workload = Workload(raw, f"run {number}", {"run": number})
+        facts = run_facts(workload) if format_name == SCOUT else provider_facts(raw, format_name)
         if origins is not None:
             origins.run(facts)
-        workload = Workload(raw, f"run {number}", {"run": number})
         results: dict[str, Any] = {}
         for name in ["none", *(n for n in strategies if n != "none")]:
             hook = _recorder(origins, name, facts)
