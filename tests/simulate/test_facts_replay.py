@@ -116,3 +116,19 @@ def test_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
         one.write_text(json.dumps(json.loads(handle.readline())["messages"]))
     assert main(["--chat", str(one), "--strategies", "none,mask_last_n"]) == 0
     assert "hidden facts" in capsys.readouterr().out
+
+
+def test_runs_in_scoutd_roles_are_measured_too(tmp_path: Path) -> None:
+    path = tmp_path / "scout.jsonl"
+    with path.open("w") as handle:
+        for seed in (1, 2):
+            handle.write(json.dumps({"messages": synthetic_run(80, seed=seed).messages}) + "\n")
+    settings = Settings(peers=PeerSettings(mask_n=0))
+    rows = replay_runs(str(path), ["none", "mask_last_n"], settings, "auto")
+    assert {row.format for row in rows} == {"scout"}
+    base, masked = FactTally(), FactTally()
+    for row in rows:
+        base.add(row.strategies["none"]["facts"])
+        masked.add(row.strategies["mask_last_n"]["facts"])
+    assert base.hidden == 0 and base.needed == masked.needed > 0
+    assert masked.hidden >= 0.95 * masked.needed
