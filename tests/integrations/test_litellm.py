@@ -15,6 +15,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +25,8 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("litellm.proxy", reason="needs the extra scoutd[litellm]")
+if os.environ.get("CI") != "true":  # CI installs the test extra: a missing LiteLLM fails there
+    pytest.importorskip("litellm.proxy", reason="needs the extra scoutd[litellm]")
 
 # LiteLLM fetches its model price map from the network at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -360,3 +364,24 @@ def test_chats_are_kept_in_a_bounded_lru(tmp_path: Path) -> None:
     assert len(hook.chats) == 2
     hook.close()
     assert hook.chats == []
+
+
+def test_missing_extra_is_one_line_naming_it() -> None:
+    code = """
+        import sys
+        sys.modules["litellm"] = None  # as if LiteLLM were not installed
+        try:
+            import scoutd.integrations.litellm
+        except ImportError as exc:
+            print(str(exc))
+        else:
+            raise SystemExit("imported without LiteLLM")
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    message = done.stdout.strip()
+    assert "\n" not in message
+    assert "pip install 'scoutd[litellm]'" in message and "scoutd.integrations.litellm" in message
