@@ -260,7 +260,8 @@ class ScoutdProxyHook(CustomLogger):
         return data
 
     def close(self) -> None:
-        """End every chat's session (the proxy's shutdown; idempotent)."""
+        """End every chat's session (idempotent); the hook stays usable. A proxy that
+        exits needs no call: its daemon sessions end with its connections."""
         self.configure(self.settings)
 
 
