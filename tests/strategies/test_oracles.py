@@ -118,7 +118,7 @@ def test_the_generator_reaches_every_interesting_case() -> None:
 
     collect()
     rare = {case: seen[case] for case in INTERESTING if seen[case] < 5}
-    assert not rare, f"cases reached fewer than 5 times in 200 examples: {rare}"
+    assert not rare, f"cases reached fewer than 5 times in 400 examples: {rare}"
 
 
 def _tag(messages: list[Any]) -> None:
@@ -355,7 +355,7 @@ def _shorten_tools_events(messages: list[Any], config: PromptConfig) -> set[str]
 def test_the_shorten_tools_cases_are_reached() -> None:
     seen: Counter[str] = Counter()
 
-    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
+    @settings(max_examples=400, deadline=None, derandomize=True, database=None)
     @given(case=shorten_tools_cases())
     def collect(case: tuple[list[Any], PromptConfig]) -> None:
         seen.update(_shorten_tools_events(*case))
@@ -363,7 +363,7 @@ def test_the_shorten_tools_cases_are_reached() -> None:
     collect()
     cases = [f"shorten_tools: {side} {fate}" for side in ("call", "output") for fate in _FATES]
     rare = {case: seen[case] for case in cases if seen[case] < 5}
-    assert not rare, f"cases reached fewer than 5 times in 200 examples: {rare}"
+    assert not rare, f"cases reached fewer than 5 times in 400 examples: {rare}"
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
