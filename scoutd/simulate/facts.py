@@ -250,16 +250,13 @@ class RunFacts:
             position += 1
         return found if position > end else None
 
-    def _position(self, message: Any, text: Callable[[], str]) -> int | None:
-        """The position of an unchanged original message in the run, else None."""
-        position = self._ids.get(id(message))
-        if position is not None and self.messages[position] is message:
-            return position
+    def _by_text(self) -> dict[str, int]:
+        """The position of each original message by its encoded text (computed once)."""
         if self._encoded is None:
             self._encoded = {}
             for number, original in enumerate(self.messages):
                 self._encoded.setdefault(encode(original), number)
-        return self._encoded.get(text())
+        return self._encoded
 
     def _facts_of(self, encoded: str, message: Any) -> frozenset[str]:
         found = self._rewritten.get(encoded)
@@ -276,18 +273,16 @@ class RunFacts:
         present: set[int] = set()
         rewritten: list[frozenset[str]] = []
         for message in prompt:
-            encoded: list[str] = []
-
-            def text(message: Any = message, encoded: list[str] = encoded) -> str:
-                if not encoded:
-                    encoded.append(encode(message))
-                return encoded[0]
-
-            position = self._position(message, text)
+            position = self._ids.get(id(message))
+            if position is not None and self.messages[position] is message:
+                present.add(position)
+                continue
+            encoded = encode(message)
+            position = self._by_text().get(encoded)
             if position is not None:
                 present.add(position)
             else:
-                rewritten.append(self._facts_of(text(), message))
+                rewritten.append(self._facts_of(encoded, message))
         return [
             Hidden(call, fact)
             for fact, sources in call.needed.items()
