@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -30,7 +31,9 @@ STOP_TIMEOUT = 10.0
 class RedisServer:
     """One redis-server process; ``url`` is its ``unix://`` address. Stop it with :meth:`stop`."""
 
-    def __init__(self, directory: str | None = None, *, fsync: str = "always") -> None:
+    def __init__(
+        self, directory: str | None = None, *, fsync: str = "always", args: Sequence[str] = ()
+    ) -> None:
         if REDIS_SERVER is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
         self.dir = directory or tempfile.mkdtemp(prefix="rd", dir="/tmp")
@@ -38,6 +41,7 @@ class RedisServer:
         self.socket_path = os.path.join(self.dir, "redis.sock")
         self.log_path = os.path.join(self.dir, "redis.log")
         self.fsync = fsync  # appendfsync: "always" (tests), "everysec" (Redis' default)
+        self.args = list(args)  # more options (a TLS port, ...)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -55,6 +59,7 @@ class RedisServer:
             "--appendonly", "yes",
             "--appendfsync", self.fsync,
             "--logfile", self.log_path,
+            *self.args,
         ]  # fmt: skip
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, cwd=self.dir)
         wait_for(self.answers, START_TIMEOUT, "redis-server to answer PING")
