@@ -14,6 +14,10 @@ from hypothesis import Phase, settings
 
 import scoutd.config
 
+# LiteLLM (the litellm extra, and mini-swe-agent's models) fetches its price map
+# from the network at import unless told to use the bundled one: tests stay offline.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 if "MUTANT_UNDER_TEST" in os.environ:
     # Under mutmut (scripts/mutation) one failing example kills the mutant:
     # shrinking it would only cost minutes per killed mutant.
