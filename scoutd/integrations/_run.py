@@ -36,6 +36,7 @@ from ..session import Session as InProcessSession
 
 __all__ = [
     "ClosedByWith",
+    "HookClosed",
     "HookOptions",
     "Overrides",
     "RunPreparer",
@@ -45,6 +46,11 @@ __all__ = [
 ]
 
 log = logging.getLogger("scoutd.integrations")
+
+
+class HookClosed(RuntimeError):
+    """A round asked of a :class:`RunPreparer` after :meth:`~RunPreparer.close`."""
+
 
 # How long a hook waits for the daemon's push once it sees a waiting abort itself.
 PUSH_WAIT = 5.0
@@ -277,7 +283,7 @@ class RunPreparer(ClosedByWith):
         if self._aborted is not None:
             raise Aborted(self._aborted)
         if self._closed:
-            raise RuntimeError("this scoutd hook was closed: make a new one for a new run")
+            raise HookClosed("this scoutd hook was closed: make a new one for a new run")
         engine = self._open()
         reason = engine.check()
         if reason is not None:

@@ -43,7 +43,7 @@ from ..formats import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
 from ..paths import display_path
 from ..prepare import Prepared
 from ..security import check_save_file, resolve_roots
-from ._run import RunPreparer, missing_extra, round_summary
+from ._run import HookClosed, RunPreparer, missing_extra, round_summary
 
 try:
     from fastapi import HTTPException
@@ -72,6 +72,8 @@ ROUTES: Mapping[str, tuple[str, str]] = {
 # Bounds of the chats kept between requests: each holds a conversation's
 # incremental state (or a daemon session), evicted least recently used first.
 MAX_CHATS_LIMIT = 10_000
+# Rounds a request tries when other requests evict its chat's session meanwhile.
+_TRIES = 3
 
 
 class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -228,12 +230,18 @@ class ScoutdProxyHook(CustomLogger):
         if save_file is None:  # no chat: compaction only, nothing kept
             with self._new(None, format) as preparer:
                 return preparer.prepare(messages)
-        preparer = self._preparer(save_file, format)
-        try:
-            return preparer.prepare(messages)
-        except Aborted:
-            self._forget(save_file, format, preparer)
-            raise
+        for _ in range(_TRIES):  # bounded: another request may evict it meanwhile
+            preparer = self._preparer(save_file, format)
+            try:
+                return preparer.prepare(messages)
+            except HookClosed:  # evicted and closed between the lookup and the round
+                continue
+            except Aborted:
+                self._forget(save_file, format, preparer)
+                raise
+        raise HookClosed(
+            f"scoutd: the session of {display_path(save_file)} was evicted {_TRIES} times"
+        )
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str

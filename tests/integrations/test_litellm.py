@@ -366,6 +366,27 @@ def test_chats_are_kept_in_a_bounded_lru(tmp_path: Path) -> None:
     assert hook.chats == []
 
 
+def test_a_session_evicted_before_its_round_is_made_anew(tmp_path: Path) -> None:
+    """Another request evicts (closes) the chat's session between its lookup and its round."""
+    hook = ScoutdProxyHook(ProxySettings(roots=(str(tmp_path),), max_chats=1))
+    messages = [{"role": "user", "content": "hello"}]
+    a, b = str(tmp_path / "a.chat"), str(tmp_path / "b.chat")
+    lookup = hook._preparer
+    evictions = []
+
+    def lookup_then_evict(save_file: str, format: str) -> Any:
+        preparer = lookup(save_file, format)
+        if not evictions:  # once: the other chat's request comes in meanwhile
+            evictions.append(lookup(b, format))
+        return preparer
+
+    hook._preparer = lookup_then_evict  # type: ignore[method-assign]
+    prepared = hook.prepare(a, "openai-chat", messages)
+    assert prepared.messages == messages
+    assert hook.chats == [(a, "openai-chat")] and len(evictions) == 1
+    hook.close()
+
+
 def test_missing_extra_is_one_line_naming_it() -> None:
     code = """
         import sys
