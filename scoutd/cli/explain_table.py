@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..paths import printable
-from ..strategies.report import StrategyReport
+from ..protocol.report import StrategyReport
 from .common import encode
 
 __all__ = ["explain_lines"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DaemonUnavailable
-from ..strategies.report import StrategyReport
+from ..protocol.report import StrategyReport
 from .common import (
     EXIT_OK,
     CliError,
