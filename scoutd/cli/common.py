@@ -22,8 +22,9 @@ from typing import Any, NoReturn
 import msgspec
 
 from ..config import Config, refuse_operator_keys, resolve_config, with_overrides
-from ..discovery import discover_config, discover_socket
-from ..formats import AUTO, FORMATS
+from ..discovery import discover_socket
+from ..protocol.format_names import AUTO, FORMATS
+from .config_file import discover_config
 
 __all__ = [
     "EXIT_ABORTED",
