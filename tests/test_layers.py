@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 import scoutd
+import scoutd.client
+import scoutd.protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 60.0
@@ -45,11 +47,11 @@ SHELLS = ("scoutd.server", "scoutd.server.", "scoutd.watcher", "scoutd.systemd",
 
 
 def _loaded(code: str, env: dict[str, str] | None = None) -> list[str]:
-    """The scoutd modules (and anyio, watchdog) a fresh interpreter holds after ``code``."""
+    """The scoutd, anyio, watchdog and msgspec modules a fresh interpreter holds after ``code``."""
     probe = (
         f"{code}\nimport json, sys\n"
         "print(json.dumps(sorted(m for m in sys.modules"
-        " if m.split('.')[0] in ('scoutd', 'anyio', 'watchdog'))))"
+        " if m.split('.')[0] in ('scoutd', 'anyio', 'watchdog', 'msgspec'))))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -70,11 +72,24 @@ def _matching(modules: list[str], names: tuple[str, ...]) -> list[str]:
     ]
 
 
-def test_the_protocol_loads_no_engine_format_inbox_or_shell() -> None:
-    modules = _loaded("import scoutd.protocol")
-    assert "scoutd.protocol.messages" in modules  # the probe sees what it imported
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import scoutd.protocol",
+        # every module of the package, and every name of its facade
+        "import pkgutil, scoutd.protocol as p\n"
+        "for m in pkgutil.iter_modules(p.__path__): __import__(f'scoutd.protocol.{m.name}')\n"
+        "[getattr(p, name) for name in p.__all__]",
+    ],
+    ids=["import", "every-module"],
+)
+def test_the_protocol_loads_no_engine_format_inbox_or_shell(code: str) -> None:
+    modules = _loaded(code)
+    assert "scoutd.protocol" in modules  # the probe sees what it imported
     assert _matching(modules, ENGINE + INBOX + SHELLS) == []
     assert not any(m.startswith(("scoutd.client", "anyio", "watchdog")) for m in modules)
+    if code != "import scoutd.protocol":
+        assert {"scoutd.protocol.codec", "scoutd.protocol.client_state"} <= set(modules)
 
 
 def test_the_client_loads_no_engine_or_inbox_and_the_blocking_one_no_anyio() -> None:
@@ -122,11 +137,15 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
     assert not any(m.startswith(("anyio", "watchdog")) for m in modules)
     if argv[0] == "notify":
         assert len(os.listdir(tmp_path / "agent.inbox")) == 1  # it did write the notice
+    if argv[0] == "--help":
+        assert "msgspec" not in modules  # no configuration, codec or wire type is needed
+        assert "scoutd.protocol.messages" not in modules
 
 
 def test_every_public_name_resolves_and_prepare_stays_the_function() -> None:
-    for name in scoutd.__all__:
-        assert getattr(scoutd, name) is not None, name
+    for package in (scoutd, scoutd.protocol, scoutd.client):
+        for name in package.__all__:
+            getattr(package, name)  # AttributeError: the facade lost the name
     assert sorted(dir(scoutd)) == sorted(set(dir(scoutd)))
     assert set(scoutd.__all__) <= set(dir(scoutd))
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):

@@ -17,14 +17,17 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import msgspec
-
-from ..config import Config, refuse_operator_keys, resolve_config, with_overrides
-from ..discovery import discover_socket
 from ..protocol.format_names import AUTO, FORMATS
-from .config_file import discover_config
+
+# The configuration, the JSON codec and socket discovery are imported where they are
+# used: the parser, --help and the light verbs need none of them (docs/ARCHITECTURE.md,
+# "Layers"; tests/test_layers.py).
+if TYPE_CHECKING:
+    import msgspec
+
+    from ..config import Config
 
 __all__ = [
     "EXIT_ABORTED",
@@ -52,7 +55,12 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2  # also what argparse itself exits with on a bad command line
 EXIT_ABORTED = 3
 
-encode = msgspec.json.Encoder().encode
+
+def encode(value: Any) -> bytes:
+    """``value`` as compact JSON."""
+    import msgspec
+
+    return msgspec.json.encode(value)
 
 
 class CliError(Exception):
@@ -132,6 +140,8 @@ def _json_error(source: str, data: bytes, exc: msgspec.DecodeError) -> CliError:
 
 def read_messages(source: str) -> list[Any]:
     """A message list from a JSON list, or from an object with a ``messages`` list."""
+    import msgspec
+
     data = read_input(source)
     try:
         document = msgspec.json.decode(data)
@@ -168,6 +178,8 @@ def _parse_setting(text: str) -> tuple[str, Any]:
     key = key.strip().removeprefix("prompt.")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    import msgspec
+
     try:
         value: Any = msgspec.json.decode(raw)
     except msgspec.DecodeError:
@@ -192,6 +204,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     A key only the operator sets is refused here (ConfigError), before it could
     be sent: a daemon of an older version would have run what it names.
     """
+    from ..config import refuse_operator_keys
+
     found = dict(getattr(args, "set", None) or ())
     refuse_operator_keys(found)
     return found
@@ -206,17 +220,23 @@ def config_path(args: argparse.Namespace) -> str | None:
 def found_config(args: argparse.Namespace) -> tuple[str | None, str]:
     """The config file of this command line and where it was found (docs/OPERATIONS.md,
     "Finding the daemon"): the same for every verb, the running daemon's at the end."""
+    from .config_file import discover_config
+
     return discover_config(config_path(args))
 
 
 def snapshot(args: argparse.Namespace) -> Config:
     """The effective config: file, environment, defaults, then ``--set`` overrides."""
+    from ..config import resolve_config, with_overrides
+
     path, _ = found_config(args)
     return with_overrides(resolve_config(path), overrides(args))
 
 
 def client_socket(args: argparse.Namespace) -> str:
     """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon")."""
+    from ..discovery import discover_socket
+
     return discover_socket(getattr(args, "socket", None), config_path=config_path(args))
 
 
