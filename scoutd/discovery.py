@@ -40,6 +40,7 @@ __all__ = [
     "SYSTEM_SOCKET",
     "FoundSocket",
     "discover_socket",
+    "path_state",
     "socket_candidates",
     "unreachable",
     "user_socket",
@@ -140,7 +141,7 @@ def _kind(mode: int) -> str:
     return "a device"
 
 
-def _state(path: str) -> str:
+def path_state(path: str) -> str:
     """Why nothing was reached at ``path``, judged from the file system alone."""
     try:
         entry = os.lstat(path)
@@ -162,7 +163,7 @@ def unreachable(path: str, exc: BaseException) -> str:
     looked at (a :class:`FoundSocket`), and how to start a local daemon.
     """
     reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc) or "timed out"
-    state = _state(path)
+    state = path_state(path)
     if state.startswith("not a socket"):
         reason = state
     elif isinstance(exc, OSError) and exc.errno == errno.ENOENT:
@@ -175,7 +176,7 @@ def unreachable(path: str, exc: BaseException) -> str:
         where = tried[0][1]
         return f"cannot connect to scoutd at {path} ({where}): {reason} (is the daemon running?)"
     looked = [
-        f"{where} {candidate} ({reason if candidate == path else _state(candidate)})"
+        f"{where} {candidate} ({reason if candidate == path else path_state(candidate)})"
         for candidate, where in tried
     ]
     return (

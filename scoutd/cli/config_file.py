@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 
 from .. import config as _config
-from ..discovery import _state, discover_socket
+from ..discovery import discover_socket, path_state
 from ..errors import ScoutdError
 
 __all__ = ["discover_config"]
@@ -22,7 +22,7 @@ __all__ = ["discover_config"]
 
 def _daemon_config(socket_path: str) -> str | None:
     """The config file of the daemon answering at ``socket_path``, None if none answers."""
-    if _state(socket_path) != "a socket":
+    if path_state(socket_path) != "a socket":
         return None
     from ..client import Client  # only when a daemon may answer: not for every verb
 

@@ -289,8 +289,8 @@ async def resolve_prepare(call: Call, params: protocol.PreparePromptParams) -> R
 
 
 async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> bytes:
-    # unread answers at their bound: wait or refuse, before anything runs (and again
-    # before each prepare slot is taken)
+    """Resolve the request, then run it; first, while this client's unread answers
+    are at their bound, wait (or refuse), as again before each prepare slot."""
     await call.conn.answer_room(call.id)
     request = await resolve_prepare(call, params)
     return await run_prepare(call, params, request)
@@ -301,12 +301,8 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
     encode its answer; an abort found by it or pending for its chat is its error."""
     server, rid, uid = call.server, call.id, call.conn.peer.uid
     room = partial(call.conn.answer_room, rid)
-    session, resolved, inbox, config = (
-        request.session,
-        request.resolved,
-        request.inbox,
-        request.config,
-    )
+    session, inbox = request.session, request.inbox
+    resolved, config = request.resolved, request.config
     quotas = server.shared.quotas
     async with server.registry.preparing(inbox):
         reason = server.registry.pending_abort(session, inbox)
