@@ -140,6 +140,7 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
     if argv[0] == "--help":
         assert "msgspec" not in modules  # no configuration, codec or wire type is needed
         assert "scoutd.protocol.messages" not in modules
+        assert _matching(modules, INBOX) == []  # the verbs' own code, not their parser's
 
 
 def test_every_public_name_resolves_and_prepare_stays_the_function() -> None:

@@ -16,8 +16,7 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from ..protocol.format_names import AUTO, FORMATS
 
@@ -78,8 +77,7 @@ class UsageError(CliError):
 Handler = Callable[[argparse.Namespace], int]
 
 
-@dataclass(frozen=True)
-class Verb:
+class Verb(NamedTuple):
     """One ``scoutd`` verb: its help, its options and the function that runs it.
 
     ``examples`` end its ``--help``; ``actions`` make it a group of verbs
@@ -93,7 +91,7 @@ class Verb:
     examples: tuple[str, ...] = ()
     configure: Callable[[argparse.ArgumentParser], None] | None = None
     run: Handler | None = None
-    actions: tuple[Verb, ...] = field(default=())
+    actions: tuple[Verb, ...] = ()
     passthrough: bool = False
 
 
