@@ -21,11 +21,9 @@ The path found is a :class:`FoundSocket`, a ``str`` that remembers every place
 looked at: when no daemon answers there, the error names them all, in order
 (:func:`unreachable`), instead of only the last fallback.
 
-The configuration is found the same way for every verb
-(:func:`discover_config`): ``--config``, ``$SCOUTD_CONFIG``,
-``/etc/scoutd/scoutd.toml`` if it exists, else the file of the daemon that
-socket discovery finds (its ``status``), so that ``scoutd config show`` and
-``scoutd explain`` describe the daemon ``scoutd status`` talks to.
+The command line finds its configuration file through the socket found here
+(:func:`scoutd.cli.config_file.discover_config`, which asks that daemon); this
+module asks no daemon, so the client can use it.
 """
 
 from __future__ import annotations
@@ -35,15 +33,14 @@ import os
 import stat
 from collections.abc import Mapping
 
-from . import config as _config
 from .config import DaemonConfig, resolve_config
 
 __all__ = [
     "SOCKET_ENV",
     "SYSTEM_SOCKET",
     "FoundSocket",
-    "discover_config",
     "discover_socket",
+    "path_state",
     "socket_candidates",
     "unreachable",
     "user_socket",
@@ -144,7 +141,7 @@ def _kind(mode: int) -> str:
     return "a device"
 
 
-def _state(path: str) -> str:
+def path_state(path: str) -> str:
     """Why nothing was reached at ``path``, judged from the file system alone."""
     try:
         entry = os.lstat(path)
@@ -166,7 +163,7 @@ def unreachable(path: str, exc: BaseException) -> str:
     looked at (a :class:`FoundSocket`), and how to start a local daemon.
     """
     reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc) or "timed out"
-    state = _state(path)
+    state = path_state(path)
     if state.startswith("not a socket"):
         reason = state
     elif isinstance(exc, OSError) and exc.errno == errno.ENOENT:
@@ -179,7 +176,7 @@ def unreachable(path: str, exc: BaseException) -> str:
         where = tried[0][1]
         return f"cannot connect to scoutd at {path} ({where}): {reason} (is the daemon running?)"
     looked = [
-        f"{where} {candidate} ({reason if candidate == path else _state(candidate)})"
+        f"{where} {candidate} ({reason if candidate == path else path_state(candidate)})"
         for candidate, where in tried
     ]
     return (
@@ -187,40 +184,3 @@ def unreachable(path: str, exc: BaseException) -> str:
         " scripts/serve (from a checkout) or systemctl start scoutd, or name its socket"
         f" with --socket or ${SOCKET_ENV}"
     )
-
-
-def _daemon_config(socket_path: str) -> str | None:
-    """The config file of the daemon answering at ``socket_path``, None if none answers."""
-    if _state(socket_path) != "a socket":
-        return None
-    from .client import Client  # the client needs this module: imported when used
-    from .errors import ScoutdError
-
-    try:
-        with Client(socket_path, timeout=2.0) as client:
-            path = client.status().get("config", {}).get("path")
-    except (ScoutdError, OSError):
-        return None
-    return path if isinstance(path, str) and os.path.isfile(path) else None
-
-
-def discover_config(
-    explicit: str | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[str | None, str]:
-    """The config file every verb reads, and where it was found, in this module's order.
-
-    ``(None, ...)`` means built-in defaults: no file named, none at
-    ``/etc/scoutd/scoutd.toml``, and no daemon found that reports one.
-    """
-    environ = os.environ if environ is None else environ
-    if explicit:
-        return explicit, "--config"
-    if environ.get("SCOUTD_CONFIG"):
-        return environ["SCOUTD_CONFIG"], "$SCOUTD_CONFIG"
-    if os.path.isfile(_config.DEFAULT_CONFIG_PATH):
-        return _config.DEFAULT_CONFIG_PATH, "the system config"
-    socket_path = discover_socket(environ=environ)
-    path = _daemon_config(socket_path)
-    if path is not None:
-        return path, f"the config of the daemon at {socket_path}"
-    return None, "no config file, and no daemon that reports one"

@@ -13,17 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
-import msgspec
-
 from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
 from .errors import ConfigError, UnknownStrategy
 from .formats import AUTO, SCOUT, adapter, resolve_format
 from .formats.cache import hinted
 from .formats.detect import detect_format
 from .message_rules import check_plain
+from .protocol.report import Prepared, StrategyReport
 from .strategies import BUILTINS
 from .strategies.columns import Columns, columns_of, sharing
-from .strategies.report import StrategyReport, plain_report
+from .strategies.report import plain_report
 from .strategies.tool_messages import given_bodies
 
 __all__ = [
@@ -40,29 +39,6 @@ __all__ = [
 ENTRY_POINT_GROUP = "scoutd.strategies"
 
 _registered: dict[str, Callable[[list[Any]], Any]] = {}
-
-
-class Prepared(msgspec.Struct, kw_only=True):
-    """The prepared prompt and what each strategy did to get there."""
-
-    messages: list[Any]
-    report: list[StrategyReport]
-
-    @property
-    def format(self) -> str:
-        """The message format used (docs/FORMATS.md)."""
-        return self.report[-1].format if self.report else "scout"
-
-    @property
-    def stable_prefix(self) -> int:
-        """Leading messages that stay byte-identical until the next epoch boundary."""
-        value = self.report[-1].stable_prefix if self.report else None
-        return 0 if value is None else value
-
-    @property
-    def warnings(self) -> list[str]:
-        """Warnings about the input (foreign tool traffic), also logged."""
-        return [w for r in self.report for w in (r.warnings or ())]
 
 
 def register_strategy(name: str, fn: Callable[[list[Any]], Any]) -> None:

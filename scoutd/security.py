@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from .config import DaemonConfig
 from .errors import Forbidden  # re-exported: it was defined here
+from .inbox.names import inbox_dir
 from .paths import display_path
-from .strategies.inbox import inbox_dir
 
 __all__ = [
     "Forbidden",

@@ -66,6 +66,7 @@ import msgspec  # noqa: E402
 from bench_cpu import bench_cpu, cpu_targets, render_cpu  # noqa: E402
 from bench_formats import bench_formats  # noqa: E402
 from bench_speed import bench_speed, render_speed, speed_targets  # noqa: E402
+from bench_startup import bench_startup, render_startup, startup_targets  # noqa: E402
 
 import scoutd  # noqa: E402
 from scoutd import testing  # noqa: E402
@@ -113,6 +114,7 @@ class Plan:
     cpu_large_mb: float = 4.0
     cpu_runs: int = 3
     cpu_sample_s: float = 0.5  # daemon CPU time of one sample, at least
+    startup_runs: int = 21  # runs of each light verb and of `python -c pass`
 
 
 QUICK = Plan(
@@ -138,6 +140,7 @@ QUICK = Plan(
     cpu_large_mb=0.2,
     cpu_runs=1,
     cpu_sample_s=0.02,
+    startup_runs=3,
 )
 
 # (figure, reference, maximum ratio): the performance targets, as ratios within one run,
@@ -712,13 +715,19 @@ def run(plan: Plan, seed: int = SEED) -> dict[str, Any]:
             results[f"rss_daemon_threads{suffix}"] = figures["threads"]
             results[f"rss_inotify{suffix}"] = figures["inotify"]
 
+        bench_startup(results, plan.startup_runs, progress)
         sizes = (plan.cpu_small_mb, plan.cpu_large_mb)
         bench_cpu(results, directory, sizes, plan.cpu_runs, plan.cpu_sample_s, progress)
     finally:
         os.environ.pop("SCOUTD_CONFIG", None)
         os.environ.update(saved_env)
         shutil.rmtree(directory, ignore_errors=True)
-    results["targets"] = [*targets(results), *speed_targets(results), *cpu_targets(results)]
+    results["targets"] = [
+        *targets(results),
+        *speed_targets(results),
+        *cpu_targets(results),
+        *startup_targets(results),
+    ]
     for target in results["targets"] if plan != Plan() else ():
         target["met"] = None  # tiny sizes: the full-size targets say nothing about them
     results["context"] = {
@@ -871,6 +880,8 @@ def render(results: dict[str, Any]) -> str:
         *render_speed(r, _row),
         "",
         *render_cpu(r, _row),
+        "",
+        *render_startup(r, _row),
         "",
         "targets (ratios of this run)",
     ]

@@ -2,7 +2,7 @@
 
 What one request costs the daemon, in CPU seconds per megabyte (10^6 bytes)
 of request line, for the most costly conversation we can build in each format
-(``tests/formats/worst.py``: Anthropic user turns holding a result and a text
+(``scoutd/testing/worst.py``: Anthropic user turns holding a result and a text
 block, parallel calls answered out of order, repeated call ids, ...), prepared
 with the strategies that compact them. The daemon's CPU time is read from
 /proc before and after the requests, so it counts decoding, the view, the
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from scoutd.testing import Daemon, LineClient, cpu_seconds
-from tests.formats.worst import WORST, Builder  # the checkout is on sys.path
+from scoutd.testing.worst import WORST, Builder
 
 __all__ = ["CPU_GROWTH_LIMIT", "bench_cpu", "cpu_targets", "render_cpu"]
 

@@ -28,7 +28,7 @@ import msgspec
 
 import scoutd
 from scoutd.formats import texts
-from tests.formats.derive import to_anthropic, to_responses  # the checkout is on sys.path
+from scoutd.testing.derive import to_anthropic, to_responses
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode

@@ -76,6 +76,9 @@ FIGURES = (
     "session_round_ms_repeats_2000",
     "session_round_ms_p99_repeats_2000",
     "repeat_share",
+    "startup_python_ms",
+    "startup_notify_ms",
+    "startup_help_ms",
     *(
         f"{figure}_{fmt}"
         for figure in ("cpu_s_per_mb", "cpu_s_per_mb_small", "cpu_growth")
@@ -97,6 +100,8 @@ TARGETS = {
     "cpu_growth_openai_chat",
     "cpu_growth_openai_responses",
     "cpu_growth_scout",
+    "startup_notify_ms / startup_python_ms",
+    "startup_help_ms / startup_python_ms",
 }
 
 
@@ -156,7 +161,13 @@ def test_full_size_targets_get_a_verdict() -> None:
     """Outside quick runs each target is met exactly when its value is within its limit."""
     bench = _load_bench()
     figures = dict.fromkeys(FIGURES, 1.0) | {"abort_ms_p99": 500.0, "rpc_ms_2000": 3.0}
-    targets = [*bench.targets(figures), *bench.speed_targets(figures), *bench.cpu_targets(figures)]
+    figures |= {"startup_python_ms": 20.0, "startup_notify_ms": 100.0}  # 5 x: over 4 x
+    targets = [
+        *bench.targets(figures),
+        *bench.speed_targets(figures),
+        *bench.cpu_targets(figures),
+        *bench.startup_targets(figures),
+    ]
     assert {t["name"] for t in targets} == TARGETS
     for target in targets:
         assert isinstance(target["met"], bool)
@@ -166,6 +177,8 @@ def test_full_size_targets_get_a_verdict() -> None:
     assert verdicts["rpc_ms_2000 / rpc_inproc_ms_2000"] is False
     assert verdicts["rss_per_session_kb"] is True
     assert verdicts["inproc_session_round_ms_2000"] is False  # 1 ms > 0.2 ms
+    assert verdicts["startup_notify_ms / startup_python_ms"] is False
+    assert verdicts["startup_help_ms / startup_python_ms"] is True  # 1 ms / 20 ms
 
 
 def test_table_shows_figures_and_targets(quick_results: dict[str, Any]) -> None:
@@ -178,3 +191,4 @@ def test_table_shows_figures_and_targets(quick_results: dict[str, Any]) -> None:
     assert table.count("not judged (quick)") == len(quick_results["targets"])
     assert "in-process sessions (scoutd.Session)" in table
     assert "daemon CPU seconds per request MB, worst input per format" in table
+    assert "scoutd notify (a real inbox)" in table

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import scoutd
+from scoutd.cli.config_file import discover_config
 from scoutd.discovery import (
     SYSTEM_SOCKET,
     FoundSocket,
-    discover_config,
     discover_socket,
     socket_candidates,
     unreachable,

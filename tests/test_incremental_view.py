@@ -24,8 +24,8 @@ from scoutd.formats import Adapter, adapter
 from scoutd.incremental import SessionPrompt
 from scoutd.incremental_view import ViewTracker
 from scoutd.strategies.inbox import write_notice
+from scoutd.testing.derive import to_anthropic, to_responses
 
-from .formats.derive import to_anthropic, to_responses
 from .formats.test_adapters import BUILDERS, TIGHT
 from .formats.test_hostile import spoil
 from .strategies.test_cost_aware_cases import AUTO_PRICED

@@ -16,14 +16,17 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-import msgspec
+from ..protocol.format_names import AUTO, FORMATS
 
-from ..config import Config, refuse_operator_keys, resolve_config, with_overrides
-from ..discovery import discover_config, discover_socket
-from ..formats import AUTO, FORMATS
+# The configuration, the JSON codec and socket discovery are imported where they are
+# used: the parser, --help and the light verbs need none of them (docs/ARCHITECTURE.md,
+# "Layers"; tests/test_layers.py).
+if TYPE_CHECKING:
+    import msgspec
+
+    from ..config import Config
 
 __all__ = [
     "EXIT_ABORTED",
@@ -51,7 +54,12 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2  # also what argparse itself exits with on a bad command line
 EXIT_ABORTED = 3
 
-encode = msgspec.json.Encoder().encode
+
+def encode(value: Any) -> bytes:
+    """``value`` as compact JSON."""
+    import msgspec
+
+    return msgspec.json.encode(value)
 
 
 class CliError(Exception):
@@ -69,8 +77,7 @@ class UsageError(CliError):
 Handler = Callable[[argparse.Namespace], int]
 
 
-@dataclass(frozen=True)
-class Verb:
+class Verb(NamedTuple):
     """One ``scoutd`` verb: its help, its options and the function that runs it.
 
     ``examples`` end its ``--help``; ``actions`` make it a group of verbs
@@ -84,7 +91,7 @@ class Verb:
     examples: tuple[str, ...] = ()
     configure: Callable[[argparse.ArgumentParser], None] | None = None
     run: Handler | None = None
-    actions: tuple[Verb, ...] = field(default=())
+    actions: tuple[Verb, ...] = ()
     passthrough: bool = False
 
 
@@ -131,6 +138,8 @@ def _json_error(source: str, data: bytes, exc: msgspec.DecodeError) -> CliError:
 
 def read_messages(source: str) -> list[Any]:
     """A message list from a JSON list, or from an object with a ``messages`` list."""
+    import msgspec
+
     data = read_input(source)
     try:
         document = msgspec.json.decode(data)
@@ -167,6 +176,8 @@ def _parse_setting(text: str) -> tuple[str, Any]:
     key = key.strip().removeprefix("prompt.")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    import msgspec
+
     try:
         value: Any = msgspec.json.decode(raw)
     except msgspec.DecodeError:
@@ -191,6 +202,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     A key only the operator sets is refused here (ConfigError), before it could
     be sent: a daemon of an older version would have run what it names.
     """
+    from ..config import refuse_operator_keys
+
     found = dict(getattr(args, "set", None) or ())
     refuse_operator_keys(found)
     return found
@@ -205,17 +218,23 @@ def config_path(args: argparse.Namespace) -> str | None:
 def found_config(args: argparse.Namespace) -> tuple[str | None, str]:
     """The config file of this command line and where it was found (docs/OPERATIONS.md,
     "Finding the daemon"): the same for every verb, the running daemon's at the end."""
+    from .config_file import discover_config
+
     return discover_config(config_path(args))
 
 
 def snapshot(args: argparse.Namespace) -> Config:
     """The effective config: file, environment, defaults, then ``--set`` overrides."""
+    from ..config import resolve_config, with_overrides
+
     path, _ = found_config(args)
     return with_overrides(resolve_config(path), overrides(args))
 
 
 def client_socket(args: argparse.Namespace) -> str:
     """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon")."""
+    from ..discovery import discover_socket
+
     return discover_socket(getattr(args, "socket", None), config_path=config_path(args))
 
 

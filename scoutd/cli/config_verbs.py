@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Config, DaemonConfig, FleetConfig, PromptConfig
+if TYPE_CHECKING:
+    from ..config import Config, DaemonConfig, FleetConfig, PromptConfig
 from .common import EXIT_OK, Verb, add_config, encode, found_config, snapshot, write_json
 
 __all__ = ["CONFIG"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..paths import printable
-from ..strategies.report import StrategyReport
 from .common import encode
+
+if TYPE_CHECKING:
+    from ..protocol.report import StrategyReport
 
 __all__ = ["explain_lines"]
 

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
-from ..errors import Aborted, ConfigError, ScoutdError, UnknownStrategy
-from ..formats import FormatError
+from ..errors import Aborted, ConfigError, FormatError, ScoutdError, UnknownStrategy
 from .common import (
     EXIT_ABORTED,
     EXIT_ERROR,

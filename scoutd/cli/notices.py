@@ -18,7 +18,6 @@ import os
 import stat
 import sys
 
-from ..inbox import inbox_dir
 from ..paths import printable
 from .common import (
     EXIT_OK,
@@ -40,6 +39,8 @@ _SHOWN_REASON_BYTES = 200
 
 def _where_it_went(save_file: str, written: str) -> None:
     """Say loudly when the file went elsewhere than the path given suggests (a symlink)."""
+    from ..inbox import inbox_dir  # the inbox code is the verbs' own: not for --help
+
     given = inbox_dir(save_file)
     real = os.path.dirname(written)
     if given != real:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DaemonUnavailable
-from ..strategies.report import StrategyReport
 from .common import (
     EXIT_OK,
     CliError,
@@ -25,6 +24,9 @@ from .common import (
     write_json,
 )
 from .explain_table import explain_lines
+
+if TYPE_CHECKING:
+    from ..protocol.report import StrategyReport
 
 __all__ = ["EXPLAIN", "PREPARE"]
 

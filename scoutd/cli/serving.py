@@ -24,9 +24,8 @@ import os
 import stat
 from typing import Any, NamedTuple
 
-from ..config import DEFAULT_CONFIG_PATH, resolve_config
+from ..errors import Forbidden
 from ..paths import printable
-from ..security import Forbidden, check_save_file, reach_problem, resolve_roots
 from .common import client_socket, config_path
 
 __all__ = ["STATUS_TIMEOUT", "Serving", "serving"]
@@ -47,6 +46,8 @@ class Serving(NamedTuple):
 
     def outside(self, save_file: str) -> str | None:
         """Why ``save_file`` is never served by this daemon (outside its roots); None: it is."""
+        from ..security import check_save_file
+
         try:
             check_save_file(save_file, self.roots)
         except Forbidden as exc:
@@ -60,6 +61,8 @@ class Serving(NamedTuple):
         """
         if self.uid is None:
             return None
+        from ..security import reach_problem
+
         problem = reach_problem(inbox, self.uid, self.groups)
         return None if problem is None else f"the daemon runs as uid {self.uid}: {problem}"
 
@@ -102,6 +105,8 @@ def _status(socket_path: str) -> dict[str, Any] | None:
 
 def _named_config(args: argparse.Namespace) -> str | None:
     """The config file named for this command line, before any daemon is asked."""
+    from ..config import DEFAULT_CONFIG_PATH
+
     named = config_path(args) or os.environ.get("SCOUTD_CONFIG")
     if named:
         return named
@@ -117,6 +122,10 @@ def _same_file(a: object, b: str) -> bool:
 
 def serving(args: argparse.Namespace) -> Serving:
     """The daemon that serves the chats of this command line (see the module's order)."""
+    # imported here: the parser and --help need neither (docs/ARCHITECTURE.md, "Layers")
+    from ..config import resolve_config
+    from ..security import resolve_roots
+
     socket_path = client_socket(args)
     status = _status(socket_path)
     info = status.get("daemon") if status is not None else None

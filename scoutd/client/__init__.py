@@ -15,11 +15,32 @@ time :class:`~scoutd.errors.DaemonTimeout`.
 
 from __future__ import annotations
 
-from ..discovery import SOCKET_ENV
-from ._async import AsyncClient, AsyncSession
-from ._common import default_socket_path
-from ._reconnect import RECONNECT_ERRNOS, RECONNECT_INITIAL_DELAY, RECONNECT_MAX_DELAY
-from ._sync import Client, Session
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from ..discovery import SOCKET_ENV
+    from ._async import AsyncClient, AsyncSession
+    from ._common import default_socket_path
+    from ._reconnect import RECONNECT_ERRNOS, RECONNECT_INITIAL_DELAY, RECONNECT_MAX_DELAY
+    from ._sync import Client, Session
+
+# Imported on first use: the blocking client never loads anyio (docs/ARCHITECTURE.md).
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "AsyncClient": "._async",
+        "AsyncSession": "._async",
+        "Client": "._sync",
+        "Session": "._sync",
+        "default_socket_path": "._common",
+        "RECONNECT_ERRNOS": "._reconnect",
+        "RECONNECT_INITIAL_DELAY": "._reconnect",
+        "RECONNECT_MAX_DELAY": "._reconnect",
+        "SOCKET_ENV": "..discovery",
+    },
+)
 
 __all__ = [
     "AsyncClient",

@@ -24,8 +24,6 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..errors import DaemonTimeout, DaemonUnavailable, RemoteError
-from ..formats import check_format_name
-from ..prepare import Prepared
 from ..protocol import (
     UNKNOWN_SESSION,
     ConfigReloadParams,
@@ -39,6 +37,8 @@ from ..protocol import (
     StatusParams,
 )
 from ..protocol.error_table import about_base
+from ..protocol.format_names import check_format_name
+from ..protocol.report import Prepared
 from ._async_connection import AsyncConnection
 from ._backend_anyio import Lock, Stream, close_scope, connect_unix, sleep
 from ._common import (

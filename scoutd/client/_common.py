@@ -14,13 +14,12 @@ from ..config import OPERATOR_ONLY, Config, PromptConfig, refuse_operator_keys
 from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from ..discovery import discover_socket
 from ..errors import Aborted, RemoteError
-from ..formats import check_format_name
-from ..prepare import Prepared
 from ..protocol import PreparePromptParams
 from ..protocol.client_state import ClientState, Incoming
 from ..protocol.error_table import about_field, about_replace, exception_for
+from ..protocol.format_names import check_format_name
 from ..protocol.layout import LayoutError, rebuild
-from ..strategies.report import StrategyReport
+from ..protocol.report import Prepared, StrategyReport
 
 __all__ = [
     "DeltaMismatch",

@@ -17,8 +17,6 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..errors import DaemonTimeout, DaemonUnavailable, RemoteError
-from ..formats import check_format_name
-from ..prepare import Prepared
 from ..protocol import (
     UNKNOWN_SESSION,
     ConfigReloadParams,
@@ -32,6 +30,8 @@ from ..protocol import (
     StatusParams,
 )
 from ..protocol.error_table import about_base
+from ..protocol.format_names import check_format_name
+from ..protocol.report import Prepared
 from ._backend_socket import Lock, Stream, close_scope, connect_unix, sleep
 from ._common import (
     DeltaMismatch,

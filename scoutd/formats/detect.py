@@ -16,6 +16,15 @@ from operator import itemgetter
 from typing import Any
 
 from ..errors import FormatError  # re-exported: it was defined here
+from ..protocol.format_names import (  # with the wire types, for the client (re-exported)
+    ANTHROPIC,
+    AUTO,
+    FORMATS,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    SCOUT,
+    check_format_name,
+)
 
 __all__ = [
     "first_signal",
@@ -32,13 +41,6 @@ __all__ = [
     "signals",
 ]
 
-SCOUT = "scout"
-OPENAI_CHAT = "openai-chat"
-OPENAI_RESPONSES = "openai-responses"
-ANTHROPIC = "anthropic"
-AUTO = "auto"
-FORMATS = (SCOUT, OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC)
-
 _RESPONSES_TYPES = frozenset(
     ("function_call", "function_call_output", "reasoning", "item_reference")
 )
@@ -49,14 +51,6 @@ _RESPONSES_PARTS = frozenset(
 )
 _ANTHROPIC_BLOCKS = frozenset(("tool_use", "tool_result"))
 _SCOUT_ROLES = frozenset(("function_call", "function_call_output"))
-
-
-def check_format_name(name: Any) -> str:
-    """``name`` itself when it names a format or ``auto``; FormatError otherwise."""
-    if name == AUTO or name in FORMATS:
-        return str(name)
-    known = ", ".join((AUTO, *FORMATS))
-    raise FormatError(f"unknown message format {name!r}; known formats: {known}")
 
 
 _RESPONSES_SIGNALS = {t: (OPENAI_RESPONSES, f"an item of type {t!r}") for t in _RESPONSES_TYPES}

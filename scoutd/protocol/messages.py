@@ -11,7 +11,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from ..strategies.report import StrategyReport
+from .report import StrategyReport
 
 # Standard JSON-RPC 2.0 codes.
 PARSE_ERROR: Final = -32700  # the line is not valid JSON (or not UTF-8)

@@ -19,9 +19,14 @@ import anyio.abc
 from .. import protocol
 from ..config import DaemonConfig
 from ..security import Forbidden, PeerCred, check_peer, peer_credentials
+from .sessions import SessionRegistry
+from .state import Shared
 
 if TYPE_CHECKING:
-    from .server import Server
+    from collections.abc import Awaitable, Callable
+
+    # How a connection has one request line answered (None: a notification).
+    Dispatch = Callable[["PeerConnection", bytes], Awaitable[bytes | None]]
 
 __all__ = ["MAX_IN_FLIGHT", "MAX_PRODUCING", "RECEIVE_SIZE", "PeerConnection", "serve_client"]
 
@@ -44,8 +49,17 @@ class PeerConnection:
     ``idle_timeout`` (a client that stopped reading) closes it.
     """
 
-    def __init__(self, server: Server, stream: anyio.abc.SocketStream, peer: PeerCred) -> None:
-        self.server = server
+    def __init__(
+        self,
+        shared: Shared,
+        registry: SessionRegistry,
+        dispatch: Dispatch,
+        stream: anyio.abc.SocketStream,
+        peer: PeerCred,
+    ) -> None:
+        self.shared = shared
+        self.registry = registry
+        self._dispatch = dispatch
         self.stream = stream
         self.peer = peer
         self.closed = False
@@ -75,7 +89,7 @@ class PeerConnection:
         if self.closed:
             return
         size = len(line)
-        quotas = self.server.quotas
+        quotas = self.shared.quotas
         self.queued += size
         quotas.add_queued(self.peer.uid, size)
         try:
@@ -86,7 +100,7 @@ class PeerConnection:
             try:
                 rest = self._send_now(line)
                 if rest:
-                    with anyio.fail_after(self.server.snapshot.config.daemon.idle_timeout):
+                    with anyio.fail_after(self.shared.snapshot.config.daemon.idle_timeout):
                         await self.stream.send(rest)
             finally:
                 self._send_lock.release()
@@ -110,9 +124,9 @@ class PeerConnection:
         """Whether this connection must not be read: its unread answers are at their
         bound, or it holds some while its uid's or all unread answers are at theirs
         (a connection whose client reads its answers is never held up by others)."""
-        if self.queued >= self.server.snapshot.config.daemon.max_queued_response_bytes:
+        if self.queued >= self.shared.snapshot.config.daemon.max_queued_response_bytes:
             return True
-        return self.queued > 0 and self.server.quotas.answers_over(self.peer.uid)
+        return self.queued > 0 and self.shared.quotas.answers_over(self.peer.uid)
 
     async def answer_room(self, rid: protocol.RequestId) -> None:
         """Before a prepare: wait while this connection's client has answers to read
@@ -120,7 +134,7 @@ class PeerConnection:
         when the unread answers are on its uid's other connections, or other uids',
         since waiting would stall a client that reads."""
         await self._room()
-        self.server.quotas.check_answers(self.peer.uid, rid)
+        self.shared.quotas.check_answers(self.peer.uid, rid)
 
     async def _room(self) -> None:
         """Wait while this connection's unread answers fill its bound (back-pressure)."""
@@ -138,12 +152,12 @@ class PeerConnection:
 
     async def _send_error(self, code: int, message: str, data: object = None) -> None:
         """Answer a line that never became a request (no id), counted as an error."""
-        self.server.metrics.count_error(code)
+        self.shared.metrics.count_error(code)
         await self.send(protocol.encode_error(None, code, message, data))
 
     async def serve(self) -> None:
         """Read and answer until EOF, a timeout or :meth:`close`; then clean up."""
-        reader = protocol.LineReader(self.server.snapshot.config.daemon.max_request_bytes)
+        reader = protocol.LineReader(self.shared.snapshot.config.daemon.max_request_bytes)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -153,20 +167,20 @@ class PeerConnection:
             self._tg = None
             self.closed = True
             self._drained.set()
-            self.server.pending_request_bytes -= reader.pending
+            self.shared.pending_request_bytes -= reader.pending
             with anyio.CancelScope(shield=True):
-                registry = self.server.registry
+                registry = self.registry
                 mine = [s.id for s in registry.sessions.values() if s.owner is self]
                 await registry.close_owner(self)
                 for session in mine:
-                    self.server.quotas.release_session(session)
+                    self.shared.quotas.release_session(session)
                 await self.stream.aclose()
 
     async def _read_loop(self, tg: anyio.abc.TaskGroup, reader: protocol.LineReader) -> None:
-        server = self.server
+        shared = self.shared
         while True:
             await self._room()
-            daemon = self.server.snapshot.config.daemon
+            daemon = self.shared.snapshot.config.daemon
             reader.limit = daemon.max_request_bytes
             now = time.monotonic()
             if reader.started is not None:
@@ -198,14 +212,14 @@ class PeerConnection:
             self.last_activity = time.monotonic()
             before = reader.pending
             lines = reader.feed(data, self.last_activity)
-            server.pending_request_bytes += reader.pending - before
-            if server.pending_request_bytes > daemon.max_pending_request_bytes:
+            shared.pending_request_bytes += reader.pending - before
+            if shared.pending_request_bytes > daemon.max_pending_request_bytes:
                 await self._too_much_pending(daemon.max_pending_request_bytes)
                 return
             for line in lines:
                 if line is None:
                     limit = reader.limit
-                    server.metrics.count_error(protocol.TOO_LARGE)
+                    shared.metrics.count_error(protocol.TOO_LARGE)
                     tg.start_soon(
                         self.send,
                         protocol.encode_error(
@@ -218,7 +232,7 @@ class PeerConnection:
                     continue
                 await _acquire(self._slots)
                 self.in_flight += 1
-                server.pending_request_bytes += len(line)
+                shared.pending_request_bytes += len(line)
                 tg.start_soon(self._handle, line)
 
     async def _too_much_pending(self, limit: int) -> None:
@@ -231,8 +245,8 @@ class PeerConnection:
         )
 
     async def _handle(self, line: bytes) -> None:
-        server = self.server
-        server.in_flight += 1
+        shared = self.shared
+        shared.in_flight += 1
         response: bytes | None = None
         held = len(line)  # counted in pending_request_bytes until decoded and answered
         try:
@@ -240,9 +254,9 @@ class PeerConnection:
             try:
                 await self._room()
                 try:
-                    response = await server.dispatch(self, line)
+                    response = await self._dispatch(self, line)
                 finally:
-                    server.pending_request_bytes -= held
+                    shared.pending_request_bytes -= held
                     held = 0
                     del line
             finally:
@@ -254,13 +268,11 @@ class PeerConnection:
             log.error(
                 "request of pid %d failed unexpectedly; closing its connection", self.peer.pid
             )
-            server.metrics.count_error(protocol.INTERNAL_ERROR)
+            shared.metrics.count_error(protocol.INTERNAL_ERROR)
             self.close()
         finally:
-            server.pending_request_bytes -= held  # cancelled before its turn
-            server.in_flight -= 1
-            if server.shutting_down and not server.in_flight:
-                server.drained.set()
+            shared.pending_request_bytes -= held  # cancelled before its turn
+            shared.request_ended()
             self.in_flight -= 1
             self.last_activity = time.monotonic()
             self._slots.release()
@@ -275,19 +287,19 @@ async def _acquire(semaphore: anyio.Semaphore) -> None:
         await semaphore.acquire()
 
 
-def _refusal(server: Server, daemon: DaemonConfig, peer: PeerCred) -> bytes | None:
+def _refusal(shared: Shared, daemon: DaemonConfig, peer: PeerCred) -> bytes | None:
     """The error line refusing a new connection, or None to admit it."""
-    if server.metrics.connections >= daemon.max_connections:
-        server.metrics.count_error(protocol.TOO_LARGE)
+    if shared.metrics.connections >= daemon.max_connections:
+        shared.metrics.count_error(protocol.TOO_LARGE)
         return protocol.encode_error(
             None,
             protocol.TOO_LARGE,
             f"too many connections (max_connections = {daemon.max_connections})",
             protocol.TooLargeData(limit=daemon.max_connections),
         )
-    if server.connections_by_uid.get(peer.uid, 0) >= daemon.max_connections_per_uid:
+    if shared.connections_by_uid.get(peer.uid, 0) >= daemon.max_connections_per_uid:
         limit = daemon.max_connections_per_uid
-        server.metrics.count_error(protocol.TOO_LARGE)
+        shared.metrics.count_error(protocol.TOO_LARGE)
         return protocol.encode_error(
             None,
             protocol.TOO_LARGE,
@@ -295,10 +307,10 @@ def _refusal(server: Server, daemon: DaemonConfig, peer: PeerCred) -> bytes | No
             protocol.TooLargeData(limit=limit),
         )
     try:
-        check_peer(peer, daemon, server.own_uid)
+        check_peer(peer, daemon, shared.own_uid)
     except Forbidden as exc:
         log.warning("refused connection: %s", exc)
-        server.metrics.count_error(protocol.FORBIDDEN)
+        shared.metrics.count_error(protocol.FORBIDDEN)
         return protocol.encode_error(
             None,
             protocol.FORBIDDEN,
@@ -308,7 +320,9 @@ def _refusal(server: Server, daemon: DaemonConfig, peer: PeerCred) -> bytes | No
     return None
 
 
-async def serve_client(server: Server, client: socket.socket) -> None:
+async def serve_client(
+    shared: Shared, registry: SessionRegistry, dispatch: Dispatch, client: socket.socket
+) -> None:
     """Admit an accepted socket (or refuse it with one error line) and serve it."""
     try:
         client.setblocking(False)
@@ -316,7 +330,7 @@ async def serve_client(server: Server, client: socket.socket) -> None:
     except OSError:
         client.close()
         return
-    refusal = _refusal(server, server.snapshot.config.daemon, peer)
+    refusal = _refusal(shared, shared.snapshot.config.daemon, peer)
     if refusal is not None:
         try:
             client.send(refusal)
@@ -326,16 +340,16 @@ async def serve_client(server: Server, client: socket.socket) -> None:
         client.close()
         return
     stream = await anyio.abc.UNIXSocketStream.from_socket(client)
-    server.metrics.connections += 1
-    by_uid = server.connections_by_uid
+    shared.metrics.connections += 1
+    by_uid = shared.connections_by_uid
     by_uid[peer.uid] = by_uid.get(peer.uid, 0) + 1
     try:
-        await PeerConnection(server, stream, peer).serve()
+        await PeerConnection(shared, registry, dispatch, stream, peer).serve()
     except Exception as exc:
         # Last resort: one connection's failure never ends the daemon.
         log.error("connection of pid %d ended by an unexpected %s", peer.pid, type(exc).__name__)
     finally:
-        server.metrics.connections -= 1
+        shared.metrics.connections -= 1
         by_uid[peer.uid] -= 1
         if not by_uid[peer.uid]:
             del by_uid[peer.uid]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..config import Config, DaemonConfig, resolve_config
 from ..errors import ConfigError
 from ..security import resolve_roots
-from .sessions import parse_signal
+from .abort_signal import parse_signal
 
 __all__ = [
     "ACCESS_KEYS",

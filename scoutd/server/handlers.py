@@ -35,7 +35,7 @@ from .sessions import AgentSession
 
 if TYPE_CHECKING:
     from .connection import PeerConnection
-    from .server import Server
+    from .state import Daemon
 
 __all__ = ["HANDLERS", "INLINE_BYTES", "THREAD_DECODE_BYTES", "Call", "dispatch"]
 
@@ -55,10 +55,10 @@ THREAD_DECODE_BYTES = 256 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """What a handler may use: the server, the caller's connection, the request id,
+    """What a handler may use: the daemon, the caller's connection, the request id,
     the configuration generation the request runs under and the request line's size."""
 
-    server: Server
+    server: Daemon
     conn: PeerConnection
     id: protocol.RequestId
     snap: Snapshot
@@ -95,7 +95,7 @@ class Call:
                 save_file,
                 self.snap.roots,
                 self.conn.peer,
-                server.own_uid,
+                server.shared.own_uid,
                 limiter=server.limiter,
             )
         except Forbidden as exc:
@@ -105,14 +105,14 @@ class Call:
 Handler = Callable[[Call, Any], Awaitable[bytes]]
 
 
-async def dispatch(server: Server, conn: PeerConnection, line: bytes) -> bytes | None:
+async def dispatch(server: Daemon, conn: PeerConnection, line: bytes) -> bytes | None:
     """Answer one request line (None for a client notification)."""
     started = time.perf_counter()
     request: protocol.Request | None = None
     session: str | None = None
     try:
         request, params = await _decode(server, line)
-        if server.shutting_down:
+        if server.shared.shutting_down:
             raise protocol.ProtocolError(
                 protocol.SHUTTING_DOWN, "the daemon is shutting down", id=request.id
             )
@@ -130,25 +130,27 @@ async def dispatch(server: Server, conn: PeerConnection, line: bytes) -> bytes |
             else:
                 params = protocol.decode_params(request, kind)
         session = getattr(params, "session", None)
-        response = await handler(Call(server, conn, request.id, server.snapshot, len(line)), params)
+        response = await handler(
+            Call(server, conn, request.id, server.shared.snapshot, len(line)), params
+        )
     except protocol.ProtocolError as exc:
-        server.metrics.count_error(exc.code)
+        server.shared.metrics.count_error(exc.code)
         response = protocol.encode_error(exc.id, exc.code, exc.message, exc.data)
     except RecursionError:
         # msgspec stops at the interpreter's recursion limit: JSON nested a few
         # thousand levels deep is refused like other bad input, not as a bug.
         log.debug("refused a request nested too deeply (pid %d)", conn.peer.pid)
         response = workers.too_deep(request)
-        server.metrics.count_error(
+        server.shared.metrics.count_error(
             protocol.PARSE_ERROR if request is None else protocol.INVALID_PARAMS
         )
     except Exception:
         log.exception("internal error")
-        server.metrics.count_error(protocol.INTERNAL_ERROR)
+        server.shared.metrics.count_error(protocol.INTERNAL_ERROR)
         rid = request.id if request is not None else None
         response = protocol.encode_error(rid, protocol.INTERNAL_ERROR, "internal error")
     elapsed = time.perf_counter() - started
-    server.metrics.observe_request(elapsed)
+    server.shared.metrics.observe_request(elapsed)
     if log.isEnabledFor(logging.DEBUG):
         log.debug(
             "request %s session=%r pid=%d in=%dB out=%dB %.2fms",
@@ -164,7 +166,7 @@ async def dispatch(server: Server, conn: PeerConnection, line: bytes) -> bytes |
     return response
 
 
-async def _decode(server: Server, line: bytes) -> tuple[protocol.Request, msgspec.Struct | None]:
+async def _decode(server: Daemon, line: bytes) -> tuple[protocol.Request, msgspec.Struct | None]:
     """The request envelope (and its params when decoded in the same pass); counted."""
     method: str | None = None
     try:
@@ -177,7 +179,7 @@ async def _decode(server: Server, line: bytes) -> tuple[protocol.Request, msgspe
         method = request.method
         return request, params
     finally:
-        server.metrics.count_request(method)
+        server.shared.metrics.count_request(method)
 
 
 # --- the methods ---------------------------------------------------------------------
@@ -189,19 +191,19 @@ async def session_open(call: Call, params: protocol.SessionOpenParams) -> bytes:
     session = await server.registry.open(
         params.save_file, resolved, params.pid, conn.peer.uid, conn, request_id=call.id
     )
-    server.metrics.sessions_opened += 1
+    server.shared.metrics.sessions_opened += 1
     session.prompt.format = params.format
     session.label = params.label
     if params.messages:
         try:
-            async with session.lock, server.quotas.computing(conn.peer.uid):
+            async with session.lock, server.shared.quotas.computing(conn.peer.uid):
                 await anyio.to_thread.run_sync(
                     workers.store_opening,
                     session,
                     params.messages,
                     call.snap.config,
                     call.id,
-                    server.quotas,
+                    server.shared.quotas,
                     limiter=server.limiter,
                 )
         except protocol.ProtocolError:
@@ -212,10 +214,10 @@ async def session_open(call: Call, params: protocol.SessionOpenParams) -> bytes:
 
 async def session_close(call: Call, params: protocol.SessionCloseParams) -> bytes:
     registry = call.server.registry
-    if registry.get(params.session, call.conn.peer.uid, call.server.own_uid) is None:
+    if registry.get(params.session, call.conn.peer.uid, call.server.shared.own_uid) is None:
         raise call.unknown_session(params.session)
     await registry.close(params.session)
-    call.server.quotas.release_session(params.session)
+    call.server.shared.quotas.release_session(params.session)
     return protocol.encode_result(call.id, protocol.SessionCloseResult())
 
 
@@ -232,7 +234,7 @@ async def config_reload(call: Call, params: protocol.ConfigReloadParams) -> byte
         generation = await call.server.reload()
     except ConfigError as exc:
         # The code says "invalid configuration"; the message says why and what stays.
-        kept = call.server.snapshot.generation
+        kept = call.server.shared.snapshot.generation
         raise protocol.ProtocolError(
             protocol.CONFIG_INVALID,
             f"reload refused, keeping generation {kept}: {exc}",
@@ -242,11 +244,27 @@ async def config_reload(call: Call, params: protocol.ConfigReloadParams) -> byte
     return protocol.encode_result(call.id, protocol.ConfigReloadResult(generation=generation))
 
 
-async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> bytes:
-    server, rid = call.server, call.id
-    uid = call.conn.peer.uid
-    room = partial(call.conn.answer_room, rid)  # unread answers at their bound: wait or refuse
-    await room()  # before anything runs; again before each prepare slot is taken
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A ``prepare_prompt`` request resolved: what it runs with and on what files.
+
+    ``resolved`` is the checked save file of a session-less call (or of a session
+    call naming one); a session's own save file is checked again in the worker
+    that prepares (``recheck``), one hand-off per round instead of two.
+    """
+
+    config: Config
+    session: AgentSession | None
+    save_file: str | None
+    resolved: str | None
+    inbox: str | None
+    recheck: workers.PathCheck | None
+
+
+async def resolve_prepare(call: Call, params: protocol.PreparePromptParams) -> Resolved:
+    """The configuration (with the call's overrides), the session and the checked
+    save file of a ``prepare_prompt``; a protocol error for what is refused."""
+    server = call.server
     config = call.snap.config
     if params.config:
         try:
@@ -255,28 +273,38 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
             raise call.invalid_params("$.params.config", exc) from None
     session: AgentSession | None = None
     if params.session is not None:
-        session = server.registry.get(params.session, call.conn.peer.uid, server.own_uid)
+        session = server.registry.get(params.session, call.conn.peer.uid, server.shared.own_uid)
         if session is None:
             raise call.unknown_session(params.session)
-    save_file = params.save_file
+    if session is not None and params.save_file is None:
+        # The session's save file; the inbox it names is known already.
+        recheck = (session.save_file, call.snap.roots, call.conn.peer, server.shared.own_uid)
+        return Resolved(config, session, session.save_file, None, session.inbox, recheck)
     resolved = inbox = None
-    if session is not None and save_file is None:
-        # The session's save file, checked again in the worker that prepares (one
-        # hand-off per round instead of two); the inbox it names is known already.
-        save_file, inbox = session.save_file, session.inbox
-        recheck: workers.PathCheck | None = (
-            save_file,
-            call.snap.roots,
-            call.conn.peer,
-            server.own_uid,
-        )
-    else:
-        recheck = None
-        if save_file is not None:
-            resolved = await call.check_path(save_file)
-            if session is not None and resolved != session.resolved:
-                raise workers.differs(rid)
-            inbox = inbox_dir(resolved)
+    if params.save_file is not None:
+        resolved = await call.check_path(params.save_file)
+        if session is not None and resolved != session.resolved:
+            raise workers.differs(call.id)
+        inbox = inbox_dir(resolved)
+    return Resolved(config, session, params.save_file, resolved, inbox, None)
+
+
+async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> bytes:
+    """Resolve the request, then run it; first, while this client's unread answers
+    are at their bound, wait (or refuse), as again before each prepare slot."""
+    await call.conn.answer_room(call.id)
+    request = await resolve_prepare(call, params)
+    return await run_prepare(call, params, request)
+
+
+async def run_prepare(call: Call, params: protocol.PreparePromptParams, request: Resolved) -> bytes:
+    """Run a resolved ``prepare_prompt`` (on the event loop or in a worker thread) and
+    encode its answer; an abort found by it or pending for its chat is its error."""
+    server, rid, uid = call.server, call.id, call.conn.peer.uid
+    room = partial(call.conn.answer_room, rid)
+    session, inbox = request.session, request.inbox
+    resolved, config = request.resolved, request.config
+    quotas = server.shared.quotas
     async with server.registry.preparing(inbox):
         reason = server.registry.pending_abort(session, inbox)
         if reason is None:
@@ -287,7 +315,7 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                         # Small, built-in and without files: cheaper here than the hand-off.
                         line, delivered = workers.run_prepare(rid, params, None, config, True)
                     else:
-                        async with server.quotas.computing(uid, room):
+                        async with quotas.computing(uid, room):
                             started = time.perf_counter()  # waiting for a slot is not preparing
                             line, delivered = await anyio.to_thread.run_sync(
                                 workers.run_prepare,
@@ -300,16 +328,16 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
                             )
                 else:
                     session.last_used = time.monotonic()
-                    async with session.lock, server.quotas.computing(uid, room):
+                    async with session.lock, quotas.computing(uid, room):
                         started = time.perf_counter()  # waiting for lock or slot: not preparing
                         line, delivered = await anyio.to_thread.run_sync(
-                            partial(workers.run_session_prepare, quotas=server.quotas),
+                            partial(workers.run_session_prepare, quotas=quotas),
                             rid,
                             params,
                             session,
                             resolved,
                             config,
-                            recheck,
+                            request.recheck,
                             limiter=server.limiter,
                         )
             except Forbidden as exc:
@@ -325,12 +353,12 @@ async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> by
             except FormatError as exc:
                 raise call.invalid_params("$.params.messages", exc) from None
             else:
-                server.metrics.observe_prepare(time.perf_counter() - started)
-                server.metrics.notices_delivered += delivered
+                server.shared.metrics.observe_prepare(time.perf_counter() - started)
+                server.shared.metrics.notices_delivered += delivered
                 return line
     session_id = None if session is None else session.id
     raise error_for(
-        Aborted(reason), rid, save_file=save_file, session=session_id, prefix="aborted: "
+        Aborted(reason), rid, save_file=request.save_file, session=session_id, prefix="aborted: "
     )
 
 

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -32,7 +33,7 @@ from ..security import resolve_roots
 from ..systemd import Notifier, under_journald, watchdog_interval
 from ..watcher import FsWatcher
 from . import handlers
-from .connection import PeerConnection, serve_client
+from .connection import serve_client
 from .daemon_config import (
     Snapshot,
     check_not_partial,
@@ -42,8 +43,8 @@ from .daemon_config import (
 )
 from .listener import Listener, StartupError, bind_listener, open_listener
 from .metrics import Gauges, Metrics
-from .quotas import Quotas
 from .sessions import SessionRegistry, parse_signal
+from .state import Shared
 
 if TYPE_CHECKING:
     from ..fleet.agent import FleetAgent
@@ -98,42 +99,40 @@ class Server:
         self.listener = listener
         self.config_arg = config_arg if config_arg is not None else config.path
         self.config_file = os.path.abspath(self.config_arg) if self.config_arg else None
-        self.snapshot = Snapshot(
+        self.own_uid = os.getuid()
+        self.limiter = anyio.CapacityLimiter(max(4, os.cpu_count() or 1))
+        first = Snapshot(
             config=config,
             generation=1,
             roots=resolve_roots(config.daemon.allowed_roots),
             abort_signal=parse_signal(config.daemon.abort_signal),
         )
+        # the generation, bounds and counts the connections share (not this object)
+        self.shared = Shared(
+            first, Metrics(protocol.METHOD_PARAMS), self.own_uid, int(self.limiter.total_tokens)
+        )
+        self.metrics = self.shared.metrics
+        self.quotas = self.shared.quotas
         self.started_with = config.daemon  # what restart-only keys are in use
         self.handle_signals = handle_signals
         self.last_reload_error: str | None = None
         self.started = time.monotonic()
-        self.metrics = Metrics(protocol.METHOD_PARAMS)
-        self.own_uid = os.getuid()
         self.notifier = Notifier()
-        self.limiter = anyio.CapacityLimiter(max(4, os.cpu_count() or 1))
-        # What each uid and the daemon hold: prepare slots, unread answers, sessions
-        self.quotas = Quotas(lambda: self.snapshot.config.daemon, int(self.limiter.total_tokens))
         self.watcher = FsWatcher(config.daemon.watch_mode)
-        self.registry = SessionRegistry(
-            self.watcher,
-            inbox_max_bytes=lambda: self.snapshot.config.prompt.inbox_max_bytes,
-            abort_signal=lambda: self.snapshot.abort_signal,
-            limiter=self.limiter,
-            max_sessions_per_uid=lambda: self.snapshot.config.daemon.max_sessions_per_uid,
-        )
+        self.registry = SessionRegistry(self.watcher, self.shared.current, limiter=self.limiter)
         self.config_watch = ConfigFileWatch(self.watcher, self.config_file)
         self.fleet: FleetAgent | None = None  # with a [fleet] table (docs/OPERATIONS.md)
-        self.shutting_down = False
         self.abandoned = False
-        self.in_flight = 0  # requests being handled or answered, on all connections
-        self.pending_request_bytes = 0  # unfinished or undecoded request lines, all connections
-        self.connections_by_uid: dict[int, int] = {}
+        self._dispatch = partial(handlers.dispatch, self)
         self._stop = anyio.Event()
-        self.drained = anyio.Event()
         self._config_event = anyio.Event()
         self._reload_lock = anyio.Lock()
         self._drain_scope = anyio.CancelScope()
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The configuration generation now (swapped whole by :meth:`reload`)."""
+        return self.shared.snapshot
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -167,9 +166,7 @@ class Server:
 
     async def _startup(self, background: anyio.abc.TaskGroup) -> None:
         """Start the registry, the watcher's consumers and the housekeeping loops."""
-        await background.start(
-            self.registry.run, lambda: self.snapshot.config.daemon.rescan_interval
-        )
+        await background.start(self.registry.run)
         background.start_soon(self._watch_loop)
         background.start_soon(self._config_reload_loop)
         if self.handle_signals:
@@ -189,18 +186,21 @@ class Server:
 
     async def _drain(self) -> None:
         """Refuse new requests; wait up to ``shutdown_timeout`` for those in flight."""
-        log.info("shutting down (%d request(s) in flight)", self.in_flight)
+        shared = self.shared
+        log.info("shutting down (%d request(s) in flight)", shared.in_flight)
         self.notifier.stopping()
-        self.shutting_down = True
-        if not self.in_flight:
+        shared.shutting_down = True
+        if not shared.in_flight:
             return
         timeout = self.snapshot.config.daemon.shutdown_timeout
         with self._drain_scope:
             self._drain_scope.deadline = anyio.current_time() + timeout
-            await self.drained.wait()
-        if self.in_flight:
+            await shared.drained.wait()
+        if shared.in_flight:
             self.abandoned = True
-            log.warning("%d request(s) still running after %gs: abandoned", self.in_flight, timeout)
+            log.warning(
+                "%d request(s) still running after %gs: abandoned", shared.in_flight, timeout
+            )
 
     async def _signal_loop(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -262,7 +262,7 @@ class Server:
                         last_logged = now
                     await anyio.sleep(ACCEPT_RETRY_DELAY)
                     continue
-                tg.start_soon(serve_client, self, client)
+                tg.start_soon(serve_client, self.shared, self.registry, self._dispatch, client)
 
     # --- file events and reload ------------------------------------------------------
 
@@ -311,7 +311,7 @@ class Server:
             for key in restart_changes(self.started_with, config.daemon):
                 log.warning("[daemon] %s changed: takes effect after a restart", key)
             warn_missing_roots(config)
-            self.snapshot = Snapshot(
+            self.shared.snapshot = Snapshot(
                 config=config,
                 generation=self.snapshot.generation + 1,
                 roots=roots,
@@ -323,10 +323,6 @@ class Server:
             return self.snapshot.generation
 
     # --- requests and reports --------------------------------------------------------
-
-    async def dispatch(self, conn: PeerConnection, line: bytes) -> bytes | None:
-        """Answer one request line (None for a client notification)."""
-        return await handlers.dispatch(self, conn, line)
 
     def status(self) -> protocol.StatusResult:
         snap = self.snapshot
@@ -347,7 +343,7 @@ class Server:
                 errors=self.metrics.errors,
                 notices_delivered=self.metrics.notices_delivered,
                 aborts=self.registry.aborts,
-                pending_request_bytes=self.pending_request_bytes,
+                pending_request_bytes=self.shared.pending_request_bytes,
                 rescans=self.registry.rescans,
                 queued_response_bytes=self.quotas.queued,
                 session_bytes=self.quotas.held,
@@ -369,7 +365,7 @@ class Server:
             connections=self.metrics.connections,
             sessions=len(self.registry.sessions),
             watches=len(self.registry.by_inbox),
-            pending_request_bytes=self.pending_request_bytes,
+            pending_request_bytes=self.shared.pending_request_bytes,
             config_generation=self.snapshot.generation,
             version=__version__,
             aborts=self.registry.aborts,

@@ -13,7 +13,7 @@ sessions of that inbox aborted and pushes ``session.aborted`` to their
 connections at once; the claim marks the chat aborted for good, and a session
 opened on a chat so marked is aborted at once (:mod:`scoutd.inbox.aborted`).
 An abort that cannot be moved still aborts (it fails closed, see
-:mod:`scoutd.strategies.inbox_files`); one that cannot be moved at all stays
+:mod:`scoutd.inbox.claim`); one that cannot be moved at all stays
 in place and is pushed again at every event or rescan until an operator
 removes it.
 
@@ -35,7 +35,6 @@ import contextlib
 import logging
 import os
 import secrets
-import signal
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Collection
@@ -47,19 +46,19 @@ import anyio
 
 from .. import protocol
 from ..delta import DeltaEncoder
+from ..inbox import claim as inbox_claim
 from ..inbox.aborted import claim_and_mark, held
 from ..inbox.gate import InboxGate
+from ..inbox.names import ABORT_NAME, inbox_dir
 from ..incremental import SessionPrompt
 from ..security import PeerCred
-from ..strategies import inbox_files
-from ..strategies.inbox import ABORT_NAME, inbox_dir
 from ..watcher import Batch, FsWatcher
 from .abort_signal import parse_signal, send_abort_signal
 from .claims import Candidate, Claimed, claim_for, holding_abort
+from .daemon_config import Snapshot
 
 __all__ = [
     "ABORT_THREADS_PER_UID",
-    "DEFAULT_MAX_SESSIONS_PER_UID",
     "MAX_PENDING_ABORTS",
     "AgentSession",
     "SessionOwner",
@@ -72,8 +71,6 @@ log = logging.getLogger("scoutd.sessions")
 # Aborts claimed for inboxes whose next session-less prepare_prompt has not come yet.
 # Bounded so that abandoned save files cannot grow the daemon's memory.
 MAX_PENDING_ABORTS = 4096
-# Used when the registry is built without a limit (the daemon passes its config's).
-DEFAULT_MAX_SESSIONS_PER_UID = 10_000
 # Abort claims of one uid running at once, in threads of their own (never the prepare
 # pool): one user's slow inboxes hold up only that user's claims.
 ABORT_THREADS_PER_UID = 2
@@ -138,11 +135,9 @@ class SessionRegistry:
     def __init__(
         self,
         watcher: FsWatcher,
+        snapshot: Callable[[], Snapshot],
         *,
-        inbox_max_bytes: Callable[[], int],
-        abort_signal: Callable[[], signal.Signals | None],
         limiter: anyio.CapacityLimiter | None = None,
-        max_sessions_per_uid: Callable[[], int] = lambda: DEFAULT_MAX_SESSIONS_PER_UID,
     ) -> None:
         self.watcher = watcher
         self.sessions: dict[str, AgentSession] = {}
@@ -159,9 +154,7 @@ class SessionRegistry:
         self._complete: set[str] = set()  # inboxes whose abort was seen closed or renamed in
         self._unsettled: dict[str, float] = {}  # inbox -> when its abort was first seen changing
         self._per_uid: dict[int, int] = {}
-        self._max_per_uid = max_sessions_per_uid
-        self._inbox_max_bytes = inbox_max_bytes
-        self._abort_signal = abort_signal
+        self._snapshot = snapshot  # the configuration generation now: its limits and signal
         self._limiter = limiter
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -183,7 +176,7 @@ class SessionRegistry:
             protocol.ProtocolError: ``TOO_LARGE``: ``uid`` holds
                 ``max_sessions_per_uid`` sessions already.
         """
-        limit = self._max_per_uid()
+        limit = self._snapshot().config.daemon.max_sessions_per_uid
         if self._per_uid.get(uid, 0) >= limit:
             raise protocol.ProtocolError(
                 protocol.TOO_LARGE,
@@ -311,7 +304,7 @@ class SessionRegistry:
             self._pending.move_to_end(inbox)
             while len(self._pending) > MAX_PENDING_ABORTS:
                 self._pending.popitem(last=False)
-        signum = self._abort_signal()
+        signum = self._snapshot().abort_signal
         ids = sorted(i for i in self.by_inbox.get(inbox, ()) if only is None or i in only)
         # One line per abort; repr() keeps a reason with line breaks on one line.
         log.info("abort consumed for %r (%d session(s)): %r", inbox, len(ids), reason)
@@ -336,11 +329,11 @@ class SessionRegistry:
     def _settle_expired(self, inbox: str) -> bool:
         """An abort still changing after MAX_SETTLE_WAIT is taken as it is (fail closed)."""
         first = self._unsettled.get(inbox)
-        return first is not None and time.monotonic() - first >= inbox_files.MAX_SETTLE_WAIT
+        return first is not None and time.monotonic() - first >= inbox_claim.MAX_SETTLE_WAIT
 
     async def _claim_settled(self, inbox: str) -> None:
         """Claim again after the settle time (a close or rename event may come first)."""
-        await anyio.sleep(inbox_files.SETTLE_TIME)
+        await anyio.sleep(inbox_claim.SETTLE_TIME)
         await self.claim(inbox)
 
     @contextlib.asynccontextmanager
@@ -402,12 +395,12 @@ class SessionRegistry:
                             sessions[0].resolved,
                             candidates,
                             self._own_uid,
-                            max_bytes=self._inbox_max_bytes(),
+                            max_bytes=self._snapshot().config.prompt.inbox_max_bytes,
                             complete=complete,
                         ),
                         limiter=self._claim_limiter(sessions[0].uid),
                     )
-                except inbox_files.NotSettled:
+                except inbox_claim.NotSettled:
                     # never sleep in a worker thread: retry from the loop, so that a
                     # close or rename event meanwhile claims at once
                     self._unsettled.setdefault(inbox, time.monotonic())
@@ -477,7 +470,6 @@ class SessionRegistry:
 
     async def run(
         self,
-        rescan_interval: Callable[[], float],
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -490,7 +482,7 @@ class SessionRegistry:
             task_status.started()
             try:
                 while True:
-                    await anyio.sleep(rescan_interval())
+                    await anyio.sleep(self._snapshot().config.daemon.rescan_interval)
                     try:
                         await self.rescan()
                     except Exception:

@@ -16,8 +16,7 @@ from itertools import chain, compress, repeat
 from operator import and_, itemgetter
 from typing import Any
 
-import msgspec
-
+from ..protocol.report import StrategyReport, ToolAction
 from .columns import known_columns
 from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
@@ -41,49 +40,6 @@ class Fate(enum.IntEnum):
     PROTECTED = 1  # kept verbatim only because it is the latest of a repeated call
     TRUNCATED = 2
     DROPPED = 3
-
-
-class ToolAction(msgspec.Struct, kw_only=True):
-    """One tool message's fate, for ``scoutd explain``."""
-
-    index: int
-    role: str
-    id: Any
-    name: Any
-    position: int
-    action: str
-    chars_before: int
-    chars_after: int
-
-
-class StrategyReport(msgspec.Struct, kw_only=True):
-    """Counts of one strategy run (docs/STRATEGIES.md, the report).
-
-    ``chars_before``/``chars_after`` count the characters of every string
-    ``content`` of the message list before and after the strategy.
-    """
-
-    strategy: str
-    calls_kept: int = 0
-    calls_truncated: int = 0
-    calls_dropped: int = 0
-    calls_protected: int = 0
-    outputs_kept: int = 0
-    outputs_truncated: int = 0
-    outputs_dropped: int = 0
-    outputs_protected: int = 0
-    chars_before: int = 0
-    chars_after: int = 0
-    inbox_delivered: int = 0
-    notice: bool = False
-    actions: list[ToolAction] | None = None
-    # The message format of the call (docs/FORMATS.md); the figures below are the
-    # whole call's and appear on its last report entry only.
-    format: str = "scout"
-    malformed: int = 0
-    narration_dropped: int = 0
-    stable_prefix: int | None = None
-    warnings: list[str] | None = None
 
 
 _get_content = itemgetter("content")

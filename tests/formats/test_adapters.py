@@ -13,9 +13,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from scoutd import Config, PromptConfig, prepare
+from scoutd.testing.derive import to_anthropic, to_responses
 
 from .conversations import LONG, anthropic, chat, epoch_window, responses
-from .derive import to_anthropic, to_responses
 from .validity import new_problems
 
 # Compact everything but the newest pair: threshold 2, one whole, one truncated.

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from scoutd import PromptConfig, prepare
 from scoutd.formats import FormatError
 from scoutd.message_rules import InvalidMessages
+from scoutd.testing.worst import WORST
 
 from .test_adapters import BUILDERS
 from .validity import new_problems
-from .worst import WORST
 
 TIGHT = PromptConfig(
     epoch_tool_call_threshold=1, epoch_full_tool_calls=1, epoch_compacted_tool_calls=1, epoch_size=1
@@ -182,7 +182,7 @@ def test_the_most_costly_shapes_with_hostile_values(
     compacting: tuple[str, PromptConfig],
     values: int,
 ) -> None:
-    """The conversations built to cost the most (tests/formats/worst.py), spoiled
+    """The conversations built to cost the most (scoutd/testing/worst.py), spoiled
     or not, through the strategies that compact them: a valid prompt or a
     refusal of the input, never anything else."""
     builder = data.draw(st.sampled_from(WORST[fmt]))

@@ -2,7 +2,7 @@
 
 The work is counted, not timed: lines of scoutd's own code run for one call
 (:func:`tests.formats.work.lines_run`), for conversations built to be costly
-(:mod:`tests.formats.worst`). A quadratic path runs about sixteen times the
+(:mod:`scoutd.testing.worst`). A quadratic path runs about sixteen times the
 lines for four times the input; the bound below allows a linear path its
 start-up costs and nothing near that (docs/RELIABILITY.md, "CPU and memory,
 per request, per uid, per daemon").
@@ -18,11 +18,11 @@ from scoutd import PromptConfig, prepare
 from scoutd.config import Config
 from scoutd.formats import texts
 from scoutd.incremental import SessionPrompt
+from scoutd.testing import worst
+from scoutd.testing.worst import WORST, Builder
 
-from . import worst
 from .conversations import epoch_window
 from .work import growth, lines_run
-from .worst import WORST, Builder
 
 # Four times the input may cost at most this much more than four times the work.
 LINEAR = 1.35

@@ -31,9 +31,9 @@ from scoutd.strategies.epoch import (
     repeat_numbers,
 )
 from scoutd.strategies.tool_messages import ToolBody, index_tools, repeated_pairs
+from scoutd.testing.derive import to_anthropic, to_responses
 from tests.support.real_runs import full_dir, real_dir
 
-from .derive import to_anthropic, to_responses
 from .validity import new_problems
 
 REAL_DIR = real_dir()

@@ -22,9 +22,9 @@ from scoutd import PromptConfig, prepare
 from scoutd.formats import adapter, texts
 from scoutd.formats.view import View
 from scoutd.strategies.tool_messages import ToolBody
+from scoutd.testing.derive import to_anthropic, to_responses
 
 from .conversations import chat
-from .derive import to_anthropic, to_responses
 from .test_view_reuse import check_read_afresh
 
 # Every pair kept, all but the newest output shortened: the answer shows every text.

@@ -5,7 +5,7 @@ interpreter runs in scoutd's modules for one call does not. A path that is
 linear in its input runs about four times the lines for four times the input;
 a quadratic one about sixteen times. Work done inside C (``list.index``,
 ``in`` on a list, slicing) is not counted, so the tests pair this with inputs
-built to make such work grow too (``tests/formats/worst.py``), and the bench
+built to make such work grow too (``scoutd/testing/worst.py``), and the bench
 measures the CPU time itself (docs/PERFORMANCE.md).
 """
 

@@ -1,4 +1,4 @@
-"""Test-only conversions of OpenAI Chat conversations into the other formats.
+"""Conversions of OpenAI Chat conversations into the other formats, for tests and benchmarks.
 
 Written from the providers' documented shapes, independently of
 :mod:`scoutd.formats`, so that the real OpenAI runs can be replayed as

@@ -1,0 +1,81 @@
+"""The results of a prepare as both ends see them: :class:`Prepared`, its reports.
+
+What :func:`scoutd.prepare` returns in-process is what the daemon sends and the
+clients decode (docs/STRATEGIES.md, the report; docs/PROTOCOL.md), so these
+Structs live with the wire types: the protocol and the clients use them
+without loading the strategies that fill them in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["Prepared", "StrategyReport", "ToolAction"]
+
+
+class ToolAction(msgspec.Struct, kw_only=True):
+    """One tool message's fate, for ``scoutd explain``."""
+
+    index: int
+    role: str
+    id: Any
+    name: Any
+    position: int
+    action: str
+    chars_before: int
+    chars_after: int
+
+
+class StrategyReport(msgspec.Struct, kw_only=True):
+    """Counts of one strategy run (docs/STRATEGIES.md, the report).
+
+    ``chars_before``/``chars_after`` count the characters of every string
+    ``content`` of the message list before and after the strategy.
+    """
+
+    strategy: str
+    calls_kept: int = 0
+    calls_truncated: int = 0
+    calls_dropped: int = 0
+    calls_protected: int = 0
+    outputs_kept: int = 0
+    outputs_truncated: int = 0
+    outputs_dropped: int = 0
+    outputs_protected: int = 0
+    chars_before: int = 0
+    chars_after: int = 0
+    inbox_delivered: int = 0
+    notice: bool = False
+    actions: list[ToolAction] | None = None
+    # The message format of the call (docs/FORMATS.md); the figures below are the
+    # whole call's and appear on its last report entry only.
+    format: str = "scout"
+    malformed: int = 0
+    narration_dropped: int = 0
+    stable_prefix: int | None = None
+    warnings: list[str] | None = None
+
+
+class Prepared(msgspec.Struct, kw_only=True):
+    """The prepared prompt and what each strategy did to get there."""
+
+    messages: list[Any]
+    report: list[StrategyReport]
+
+    @property
+    def format(self) -> str:
+        """The message format used (docs/FORMATS.md)."""
+        return self.report[-1].format if self.report else "scout"
+
+    @property
+    def stable_prefix(self) -> int:
+        """Leading messages that stay byte-identical until the next epoch boundary."""
+        value = self.report[-1].stable_prefix if self.report else None
+        return 0 if value is None else value
+
+    @property
+    def warnings(self) -> list[str]:
+        """Warnings about the input (foreign tool traffic), also logged."""
+        return [w for r in self.report for w in (r.warnings or ())]

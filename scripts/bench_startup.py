@@ -1,0 +1,97 @@
+"""The start-up figures of ``scripts/bench`` (docs/PERFORMANCE.md).
+
+What a light ``scoutd`` verb costs an operator who runs it over many chats:
+the wall time of ``scoutd notify`` (a notice dropped into a real inbox
+directory) and of ``scoutd --help``, each as a ratio to ``python -c pass`` on
+the same interpreter. Mostly interpreter start and imports: the verbs import
+only what they use (docs/ARCHITECTURE.md, "Layers"). The three commands are
+run in turn, many times, so that the same machine noise falls on each; the
+figure is the median. Imported by ``scripts/bench.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["STARTUP_LIMIT", "bench_startup", "render_startup", "startup_targets"]
+
+# A light verb may take at most this many times `python -c pass`: an operator who
+# notifies a thousand chats waits for interpreter starts, not for scoutd's imports.
+STARTUP_LIMIT = 4.0
+# Per-command wall-time bound: a hung start is a failure, not a slow figure.
+RUN_TIMEOUT = 60.0
+
+
+def _wall(argv: Sequence[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, timeout=RUN_TIMEOUT, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def bench_startup(results: dict[str, Any], runs: int, progress: Callable[[str], None]) -> None:
+    """``startup_*_ms`` figures: ``python -c pass``, ``scoutd notify``, ``scoutd --help``."""
+    progress(f"start-up of light verbs, {runs} runs each")
+    python = sys.executable
+    with tempfile.TemporaryDirectory(prefix="sdbs") as directory:
+        chat = os.path.join(directory, "agent.chat")
+        os.mkdir(os.path.join(directory, "agent.inbox"))  # a real inbox beside the chat
+        env = dict(os.environ)
+        env["SCOUTD_CONFIG"] = os.path.join(directory, "scoutd.toml")
+        with open(env["SCOUTD_CONFIG"], "w", encoding="utf-8") as config:
+            config.write(f"[daemon]\nallowed_roots = [{directory!r}]\n")
+        commands = {
+            "python": [python, "-c", "pass"],
+            "notify": [python, "-m", "scoutd", "notify", chat, "Wrap up."],
+            "help": [python, "-m", "scoutd", "--help"],
+        }
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(runs):
+            for name, argv in commands.items():
+                samples[name].append(_wall(argv, env))
+        delivered = len(os.listdir(os.path.join(directory, "agent.inbox")))
+    if delivered != runs:
+        raise RuntimeError(f"scoutd notify delivered {delivered} notices, not {runs}")
+    for name, values in samples.items():
+        results[f"startup_{name}_ms"] = statistics.median(values) * 1000
+
+
+def startup_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The start-up targets: each light verb's wall time over ``python -c pass``."""
+    rows = []
+    for verb in ("notify", "help"):
+        ratio = results[f"startup_{verb}_ms"] / results["startup_python_ms"]
+        rows.append(
+            {
+                "name": f"startup_{verb}_ms / startup_python_ms",
+                "value": round(ratio, 3),
+                "target": STARTUP_LIMIT,
+                "met": ratio <= STARTUP_LIMIT,
+            }
+        )
+    return rows
+
+
+def render_startup(r: dict[str, Any], row: Callable[..., str]) -> list[str]:
+    """The start-up section of the readable report."""
+    base = r["startup_python_ms"]
+    return [
+        "start-up (wall time, median)",
+        row("python -c pass", f"{base:.1f} ms"),
+        row(
+            "scoutd notify (a real inbox)",
+            f"{r['startup_notify_ms']:.1f} ms",
+            f"{r['startup_notify_ms'] / base:.2f} x python",
+        ),
+        row(
+            "scoutd --help",
+            f"{r['startup_help_ms']:.1f} ms",
+            f"{r['startup_help_ms'] / base:.2f} x python",
+        ),
+    ]
