@@ -16,12 +16,14 @@ import getpass
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..config import FleetConfig, resolve_config
 from ..errors import ConfigError
 from ..paths import printable
 from .common import EXIT_OK, CliError, UsageError, Verb, add_config, found_config, write_json
+
+if TYPE_CHECKING:  # the config code is the verbs' own: not for --help
+    from ..config import FleetConfig
 
 __all__ = ["FLEET", "add_fleet", "publish_command"]
 
@@ -39,6 +41,8 @@ def add_fleet(parser: argparse.ArgumentParser) -> None:
 
 
 def _fleet_config(args: argparse.Namespace) -> FleetConfig:
+    from ..config import resolve_config
+
     path, where = found_config(args)
     try:
         config = resolve_config(path)
