@@ -11,6 +11,16 @@ from __future__ import annotations
 from ._version import __version__
 from .client import AsyncClient, AsyncSession, Client
 from .config import Config, DaemonConfig, PromptConfig, load_config
+from .engine.message_rules import InvalidMessages
+from .engine.prepare import (
+    Prepared,
+    available_strategies,
+    prepare,
+    prepare_prompt,
+    register_strategy,
+    unregister_strategy,
+)
+from .engine.session import Session
 from .errors import (
     Aborted,
     ConfigError,
@@ -28,16 +38,6 @@ from .inbox import (
     write_abort,
     write_notice,
 )
-from .message_rules import InvalidMessages
-from .prepare import (
-    Prepared,
-    available_strategies,
-    prepare,
-    prepare_prompt,
-    register_strategy,
-    unregister_strategy,
-)
-from .session import Session
 from .strategies.report import StrategyReport, ToolAction
 from .strategies.text import shorten_string, truncate_string
 

@@ -13,9 +13,9 @@ import msgspec
 from ..config import OPERATOR_ONLY, Config, PromptConfig, refuse_operator_keys
 from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from ..discovery import discover_socket
+from ..engine.prepare import Prepared
 from ..errors import Aborted, RemoteError
 from ..formats import check_format_name
-from ..prepare import Prepared
 from ..protocol import PreparePromptParams
 from ..protocol.client_state import ClientState, Incoming
 from ..protocol.error_table import about_field, about_replace, exception_for

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from ..engine.prepare import Prepared
 from ..errors import DaemonTimeout, DaemonUnavailable, RemoteError
 from ..formats import check_format_name
-from ..prepare import Prepared
 from ..protocol import (
     UNKNOWN_SESSION,
     ConfigReloadParams,

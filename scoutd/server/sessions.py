@@ -47,9 +47,9 @@ import anyio
 
 from .. import protocol
 from ..delta import DeltaEncoder
+from ..engine.incremental import SessionPrompt
 from ..inbox.aborted import claim_and_mark, held
 from ..inbox.gate import InboxGate
-from ..incremental import SessionPrompt
 from ..security import PeerCred
 from ..strategies import inbox_files
 from ..strategies.inbox import ABORT_NAME, inbox_dir

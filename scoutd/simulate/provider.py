@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..prepare import prepare
+from ..engine.prepare import prepare
 from .cache import CacheModel
 from .replay import Settings
 from .runners import PEERS, make_runner, side_cost

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scoutd.config import PromptConfig
+from scoutd.engine.message_rules import check_plain, message_problem
+from scoutd.engine.prepare import prepare
 from scoutd.errors import InvalidMessages
-from scoutd.message_rules import check_plain, message_problem
-from scoutd.prepare import prepare
 from scoutd.simulate.workload import synthetic_run
 from scoutd.strategies.columns import columns_of, known_columns, sharing
 from scoutd.strategies.cost_aware import _message_tokens, _remarks, _Tokens, token_counter
@@ -30,7 +30,9 @@ from scoutd.strategies.tool_messages import index_tools
 
 from .conversations import agent_conversations, conversations
 
-PREPARE_MODULE = importlib.import_module("scoutd.prepare")  # the package exports the function
+PREPARE_MODULE = importlib.import_module(
+    "scoutd.engine.prepare"
+)  # the package exports the function
 
 STRATEGIES = [
     "shorten_tools_cost_aware",

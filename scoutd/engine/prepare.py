@@ -15,16 +15,16 @@ from typing import Any
 
 import msgspec
 
-from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
-from .errors import ConfigError, UnknownStrategy
-from .formats import AUTO, SCOUT, adapter, resolve_format
-from .formats.cache import hinted
-from .formats.detect import detect_format
+from ..config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
+from ..errors import ConfigError, UnknownStrategy
+from ..formats import AUTO, SCOUT, adapter, resolve_format
+from ..formats.cache import hinted
+from ..formats.detect import detect_format
+from ..strategies import BUILTINS
+from ..strategies.columns import Columns, columns_of, sharing
+from ..strategies.report import StrategyReport, plain_report
+from ..strategies.tool_messages import given_bodies
 from .message_rules import check_plain
-from .strategies import BUILTINS
-from .strategies.columns import Columns, columns_of, sharing
-from .strategies.report import StrategyReport, plain_report
-from .strategies.tool_messages import given_bodies
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from .strategies.epoch import Window
-from .strategies.report import Changes, StrategyReport, content_chars, count_changes, notice_text
-from .strategies.rewrites import shortened
-from .strategies.tool_messages import TOOL_ROLES, ToolIndex, with_content
+from .epoch import Window
+from .report import Changes, StrategyReport, content_chars, count_changes, notice_text
+from .rewrites import shortened
+from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = ["EpochState", "epoch_state", "move_protection"]
 

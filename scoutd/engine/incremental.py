@@ -23,22 +23,22 @@ from typing import Any
 
 import msgspec
 
-from .config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
-from .formats import AUTO, SCOUT, adapter, format_of, signals
-from .formats.cache import STABLE_STRATEGIES, reported, stable_prefix
-from .formats.detect import first_signal
-from .formats.texts import ConversationTexts, keeping
-from .incremental_cost import CostPlanner
-from .incremental_epoch import EpochState, epoch_state, move_protection
-from .incremental_view import ViewTracker, rebuilt
-from .paths import safe_value
+from ..config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
+from ..formats import AUTO, SCOUT, adapter, format_of, signals
+from ..formats.cache import STABLE_STRATEGIES, reported, stable_prefix
+from ..formats.detect import first_signal
+from ..formats.texts import ConversationTexts, keeping
+from ..paths import safe_value
+from ..strategies import BUILTINS
+from ..strategies.cost_aware import apply_plan
+from ..strategies.cost_rounds import CostPlanner
+from ..strategies.epoch import Window, epoch_changes, fixed_window, increment_window
+from ..strategies.epoch_rounds import EpochState, epoch_state, move_protection
+from ..strategies.report import StrategyReport, apply_changes, content_chars
+from ..strategies.rewrites import RewriteCache, remembering_rewrites
+from ..strategies.tool_messages import ToolIndex, call_keys
 from .prepare import Prepared, prepare
-from .strategies import BUILTINS
-from .strategies.cost_aware import apply_plan
-from .strategies.epoch import Window, epoch_changes, fixed_window, increment_window
-from .strategies.report import StrategyReport, apply_changes, content_chars
-from .strategies.rewrites import RewriteCache, remembering_rewrites
-from .strategies.tool_messages import ToolIndex, call_keys
+from .view_tracker import ViewTracker, rebuilt
 
 __all__ = ["SessionPrompt", "json_size"]
 
@@ -206,7 +206,7 @@ class SessionPrompt:
 
         A provider format (docs/FORMATS.md) is prepared by a scout session over
         the conversation's view, kept from round to round
-        (:mod:`scoutd.incremental_view`). Strategies without an incremental
+        (:mod:`scoutd.engine.view_tracker`). Strategies without an incremental
         form are prepared whole each round (the delta sent to the client still
         carries only what changed); every strategy reuses the session's
         rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`) and the
@@ -381,7 +381,7 @@ class SessionPrompt:
         prompt: PromptConfig,
     ) -> tuple[list[Any], StrategyReport, EpochState, int] | None:
         """The last epoch round patched where the protection of repeats moved
-        within the same bands (:mod:`scoutd.incremental_epoch`); None when the
+        within the same bands (:mod:`scoutd.strategies.epoch_rounds`); None when the
         bands moved: walk it all again. Protection only ever moves to a pair
         completed since the last round (the newest output of its call key),
         which is whole in any window; the pair it left is the one to change."""

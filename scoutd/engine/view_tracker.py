@@ -4,7 +4,7 @@ A session in a provider format (docs/FORMATS.md) runs the strategies over the
 scout view of its conversation. Making that view again every round costs as
 much as the strategies themselves, so :class:`ViewTracker` views only what is
 new and hands the view messages it already made back as the very same
-objects: the scout session engine over the view (:mod:`scoutd.incremental`)
+objects: the scout session engine over the view (:mod:`scoutd.engine.incremental`)
 then sees a conversation that only grows.
 
 This rests on the view being made piece by piece: the view of a conversation
@@ -39,13 +39,13 @@ from typing import Any
 
 import msgspec
 
-from .config import Config
-from .formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View
-from .formats.anthropic import opens_turn
-from .formats.cache import hinted
-from .formats.openai_chat_rebuild import is_tool
-from .formats.openai_responses import starts_turn
-from .formats.view import PASSTHROUGH, VIEW_KEY
+from ..config import Config
+from ..formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View
+from ..formats.anthropic import opens_turn
+from ..formats.cache import hinted
+from ..formats.openai_chat_rebuild import is_tool
+from ..formats.openai_responses import starts_turn
+from ..formats.view import PASSTHROUGH, VIEW_KEY
 from .prepare import Prepared
 
 __all__ = ["ViewTracker", "rebuilt"]
