@@ -25,14 +25,15 @@ import msgspec
 
 from ..config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
 from ..formats import AUTO, SCOUT, adapter, format_of, signals
-from ..formats.cache import STABLE_STRATEGIES, reported, stable_prefix
+from ..formats.cache import reported, stable_prefix
 from ..formats.detect import first_signal
 from ..formats.texts import ConversationTexts, keeping
 from ..paths import safe_value
 from ..strategies import BUILTINS
+from ..strategies.base import PrepareContext, Rounds
 from ..strategies.cost_aware import apply_plan
 from ..strategies.cost_rounds import CostPlanner
-from ..strategies.epoch import Window, epoch_changes, fixed_window, increment_window
+from ..strategies.epoch import EpochStrategy, Window, epoch_changes
 from ..strategies.epoch_rounds import EpochState, epoch_state, move_protection
 from ..strategies.report import StrategyReport, apply_changes, content_chars
 from ..strategies.rewrites import RewriteCache, remembering_rewrites
@@ -42,12 +43,23 @@ from .view_tracker import ViewTracker, rebuilt
 
 __all__ = ["SessionPrompt", "json_size"]
 
-EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
-COST_AWARE = "shorten_tools_cost_aware"
-# Strategies computed round by round in a session; any other is prepared whole.
-INCREMENTAL_STRATEGIES = EPOCH_STRATEGIES | {COST_AWARE}
-# Strategies that leave the messages they get in place (they may only append).
-APPENDING_STRATEGIES = frozenset(("inbox", "none"))
+
+def _rounds(name: str) -> Rounds | None:
+    """The round-by-round form of the built-in ``name`` (None: prepared whole each round)."""
+    strategy = BUILTINS.get(name)
+    return None if strategy is None else strategy.rounds
+
+
+def _appending(names: Sequence[str]) -> bool:
+    """Whether every one of ``names`` is a built-in that only appends."""
+    return all(name in BUILTINS and BUILTINS[name].appends_only for name in names)
+
+
+def _keeping(names: Sequence[str]) -> bool:
+    """Whether every one of ``names`` is a built-in that keeps the prompt's prefix."""
+    return all(name in BUILTINS and BUILTINS[name].keeps_prefix for name in names)
+
+
 _encode = msgspec.json.Encoder().encode
 
 
@@ -234,8 +246,8 @@ class SessionPrompt:
             found = format_of(self._signals)
         else:  # a declared format with foreign traffic goes the long way, to warn
             found = requested if set(self._signals) <= {requested} else None
-        incremental = bool(names) and names[0] in INCREMENTAL_STRATEGIES
-        appending = APPENDING_STRATEGIES.issuperset(names[1:])
+        incremental = bool(names) and _rounds(names[0]) is not None
+        appending = _appending(names[1:])
         if incremental and appending and found not in (None, SCOUT):
             return self._provider_round(names, config, save_file, found, cache_control), 0
         if not incremental or found != SCOUT or cache_control:
@@ -250,7 +262,7 @@ class SessionPrompt:
             ), 0
         core, report, stable = self._core_round(tuple(names), config)
         tail = names[1:]
-        if APPENDING_STRATEGIES.issuperset(tail):
+        if _appending(tail):
             prompt, reports = _appended(core, report, tail, config, save_file)
         else:
             rest = prepare(core, tail, save_file=save_file, config=config)
@@ -289,7 +301,8 @@ class SessionPrompt:
                 raise
         scout, _ = inner.prepare(names, config, save_file=save_file)
         view = inner.messages
-        return rebuilt(tracker, self.messages, view, scout, names, config, cache_control)
+        keeps = _keeping(names)
+        return rebuilt(tracker, self.messages, view, scout, keeps, config, cache_control)
 
     def _core_round(
         self, names: tuple[str, ...], config: Config
@@ -306,7 +319,8 @@ class SessionPrompt:
         )
         planner = plan = window = None
         protected: frozenset[int] = frozenset()
-        if name == COST_AWARE:
+        strategy = BUILTINS[name]
+        if strategy.rounds is Rounds.PLAN:
             planner = last.planner if same_run and last is not None else None
             if planner is None:
                 planner = CostPlanner(prompt, self.prices)
@@ -317,10 +331,8 @@ class SessionPrompt:
             if self._unrepeated:
                 self._repeats.add(index, self._unrepeated)
                 self._unrepeated = []
-            if name == "shorten_tools_epoch":
-                window = fixed_window(index.outputs, prompt)
-            else:
-                window = increment_window(index.outputs, self._repeats.numbers, prompt)
+            assert isinstance(strategy, EpochStrategy)  # the other round-by-round form
+            window = strategy.window(index.outputs, lambda: self._repeats.numbers, prompt)
             if window is not None:
                 protected = frozenset(self._repeats.latest.values())
             bands = _bands(window), protected
@@ -419,7 +431,8 @@ def _appended(
     reports = [report]
     chars = report.chars_after
     for name in names:
-        added, step = BUILTINS[name]([], config.prompt, save_file, False, SCOUT)
+        ctx = PrepareContext(config.prompt, SCOUT, save_file, snapshot=config)
+        added, step = BUILTINS[name].run([], ctx)
         appended += added
         step.chars_before += chars
         step.chars_after += chars
@@ -439,8 +452,8 @@ def _stable_prefix(
     run, or its length. ``messages`` may stop just after the input's first tool
     traffic: the run cannot go past it.
     """
-    if not protected and STABLE_STRATEGIES.issuperset(names):
-        return stable_prefix(names, messages, prompt, delivered, protected, SCOUT)
+    if not protected and _keeping(names):
+        return stable_prefix(True, messages, prompt, delivered, protected, SCOUT)
     same = 0
     for given, sent in zip(messages, prompt, strict=False):
         if given is not sent:

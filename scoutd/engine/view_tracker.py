@@ -180,7 +180,7 @@ def rebuilt(
     messages: list[Any],
     view_messages: list[Any],
     scout: Prepared,
-    names: Sequence[str],
+    keeps: bool,
     config: Config,
     cache_control: bool | None,
 ) -> Prepared:
@@ -201,7 +201,7 @@ def rebuilt(
     tracker.last = _LastRound(prompt, len(messages), len(view_messages), scout.messages, narration)
     hint = config.prompt.cache_control if cache_control is None else cache_control
     # the caller gets its own list: the one kept is extended next round
-    prompt, stable = hinted(names, messages, list(prompt), scout.report, name, hint)
+    prompt, stable = hinted(keeps, messages, list(prompt), scout.report, name, hint)
     reports = [msgspec.structs.replace(r, format=name) for r in scout.report]
     reports[-1] = msgspec.structs.replace(
         reports[-1], malformed=tracker.malformed, narration_dropped=narration, stable_prefix=stable

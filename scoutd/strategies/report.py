@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from .columns import known_columns
+from .columns import Columns, known_columns
 from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = [
@@ -194,6 +194,7 @@ def apply_changes(
     *,
     notice: str | None = None,
     detail: bool,
+    columns: Columns | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Build the new message list and the report from a strategy's changes.
 
@@ -201,7 +202,7 @@ def apply_changes(
     before the first remaining tool-role message when anything was truncated or
     dropped (appended when no tool message remains).
     """
-    columns = known_columns(messages)
+    columns = known_columns(messages, columns)
     if columns is not None and columns.lengths is not None:
         before = sum(columns.lengths)  # what content_chars counts, from the lengths read once
     else:

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from .columns import known_columns
+from .columns import Columns, known_columns
 
 __all__ = [
     "CALL",
@@ -147,7 +147,7 @@ class ToolIndex:
         text: str = messages[self.indices[slot]]["content"]
         return text
 
-    def extend(self, messages: Sequence[Any], start: int) -> None:
+    def extend(self, messages: Sequence[Any], start: int, shared: Columns | None = None) -> None:
         """Index ``messages[start:]``, the messages appended since the last call.
 
         Pairing goes forward: a call waits under its ``id`` until an output with
@@ -157,7 +157,7 @@ class ToolIndex:
         # not mutated (the lines marked below): each only picks a faster way to the
         # same roles, contents and bodies; tests/strategies/test_core_columns.py
         # checks every such shortcut against the general path
-        columns = None if start else known_columns(messages)  # pragma: no mutate
+        columns = None if start else known_columns(messages, shared)  # pragma: no mutate
         if columns is not None:  # read once for this prepare: the same roles and contents
             roles: list[Any] = columns.roles
         else:
@@ -367,10 +367,13 @@ def _pair_key(ident: Any) -> Any:
     return (type(ident).__name__, ident)
 
 
-def index_tools(messages: Sequence[Any]) -> ToolIndex:
-    """Parse, pair and number the usable tool messages of ``messages``."""
+def index_tools(messages: Sequence[Any], columns: Columns | None = None) -> ToolIndex:
+    """Parse, pair and number the usable tool messages of ``messages``.
+
+    ``columns``: ``messages``' roles and contents when read already.
+    """
     index = ToolIndex()
-    index.extend(messages, 0)
+    index.extend(messages, 0, columns)
     return index
 
 
