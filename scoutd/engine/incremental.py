@@ -36,9 +36,9 @@ from ..strategies.cost_rounds import CostPlanner
 from ..strategies.epoch import EpochStrategy, Window, epoch_changes
 from ..strategies.epoch_rounds import EpochState, epoch_state, move_protection
 from ..strategies.report import StrategyReport, apply_changes, content_chars
-from ..strategies.rewrites import RewriteCache, remembering_rewrites
+from ..strategies.rewrites import RewriteCache
 from ..strategies.tool_messages import ToolIndex, call_keys
-from .prepare import Prepared, prepare
+from .prepare import Prepared, prepare_with
 from .view_tracker import ViewTracker, rebuilt
 
 __all__ = ["SessionPrompt", "json_size"]
@@ -224,7 +224,7 @@ class SessionPrompt:
         rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`) and the
         texts of its last provider view (:mod:`scoutd.formats.texts`).
         """
-        with remembering_rewrites(self.rewrites), keeping(self.view_texts):
+        with keeping(self.view_texts):
             return self._prepare(strategies, config, save_file, format, cache_control)
 
     def _prepare(
@@ -252,20 +252,28 @@ class SessionPrompt:
             return self._provider_round(names, config, save_file, found, cache_control), 0
         if not incremental or found != SCOUT or cache_control:
             self._last = None
-            return prepare(
+            return prepare_with(
                 self.messages,
                 names,
                 save_file=save_file,
                 config=config,
                 format=requested,
                 cache_control=cache_control,
+                rewrites=self.rewrites,
             ), 0
         core, report, stable = self._core_round(tuple(names), config)
         tail = names[1:]
         if _appending(tail):
             prompt, reports = _appended(core, report, tail, config, save_file)
         else:
-            rest = prepare(core, tail, save_file=save_file, config=config)
+            rest = prepare_with(
+                core,
+                tail,
+                save_file=save_file,
+                config=config,
+                cache_control=None,
+                rewrites=self.rewrites,
+            )
             stable = 0  # a later strategy may rewrite the core: nothing is known to stay
             prompt, reports = rest.messages, [report, *rest.report]
         first = self._signals[SCOUT][0] if SCOUT in self._signals else len(self.messages)
@@ -345,7 +353,9 @@ class SessionPrompt:
             stable = len(last.core)
             epoch = last.epoch
         elif plan is not None:
-            core, report = apply_plan(self.messages, index, plan, prompt, False)
+            core, report = apply_plan(
+                self.messages, index, plan, prompt, False, rewrites=self.rewrites
+            )
             stable = 0
         else:
             patched = (
@@ -357,7 +367,7 @@ class SessionPrompt:
                 core, report, epoch, stable = patched
             else:
                 positions = {index.outputs - number + 1 for number in protected}
-                changes = epoch_changes(self.messages, index, window, positions)
+                changes = epoch_changes(self.messages, index, window, positions, self.rewrites)
                 core, report = apply_changes(
                     name,
                     self.messages,
@@ -412,6 +422,7 @@ class SessionPrompt:
             lost,
             prompt.compaction_notice,
             self.chars,
+            self.rewrites,
         )
 
 

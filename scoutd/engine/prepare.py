@@ -8,7 +8,6 @@ call, and the prompt is rebuilt in the provider's format.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
 from typing import Any
 
 import msgspec
@@ -20,7 +19,8 @@ from ..formats.detect import detect_format
 from ..strategies.base import PrepareContext
 from ..strategies.columns import Columns, columns_of
 from ..strategies.report import StrategyReport, plain_report
-from ..strategies.tool_messages import given_bodies
+from ..strategies.rewrites import RewriteCache
+from ..strategies.tool_messages import Handed
 from .message_rules import check_plain
 from .registry import REGISTRY, available_strategies, register_strategy, unregister_strategy
 
@@ -29,6 +29,7 @@ __all__ = [
     "available_strategies",
     "prepare",
     "prepare_prompt",
+    "prepare_with",
     "register_strategy",
     "resolve_snapshot",
     "unregister_strategy",
@@ -93,6 +94,8 @@ def _run_chain(
     detail: bool,
     format: str,
     columns: Columns | None = None,
+    rewrites: RewriteCache | None = None,
+    given: Handed | None = None,
 ) -> tuple[list[Any], list[StrategyReport], list[str] | None]:
     """Run the strategies over ``current``; the names run (None for a callable).
 
@@ -115,6 +118,8 @@ def _run_chain(
             detail=detail,
             columns=columns if position == 0 else None,
             snapshot=snapshot,
+            rewrites=rewrites,
+            given=given,
         )
         current, report = strategy.run(current, ctx)
         reports.append(report)
@@ -171,6 +176,29 @@ def prepare(
         InvalidMessages: a message breaks the rule of docs/PROTOCOL.md ("Messages");
             a ``TypeError`` and a ``ValueError``.
     """
+    return prepare_with(
+        messages,
+        strategies,
+        save_file=save_file,
+        config=config,
+        detail=detail,
+        format=format,
+        cache_control=cache_control,
+    )
+
+
+def prepare_with(
+    messages: Sequence[Any],
+    strategies: str | Sequence[str] | Callable[[list[Any]], Any] | None,
+    *,
+    save_file: str | None,
+    config: Config | PromptConfig | Mapping[str, Any] | None,
+    detail: bool = False,
+    format: str = AUTO,
+    cache_control: bool | None,
+    rewrites: RewriteCache | None = None,
+) -> Prepared:
+    """:func:`prepare` with a session's ``rewrites`` (the session engine's whole rounds)."""
     plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
     name, warning, columns = _detect(messages, format, plain)
     snapshot = (
@@ -185,15 +213,14 @@ def prepare(
         shared = None if columns is None else columns.over(current)
     else:  # the strategies see the view's messages: read those once instead
         shared = columns_of(current) if plain else None
-    handing_over = (
-        nullcontext()
+    handed: Handed | None = (
+        None
         if shape is None or shape.parsed is None
-        else given_bodies(shape.bodies, shape.parsed)  # docs/PERFORMANCE.md
+        else (shape.bodies, shape.parsed)  # docs/PERFORMANCE.md
     )
-    with handing_over:
-        result, reports, names = _run_chain(
-            current, strategies, save_file, snapshot, detail, name, shared
-        )
+    result, reports, names = _run_chain(
+        current, strategies, save_file, snapshot, detail, name, shared, rewrites, handed
+    )
     narration = 0
     if chosen is not None and shape is not None:
         rebuilt = chosen.restore(messages, shape, result)

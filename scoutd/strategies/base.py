@@ -5,11 +5,11 @@ and returns the new messages and its :class:`~.report.StrategyReport`. The
 context carries, explicitly, what a run may read besides the messages: the
 ``[prompt]`` configuration, the provider format, the save file, whether to
 report each tool message's fate, and the roles and contents ``prepare`` read
-once (docs/PERFORMANCE.md). The capabilities tell the engine what it may
-assume of the strategy's prompts, so that no list of names elsewhere decides
-it: ``appends_only`` (the messages it gets stay in place, it may only append),
-``keeps_prefix`` (its prompts stay byte-identical until an epoch boundary,
-docs/STRATEGIES.md) and ``rounds`` (the form a session runs round by round:
+once (docs/PERFORMANCE.md), and a session's rewrite cache. The capabilities
+tell the engine what it may assume of the strategy's prompts, so that no list
+of names elsewhere decides it: ``appends_only`` (the messages it gets stay in
+place, it may only append), ``keeps_prefix`` (its prompts stay byte-identical
+until an epoch boundary, docs/STRATEGIES.md) and ``rounds`` (the form a session runs round by round:
 :class:`Rounds`, or None when it is prepared whole every round).
 """
 
@@ -24,6 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 from ..config import Config, PromptConfig
 from .columns import Columns
 from .report import StrategyReport, plain_report
+from .rewrites import RewriteCache
+from .tool_messages import Handed
 
 __all__ = ["Builtin", "FunctionStrategy", "PrepareContext", "Rounds", "Strategy"]
 
@@ -52,6 +54,8 @@ class PrepareContext:
     detail: bool = False
     columns: Columns | None = None
     snapshot: Config | None = None  # the whole configuration, for plugins that ask for it
+    rewrites: RewriteCache | None = None  # a session's, kept from round to round
+    given: Handed | None = None  # bodies parsed by the previous prepare of this view
 
 
 @runtime_checkable

@@ -52,10 +52,11 @@ from .columns import Columns, known_columns
 from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import shortened
+from .rewrites import RewriteCache, shortened
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
+    Handed,
     ToolIndex,
     index_tools,
 )
@@ -305,13 +306,15 @@ def shorten_tools_cost_aware(
     detail: bool = False,
     format_name: str | None = None,
     columns: Columns | None = None,
+    given: Handed | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools_cost_aware`` to ``messages``.
 
     ``format_name`` is the conversation's provider format, used when
     ``cache_pricing`` is ``auto`` (unknown: Anthropic's prices).
     """
-    index = index_tools(messages, columns)
+    index = index_tools(messages, columns, given)
     if not index.outputs:  # no round ended yet: nothing to compact
         return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
     remarks = _remarks(index)  # read by the counts and by the compaction: found once
@@ -320,7 +323,7 @@ def shorten_tools_cost_aware(
     if type(count) is not _CharEstimate:
         columns = None  # a tokenizer is code of its own: read the messages afresh after it
     plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
-    return apply_plan(messages, index, plan, config, detail, remarks, columns)
+    return apply_plan(messages, index, plan, config, detail, remarks, columns, rewrites)
 
 
 def apply_plan(
@@ -331,9 +334,11 @@ def apply_plan(
     detail: bool,
     remarks: list[tuple[int, int]] | None = None,
     columns: Columns | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """The prompt and report of ``plan`` over ``messages`` (``remarks``: ``_remarks(index)``,
-    ``columns``: ``messages``' roles and contents when read already)."""
+    ``columns``: ``messages``' roles and contents when read already, ``rewrites``: a
+    session's)."""
     if plan.shortened:
         outputs = index.outputs
         window = Window(
@@ -345,7 +350,7 @@ def apply_plan(
         )
         if remarks is None:
             remarks = _remarks(index)
-        return _compact(messages, index, window, config, detail, remarks, columns)
+        return _compact(messages, index, window, config, detail, remarks, columns, rewrites)
     return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
 
 
@@ -380,6 +385,7 @@ def _compact(
     detail: bool,
     remarks: list[tuple[int, int]],
     columns: Columns | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
@@ -387,7 +393,7 @@ def _compact(
     changes.dropped, truncated = _bands(index, window)
     changes.narration = [at for at, number in remarks if number <= dropped_pairs]
     for slot in truncated:
-        new = shortened(index, messages, slot)
+        new = shortened(index, messages, slot, rewrites)
         if new is not None:
             changes.rewrites[slot] = new
     notice = config.compaction_notice
@@ -400,7 +406,13 @@ def _compact(
 
 def _run(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
     return shorten_tools_cost_aware(
-        messages, ctx.config, detail=ctx.detail, format_name=ctx.format, columns=ctx.columns
+        messages,
+        ctx.config,
+        detail=ctx.detail,
+        format_name=ctx.format,
+        columns=ctx.columns,
+        given=ctx.given,
+        rewrites=ctx.rewrites,
     )
 
 

@@ -20,8 +20,9 @@ from ..config import PromptConfig
 from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import shortened
+from .rewrites import RewriteCache, shortened
 from .tool_messages import (
+    Handed,
     ToolIndex,
     index_tools,
     repeated_pairs,
@@ -131,9 +132,10 @@ def compact(
     config: PromptConfig,
     detail: bool = False,
     columns: Columns | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Walk the tool messages against ``window``; ``protected`` are positions kept whole."""
-    changes = epoch_changes(messages, index, window, protected)
+    changes = epoch_changes(messages, index, window, protected, rewrites)
     notice = config.compaction_notice
     return apply_changes(
         name, messages, index, changes, notice=notice, detail=detail, columns=columns
@@ -141,7 +143,11 @@ def compact(
 
 
 def epoch_changes(
-    messages: Sequence[Any], index: ToolIndex, window: Window | None, protected: set[int]
+    messages: Sequence[Any],
+    index: ToolIndex,
+    window: Window | None,
+    protected: set[int],
+    rewrites: RewriteCache | None = None,
 ) -> Changes:
     """What :func:`compact` changes: by newest-first position, whole within
     ``keep_full``, truncated up to ``truncate_to``, dropped beyond, and the
@@ -160,7 +166,7 @@ def epoch_changes(
             if position in protected:
                 changes.protected.append(slot)
                 continue
-            new = shortened(index, messages, slot)
+            new = shortened(index, messages, slot, rewrites)
             if new is not None:
                 changes.rewrites[slot] = new
     return changes
@@ -172,13 +178,15 @@ def shorten_tools_epoch(
     *,
     detail: bool = False,
     columns: Columns | None = None,
+    given: Handed | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools_epoch`` (fixed epochs) to ``messages``."""
-    index = index_tools(messages, columns)
+    index = index_tools(messages, columns, given)
     window = fixed_window(index.outputs, config)
     protected = set() if window is None else _protected_positions(index, repeated_pairs(index))
     name = "shorten_tools_epoch"
-    return compact(name, messages, index, window, protected, config, detail, columns)
+    return compact(name, messages, index, window, protected, config, detail, columns, rewrites)
 
 
 def shorten_tools_epoch_increment(
@@ -187,14 +195,16 @@ def shorten_tools_epoch_increment(
     *,
     detail: bool = False,
     columns: Columns | None = None,
+    given: Handed | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools_epoch_increment`` (growing epochs) to ``messages``."""
-    index = index_tools(messages, columns)
+    index = index_tools(messages, columns, given)
     repeated = repeated_pairs(index)
     window = increment_window(index.outputs, repeat_numbers(repeated), config)
     protected = set() if window is None else _protected_positions(index, repeated)
     name = "shorten_tools_epoch_increment"
-    return compact(name, messages, index, window, protected, config, detail, columns)
+    return compact(name, messages, index, window, protected, config, detail, columns, rewrites)
 
 
 class EpochStrategy(Builtin):
@@ -219,12 +229,24 @@ class EpochStrategy(Builtin):
 
 
 def _run_fixed(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
-    return shorten_tools_epoch(messages, ctx.config, detail=ctx.detail, columns=ctx.columns)
+    return shorten_tools_epoch(
+        messages,
+        ctx.config,
+        detail=ctx.detail,
+        columns=ctx.columns,
+        given=ctx.given,
+        rewrites=ctx.rewrites,
+    )
 
 
 def _run_growing(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
     return shorten_tools_epoch_increment(
-        messages, ctx.config, detail=ctx.detail, columns=ctx.columns
+        messages,
+        ctx.config,
+        detail=ctx.detail,
+        columns=ctx.columns,
+        given=ctx.given,
+        rewrites=ctx.rewrites,
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from .epoch import Window
 from .report import Changes, StrategyReport, content_chars, count_changes, notice_text
-from .rewrites import shortened
+from .rewrites import RewriteCache, shortened
 from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = ["EpochState", "epoch_state", "move_protection"]
@@ -80,6 +80,7 @@ def move_protection(
     lost: Sequence[int],
     template: str | None,
     chars_before: int,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport, EpochState, int]:
     """This round's prompt, report and state, and how many leading messages of
     the last prompt it keeps.
@@ -107,7 +108,7 @@ def move_protection(
                     changes.dropped.append(slot)
                     moves[index.indices[slot]] = None
                     continue
-                new = shortened(index, messages, slot)
+                new = shortened(index, messages, slot, rewrites)
                 if new is not None:
                     changes.rewrites[slot] = new
                     moves[index.indices[slot]] = new
