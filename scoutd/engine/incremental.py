@@ -34,10 +34,10 @@ from ..strategies.base import PrepareContext, Rounds
 from ..strategies.cost_aware import apply_plan
 from ..strategies.cost_rounds import CostPlanner
 from ..strategies.epoch import EpochStrategy, Window, epoch_changes
-from ..strategies.epoch_rounds import EpochState, epoch_state, move_protection
+from ..strategies.epoch_rounds import EpochState, Repeats, epoch_state, move_protection
 from ..strategies.report import StrategyReport, apply_changes, content_chars
 from ..strategies.rewrites import RewriteCache
-from ..strategies.tool_messages import ToolIndex, call_keys
+from ..strategies.tool_messages import ToolIndex
 from .prepare import Prepared, prepare_with
 from .view_tracker import ViewTracker, rebuilt
 
@@ -61,57 +61,6 @@ def _keeping(names: Sequence[str]) -> bool:
 
 
 _encode = msgspec.json.Encoder().encode
-
-
-class _Repeats:
-    """Pairs grouped by call key, kept up to date as pairs complete.
-
-    Each step is O(1) or O(log n) whatever the order in which pairs complete:
-    a key keeps only its first pair in call order (not a sorted list of all,
-    where inserting at the front moved every entry), and repeat numbers that
-    arrive out of order wait in ``_late`` until :attr:`numbers` is read, which
-    merges them in one pass (docs/RELIABILITY.md, CPU and memory).
-    """
-
-    def __init__(self) -> None:
-        self.first: dict[bytes, tuple[int, int]] = {}  # key -> (call slot, number) of its first
-        self._numbers: list[int] = []  # sorted output numbers of every repeat
-        self._late: list[int] = []  # repeat numbers below the last of ``_numbers``
-        self.latest: dict[bytes, int] = {}  # newest output number of each repeated key
-        self.call_slots: dict[int, int] = {}  # call slot of each number ever in ``latest``
-
-    @property
-    def numbers(self) -> list[int]:
-        """The output numbers of every repeat, sorted."""
-        if self._late:
-            self._numbers += self._late
-            self._numbers.sort()  # two sorted runs, or a few late ones: linear
-            self._late = []
-        return self._numbers
-
-    def add(self, index: ToolIndex, call_slots: Sequence[int]) -> None:
-        """Count the pairs completed by ``call_slots`` (O(1) each)."""
-        keys = call_keys([index.bodies[s] for s in call_slots])
-        # no mutate: call_keys gives one key per slot, so strict= never matters
-        for slot, key in zip(call_slots, keys, strict=True):  # pragma: no mutate
-            number = index.numbers[slot]
-            first = self.first.get(key)
-            if first is None:
-                self.first[key] = (slot, number)
-                continue
-            # Every occurrence after the first, in call order, is a repeat: a late
-            # pair that is first in call order turns the former first into one.
-            repeat = number
-            if (slot, number) < first:
-                self.first[key] = (slot, number)
-                repeat = first[1]
-            if self._numbers and repeat < self._numbers[-1]:
-                self._late.append(repeat)
-            else:
-                self._numbers.append(repeat)
-            # pairs complete in output order: this one has the key's newest output
-            self.latest[key] = number
-            self.call_slots[number] = slot
 
 
 @dataclass(slots=True)
@@ -143,7 +92,7 @@ class SessionPrompt:
     chars: int = 0
     size: int = 0  # bytes of the messages as compact JSON: what the session stores
     index: ToolIndex = field(default_factory=ToolIndex)
-    _repeats: _Repeats = field(default_factory=_Repeats)
+    _repeats: Repeats = field(default_factory=Repeats)
     _unrepeated: list[int] = field(default_factory=list)  # paired calls not yet in _repeats
     _last: _Round | None = None
     _late_pairing: bool = False
@@ -188,7 +137,7 @@ class SessionPrompt:
     def reset(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
-        self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
+        self.index, self._repeats, self._unrepeated = ToolIndex(), Repeats(), []
         self._provider = None
         self.rewrites.forget()  # what it holds is keyed by the old conversation's strings
         self.view_texts.forget()

@@ -111,8 +111,9 @@ class Registry:
 REGISTRY = Registry(BUILTINS)  # the process's: what register_strategy adds
 
 
-def register_strategy(name: str, fn: Callable[[list[Any]], Any]) -> None:
-    """Make ``fn`` selectable by ``name``; it receives the messages only."""
+def register_strategy(name: str, fn: Callable[[list[Any]], Any] | Strategy) -> None:
+    """Make ``fn`` selectable by ``name``: a function receives the messages only, a
+    :class:`~scoutd.strategies.base.Strategy` its ``run(messages, ctx)``."""
     REGISTRY.register(name, fn)
 
 
