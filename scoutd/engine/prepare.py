@@ -100,7 +100,7 @@ def _run_chain(
     """Run the strategies over ``current``; the names run (None for a callable).
 
     ``columns``: ``current``'s roles and contents, read by the caller; shared
-    with the first strategy only (when built in), which runs before any other
+    with the first strategy only (in its context), which runs before any other
     code could change the messages (docs/PERFORMANCE.md).
     """
     if callable(strategies) and not isinstance(strategies, str):
