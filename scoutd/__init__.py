@@ -8,9 +8,7 @@ that serves all of it to local agents over a Unix socket.
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._lazy import lazy_attributes
 from ._version import __version__
@@ -39,16 +37,16 @@ _LAZY = {
     "list_inbox": ".inbox",
     "write_abort": ".inbox",
     "write_notice": ".inbox",
-    "InvalidMessages": ".message_rules",
-    "available_strategies": ".prepare",
-    "prepare": ".prepare",
-    "prepare_prompt": ".prepare",
-    "register_strategy": ".prepare",
-    "unregister_strategy": ".prepare",
+    "InvalidMessages": ".engine.message_rules",
+    "available_strategies": ".engine.prepare",
+    "prepare": ".engine.prepare",
+    "prepare_prompt": ".engine.prepare",
+    "register_strategy": ".engine.prepare",
+    "unregister_strategy": ".engine.prepare",
     "Prepared": ".protocol.report",
     "StrategyReport": ".protocol.report",
     "ToolAction": ".protocol.report",
-    "Session": ".session",
+    "Session": ".engine.session",
     "shorten_string": ".strategies.text",
     "truncate_string": ".strategies.text",
 }
@@ -56,6 +54,15 @@ _LAZY = {
 if TYPE_CHECKING:
     from .client import AsyncClient, AsyncSession, Client
     from .config import Config, DaemonConfig, PromptConfig, load_config
+    from .engine.message_rules import InvalidMessages
+    from .engine.prepare import (
+        available_strategies,
+        prepare,
+        prepare_prompt,
+        register_strategy,
+        unregister_strategy,
+    )
+    from .engine.session import Session
     from .errors import (
         Aborted,
         ConfigError,
@@ -73,16 +80,7 @@ if TYPE_CHECKING:
         write_abort,
         write_notice,
     )
-    from .message_rules import InvalidMessages
-    from .prepare import (
-        available_strategies,
-        prepare,
-        prepare_prompt,
-        register_strategy,
-        unregister_strategy,
-    )
     from .protocol.report import Prepared, StrategyReport, ToolAction
-    from .session import Session
     from .strategies.text import shorten_string, truncate_string
 
 
@@ -91,24 +89,6 @@ __getattr__ = lazy_attributes(__name__, _LAZY)
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Facade(types.ModuleType):
-    """This package's module type: ``scoutd.prepare`` stays the function.
-
-    Importing a submodule binds it on its package, and ``scoutd/prepare.py``
-    shares its name with the function it defines; eagerly imported, the
-    function was bound after the module. Lazily, the import of the module may
-    come later, so the binding is turned into the function's here.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "prepare" and isinstance(value, types.ModuleType):
-            value = value.prepare
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Facade
 
 
 __all__ = [

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from scoutd import ConfigError, UnknownStrategy, prepare
 from scoutd.config import Config, PromptConfig
-from scoutd.incremental import SessionPrompt
+from scoutd.engine.incremental import SessionPrompt
 from scoutd.testing import conversation
 from tests.formats.conversations import anthropic, chat, responses
 

@@ -13,12 +13,13 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from scoutd import incremental, prepare
+from scoutd import prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.delta import DeltaDecoder, DeltaEncoder, DeltaMismatch, PromptDelta
-from scoutd.incremental import SessionPrompt, json_size
-from scoutd.incremental_epoch import NO_NOTICE, epoch_state
+from scoutd.engine import incremental
+from scoutd.engine.incremental import SessionPrompt, json_size
 from scoutd.simulate.workload import round_ends, synthetic_run
+from scoutd.strategies.epoch_rounds import NO_NOTICE, epoch_state
 from scoutd.strategies.inbox import write_notice
 from scoutd.strategies.report import Changes
 from scoutd.strategies.tool_messages import index_tools
@@ -607,7 +608,7 @@ def test_a_session_declared_scout_reuses_rounds_too() -> None:
 
 
 def _patching(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Count the rounds the engine patches (scoutd.incremental_epoch), and what each
+    """Count the rounds the engine patches (scoutd.strategies.epoch_rounds), and what each
     changed; check that a patched round keeps exactly the leading messages of the
     last prompt that it says it keeps."""
     reached: Counter[str] = Counter()

@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from scoutd import Session, incremental_view, prepare
+from scoutd import Session, prepare
 from scoutd.config import Config, PromptConfig
+from scoutd.engine import view_tracker as incremental_view
+from scoutd.engine.incremental import SessionPrompt
+from scoutd.engine.view_tracker import ViewTracker
 from scoutd.formats import Adapter, adapter
-from scoutd.incremental import SessionPrompt
-from scoutd.incremental_view import ViewTracker
 from scoutd.strategies.inbox import write_notice
 from scoutd.testing.derive import to_anthropic, to_responses
 

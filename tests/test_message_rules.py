@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import scoutd
-from scoutd.message_rules import InvalidMessages, check_messages, message_problem
+from scoutd.engine.message_rules import InvalidMessages, check_messages, message_problem
 from tests.support.daemon import Daemon, LineClient
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -19,6 +19,10 @@ from scoutd import (
     register_strategy,
     unregister_strategy,
 )
+from scoutd.config import Config, PromptConfig
+from scoutd.engine.registry import REGISTRY
+from scoutd.strategies.base import FunctionStrategy, PrepareContext, Rounds, Strategy
+from scoutd.strategies.report import plain_report
 
 from .strategies.conversations import agent_run
 
@@ -183,3 +187,57 @@ def test_the_default_prices_a_rewrite_as_the_conversations_provider_bills_it() -
         assert auto == openai, pairs
         differs += auto != anthropic
     assert differs >= 3  # the prices do change the decision on these conversations
+
+
+class _Stamp:
+    """A strategy object: what it reads comes in its context, what it promises is declared."""
+
+    name = "stamp"
+    appends_only = True
+    keeps_prefix = False
+    rounds = None
+
+    def __init__(self) -> None:
+        self.contexts: list[PrepareContext] = []
+
+    def run(self, messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], Any]:
+        self.contexts.append(ctx)
+        out = [*messages, {"role": "user", "content": f"{ctx.format} {ctx.save_file}"}]
+        return out, plain_report(self.name, messages, out)
+
+
+def test_a_strategy_object_is_taken_as_it_is_and_gets_the_call_in_its_context() -> None:
+    stamp = _Stamp()
+    assert isinstance(stamp, Strategy)
+    register_strategy("stamp", stamp)
+    try:
+        assert REGISTRY.resolve("stamp", Config()) is stamp
+        prepared = prepare(MESSAGES, ["shorten_tools", "stamp"], save_file="/nowhere/chat.json")
+    finally:
+        unregister_strategy("stamp")
+    assert prepared.messages[-1] == {"role": "user", "content": "scout /nowhere/chat.json"}
+    assert [r.strategy for r in prepared.report] == ["shorten_tools", "stamp"]
+    (ctx,) = stamp.contexts
+    assert ctx.columns is None  # the columns read once go to the first strategy only
+    assert ctx.detail is False and ctx.config == PromptConfig()
+
+
+def test_a_function_is_adapted_once_when_registered(registered: list[list[Any]]) -> None:
+    adapted = REGISTRY.resolve("tag", Config())
+    assert isinstance(adapted, FunctionStrategy) and adapted.name == "tag"
+    assert REGISTRY.resolve("tag", Config()) is adapted  # not adapted again per call
+    assert (adapted.appends_only, adapted.keeps_prefix, adapted.rounds) == (False, False, None)
+
+
+def test_the_builtins_declare_what_the_engine_assumes_of_them() -> None:
+    declared = {
+        name: (s.appends_only, s.keeps_prefix, s.rounds) for name, s in REGISTRY.builtins.items()
+    }
+    assert declared == {
+        "shorten_tools": (False, False, None),
+        "shorten_tools_epoch": (False, True, Rounds.EPOCH),
+        "shorten_tools_epoch_increment": (False, True, Rounds.EPOCH),
+        "shorten_tools_cost_aware": (False, False, Rounds.PLAN),
+        "inbox": (True, True, None),
+        "none": (True, True, None),
+    }

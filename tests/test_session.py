@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd import Aborted, Session, prepare
 from scoutd.config import Config, PromptConfig
+from scoutd.engine.incremental import SessionPrompt
+from scoutd.engine.session import SessionClosed
 from scoutd.errors import InvalidMessages
-from scoutd.incremental import SessionPrompt
-from scoutd.session import SessionClosed
 from scoutd.strategies.inbox import write_abort, write_notice
 
 from .strategies.conversations import agent_conversations, agent_run, call, conversations, output

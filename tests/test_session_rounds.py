@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd.config import Config, PromptConfig
 from scoutd.delta import DeltaDecoder
-from scoutd.incremental import json_size
+from scoutd.engine.incremental import json_size
 from scoutd.server.quotas import held_bytes
 
 from .strategies.conversations import agent_run, call, conversations, output

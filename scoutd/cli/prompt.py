@@ -43,7 +43,7 @@ def warn_foreign(report: Sequence[StrategyReport]) -> None:
 def _prepare(args: argparse.Namespace) -> int:
     messages = read_messages(args.file)
     if args.local:
-        from ..prepare import prepare
+        from ..engine.prepare import prepare
 
         prepared = prepare(
             messages,
@@ -111,7 +111,7 @@ PREPARE = Verb(
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from ..prepare import prepare
+    from ..engine.prepare import prepare
 
     messages = read_messages(args.file)
     # No save_file, ever: explaining must not consume an agent's inbox.

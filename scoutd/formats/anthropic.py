@@ -98,7 +98,7 @@ def _results(message: Any) -> list[Any] | None:
 def opens_turn(message: Any) -> bool:
     """Whether :func:`view` always starts a new group at ``message``: it is not a
     user turn with ``tool_result`` blocks, the only message a group takes after
-    its first (see :mod:`scoutd.incremental_view`)."""
+    its first (see :mod:`scoutd.engine.view_tracker`)."""
     return _results(message) is None
 
 

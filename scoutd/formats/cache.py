@@ -16,16 +16,12 @@ from typing import Any
 from .detect import ANTHROPIC, first_signal
 
 __all__ = [
-    "EPOCH_STRATEGIES",
-    "STABLE_STRATEGIES",
     "hinted",
     "reported",
     "stable_prefix",
     "with_cache_control",
 ]
 
-EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
-STABLE_STRATEGIES = EPOCH_STRATEGIES | {"none", "inbox"}
 _THINKING = frozenset(("thinking", "redacted_thinking"))
 
 
@@ -41,7 +37,7 @@ def _before_tool_traffic(messages: Sequence[Any], prompt: Sequence[Any]) -> int:
 
 
 def stable_prefix(
-    names: Sequence[str] | None,
+    keeps: bool,
     messages: Sequence[Any],
     prompt: Sequence[Any],
     delivered: int,
@@ -50,11 +46,12 @@ def stable_prefix(
 ) -> int:
     """How many leading messages of ``prompt`` stay byte-identical until the next epoch.
 
-    ``names`` are the strategies run (None for a callable), ``delivered`` the
+    ``keeps``: every strategy run declares that it keeps the prefix
+    (``Strategy.keeps_prefix``; not a callable), ``delivered`` the
     inbox notices appended, ``protected`` the tool messages kept whole because
     of a repeat.
     """
-    if names is None or protected or not set(names) <= STABLE_STRATEGIES:
+    if not keeps or protected:
         return _before_tool_traffic(messages, prompt)
     if delivered:
         # Anthropic notices join the last user turn; the others are one message each.
@@ -63,7 +60,7 @@ def stable_prefix(
 
 
 def hinted(
-    names: Sequence[str] | None,
+    keeps: bool,
     messages: Sequence[Any],
     prompt: list[Any],
     reports: Sequence[Any],
@@ -72,7 +69,7 @@ def hinted(
 ) -> tuple[list[Any], int]:
     """``prompt`` with the cache hint when ``hint`` asks for it (Anthropic only), and
     its :func:`stable_prefix` from what the strategies' ``reports`` say they did."""
-    stable = stable_prefix(names, messages, prompt, *reported(reports), format)
+    stable = stable_prefix(keeps, messages, prompt, *reported(reports), format)
     if hint and format == ANTHROPIC:
         prompt = with_cache_control(prompt, stable)
     return prompt, stable

@@ -54,7 +54,7 @@ class Texts:
     known_calls: dict[int, KnownCall]
     known_outputs: dict[int, KnownOutput]
     # The texts and bodies the strategies parsed in the previous prepare, and those of this one
-    # (tool_messages.given_bodies): a text the view reuses is not parsed again
+    # (``PrepareContext.given``): a text the view reuses is not parsed again
     known_parsed: Given
     # Call texts encoded from an arguments object, by value (see :meth:`encoded_call`)
     known_encoded: dict[str, str]

@@ -27,12 +27,12 @@ from typing import Any, NoReturn, Protocol, Self, TypedDict
 
 from ..client import Client, Session, default_socket_path
 from ..config import Config, PromptConfig
+from ..engine.prepare import Prepared, prepare, resolve_snapshot
+from ..engine.session import Session as InProcessSession
 from ..errors import Aborted
 from ..formats import check_format_name
 from ..inbox.aborted import check, held
 from ..inbox.names import ABORT_NAME, inbox_dir
-from ..prepare import Prepared, prepare, resolve_snapshot
-from ..session import Session as InProcessSession
 
 __all__ = [
     "ClosedByWith",

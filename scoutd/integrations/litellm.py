@@ -41,7 +41,7 @@ import msgspec
 from ..errors import Aborted, Forbidden
 from ..formats import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
 from ..paths import display_path
-from ..prepare import Prepared
+from ..protocol.report import Prepared
 from ..security import check_save_file, resolve_roots
 from ._run import HookClosed, RunPreparer, missing_extra, round_summary
 

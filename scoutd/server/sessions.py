@@ -46,11 +46,11 @@ import anyio
 
 from .. import protocol
 from ..delta import DeltaEncoder
+from ..engine.incremental import SessionPrompt
 from ..inbox import claim as inbox_claim
 from ..inbox.aborted import claim_and_mark, held
 from ..inbox.gate import InboxGate
 from ..inbox.names import ABORT_NAME, inbox_dir
-from ..incremental import SessionPrompt
 from ..security import PeerCred
 from ..watcher import Batch, FsWatcher
 from .abort_signal import parse_signal, send_abort_signal

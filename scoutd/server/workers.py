@@ -15,8 +15,8 @@ import msgspec
 
 from .. import protocol
 from ..config import Config
-from ..incremental import SessionPrompt, json_size
-from ..prepare import Prepared, prepare
+from ..engine.incremental import SessionPrompt, json_size
+from ..engine.prepare import Prepared, prepare
 from ..protocol.layout import layout_of
 from ..security import PeerCred, check_access, check_save_file
 from ..strategies.inbox import redelivering

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..prepare import prepare
+from ..engine.prepare import prepare
 from .cache import CacheModel
 from .facts import FactTally, Hidden, RunFacts
 from .replay import Settings

@@ -1,7 +1,7 @@
 """Replay a conversation round by round under each strategy and measure it.
 
 A round ends after each tool output: the strategy prepares the prompt for the
-prefix so far (scoutd's strategies through :func:`scoutd.prepare.prepare`
+prefix so far (scoutd's strategies through :func:`scoutd.engine.prepare.prepare`
 with one configuration snapshot for the whole run, never with a save file;
 the peer emulations from :mod:`.peers`), the prompt goes through the cache
 model, and retention is counted against the original conversation.
@@ -19,9 +19,9 @@ import msgspec
 
 from ..config import DEFAULT_STRATEGIES as CONFIGURED_DEFAULT
 from ..config import Config, with_overrides
+from ..engine.prepare import available_strategies
 from ..errors import UnknownStrategy
 from ..formats import SCOUT
-from ..prepare import available_strategies
 from ..pricing import AUTO, PRICE_PRESETS
 from .cache import CacheModel, CacheSettings, Estimator, Prices, segment_text
 from .facts import FactTally, Hidden, RunFacts

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..session import Session
+from ..engine.session import Session
 from .cache import Estimator, Prices
 from .peers import PeerMemo, SummaryState, clear_tool_uses, mask_last_n, summarize
 

@@ -5,26 +5,24 @@ format detection, the tool index, the token counts, the report's character
 counts. On a long agent run each such pass costs a tenth of decoding the tool
 messages, mostly in memory reads. :func:`columns_of` reads both once for the
 common list (plain dicts that all have a string ``role`` and a ``content``);
-``prepare`` hands the result to the first strategy it runs through
-:func:`sharing`, and the steps that would read the messages again ask
+``prepare`` hands the result to the first strategy it runs in its
+``PrepareContext``, and the steps that would read the messages again ask
 :func:`known_columns` first.
 
 A :class:`Columns` is only valid while nothing changes the messages, which is
 why it is shared with the first strategy alone (no other code runs between the
-read and that strategy), for the very list object it was read from, and within
-a context variable, so that concurrent prepares never see each other's.
+read and that strategy), for the very list object it was read from; it is
+passed explicitly, so concurrent prepares never see each other's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["Columns", "columns_of", "forget_columns", "known_columns", "sharing"]
+__all__ = ["Columns", "columns_of", "known_columns"]
 
 _get_role = itemgetter("role")
 _get_content = itemgetter("content")
@@ -70,29 +68,10 @@ def columns_of(messages: Sequence[Any], dicts: bool = False) -> Columns | None:
     return Columns(messages, roles, contents, content_types, lengths)
 
 
-_shared: ContextVar[Columns | None] = ContextVar("scoutd_columns", default=None)
-
-
-@contextmanager
-def sharing(columns: Columns | None) -> Iterator[None]:
-    """Within the block, :func:`known_columns` gives ``columns`` for its list."""
-    token = _shared.set(columns)
-    try:
-        yield
-    finally:
-        _shared.reset(token)
-
-
-def known_columns(messages: Sequence[Any]) -> Columns | None:
-    """The shared columns when they were read from ``messages`` itself (unchanged in length)."""
-    columns = _shared.get()
+def known_columns(messages: Sequence[Any], columns: Columns | None) -> Columns | None:
+    """``columns`` when they were read from ``messages`` itself (unchanged in length)."""
     if columns is None or columns.messages is not messages:
         return None
     if len(messages) != len(columns.roles):
         return None
     return columns
-
-
-def forget_columns() -> None:
-    """Stop sharing the columns until the end of the block (other code ran: they may be stale)."""
-    _shared.set(None)

@@ -47,19 +47,22 @@ import msgspec
 from ..config import DEFAULT_NOTICE, PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
-from .columns import forget_columns, known_columns
+from .base import Builtin, PrepareContext, Rounds
+from .columns import Columns, known_columns
 from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import shortened
+from .rewrites import RewriteCache, shortened
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
+    Handed,
     ToolIndex,
     index_tools,
 )
 
 __all__ = [
+    "COST_AWARE",
     "TokenCounter",
     "apply_plan",
     "load_tokenizer",
@@ -164,11 +167,18 @@ _get_content = itemgetter("content")
 _EXACT_STEPS = frozenset((1.0, 2.0, 4.0, 8.0))
 
 
-def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
-    """Tokens of each message: its content's count plus the per-message overhead."""
+def _message_tokens(
+    messages: Sequence[Any], count: TokenCounter, shared: Columns | None = None
+) -> list[int]:
+    """Tokens of each message: its content's count plus the per-message overhead.
+
+    ``shared``: ``messages``' columns when read already (the estimate reads the
+    lengths); a tokenizer is code of its own, so its caller reads the messages
+    afresh after it (:func:`shorten_tools_cost_aware`).
+    """
     overhead = MESSAGE_OVERHEAD_TOKENS
     if type(count) is _CharEstimate:
-        columns = known_columns(messages)
+        columns = known_columns(messages, shared)
         if columns is not None and columns.lengths is not None:  # the estimate below, from
             # the lengths read once for this prepare
             step = count.chars_per_token
@@ -178,8 +188,6 @@ def _message_tokens(messages: Sequence[Any], count: TokenCounter) -> list[int]:
                 return list(map(floordiv, shifted, repeat(whole_step)))
             per_length = map(truediv, columns.lengths, repeat(step))
             return list(map(add, map(math.ceil, per_length), repeat(overhead)))
-    else:
-        forget_columns()  # a tokenizer is code of its own: read the messages afresh after it
     # A fast path. Not mutated: its mutants either raise inside the `try` or
     # leave the fast path, and the general count below gives the same counts;
     # a `per_token` of None, or the `is not None` reversed, calls the estimate
@@ -238,9 +246,11 @@ class _Tokens:
         index: ToolIndex,
         count: TokenCounter,
         remarks: list[tuple[int, int]] | None = None,
+        columns: Columns | None = None,
     ) -> None:
-        """``remarks``: ``_remarks(index)`` when the caller has it already."""
-        per_message = _message_tokens(messages, count)
+        """``remarks``: ``_remarks(index)`` when the caller has it already; ``columns``:
+        ``messages``' roles and contents when read already."""
+        per_message = _message_tokens(messages, count, columns)
         self.cumulative = [0, *accumulate(per_message)]
         outputs = index.outputs
         whole = [0] * (outputs + 1)
@@ -295,19 +305,25 @@ def shorten_tools_cost_aware(
     *,
     detail: bool = False,
     format_name: str | None = None,
+    columns: Columns | None = None,
+    given: Handed | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools_cost_aware`` to ``messages``.
 
     ``format_name`` is the conversation's provider format, used when
     ``cache_pricing`` is ``auto`` (unknown: Anthropic's prices).
     """
-    index = index_tools(messages)
+    index = index_tools(messages, columns, given)
     if not index.outputs:  # no round ended yet: nothing to compact
-        return apply_changes(NAME, messages, index, Changes(), detail=detail)
+        return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
     remarks = _remarks(index)  # read by the counts and by the compaction: found once
-    tokens = _Tokens(messages, index, token_counter(config), remarks)
+    count = token_counter(config)
+    tokens = _Tokens(messages, index, count, remarks, columns)
+    if type(count) is not _CharEstimate:
+        columns = None  # a tokenizer is code of its own: read the messages afresh after it
     plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
-    return apply_plan(messages, index, plan, config, detail, remarks)
+    return apply_plan(messages, index, plan, config, detail, remarks, columns, rewrites)
 
 
 def apply_plan(
@@ -317,8 +333,12 @@ def apply_plan(
     config: PromptConfig,
     detail: bool,
     remarks: list[tuple[int, int]] | None = None,
+    columns: Columns | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
-    """The prompt and report of ``plan`` over ``messages`` (``remarks``: ``_remarks(index)``)."""
+    """The prompt and report of ``plan`` over ``messages`` (``remarks``: ``_remarks(index)``,
+    ``columns``: ``messages``' roles and contents when read already, ``rewrites``: a
+    session's)."""
     if plan.shortened:
         outputs = index.outputs
         window = Window(
@@ -330,8 +350,8 @@ def apply_plan(
         )
         if remarks is None:
             remarks = _remarks(index)
-        return _compact(messages, index, window, config, detail, remarks)
-    return apply_changes(NAME, messages, index, Changes(), detail=detail)
+        return _compact(messages, index, window, config, detail, remarks, columns, rewrites)
+    return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
 
 
 def _bands(index: ToolIndex, window: Window) -> tuple[list[int], list[int]]:
@@ -364,6 +384,8 @@ def _compact(
     config: PromptConfig,
     detail: bool,
     remarks: list[tuple[int, int]],
+    columns: Columns | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
@@ -371,10 +393,28 @@ def _compact(
     changes.dropped, truncated = _bands(index, window)
     changes.narration = [at for at, number in remarks if number <= dropped_pairs]
     for slot in truncated:
-        new = shortened(index, messages, slot)
+        new = shortened(index, messages, slot, rewrites)
         if new is not None:
             changes.rewrites[slot] = new
     notice = config.compaction_notice
     if notice == DEFAULT_NOTICE:
         notice = COST_AWARE_NOTICE
-    return apply_changes(NAME, messages, index, changes, notice=notice, detail=detail)
+    return apply_changes(
+        NAME, messages, index, changes, notice=notice, detail=detail, columns=columns
+    )
+
+
+def _run(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
+    return shorten_tools_cost_aware(
+        messages,
+        ctx.config,
+        detail=ctx.detail,
+        format_name=ctx.format,
+        columns=ctx.columns,
+        given=ctx.given,
+        rewrites=ctx.rewrites,
+    )
+
+
+# A session carries its plan from round to round (scoutd.strategies.cost_rounds)
+COST_AWARE = Builtin(NAME, _run, rounds=Rounds.PLAN)

@@ -10,15 +10,32 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..config import PromptConfig
 from ..pricing import CachePrices
 
-if TYPE_CHECKING:
-    from .cost_aware import _Tokens
+__all__ = ["Plan", "Replay", "Tokens", "plan_compaction"]
 
-__all__ = ["Plan", "Replay", "plan_compaction"]
+
+class Tokens(Protocol):
+    """The prefix sums a plan reads (``cost_aware``'s counts; ``cost_rounds``' grown ones).
+
+    ``cumulative[m]``: tokens of the first ``m`` messages; ``whole[k]`` and
+    ``shortened[k]``: of the first ``k`` pairs, whole or shortened;
+    ``output_end[k]``: one past pair ``k``'s output; ``head``: the tokens
+    before the first tool message.
+    """
+
+    cumulative: list[int]
+    whole: list[int]
+    shortened: list[int]
+    output_end: list[int]
+    head: int
+
+    def saved(self, dropped: int, shortened: int) -> int:
+        """Tokens a plan removes from the prompt."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +52,7 @@ class Plan:
     decided_at: int
 
 
-def _fit(tokens: _Tokens, number: int, full: int, band: int, limit: float) -> tuple[int, int]:
+def _fit(tokens: Tokens, number: int, full: int, band: int, limit: float) -> tuple[int, int]:
     """The least compaction at round ``number`` that keeps ``full`` outputs whole, or fits.
 
     First the fewest pairs shortened (with the band of shortened ones before
@@ -76,7 +93,7 @@ class Replay:
 
 
 def plan_compaction(
-    tokens: _Tokens,
+    tokens: Tokens,
     outputs: int,
     config: PromptConfig,
     prices: CachePrices,
@@ -89,7 +106,7 @@ def plan_compaction(
 
     The loop runs once per round of the conversation, so it reads the prefix
     sums directly and keeps the tokens the current bands save instead of
-    asking :meth:`_Tokens.saved` again (docs/PERFORMANCE.md); the arithmetic,
+    asking :meth:`Tokens.saved` again (docs/PERFORMANCE.md); the arithmetic,
     and its order for the floating-point sums, is that of the rule above.
     """
     window = config.context_window

@@ -12,25 +12,31 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import PromptConfig
+from .base import Builtin, PrepareContext, Rounds
+from .columns import Columns
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import shortened
+from .rewrites import RewriteCache, shortened
 from .tool_messages import (
+    Handed,
     ToolIndex,
     index_tools,
     repeated_pairs,
 )
 
 __all__ = [
+    "EPOCH",
+    "EPOCH_INCREMENT",
+    "EpochStrategy",
     "Window",
     "compact",
     "epoch_changes",
-    "increment_window",
     "fixed_window",
+    "increment_window",
     "repeat_numbers",
     "shorten_tools_epoch",
     "shorten_tools_epoch_increment",
@@ -125,16 +131,23 @@ def compact(
     protected: set[int],
     config: PromptConfig,
     detail: bool = False,
+    columns: Columns | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Walk the tool messages against ``window``; ``protected`` are positions kept whole."""
-    changes = epoch_changes(messages, index, window, protected)
+    changes = epoch_changes(messages, index, window, protected, rewrites)
+    notice = config.compaction_notice
     return apply_changes(
-        name, messages, index, changes, notice=config.compaction_notice, detail=detail
+        name, messages, index, changes, notice=notice, detail=detail, columns=columns
     )
 
 
 def epoch_changes(
-    messages: Sequence[Any], index: ToolIndex, window: Window | None, protected: set[int]
+    messages: Sequence[Any],
+    index: ToolIndex,
+    window: Window | None,
+    protected: set[int],
+    rewrites: RewriteCache | None = None,
 ) -> Changes:
     """What :func:`compact` changes: by newest-first position, whole within
     ``keep_full``, truncated up to ``truncate_to``, dropped beyond, and the
@@ -153,30 +166,89 @@ def epoch_changes(
             if position in protected:
                 changes.protected.append(slot)
                 continue
-            new = shortened(index, messages, slot)
+            new = shortened(index, messages, slot, rewrites)
             if new is not None:
                 changes.rewrites[slot] = new
     return changes
 
 
 def shorten_tools_epoch(
-    messages: Sequence[Any], config: PromptConfig, *, detail: bool = False
+    messages: Sequence[Any],
+    config: PromptConfig,
+    *,
+    detail: bool = False,
+    columns: Columns | None = None,
+    given: Handed | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools_epoch`` (fixed epochs) to ``messages``."""
-    index = index_tools(messages)
+    index = index_tools(messages, columns, given)
     window = fixed_window(index.outputs, config)
     protected = set() if window is None else _protected_positions(index, repeated_pairs(index))
-    return compact("shorten_tools_epoch", messages, index, window, protected, config, detail)
+    name = "shorten_tools_epoch"
+    return compact(name, messages, index, window, protected, config, detail, columns, rewrites)
 
 
 def shorten_tools_epoch_increment(
-    messages: Sequence[Any], config: PromptConfig, *, detail: bool = False
+    messages: Sequence[Any],
+    config: PromptConfig,
+    *,
+    detail: bool = False,
+    columns: Columns | None = None,
+    given: Handed | None = None,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools_epoch_increment`` (growing epochs) to ``messages``."""
-    index = index_tools(messages)
+    index = index_tools(messages, columns, given)
     repeated = repeated_pairs(index)
     window = increment_window(index.outputs, repeat_numbers(repeated), config)
     protected = set() if window is None else _protected_positions(index, repeated)
-    return compact(
-        "shorten_tools_epoch_increment", messages, index, window, protected, config, detail
+    name = "shorten_tools_epoch_increment"
+    return compact(name, messages, index, window, protected, config, detail, columns, rewrites)
+
+
+class EpochStrategy(Builtin):
+    """An epoch strategy: its prompts keep their prefix within an epoch, and a
+    session extends the last round's prompt while the bands stand
+    (:mod:`scoutd.strategies.epoch_rounds`). ``growing``: the epochs grow with
+    the repeats (``shorten_tools_epoch_increment``) instead of being fixed."""
+
+    __slots__ = ("growing",)
+
+    def __init__(self, name: str, run: Callable[..., Any], growing: bool) -> None:
+        super().__init__(name, run, keeps_prefix=True, rounds=Rounds.EPOCH)
+        self.growing = growing
+
+    def window(
+        self, outputs: int, repeats: Callable[[], list[int]], config: PromptConfig
+    ) -> Window | None:
+        """The window of ``outputs`` tool outputs; ``repeats`` gives the repeat numbers."""
+        if self.growing:
+            return increment_window(outputs, repeats(), config)
+        return fixed_window(outputs, config)
+
+
+def _run_fixed(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
+    return shorten_tools_epoch(
+        messages,
+        ctx.config,
+        detail=ctx.detail,
+        columns=ctx.columns,
+        given=ctx.given,
+        rewrites=ctx.rewrites,
     )
+
+
+def _run_growing(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
+    return shorten_tools_epoch_increment(
+        messages,
+        ctx.config,
+        detail=ctx.detail,
+        columns=ctx.columns,
+        given=ctx.given,
+        rewrites=ctx.rewrites,
+    )
+
+
+EPOCH = EpochStrategy("shorten_tools_epoch", _run_fixed, growing=False)
+EPOCH_INCREMENT = EpochStrategy("shorten_tools_epoch_increment", _run_growing, growing=True)

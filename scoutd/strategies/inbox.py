@@ -34,11 +34,13 @@ from ..inbox import (
     write_notice,
 )
 from ..inbox.aborted import held, mark_taken
+from .base import Builtin, PrepareContext
 from .report import StrategyReport, content_chars
 
 __all__ = [
     "ABORT_NAME",
     "AbortNotWritten",
+    "INBOX",
     "Redelivery",
     "claim_abort",
     "deliver",
@@ -124,3 +126,11 @@ def inbox(
             redelivery.carried = ()
         redelivery.delivered += pickup.notices
     return deliver(messages, pickup)
+
+
+def _run(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
+    return inbox(messages, ctx.config, save_file=ctx.save_file)
+
+
+# It only appends, after the prompt: the prefix stays (docs/STRATEGIES.md)
+INBOX = Builtin("inbox", _run, appends_only=True, keeps_prefix=True)

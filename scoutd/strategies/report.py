@@ -17,7 +17,7 @@ from operator import and_, itemgetter
 from typing import Any
 
 from ..protocol.report import StrategyReport, ToolAction
-from .columns import known_columns
+from .columns import Columns, known_columns
 from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = [
@@ -150,6 +150,7 @@ def apply_changes(
     *,
     notice: str | None = None,
     detail: bool,
+    columns: Columns | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Build the new message list and the report from a strategy's changes.
 
@@ -157,7 +158,7 @@ def apply_changes(
     before the first remaining tool-role message when anything was truncated or
     dropped (appended when no tool message remains).
     """
-    columns = known_columns(messages)
+    columns = known_columns(messages, columns)
     if columns is not None and columns.lengths is not None:
         before = sum(columns.lengths)  # what content_chars counts, from the lengths read once
     else:

@@ -1,17 +1,15 @@
 """Shortened tool messages: the rewrites of docs/STRATEGIES.md, remembered per session.
 
 A call keeps its arguments with every long top-level string shortened; an
-output keeps its ``content`` shortened. Within a session
-(:func:`remembering_rewrites`) each content is shortened once, not once per
-round: the engine hands its :class:`RewriteCache` over through a context
-variable, so the strategies' signatures stay as they are.
+output keeps its ``content`` shortened. Within a session each content is
+shortened once, not once per round: the engine passes its
+:class:`RewriteCache` to the strategies (``PrepareContext.rewrites``), which
+pass it here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -21,7 +19,6 @@ from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolBody, ToolIndex, enco
 
 __all__ = [
     "RewriteCache",
-    "remembering_rewrites",
     "shortened",
     "shortened_call",
     "shortened_output",
@@ -64,27 +61,13 @@ class RewriteCache:
         table[content] = new
 
 
-_session_rewrites: ContextVar[RewriteCache | None] = ContextVar("scoutd_rewrites", default=None)
 _MISSING = object()
 
 
-@contextmanager
-def remembering_rewrites(cache: RewriteCache) -> Iterator[RewriteCache]:
-    """Within the block, :func:`shortened_call` and :func:`shortened_output` use ``cache``.
-
-    A context variable, so that concurrent sessions (threads or tasks) each see
-    their own cache, and the strategies' signatures stay as they are.
-    """
-    token = _session_rewrites.set(cache)
-    try:
-        yield cache
-    finally:
-        _session_rewrites.reset(token)
-
-
-def _remembered(table_of: str, content: str, compute: Any) -> str | None:
-    """``compute()``, or what it gave before for ``content`` in this session."""
-    cache = _session_rewrites.get()
+def _remembered(
+    cache: RewriteCache | None, table_of: str, content: str, compute: Callable[[], str | None]
+) -> str | None:
+    """``compute()``, or what it gave before for ``content`` in ``cache`` (a session's)."""
     if cache is None:
         result: str | None = compute()
         return result
@@ -98,17 +81,18 @@ def _remembered(table_of: str, content: str, compute: Any) -> str | None:
     return result
 
 
-def shortened_call(body: ToolBody, content: str) -> str | None:
+def shortened_call(body: ToolBody, content: str, cache: RewriteCache | None = None) -> str | None:
     """New content for a call with its long top-level string arguments shortened.
 
     None when nothing changes (arguments missing, not an object, or short).
+    ``cache``: a session's rewrites, read and filled (None: computed).
     """
     arguments = body.arguments
     if type(arguments) is not dict:
         return None
     if not any(type(v) is str and len(v) > ARGUMENT_SIZE for v in arguments.values()):
         return None
-    return _remembered("calls", content, lambda: _shortened_call(content))
+    return _remembered(cache, "calls", content, lambda: _shortened_call(content))
 
 
 def _shortened_call(content: str) -> str:
@@ -120,16 +104,17 @@ def _shortened_call(content: str) -> str:
     return encode_json(data)
 
 
-def shortened_output(body: ToolBody, content: str) -> str | None:
+def shortened_output(body: ToolBody, content: str, cache: RewriteCache | None = None) -> str | None:
     """New content for an output with its ``content`` shortened.
 
     A non-string content is shortened as its compact JSON text. None when
-    nothing changes (content missing, null, or short).
+    nothing changes (content missing, null, or short). ``cache``: as for
+    :func:`shortened_call`.
     """
     raw = body.content
     if isinstance(raw, msgspec.UnsetType) or len(raw) <= OUTPUT_SIZE:  # JSON is never shorter
         return None
-    return _remembered("outputs", content, lambda: _shortened_output(content))
+    return _remembered(cache, "outputs", content, lambda: _shortened_output(content))
 
 
 def _shortened_output(content: str) -> str | None:
@@ -144,7 +129,11 @@ def _shortened_output(content: str) -> str | None:
     return encode_json(data)
 
 
-def shortened(index: ToolIndex, messages: Sequence[Any], slot: int) -> str | None:
+def shortened(
+    index: ToolIndex, messages: Sequence[Any], slot: int, cache: RewriteCache | None = None
+) -> str | None:
     """The truncated content of tool ``slot``, None when there is nothing to shorten."""
     body, content = index.bodies[slot], index.content(messages, slot)
-    return shortened_call(body, content) if index.is_call[slot] else shortened_output(body, content)
+    if index.is_call[slot]:
+        return shortened_call(body, content, cache)
+    return shortened_output(body, content, cache)

@@ -11,18 +11,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import PromptConfig
+from .base import Builtin, PrepareContext
+from .columns import Columns
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import shortened
-from .tool_messages import index_tools
+from .rewrites import RewriteCache, shortened
+from .tool_messages import Handed, index_tools
 
-__all__ = ["shorten_tools"]
+__all__ = ["SHORTEN_TOOLS", "shorten_tools"]
 
 
 def shorten_tools(
-    messages: Sequence[Any], config: PromptConfig, *, detail: bool = False
+    messages: Sequence[Any],
+    config: PromptConfig,
+    *,
+    detail: bool = False,
+    columns: Columns | None = None,
+    given: Handed | None = None,
+    cache: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Apply ``shorten_tools`` to ``messages``; return the new list and a report."""
-    index = index_tools(messages)
+    index = index_tools(messages, columns, given)
     dropped: set[int] = set()
     rewrites: dict[int, str] = {}
     limits = {
@@ -53,7 +61,7 @@ def shorten_tools(
         elif rank > most:
             dropped.add(slot)
         else:
-            new = shortened(index, messages, slot)
+            new = shortened(index, messages, slot, cache)
             if new is not None:  # the budget is spent here: what is cut need not count
                 rewrites[slot] = new
     partners = {index.partners[slot] for slot in dropped} - {-1}
@@ -61,4 +69,18 @@ def shorten_tools(
     for slot in dropped:
         rewrites.pop(slot, None)
     changes = Changes(dropped=sorted(dropped), rewrites=rewrites)
-    return apply_changes("shorten_tools", messages, index, changes, detail=detail)
+    return apply_changes("shorten_tools", messages, index, changes, detail=detail, columns=columns)
+
+
+def _run(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
+    return shorten_tools(
+        messages,
+        ctx.config,
+        detail=ctx.detail,
+        columns=ctx.columns,
+        given=ctx.given,
+        cache=ctx.rewrites,
+    )
+
+
+SHORTEN_TOOLS = Builtin("shorten_tools", _run)

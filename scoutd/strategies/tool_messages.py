@@ -17,9 +17,7 @@ is validated but left undecoded (``msgspec.Raw``) until a strategy rewrites it
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, eq, is_, is_not, itemgetter, sub
@@ -27,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from .columns import known_columns
+from .columns import Columns, known_columns
 
 __all__ = [
     "CALL",
@@ -37,7 +35,7 @@ __all__ = [
     "ToolIndex",
     "call_keys",
     "encode_json",
-    "given_bodies",
+    "Handed",
     "index_tools",
     "repeated_pairs",
     "role_of",
@@ -147,7 +145,13 @@ class ToolIndex:
         text: str = messages[self.indices[slot]]["content"]
         return text
 
-    def extend(self, messages: Sequence[Any], start: int) -> None:
+    def extend(
+        self,
+        messages: Sequence[Any],
+        start: int,
+        shared: Columns | None = None,
+        given: Handed | None = None,
+    ) -> None:
         """Index ``messages[start:]``, the messages appended since the last call.
 
         Pairing goes forward: a call waits under its ``id`` until an output with
@@ -157,7 +161,7 @@ class ToolIndex:
         # not mutated (the lines marked below): each only picks a faster way to the
         # same roles, contents and bodies; tests/strategies/test_core_columns.py
         # checks every such shortcut against the general path
-        columns = None if start else known_columns(messages)  # pragma: no mutate
+        columns = None if start else known_columns(messages, shared)  # pragma: no mutate
         if columns is not None:  # read once for this prepare: the same roles and contents
             roles: list[Any] = columns.roles
         else:
@@ -171,7 +175,7 @@ class ToolIndex:
         else:
             contents = _contents(messages, candidates)
             strings = set(map(type, contents)) <= _STR  # pragma: no mutate
-        indices, bodies = _parse_all(contents, candidates, strings)  # pragma: no mutate
+        indices, bodies = _parse_all(contents, candidates, strings, given)  # pragma: no mutate
         self.roles += roles
         first = len(self.indices)
         self.indices += indices
@@ -249,26 +253,13 @@ _STR = frozenset((str,))
 
 # (text, body) by id(text); an entry holds its text, so no other object has that id
 Given = dict[int, tuple[str, ToolBody]]
-_given_bodies: ContextVar[tuple[Given, Given] | None] = ContextVar(
-    "scoutd_given_bodies", default=None
-)
-
-
-@contextmanager
-def given_bodies(given: Given, parsed: Given) -> Iterator[None]:
-    """Within the block, a tool message whose content is one of ``given``'s texts is not parsed.
-
-    A provider format's adapter keeps the JSON texts of its view from one
-    prepare to the next while the agent resends the same values
-    (docs/FORMATS.md): it hands over what the previous prepare parsed
-    (``given``), and every tool message's text and body of this one are added
-    to ``parsed``, for the next.
-    """
-    token = _given_bodies.set((given, parsed))
-    try:
-        yield
-    finally:
-        _given_bodies.reset(token)
+# Bodies handed over between prepares: (given, parsed). A tool message whose
+# content is one of ``given``'s texts is not parsed again. A provider format's
+# adapter keeps the JSON texts of its view from one prepare to the next while
+# the agent resends the same values (docs/FORMATS.md): it hands over what the
+# previous prepare parsed (``given``), and every tool message's text and body
+# of this one are added to ``parsed``, for the next.
+Handed = tuple[Given, Given]
 
 
 def _contents(messages: Sequence[Any], candidates: list[int]) -> list[Any]:
@@ -280,14 +271,13 @@ def _contents(messages: Sequence[Any], candidates: list[int]) -> list[Any]:
 
 
 def _parse_all(
-    contents: list[Any], candidates: list[int], strings: bool
+    contents: list[Any], candidates: list[int], strings: bool, given: Handed | None
 ) -> tuple[list[int], list[ToolBody]]:
     """Parse the ``contents`` of the tool messages at ``candidates``; drop the unusable ones.
 
-    ``strings``: whether every content is a str. Within :func:`given_bodies`,
-    the bodies handed over are taken instead of parsing their texts again.
+    ``strings``: whether every content is a str. ``given``: bodies handed over
+    (``Handed``), taken instead of parsing their texts again.
     """
-    given = _given_bodies.get()
     if given is not None:
         # not mutated: ``strings`` only chooses a faster way to the same result
         return _given_or_parsed(candidates, contents, strings, *given)  # pragma: no mutate
@@ -321,7 +311,7 @@ def _parse_contents(
 def _given_or_parsed(
     candidates: list[int], contents: list[Any], strings: bool, given: Given, parsed: Given
 ) -> tuple[list[int], list[ToolBody]]:
-    """:func:`_parse_all` with the bodies of :func:`given_bodies`; each text and body
+    """:func:`_parse_all` with the bodies handed over; each text and body
     (given or parsed) goes into ``parsed``."""
     ids = list(map(id, contents))
     # not mutated: the two tests below only choose between equal ways (the
@@ -367,10 +357,16 @@ def _pair_key(ident: Any) -> Any:
     return (type(ident).__name__, ident)
 
 
-def index_tools(messages: Sequence[Any]) -> ToolIndex:
-    """Parse, pair and number the usable tool messages of ``messages``."""
+def index_tools(
+    messages: Sequence[Any], columns: Columns | None = None, given: Handed | None = None
+) -> ToolIndex:
+    """Parse, pair and number the usable tool messages of ``messages``.
+
+    ``columns``: ``messages``' roles and contents when read already; ``given``:
+    bodies handed over from the previous prepare (``Handed``).
+    """
     index = ToolIndex()
-    index.extend(messages, 0)
+    index.extend(messages, 0, columns, given)
     return index
 
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoutd import PromptConfig, prepare
+from scoutd.engine.message_rules import InvalidMessages
 from scoutd.formats import FormatError
-from scoutd.message_rules import InvalidMessages
 from scoutd.testing.worst import WORST
 
 from .test_adapters import BUILDERS

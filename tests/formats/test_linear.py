@@ -16,8 +16,8 @@ import pytest
 
 from scoutd import PromptConfig, prepare
 from scoutd.config import Config
+from scoutd.engine.incremental import SessionPrompt
 from scoutd.formats import texts
-from scoutd.incremental import SessionPrompt
 from scoutd.testing import worst
 from scoutd.testing.worst import WORST, Builder
 

@@ -19,10 +19,10 @@ import pytest
 
 from scoutd import prepare
 from scoutd.config import Config
+from scoutd.engine.incremental import SessionPrompt
 from scoutd.formats import openai_chat, texts
 from scoutd.formats.texts import ConversationTexts, keeping
 from scoutd.formats.view import VIEW_KEY, View
-from scoutd.incremental import SessionPrompt
 from scoutd.strategies.tool_messages import ToolBody
 
 from .conversations import chat, epoch_window

@@ -18,7 +18,7 @@ from typing import Any
 import scoutd
 from scoutd import protocol
 from scoutd.config import DaemonConfig
-from scoutd.incremental import json_size
+from scoutd.engine.incremental import json_size
 from scoutd.protocol.framing import LineReader
 from scoutd.server.quotas import Quotas, held_bytes, json_values
 

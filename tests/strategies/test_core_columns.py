@@ -19,18 +19,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scoutd.config import PromptConfig
+from scoutd.engine.message_rules import check_plain, message_problem
+from scoutd.engine.prepare import prepare
 from scoutd.errors import InvalidMessages
-from scoutd.message_rules import check_plain, message_problem
-from scoutd.prepare import prepare
 from scoutd.simulate.workload import synthetic_run
-from scoutd.strategies.columns import columns_of, known_columns, sharing
+from scoutd.strategies.columns import columns_of, known_columns
 from scoutd.strategies.cost_aware import _message_tokens, _remarks, _Tokens, token_counter
 from scoutd.strategies.report import Changes, apply_changes
 from scoutd.strategies.tool_messages import index_tools
 
 from .conversations import agent_conversations, conversations
 
-PREPARE_MODULE = importlib.import_module("scoutd.prepare")  # the package exports the function
+PREPARE_MODULE = importlib.import_module(
+    "scoutd.engine.prepare"
+)  # the package exports the function
 
 STRATEGIES = [
     "shorten_tools_cost_aware",
@@ -105,11 +107,11 @@ def test_columns_only_for_plain_scout_lists() -> None:
     assert columns_of(tuple(plain)) is None  # not a list
     blocks = columns_of([{"role": "user", "content": [{"type": "text", "text": "x"}]}])
     assert blocks is not None and blocks.lengths is None
-    # shared only with the list it was read from, and only inside the block
-    with sharing(columns):
-        assert known_columns(plain) is columns
-        assert known_columns(list(plain)) is None
-    assert known_columns(plain) is None
+    # shared only with the list it was read from, and only when handed over
+    assert known_columns(plain, columns) is columns
+    assert known_columns(list(plain), columns) is None
+    assert known_columns(plain[:1], columns) is None
+    assert known_columns(plain, None) is None
 
 
 @pytest.mark.parametrize("step", [1.0, 2.0, 4.0, 8.0, 4, 3.3, 0.5, 16.0])
@@ -118,8 +120,7 @@ def test_token_estimate_from_shared_lengths(step: float) -> None:
     count = token_counter(PromptConfig(chars_per_token=step))
     general = _message_tokens(messages, count)
     columns = columns_of(messages)
-    with sharing(columns):
-        assert _message_tokens(messages, count) == general
+    assert _message_tokens(messages, count, columns) == general
 
 
 @pytest.mark.parametrize("config", CONFIGS)

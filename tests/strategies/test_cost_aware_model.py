@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from scoutd.config import DEFAULT_NOTICE, PromptConfig
 from scoutd.formats import SCOUT
-from scoutd.incremental_cost import CostPlanner
 from scoutd.strategies.cost_aware import shorten_tools_cost_aware
+from scoutd.strategies.cost_rounds import CostPlanner
 from scoutd.strategies.tool_messages import index_tools
 
 from . import oracle

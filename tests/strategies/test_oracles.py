@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from scoutd.config import PromptConfig
 from scoutd.strategies import BUILTINS
+from scoutd.strategies.base import PrepareContext
 from scoutd.strategies.epoch import (
     fixed_window,
     increment_window,
@@ -282,7 +283,7 @@ def _check_actions(
 @PROPERTY
 @given(messages=agent_conversations())
 def test_none_changes_nothing_and_counts_characters(messages: list[Any]) -> None:
-    got, report = BUILTINS["none"](messages, SMALL, None, True, "scoutd")
+    got, report = BUILTINS["none"].run(messages, PrepareContext(SMALL, "scoutd", detail=True))
     assert got == messages and got is not messages
     assert (report.strategy, report.chars_before, report.chars_after) == (
         "none",

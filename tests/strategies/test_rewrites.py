@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from scoutd.strategies.rewrites import (
     RewriteCache,
-    remembering_rewrites,
     shortened_call,
     shortened_output,
 )
@@ -27,8 +26,10 @@ from .conversations import agent_conversations, call, output
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _rewrite(body: ToolBody, content: str, is_call: bool) -> str | None:
-    return (shortened_call if is_call else shortened_output)(body, content)
+def _rewrite(
+    body: ToolBody, content: str, is_call: bool, cache: RewriteCache | None = None
+) -> str | None:
+    return (shortened_call if is_call else shortened_output)(body, content, cache)
 
 
 @PROPERTY
@@ -46,13 +47,12 @@ def test_rewrites_match_the_reference_computed_and_remembered(messages: list[Any
     ]
     assert plain == expected
     cache = RewriteCache()
-    with remembering_rewrites(cache):
-        for _ in range(2):  # the second pass finds every rewrite remembered
-            got = [
-                _rewrite(body, text, is_call)
-                for body, text, is_call in zip(index.bodies, contents, index.is_call, strict=True)
-            ]
-            assert got == expected
+    for _ in range(2):  # the second pass finds every rewrite remembered
+        got = [
+            _rewrite(body, text, is_call, cache)
+            for body, text, is_call in zip(index.bodies, contents, index.is_call, strict=True)
+        ]
+        assert got == expected
     computed = len(cache.calls) + len(cache.outputs)
     assert cache.misses == computed
     assert cache.hits >= computed  # every remembered content was asked again
@@ -73,15 +73,13 @@ def test_a_remembered_rewrite_is_counted_as_a_hit_and_not_recomputed() -> None:
     first = shortened_call(body, content)
     assert first is not None and len(first) < len(content)
     cache = RewriteCache()
-    with remembering_rewrites(cache) as entered:
-        assert entered is cache
-        assert shortened_call(body, content) == first
-        assert (cache.hits, cache.misses) == (0, 1)
-        assert cache.calls == {content: first} and cache.outputs == {}
-        cache.calls[content] = "remembered"  # what the cache holds is what is returned
-        assert shortened_call(body, content) == "remembered"
-        assert shortened_call(body, content) == "remembered"
-        assert (cache.hits, cache.misses) == (2, 1)
+    assert shortened_call(body, content, cache) == first
+    assert (cache.hits, cache.misses) == (0, 1)
+    assert cache.calls == {content: first} and cache.outputs == {}
+    cache.calls[content] = "remembered"  # what the cache holds is what is returned
+    assert shortened_call(body, content, cache) == "remembered"
+    assert shortened_call(body, content, cache) == "remembered"
+    assert (cache.hits, cache.misses) == (2, 1)
 
 
 def test_an_output_that_stays_short_is_remembered_as_unchanged() -> None:
@@ -90,22 +88,19 @@ def test_an_output_that_stays_short_is_remembered_as_unchanged() -> None:
     index = index_tools([message])
     body, content = index.bodies[0], message["content"]
     cache = RewriteCache()
-    with remembering_rewrites(cache):
-        assert shortened_output(body, content) is None
-        assert cache.outputs == {content: None}
-        assert shortened_output(body, content) is None
-        assert (cache.hits, cache.misses) == (1, 1)
+    assert shortened_output(body, content, cache) is None
+    assert cache.outputs == {content: None}
+    assert shortened_output(body, content, cache) is None
+    assert (cache.hits, cache.misses) == (1, 1)
 
 
-def test_outside_the_block_no_cache_is_used_and_blocks_nest() -> None:
+def test_only_the_cache_passed_is_used_and_none_without_one() -> None:
     body, content = _long_call(2)
     outer, inner = RewriteCache(), RewriteCache()
-    with remembering_rewrites(outer):
-        with remembering_rewrites(inner):
-            shortened_call(body, content)
-        assert (inner.misses, outer.misses) == (1, 0)
-        shortened_call(body, content)
-        assert (inner.misses, outer.misses) == (1, 1)
+    shortened_call(body, content, inner)
+    assert (inner.misses, outer.misses) == (1, 0)
+    shortened_call(body, content, outer)
+    assert (inner.misses, outer.misses) == (1, 1)
     expected = shortened_call(body, content)
     assert (inner.misses, outer.misses, inner.hits, outer.hits) == (1, 1, 0, 0)
     assert expected == outer.calls[content]
@@ -115,11 +110,10 @@ def test_the_cache_starts_afresh_past_its_limit() -> None:
     cache = RewriteCache(limit=3)
     assert RewriteCache().limit == 8192
     calls = [_long_call(n) for n in range(7)]
-    with remembering_rewrites(cache):
-        sizes = []
-        for body, content in calls:
-            shortened_call(body, content)
-            sizes.append(len(cache.calls))
+    sizes = []
+    for body, content in calls:
+        shortened_call(body, content, cache)
+        sizes.append(len(cache.calls))
     # three entries at most: the fourth rewrite finds the table full and clears it
     assert sizes == [1, 2, 3, 1, 2, 3, 1]
     assert cache.misses == 7 and cache.hits == 0
@@ -128,13 +122,12 @@ def test_the_cache_starts_afresh_past_its_limit() -> None:
 
 def test_the_limit_is_per_table() -> None:
     cache = RewriteCache(limit=2)
-    with remembering_rewrites(cache):
-        for n in range(2):
-            body, content = _long_call(n)
-            shortened_call(body, content)
-        message = output("read", "o" * 500, "c9")
-        index = index_tools([message])
-        shortened_output(index.bodies[0], message["content"])
+    for n in range(2):
+        body, content = _long_call(n)
+        shortened_call(body, content, cache)
+    message = output("read", "o" * 500, "c9")
+    index = index_tools([message])
+    shortened_output(index.bodies[0], message["content"], cache)
     assert len(cache.calls) == 2 and len(cache.outputs) == 1
 
 
@@ -143,12 +136,11 @@ def test_forget_drops_every_rewrite_but_keeps_the_counts() -> None:
     body, content = _long_call(3)
     message = output("read", "o" * 500, "c9")
     index = index_tools([message])
-    with remembering_rewrites(cache):
-        shortened_call(body, content)
-        shortened_output(index.bodies[0], message["content"])
-        cache.forget()
-        assert cache.calls == {} and cache.outputs == {}
-        shortened_call(body, content)
+    shortened_call(body, content, cache)
+    shortened_output(index.bodies[0], message["content"], cache)
+    cache.forget()
+    assert cache.calls == {} and cache.outputs == {}
+    shortened_call(body, content, cache)
     assert (cache.hits, cache.misses) == (0, 3)
     assert len(cache.calls) == 1
 
@@ -157,9 +149,8 @@ def test_forget_drops_every_rewrite_but_keeps_the_counts() -> None:
 def test_cache_counts_are_exact(repeats: int) -> None:
     body, content = _long_call(4)
     cache = RewriteCache()
-    with remembering_rewrites(cache):
-        for _ in range(repeats + 1):
-            shortened_call(body, content)
+    for _ in range(repeats + 1):
+        shortened_call(body, content, cache)
     assert (cache.hits, cache.misses) == (repeats, 1)
     remembered = cache.calls[content]
     assert remembered is not None
@@ -197,8 +188,7 @@ def test_only_outputs_whose_json_passes_the_limit_are_rewritten_or_remembered(
     index = index_tools([message])
     (tool,) = oracle.pair([message]).tools
     cache = RewriteCache()
-    with remembering_rewrites(cache):
-        got = shortened_output(index.bodies[0], message["content"])
+    got = shortened_output(index.bodies[0], message["content"], cache)
     assert got == oracle.rewritten(tool)
     event(f"{kind}: {'rewritten' if got is not None else 'unchanged'}")
     if size <= 400:

@@ -1,4 +1,4 @@
-"""Bodies handed over between prepares (``tool_messages.given_bodies``, docs/PERFORMANCE.md).
+"""Bodies handed over between prepares (``index_tools(given=...)``, docs/PERFORMANCE.md).
 
 A provider format's view hands the strategies the bodies the previous prepare
 parsed, keyed by the identity of their texts. Whatever was handed over, the
@@ -17,7 +17,7 @@ import msgspec
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from scoutd.strategies.tool_messages import ToolBody, given_bodies, index_tools
+from scoutd.strategies.tool_messages import ToolBody, index_tools
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5),
@@ -110,8 +110,7 @@ def check(contents: list[Any], hand: list[bool], calls: list[bool]) -> str:
         for i in handed
     }
     recorded: dict[int, tuple[str, ToolBody]] = {}
-    with given_bodies(dict(handing), recorded):
-        index = index_tools(messages)
+    index = index_tools(messages, given=(dict(handing), recorded))
 
     assert index.indices == [tool_at[i] for i in usable]
     assert [_as_plain(body) for body in index.bodies] == [_expected(contents[i]) for i in usable]
@@ -129,10 +128,10 @@ def check(contents: list[Any], hand: list[bool], calls: list[bool]) -> str:
     return "some handed over" if len(usable) == len(contents) else "some handed, some unusable"
 
 
-def test_without_bodies_handed_over_nothing_is_recorded_outside_the_block() -> None:
+def test_without_bodies_handed_over_nothing_is_recorded() -> None:
     text = json.dumps({"name": "read", "id": "a", "arguments": {}})
     recorded: dict[int, tuple[str, ToolBody]] = {}
-    with given_bodies({}, recorded):
-        pass
     index_tools([_message("function_call", text)])
     assert recorded == {}
+    index_tools([_message("function_call", text)], given=({}, recorded))
+    assert set(recorded) == {id(text)}  # handed over: what it parsed is recorded

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any, NamedTuple
 
-from .errors import InvalidMessages
+from ..errors import InvalidMessages
 
 __all__ = ["InvalidMessages", "MessageProblem", "check_messages", "check_plain", "message_problem"]
 

@@ -23,83 +23,44 @@ from typing import Any
 
 import msgspec
 
-from .config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
-from .formats import AUTO, SCOUT, adapter, format_of, signals
-from .formats.cache import STABLE_STRATEGIES, reported, stable_prefix
-from .formats.detect import first_signal
-from .formats.texts import ConversationTexts, keeping
-from .incremental_cost import CostPlanner
-from .incremental_epoch import EpochState, epoch_state, move_protection
-from .incremental_view import ViewTracker, rebuilt
-from .paths import safe_value
-from .prepare import Prepared, prepare
-from .strategies import BUILTINS
-from .strategies.cost_aware import apply_plan
-from .strategies.epoch import Window, epoch_changes, fixed_window, increment_window
-from .strategies.report import StrategyReport, apply_changes, content_chars
-from .strategies.rewrites import RewriteCache, remembering_rewrites
-from .strategies.tool_messages import ToolIndex, call_keys
+from ..config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
+from ..formats import AUTO, SCOUT, adapter, format_of, signals
+from ..formats.cache import reported, stable_prefix
+from ..formats.detect import first_signal
+from ..formats.texts import ConversationTexts, keeping
+from ..paths import safe_value
+from ..strategies import BUILTINS
+from ..strategies.base import PrepareContext, Rounds
+from ..strategies.cost_aware import apply_plan
+from ..strategies.cost_rounds import CostPlanner
+from ..strategies.epoch import EpochStrategy, Window, epoch_changes
+from ..strategies.epoch_rounds import EpochState, Repeats, epoch_state, move_protection
+from ..strategies.report import StrategyReport, apply_changes, content_chars
+from ..strategies.rewrites import RewriteCache
+from ..strategies.tool_messages import ToolIndex
+from .prepare import Prepared, prepare_with
+from .view_tracker import ViewTracker, rebuilt
 
 __all__ = ["SessionPrompt", "json_size"]
 
-EPOCH_STRATEGIES = frozenset(("shorten_tools_epoch", "shorten_tools_epoch_increment"))
-COST_AWARE = "shorten_tools_cost_aware"
-# Strategies computed round by round in a session; any other is prepared whole.
-INCREMENTAL_STRATEGIES = EPOCH_STRATEGIES | {COST_AWARE}
-# Strategies that leave the messages they get in place (they may only append).
-APPENDING_STRATEGIES = frozenset(("inbox", "none"))
+
+def _rounds(name: str) -> Rounds | None:
+    """The round-by-round form of the built-in ``name`` (None: prepared whole each round)."""
+    strategy = BUILTINS.get(name)
+    return None if strategy is None else strategy.rounds
+
+
+def _appending(names: Sequence[str]) -> bool:
+    """Whether every one of ``names`` is a built-in that only appends."""
+    return all(name in BUILTINS and BUILTINS[name].appends_only for name in names)
+
+
+def _keeping(names: Sequence[str]) -> bool:
+    """Whether every one of ``names`` is a built-in that keeps the prompt's prefix."""
+    return all(name in BUILTINS and BUILTINS[name].keeps_prefix for name in names)
+
+
 _encode = msgspec.json.Encoder().encode
-
-
-class _Repeats:
-    """Pairs grouped by call key, kept up to date as pairs complete.
-
-    Each step is O(1) or O(log n) whatever the order in which pairs complete:
-    a key keeps only its first pair in call order (not a sorted list of all,
-    where inserting at the front moved every entry), and repeat numbers that
-    arrive out of order wait in ``_late`` until :attr:`numbers` is read, which
-    merges them in one pass (docs/RELIABILITY.md, CPU and memory).
-    """
-
-    def __init__(self) -> None:
-        self.first: dict[bytes, tuple[int, int]] = {}  # key -> (call slot, number) of its first
-        self._numbers: list[int] = []  # sorted output numbers of every repeat
-        self._late: list[int] = []  # repeat numbers below the last of ``_numbers``
-        self.latest: dict[bytes, int] = {}  # newest output number of each repeated key
-        self.call_slots: dict[int, int] = {}  # call slot of each number ever in ``latest``
-
-    @property
-    def numbers(self) -> list[int]:
-        """The output numbers of every repeat, sorted."""
-        if self._late:
-            self._numbers += self._late
-            self._numbers.sort()  # two sorted runs, or a few late ones: linear
-            self._late = []
-        return self._numbers
-
-    def add(self, index: ToolIndex, call_slots: Sequence[int]) -> None:
-        """Count the pairs completed by ``call_slots`` (O(1) each)."""
-        keys = call_keys([index.bodies[s] for s in call_slots])
-        # no mutate: call_keys gives one key per slot, so strict= never matters
-        for slot, key in zip(call_slots, keys, strict=True):  # pragma: no mutate
-            number = index.numbers[slot]
-            first = self.first.get(key)
-            if first is None:
-                self.first[key] = (slot, number)
-                continue
-            # Every occurrence after the first, in call order, is a repeat: a late
-            # pair that is first in call order turns the former first into one.
-            repeat = number
-            if (slot, number) < first:
-                self.first[key] = (slot, number)
-                repeat = first[1]
-            if self._numbers and repeat < self._numbers[-1]:
-                self._late.append(repeat)
-            else:
-                self._numbers.append(repeat)
-            # pairs complete in output order: this one has the key's newest output
-            self.latest[key] = number
-            self.call_slots[number] = slot
 
 
 @dataclass(slots=True)
@@ -131,7 +92,7 @@ class SessionPrompt:
     chars: int = 0
     size: int = 0  # bytes of the messages as compact JSON: what the session stores
     index: ToolIndex = field(default_factory=ToolIndex)
-    _repeats: _Repeats = field(default_factory=_Repeats)
+    _repeats: Repeats = field(default_factory=Repeats)
     _unrepeated: list[int] = field(default_factory=list)  # paired calls not yet in _repeats
     _last: _Round | None = None
     _late_pairing: bool = False
@@ -176,7 +137,7 @@ class SessionPrompt:
     def reset(self, messages: Sequence[Any], size: int | None = None) -> None:
         """Replace the conversation (the next round recomputes everything)."""
         self.messages, self.chars, self.size, self._last = [], 0, 0, None
-        self.index, self._repeats, self._unrepeated = ToolIndex(), _Repeats(), []
+        self.index, self._repeats, self._unrepeated = ToolIndex(), Repeats(), []
         self._provider = None
         self.rewrites.forget()  # what it holds is keyed by the old conversation's strings
         self.view_texts.forget()
@@ -206,13 +167,13 @@ class SessionPrompt:
 
         A provider format (docs/FORMATS.md) is prepared by a scout session over
         the conversation's view, kept from round to round
-        (:mod:`scoutd.incremental_view`). Strategies without an incremental
+        (:mod:`scoutd.engine.view_tracker`). Strategies without an incremental
         form are prepared whole each round (the delta sent to the client still
         carries only what changed); every strategy reuses the session's
         rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`) and the
         texts of its last provider view (:mod:`scoutd.formats.texts`).
         """
-        with remembering_rewrites(self.rewrites), keeping(self.view_texts):
+        with keeping(self.view_texts):
             return self._prepare(strategies, config, save_file, format, cache_control)
 
     def _prepare(
@@ -234,26 +195,34 @@ class SessionPrompt:
             found = format_of(self._signals)
         else:  # a declared format with foreign traffic goes the long way, to warn
             found = requested if set(self._signals) <= {requested} else None
-        incremental = bool(names) and names[0] in INCREMENTAL_STRATEGIES
-        appending = APPENDING_STRATEGIES.issuperset(names[1:])
+        incremental = bool(names) and _rounds(names[0]) is not None
+        appending = _appending(names[1:])
         if incremental and appending and found not in (None, SCOUT):
             return self._provider_round(names, config, save_file, found, cache_control), 0
         if not incremental or found != SCOUT or cache_control:
             self._last = None
-            return prepare(
+            return prepare_with(
                 self.messages,
                 names,
                 save_file=save_file,
                 config=config,
                 format=requested,
                 cache_control=cache_control,
+                rewrites=self.rewrites,
             ), 0
         core, report, stable = self._core_round(tuple(names), config)
         tail = names[1:]
-        if APPENDING_STRATEGIES.issuperset(tail):
+        if _appending(tail):
             prompt, reports = _appended(core, report, tail, config, save_file)
         else:
-            rest = prepare(core, tail, save_file=save_file, config=config)
+            rest = prepare_with(
+                core,
+                tail,
+                save_file=save_file,
+                config=config,
+                cache_control=None,
+                rewrites=self.rewrites,
+            )
             stable = 0  # a later strategy may rewrite the core: nothing is known to stay
             prompt, reports = rest.messages, [report, *rest.report]
         first = self._signals[SCOUT][0] if SCOUT in self._signals else len(self.messages)
@@ -289,7 +258,8 @@ class SessionPrompt:
                 raise
         scout, _ = inner.prepare(names, config, save_file=save_file)
         view = inner.messages
-        return rebuilt(tracker, self.messages, view, scout, names, config, cache_control)
+        keeps = _keeping(names)
+        return rebuilt(tracker, self.messages, view, scout, keeps, config, cache_control)
 
     def _core_round(
         self, names: tuple[str, ...], config: Config
@@ -306,7 +276,8 @@ class SessionPrompt:
         )
         planner = plan = window = None
         protected: frozenset[int] = frozenset()
-        if name == COST_AWARE:
+        strategy = BUILTINS[name]
+        if strategy.rounds is Rounds.PLAN:
             planner = last.planner if same_run and last is not None else None
             if planner is None:
                 planner = CostPlanner(prompt, self.prices)
@@ -317,10 +288,8 @@ class SessionPrompt:
             if self._unrepeated:
                 self._repeats.add(index, self._unrepeated)
                 self._unrepeated = []
-            if name == "shorten_tools_epoch":
-                window = fixed_window(index.outputs, prompt)
-            else:
-                window = increment_window(index.outputs, self._repeats.numbers, prompt)
+            assert isinstance(strategy, EpochStrategy)  # the other round-by-round form
+            window = strategy.window(index.outputs, lambda: self._repeats.numbers, prompt)
             if window is not None:
                 protected = frozenset(self._repeats.latest.values())
             bands = _bands(window), protected
@@ -333,7 +302,9 @@ class SessionPrompt:
             stable = len(last.core)
             epoch = last.epoch
         elif plan is not None:
-            core, report = apply_plan(self.messages, index, plan, prompt, False)
+            core, report = apply_plan(
+                self.messages, index, plan, prompt, False, rewrites=self.rewrites
+            )
             stable = 0
         else:
             patched = (
@@ -345,7 +316,7 @@ class SessionPrompt:
                 core, report, epoch, stable = patched
             else:
                 positions = {index.outputs - number + 1 for number in protected}
-                changes = epoch_changes(self.messages, index, window, positions)
+                changes = epoch_changes(self.messages, index, window, positions, self.rewrites)
                 core, report = apply_changes(
                     name,
                     self.messages,
@@ -381,7 +352,7 @@ class SessionPrompt:
         prompt: PromptConfig,
     ) -> tuple[list[Any], StrategyReport, EpochState, int] | None:
         """The last epoch round patched where the protection of repeats moved
-        within the same bands (:mod:`scoutd.incremental_epoch`); None when the
+        within the same bands (:mod:`scoutd.strategies.epoch_rounds`); None when the
         bands moved: walk it all again. Protection only ever moves to a pair
         completed since the last round (the newest output of its call key),
         which is whole in any window; the pair it left is the one to change."""
@@ -400,6 +371,7 @@ class SessionPrompt:
             lost,
             prompt.compaction_notice,
             self.chars,
+            self.rewrites,
         )
 
 
@@ -419,7 +391,8 @@ def _appended(
     reports = [report]
     chars = report.chars_after
     for name in names:
-        added, step = BUILTINS[name]([], config.prompt, save_file, False, SCOUT)
+        ctx = PrepareContext(config.prompt, SCOUT, save_file, snapshot=config)
+        added, step = BUILTINS[name].run([], ctx)
         appended += added
         step.chars_before += chars
         step.chars_after += chars
@@ -439,8 +412,8 @@ def _stable_prefix(
     run, or its length. ``messages`` may stop just after the input's first tool
     traffic: the run cannot go past it.
     """
-    if not protected and STABLE_STRATEGIES.issuperset(names):
-        return stable_prefix(names, messages, prompt, delivered, protected, SCOUT)
+    if not protected and _keeping(names):
+        return stable_prefix(True, messages, prompt, delivered, protected, SCOUT)
     same = 0
     for given, sent in zip(messages, prompt, strict=False):
         if given is not sent:

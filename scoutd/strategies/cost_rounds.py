@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
-from .config import PromptConfig
-from .formats import SCOUT
-from .strategies.cost_aware import (
+from ..config import PromptConfig
+from ..protocol.format_names import SCOUT
+from .cost_aware import (
     MESSAGE_OVERHEAD_TOKENS,
     REMARK_ROLE,
     SHORTENED_OVERHEAD_CHARS,
@@ -29,8 +29,8 @@ from .strategies.cost_aware import (
     effective_prices,
     token_counter,
 )
-from .strategies.cost_plan import Plan, Replay, plan_compaction
-from .strategies.tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex
+from .cost_plan import Plan, Replay, plan_compaction
+from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex
 
 __all__ = ["CostPlanner", "GrowingTokens"]
 

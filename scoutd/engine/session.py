@@ -3,7 +3,7 @@
 An agent that calls scoutd in its own process prepares its prompt before every
 inference with a conversation that only grows. :class:`Session` keeps what
 the previous round computed (the tool index, the epoch schedule and the
-rewrites, see :mod:`scoutd.incremental`) so that a round costs in proportion
+rewrites, see :mod:`scoutd.engine.incremental`) so that a round costs in proportion
 to what is new, and answers exactly what :func:`scoutd.prepare` answers for
 the same conversation (docs/PERFORMANCE.md, in-process sessions).
 
@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from .config import Config, PromptConfig
-from .errors import Aborted, SessionClosed
-from .formats import AUTO, check_format_name
+from ..config import Config, PromptConfig
+from ..errors import Aborted, SessionClosed
+from ..formats import AUTO, check_format_name
 from .incremental import SessionPrompt
 from .message_rules import check_messages
 from .prepare import Prepared, resolve_snapshot

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from .strategies.epoch import Window
-from .strategies.report import Changes, StrategyReport, content_chars, count_changes, notice_text
-from .strategies.rewrites import shortened
-from .strategies.tool_messages import TOOL_ROLES, ToolIndex, with_content
+from .epoch import Window
+from .report import Changes, StrategyReport, content_chars, count_changes, notice_text
+from .rewrites import RewriteCache, shortened
+from .tool_messages import TOOL_ROLES, ToolIndex, call_keys, with_content
 
-__all__ = ["EpochState", "epoch_state", "move_protection"]
+__all__ = ["Repeats", "EpochState", "epoch_state", "move_protection"]
 
 NO_NOTICE = -1
 
@@ -80,6 +80,7 @@ def move_protection(
     lost: Sequence[int],
     template: str | None,
     chars_before: int,
+    rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport, EpochState, int]:
     """This round's prompt, report and state, and how many leading messages of
     the last prompt it keeps.
@@ -107,7 +108,7 @@ def move_protection(
                     changes.dropped.append(slot)
                     moves[index.indices[slot]] = None
                     continue
-                new = shortened(index, messages, slot)
+                new = shortened(index, messages, slot, rewrites)
                 if new is not None:
                     changes.rewrites[slot] = new
                     moves[index.indices[slot]] = new
@@ -158,3 +159,54 @@ def move_protection(
     )
     count_changes(patched, index, changes, prefix=False)
     return out, patched, EpochState(changes, dropped, notice_before), min(touched)
+
+
+class Repeats:
+    """Pairs grouped by call key, kept up to date as pairs complete.
+
+    Each step is O(1) or O(log n) whatever the order in which pairs complete:
+    a key keeps only its first pair in call order (not a sorted list of all,
+    where inserting at the front moved every entry), and repeat numbers that
+    arrive out of order wait in ``_late`` until :attr:`numbers` is read, which
+    merges them in one pass (docs/RELIABILITY.md, CPU and memory).
+    """
+
+    def __init__(self) -> None:
+        self.first: dict[bytes, tuple[int, int]] = {}  # key -> (call slot, number) of its first
+        self._numbers: list[int] = []  # sorted output numbers of every repeat
+        self._late: list[int] = []  # repeat numbers below the last of ``_numbers``
+        self.latest: dict[bytes, int] = {}  # newest output number of each repeated key
+        self.call_slots: dict[int, int] = {}  # call slot of each number ever in ``latest``
+
+    @property
+    def numbers(self) -> list[int]:
+        """The output numbers of every repeat, sorted."""
+        if self._late:
+            self._numbers += self._late
+            self._numbers.sort()  # two sorted runs, or a few late ones: linear
+            self._late = []
+        return self._numbers
+
+    def add(self, index: ToolIndex, call_slots: Sequence[int]) -> None:
+        """Count the pairs completed by ``call_slots`` (O(1) each)."""
+        keys = call_keys([index.bodies[s] for s in call_slots])
+        # no mutate: call_keys gives one key per slot, so strict= never matters
+        for slot, key in zip(call_slots, keys, strict=True):  # pragma: no mutate
+            number = index.numbers[slot]
+            first = self.first.get(key)
+            if first is None:
+                self.first[key] = (slot, number)
+                continue
+            # Every occurrence after the first, in call order, is a repeat: a late
+            # pair that is first in call order turns the former first into one.
+            repeat = number
+            if (slot, number) < first:
+                self.first[key] = (slot, number)
+                repeat = first[1]
+            if self._numbers and repeat < self._numbers[-1]:
+                self._late.append(repeat)
+            else:
+                self._numbers.append(repeat)
+            # pairs complete in output order: this one has the key's newest output
+            self.latest[key] = number
+            self.call_slots[number] = slot

@@ -4,7 +4,7 @@ A session in a provider format (docs/FORMATS.md) runs the strategies over the
 scout view of its conversation. Making that view again every round costs as
 much as the strategies themselves, so :class:`ViewTracker` views only what is
 new and hands the view messages it already made back as the very same
-objects: the scout session engine over the view (:mod:`scoutd.incremental`)
+objects: the scout session engine over the view (:mod:`scoutd.engine.incremental`)
 then sees a conversation that only grows.
 
 This rests on the view being made piece by piece: the view of a conversation
@@ -39,13 +39,13 @@ from typing import Any
 
 import msgspec
 
-from .config import Config
-from .formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View
-from .formats.anthropic import opens_turn
-from .formats.cache import hinted
-from .formats.openai_chat_rebuild import is_tool
-from .formats.openai_responses import starts_turn
-from .formats.view import PASSTHROUGH, VIEW_KEY
+from ..config import Config
+from ..formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View
+from ..formats.anthropic import opens_turn
+from ..formats.cache import hinted
+from ..formats.openai_chat_rebuild import is_tool
+from ..formats.openai_responses import starts_turn
+from ..formats.view import PASSTHROUGH, VIEW_KEY
 from .prepare import Prepared
 
 __all__ = ["ViewTracker", "rebuilt"]
@@ -180,7 +180,7 @@ def rebuilt(
     messages: list[Any],
     view_messages: list[Any],
     scout: Prepared,
-    names: Sequence[str],
+    keeps: bool,
     config: Config,
     cache_control: bool | None,
 ) -> Prepared:
@@ -201,7 +201,7 @@ def rebuilt(
     tracker.last = _LastRound(prompt, len(messages), len(view_messages), scout.messages, narration)
     hint = config.prompt.cache_control if cache_control is None else cache_control
     # the caller gets its own list: the one kept is extended next round
-    prompt, stable = hinted(names, messages, list(prompt), scout.report, name, hint)
+    prompt, stable = hinted(keeps, messages, list(prompt), scout.report, name, hint)
     reports = [msgspec.structs.replace(r, format=name) for r in scout.report]
     reports[-1] = msgspec.structs.replace(
         reports[-1], malformed=tracker.malformed, narration_dropped=narration, stable_prefix=stable

@@ -1,113 +1,38 @@
-"""``prepare_prompt``: resolve the strategy list and run it (docs/STRATEGIES.md).
+"""``prepare``: the strategy list resolved (:mod:`.registry`) and run (docs/STRATEGIES.md).
 
-Names resolve in this order: built-ins, strategies registered at run time with
-:func:`register_strategy`, then operator plugins (entry points in group
-``scoutd.strategies`` and the ``[plugins]`` table of the config file).
+A provider format's conversation is viewed in the scout format, the
+strategies run over the view, each with the :class:`PrepareContext` of the
+call, and the prompt is rebuilt in the provider's format.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
 from typing import Any
 
-from .config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
-from .errors import ConfigError, UnknownStrategy
-from .formats import AUTO, SCOUT, adapter, resolve_format
-from .formats.cache import hinted
-from .formats.detect import detect_format
+from ..config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
+from ..formats import AUTO, SCOUT, adapter, resolve_format
+from ..formats.cache import hinted
+from ..formats.detect import detect_format
+from ..protocol.report import Prepared, StrategyReport
+from ..strategies.base import PrepareContext
+from ..strategies.columns import Columns, columns_of
+from ..strategies.report import plain_report
+from ..strategies.rewrites import RewriteCache
+from ..strategies.tool_messages import Handed
 from .message_rules import check_plain
-from .protocol.report import Prepared, StrategyReport
-from .strategies import BUILTINS
-from .strategies.columns import Columns, columns_of, sharing
-from .strategies.report import plain_report
-from .strategies.tool_messages import given_bodies
+from .registry import REGISTRY, available_strategies, register_strategy, unregister_strategy
 
 __all__ = [
-    "ENTRY_POINT_GROUP",
     "Prepared",
     "available_strategies",
     "prepare",
     "prepare_prompt",
+    "prepare_with",
     "register_strategy",
     "resolve_snapshot",
     "unregister_strategy",
 ]
-
-ENTRY_POINT_GROUP = "scoutd.strategies"
-
-_registered: dict[str, Callable[[list[Any]], Any]] = {}
-
-
-def register_strategy(name: str, fn: Callable[[list[Any]], Any]) -> None:
-    """Make ``fn`` selectable by ``name``; it receives the messages only."""
-    if not isinstance(name, str) or not name.strip() or "," in name:
-        raise ValueError(f"invalid strategy name {name!r}: a non-empty name without commas")
-    if name in BUILTINS:
-        raise ValueError(f"{name!r} is a built-in strategy and cannot be replaced")
-    if not callable(fn):
-        raise TypeError(f"strategy {name!r} must be callable, got {type(fn).__name__}")
-    _registered[name.strip()] = fn
-
-
-def unregister_strategy(name: str) -> None:
-    """Forget a strategy registered with :func:`register_strategy` (no error if absent)."""
-    _registered.pop(name, None)
-
-
-def _plugin_sources(config: Config) -> dict[str, str]:
-    # imported here: importlib.metadata costs every process (CLI, daemon) about
-    # 40 ms at start-up, and only a prepare with an unknown name reads it
-    from importlib.metadata import entry_points
-
-    sources = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    sources.update(config.plugins)
-    return sources
-
-
-def available_strategies(config: Config | None = None) -> list[str]:
-    """Every name :func:`prepare_prompt` accepts right now."""
-    config = load_config() if config is None else config
-    return sorted({*BUILTINS, *_registered, *_plugin_sources(config)})
-
-
-def _load_plugin(name: str, target: str) -> Callable[..., Any]:
-    module_name, _, attribute = target.partition(":")
-    try:
-        found: Any = importlib.import_module(module_name.strip())
-        for part in attribute.strip().split(".") if attribute.strip() else []:
-            found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"plugin strategy {name!r} ({target}) cannot be loaded: {exc}") from exc
-    if not callable(found):
-        raise TypeError(f"plugin strategy {name!r} ({target}) is not callable")
-    return found  # type: ignore[no-any-return]
-
-
-def _run_external(
-    name: str,
-    fn: Callable[..., Any],
-    messages: list[Any],
-    save_file: str | None,
-    config: Config,
-    plugin: bool,
-    format: str,
-) -> list[Any]:
-    kwargs: dict[str, Any] = {}
-    if plugin:
-        parameters = inspect.signature(fn).parameters
-        if "save_file" in parameters:
-            kwargs["save_file"] = save_file
-        if "config" in parameters:
-            kwargs["config"] = config
-        if "format" in parameters:
-            kwargs["format"] = format  # the provider format; the messages are its scout view
-    result = fn(messages, **kwargs)
-    if not isinstance(result, list):
-        raise TypeError(f"strategy {name!r} returned {type(result).__name__}, expected a list")
-    return result
 
 
 def resolve_snapshot(config: Config | PromptConfig | Mapping[str, Any] | None) -> Config:
@@ -145,11 +70,13 @@ def _run_chain(
     detail: bool,
     format: str,
     columns: Columns | None = None,
+    rewrites: RewriteCache | None = None,
+    given: Handed | None = None,
 ) -> tuple[list[Any], list[StrategyReport], list[str] | None]:
     """Run the strategies over ``current``; the names run (None for a callable).
 
     ``columns``: ``current``'s roles and contents, read by the caller; shared
-    with the first strategy only (when built in), which runs before any other
+    with the first strategy only (in its context), which runs before any other
     code could change the messages (docs/PERFORMANCE.md).
     """
     if callable(strategies) and not isinstance(strategies, str):
@@ -159,22 +86,19 @@ def _run_chain(
     names = _names(strategies, snapshot)
     reports: list[StrategyReport] = []
     for position, name in enumerate(names):
-        builtin = BUILTINS.get(name)
-        if builtin is not None:
-            with sharing(columns if position == 0 else None):
-                current, report = builtin(current, snapshot.prompt, save_file, detail, format)
-            reports.append(report)
-            continue
-        plugin = False
-        fn: Callable[..., Any] | None = _registered.get(name)
-        if fn is None:
-            target = _plugin_sources(snapshot).get(name)
-            if target is None:
-                raise UnknownStrategy(name, available_strategies(snapshot))
-            fn, plugin = _load_plugin(name, target), True
-        before = current
-        current = _run_external(name, fn, current, save_file, snapshot, plugin, format)
-        reports.append(plain_report(name, before, current))
+        strategy = REGISTRY.resolve(name, snapshot)
+        ctx = PrepareContext(
+            config=snapshot.prompt,
+            format=format,
+            save_file=save_file,
+            detail=detail,
+            columns=columns if position == 0 else None,
+            snapshot=snapshot,
+            rewrites=rewrites,
+            given=given,
+        )
+        current, report = strategy.run(current, ctx)
+        reports.append(report)
     return current, reports, names
 
 
@@ -228,6 +152,29 @@ def prepare(
         InvalidMessages: a message breaks the rule of docs/PROTOCOL.md ("Messages");
             a ``TypeError`` and a ``ValueError``.
     """
+    return prepare_with(
+        messages,
+        strategies,
+        save_file=save_file,
+        config=config,
+        detail=detail,
+        format=format,
+        cache_control=cache_control,
+    )
+
+
+def prepare_with(
+    messages: Sequence[Any],
+    strategies: str | Sequence[str] | Callable[[list[Any]], Any] | None,
+    *,
+    save_file: str | None,
+    config: Config | PromptConfig | Mapping[str, Any] | None,
+    detail: bool = False,
+    format: str = AUTO,
+    cache_control: bool | None,
+    rewrites: RewriteCache | None = None,
+) -> Prepared:
+    """:func:`prepare` with a session's ``rewrites`` (the session engine's whole rounds)."""
     plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
     name, warning, columns = _detect(messages, format, plain)
     snapshot = (
@@ -242,15 +189,14 @@ def prepare(
         shared = None if columns is None else columns.over(current)
     else:  # the strategies see the view's messages: read those once instead
         shared = columns_of(current) if plain else None
-    handing_over = (
-        nullcontext()
+    handed: Handed | None = (
+        None
         if shape is None or shape.parsed is None
-        else given_bodies(shape.bodies, shape.parsed)  # docs/PERFORMANCE.md
+        else (shape.bodies, shape.parsed)  # docs/PERFORMANCE.md
     )
-    with handing_over:
-        result, reports, names = _run_chain(
-            current, strategies, save_file, snapshot, detail, name, shared
-        )
+    result, reports, names = _run_chain(
+        current, strategies, save_file, snapshot, detail, name, shared, rewrites, handed
+    )
     narration = 0
     if chosen is not None and shape is not None:
         rebuilt = chosen.restore(messages, shape, result)
@@ -260,7 +206,7 @@ def prepare(
     hint = cache_control
     if hint is None:
         hint = snapshot.prompt.cache_control if snapshot is not None else False
-    result, stable = hinted(names, messages, result, reports, name, hint)
+    result, stable = hinted(REGISTRY.keeps_prefix(names), messages, result, reports, name, hint)
     for report in reports:
         report.format = name
     if not reports:

@@ -1,0 +1,127 @@
+"""The strategies a name can select: built-ins, registered ones, operator plugins.
+
+Names resolve in this order: built-ins, strategies registered at run time
+with :func:`register_strategy`, then operator plugins (entry points in group
+``scoutd.strategies`` and the ``[plugins]`` table of the config file). A plain
+function is adapted into a :class:`~scoutd.strategies.base.FunctionStrategy`
+once, when it is registered or its plugin loaded; an object that follows the
+:class:`~scoutd.strategies.base.Strategy` protocol is taken as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..config import Config, load_config
+from ..errors import ConfigError, UnknownStrategy
+from ..strategies import BUILTINS
+from ..strategies.base import FunctionStrategy, Strategy
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "REGISTRY",
+    "Registry",
+    "available_strategies",
+    "register_strategy",
+    "unregister_strategy",
+]
+
+ENTRY_POINT_GROUP = "scoutd.strategies"
+
+
+def _plugin_sources(config: Config) -> dict[str, str]:
+    # imported here: importlib.metadata costs every process (CLI, daemon) about
+    # 40 ms at start-up, and only a prepare with an unknown name reads it
+    from importlib.metadata import entry_points
+
+    sources = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    sources.update(config.plugins)
+    return sources
+
+
+def _adapted(name: str, found: Any, plugin: bool) -> Strategy:
+    """``found`` as a strategy: a Strategy object as it is, a function adapted."""
+    if isinstance(found, Strategy) and not isinstance(found, type):
+        return found
+    return FunctionStrategy(name, found, plugin=plugin)
+
+
+def _load_plugin(name: str, target: str) -> Strategy:
+    module_name, _, attribute = target.partition(":")
+    try:
+        found: Any = importlib.import_module(module_name.strip())
+        for part in attribute.strip().split(".") if attribute.strip() else []:
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"plugin strategy {name!r} ({target}) cannot be loaded: {exc}") from exc
+    if not callable(found) and not isinstance(found, Strategy):
+        raise TypeError(f"plugin strategy {name!r} ({target}) is not callable")
+    return _adapted(name, found, plugin=True)
+
+
+class Registry:
+    """The built-in strategies and those registered at run time, by name."""
+
+    def __init__(self, builtins: Mapping[str, Strategy]) -> None:
+        self.builtins = dict(builtins)
+        self.registered: dict[str, Strategy] = {}
+
+    def register(self, name: str, strategy: Callable[[list[Any]], Any] | Strategy) -> None:
+        """Make ``strategy`` selectable by ``name`` (a function receives the messages only)."""
+        if not isinstance(name, str) or not name.strip() or "," in name:
+            raise ValueError(f"invalid strategy name {name!r}: a non-empty name without commas")
+        if name in self.builtins:
+            raise ValueError(f"{name!r} is a built-in strategy and cannot be replaced")
+        if not callable(strategy) and not isinstance(strategy, Strategy):
+            raise TypeError(f"strategy {name!r} must be callable, got {type(strategy).__name__}")
+        self.registered[name.strip()] = _adapted(name.strip(), strategy, plugin=False)
+
+    def unregister(self, name: str) -> None:
+        """Forget a registered strategy (no error if absent)."""
+        self.registered.pop(name, None)
+
+    def names(self, config: Config) -> list[str]:
+        """Every name :meth:`resolve` accepts right now under ``config``."""
+        return sorted({*self.builtins, *self.registered, *_plugin_sources(config)})
+
+    def resolve(self, name: str, config: Config) -> Strategy:
+        """The strategy called ``name``.
+
+        Raises:
+            UnknownStrategy: no strategy has that name (the error lists those known).
+            ConfigError: its plugin cannot be loaded.
+        """
+        found = self.builtins.get(name) or self.registered.get(name)
+        if found is not None:
+            return found
+        target = _plugin_sources(config).get(name)
+        if target is None:
+            raise UnknownStrategy(name, self.names(config))
+        return _load_plugin(name, target)
+
+    def keeps_prefix(self, names: Sequence[str] | None) -> bool:
+        """Whether every built-in of ``names`` keeps a stable prefix (None: a callable ran)."""
+        if names is None:
+            return False
+        return all(name in self.builtins and self.builtins[name].keeps_prefix for name in names)
+
+
+REGISTRY = Registry(BUILTINS)  # the process's: what register_strategy adds
+
+
+def register_strategy(name: str, fn: Callable[[list[Any]], Any] | Strategy) -> None:
+    """Make ``fn`` selectable by ``name``: a function receives the messages only, a
+    :class:`~scoutd.strategies.base.Strategy` its ``run(messages, ctx)``."""
+    REGISTRY.register(name, fn)
+
+
+def unregister_strategy(name: str) -> None:
+    """Forget a strategy registered with :func:`register_strategy` (no error if absent)."""
+    REGISTRY.unregister(name)
+
+
+def available_strategies(config: Config | None = None) -> list[str]:
+    """Every name :func:`scoutd.prepare` accepts right now."""
+    return REGISTRY.names(load_config() if config is None else config)

@@ -1,0 +1,125 @@
+"""What a strategy is: an object with a name, declared capabilities and ``run``.
+
+A strategy takes a conversation's scout messages and a :class:`PrepareContext`
+and returns the new messages and its :class:`~.report.StrategyReport`. The
+context carries, explicitly, what a run may read besides the messages: the
+``[prompt]`` configuration, the provider format, the save file, whether to
+report each tool message's fate, and the roles and contents ``prepare`` read
+once (docs/PERFORMANCE.md), and a session's rewrite cache. The capabilities
+tell the engine what it may assume of the strategy's prompts, so that no list
+of names elsewhere decides it: ``appends_only`` (the messages it gets stay in
+place, it may only append), ``keeps_prefix`` (its prompts stay byte-identical
+until an epoch boundary, docs/STRATEGIES.md) and ``rounds`` (the form a session runs round by round:
+:class:`Rounds`, or None when it is prepared whole every round).
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..config import Config, PromptConfig
+from .columns import Columns
+from .report import StrategyReport, plain_report
+from .rewrites import RewriteCache
+from .tool_messages import Handed
+
+__all__ = ["Builtin", "FunctionStrategy", "PrepareContext", "Rounds", "Strategy"]
+
+
+class Rounds(enum.Enum):
+    """A strategy's round-by-round form in a session (``scoutd.engine.incremental``)."""
+
+    PLAN = "plan"  # a compaction plan carried from round to round (cost_rounds.CostPlanner)
+    EPOCH = "epoch"  # bands fixed within an epoch: the last prompt extended (epoch_rounds)
+
+
+@dataclass(slots=True)
+class PrepareContext:
+    """Everything one strategy run reads besides the messages.
+
+    ``columns``: the roles and contents of the very list the strategy gets,
+    read once by ``prepare`` (None: read them afresh); valid only while
+    nothing changes that list, so ``prepare`` hands them to its first
+    strategy alone, and a strategy that runs code of its own (a tokenizer)
+    clears them.
+    """
+
+    config: PromptConfig
+    format: str = "scout"
+    save_file: str | None = None
+    detail: bool = False
+    columns: Columns | None = None
+    snapshot: Config | None = None  # the whole configuration, for plugins that ask for it
+    rewrites: RewriteCache | None = None  # a session's, kept from round to round
+    given: Handed | None = None  # bodies parsed by the previous prepare of this view
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """A prompt strategy (docs/STRATEGIES.md): a name, its capabilities and ``run``."""
+
+    name: str
+    appends_only: bool
+    keeps_prefix: bool
+    rounds: Rounds | None
+
+    def run(self, messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
+        """The new messages (``messages`` itself unchanged) and what the run did."""
+        ...
+
+
+Run = Callable[[Sequence[Any], PrepareContext], tuple[list[Any], StrategyReport]]
+
+
+class Builtin:
+    """A built-in strategy: its run function and what it declares of its prompts."""
+
+    __slots__ = ("appends_only", "keeps_prefix", "name", "rounds", "run")
+
+    def __init__(
+        self,
+        name: str,
+        run: Run,
+        *,
+        appends_only: bool = False,
+        keeps_prefix: bool = False,
+        rounds: Rounds | None = None,
+    ) -> None:
+        self.name = name
+        self.run = run
+        self.appends_only = appends_only
+        self.keeps_prefix = keeps_prefix
+        self.rounds = rounds
+
+
+class FunctionStrategy:
+    """A function registered by name or named as a plugin, adapted once into a strategy.
+
+    The function gets the messages, and a plugin also the keywords its
+    signature names among ``save_file``, ``config`` and ``format`` (the
+    provider format: the messages are its scout view). It declares nothing:
+    the engine assumes nothing of its prompts.
+    """
+
+    appends_only = False
+    keeps_prefix = False
+    rounds: Rounds | None = None
+
+    def __init__(self, name: str, fn: Callable[..., Any], *, plugin: bool = False) -> None:
+        self.name = name
+        self.fn = fn
+        parameters = inspect.signature(fn).parameters if plugin else {}
+        self.keywords = tuple(k for k in ("save_file", "config", "format") if k in parameters)
+
+    def run(self, messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
+        given = {"save_file": ctx.save_file, "config": ctx.snapshot, "format": ctx.format}
+        result = self.fn(messages, **{key: given[key] for key in self.keywords})
+        if not isinstance(result, list):
+            raise TypeError(
+                f"strategy {self.name!r} returned {type(result).__name__}, expected a list"
+            )
+        return result, plain_report(self.name, messages, result)

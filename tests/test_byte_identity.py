@@ -1,0 +1,187 @@
+"""The prepared prompts of the recorded real runs, held to recorded sha256 digests.
+
+Every real run (tests/support/real_runs.py: the shipped subset, and the full
+set where it is) goes through every built-in strategy and the default chain,
+in every format (OpenAI Chat, OpenAI Responses, Anthropic and the scout
+view), two ways: a whole-conversation :func:`scoutd.prepare` at a few of its
+model calls, and an in-process :class:`scoutd.Session` at every model call,
+round by round. The canonical JSON of each prompt and its report is folded
+into one sha256 per (run, format, strategy, way), compared with the digests
+recorded in ``tests/data/byte_identity.json``: a restructure of the engine
+must leave every output byte-identical.
+
+Regenerate the digests (only when an output is meant to change) with
+``python -m tests.test_byte_identity`` (``--full`` for the full set too).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from scoutd import Session, prepare, write_notice
+from scoutd.config import DEFAULT_STRATEGIES, Config, PromptConfig
+from scoutd.formats import scout_view
+from tests.formats.derive import to_anthropic, to_responses
+from tests.formats.test_real_runs import call_points
+from tests.support import real_runs
+
+DIGESTS = Path(__file__).parent / "data" / "byte_identity.json"
+STRATEGIES = (
+    "none",
+    "shorten_tools",
+    "shorten_tools_epoch",
+    "shorten_tools_epoch_increment",
+    "shorten_tools_cost_aware",
+    ",".join(DEFAULT_STRATEGIES),
+)
+FORMATS = ("openai-chat", "openai-responses", "anthropic", "scout")
+ROUNDS = {"shipped": 1000, "full": 12}  # session rounds per run: all of the subset's
+SAMPLES = 4  # whole-conversation prepares per run: evenly spread model calls, and the last
+CONFIG = Config(prompt=PromptConfig())  # the defaults, whatever the machine's environment
+NOTICE = "An operator notice: the build server restarts at noon."
+_canonical = msgspec.json.Encoder(order="sorted")
+
+Conversation = tuple[str, str, list[Any]]  # (label, format, messages)
+
+
+def _read(directory: Path, kind: str) -> list[dict[str, Any]]:
+    with gzip.open(directory / real_runs.FILES[kind], "rt", encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
+
+
+def conversations(directory: Path) -> Iterator[Conversation]:
+    """Every run of ``directory`` in every format it can be written in."""
+    derive: dict[str, Callable[[list[Any]], list[Any]]] = {
+        "openai-chat": lambda m: m,
+        "openai-responses": to_responses,
+        "anthropic": to_anthropic,
+        "scout": scout_view,
+    }
+    for number, run in enumerate(_read(directory, "openai")):
+        for fmt in FORMATS:
+            yield f"openai#{number}", fmt, derive[fmt](run["messages"])
+    for number, run in enumerate(_read(directory, "anthropic")):
+        yield f"anthropic#{number}", "anthropic", run["messages"]
+        yield f"anthropic#{number}", "scout", scout_view(run["messages"])
+
+
+def _points(fmt: str, messages: list[Any]) -> list[int]:
+    provider = "openai-chat" if fmt == "scout" else fmt
+    return call_points(provider, messages) or [len(messages)]
+
+
+def _fold(digest: Any, prepared: Any) -> None:
+    digest.update(_canonical.encode({"messages": prepared.messages, "report": prepared.report}))
+
+
+def _prepare_digest(fmt: str, messages: list[Any], names: str, save_file: str, rounds: int) -> str:
+    points = _points(fmt, messages)
+    step = max(1, len(points) // SAMPLES)
+    sampled = sorted({*points[step - 1 :: step][:SAMPLES], points[-1]})
+    digest = hashlib.sha256()
+    for number, end in enumerate(sampled):
+        if number == 1:
+            write_notice(save_file, NOTICE, name="notice.txt")
+        _fold(digest, prepare(messages[:end], names, save_file=save_file, config=CONFIG))
+        _fold(digest, prepare(messages[:end], names, config=CONFIG, detail=True))
+    return digest.hexdigest()
+
+
+def _session_digest(fmt: str, messages: list[Any], names: str, save_file: str, rounds: int) -> str:
+    points = _points(fmt, messages)
+    if len(points) > rounds:  # every model call, or as many spread evenly, and the last
+        stride = -(-len(points) // rounds)
+        points = sorted({*points[stride - 1 :: stride], points[-1]})
+    digest = hashlib.sha256()
+    with Session(save_file, strategies=names, config=CONFIG, cache_control=True) as session:
+        for number, end in enumerate(points):
+            if number == len(points) // 2:
+                write_notice(save_file, NOTICE, name="notice.txt")
+            _fold(digest, session.prepare(messages[:end]))
+    return digest.hexdigest()
+
+
+WAYS = {"prepare": _prepare_digest, "session": _session_digest}
+
+
+def digests(directory: Path, scratch: Path, rounds: int) -> dict[str, str]:
+    """Every digest of ``directory``'s runs, keyed ``label/format/strategies/way``.
+
+    A session runs at most ``rounds`` rounds (plus the last model call).
+    """
+    found: dict[str, str] = {}
+    for number, (label, fmt, messages) in enumerate(conversations(directory)):
+        for names in STRATEGIES:
+            for way, compute in WAYS.items():
+                chat = scratch / f"{number}-{names}-{way}" / "chat.json"
+                chat.parent.mkdir(parents=True)
+                found[f"{label}/{fmt}/{names}/{way}"] = compute(
+                    fmt, messages, names, str(chat), rounds
+                )
+    return found
+
+
+@cache
+def recorded() -> dict[str, dict[str, str]]:
+    return json.loads(DIGESTS.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def grouped(found: dict[str, str]) -> dict[str, str]:
+    """The full set's digests folded per ``source/format/strategies/way``: a small file."""
+    groups: dict[str, Any] = {}
+    for key in sorted(found):
+        label, rest = key.split("/", 1)
+        name = f"{label.split('#')[0]}/{rest}"
+        groups.setdefault(name, hashlib.sha256()).update(found[key].encode())
+    return {name: digest.hexdigest() for name, digest in groups.items()}
+
+
+def _compare(name: str, directory: Path, scratch: Path) -> None:
+    expected = recorded()[name]
+    actual = digests(directory, scratch, ROUNDS[name])
+    if name == "full":
+        actual = grouped(actual)
+    assert actual.keys() == expected.keys()
+    changed = sorted(key for key in expected if actual[key] != expected[key])
+    assert changed == [], f"{len(changed)} of {len(expected)} outputs changed: {changed[:10]}"
+
+
+def test_the_shipped_runs_prepare_as_recorded(tmp_path: Path) -> None:
+    _compare("shipped", real_runs.VENDORED, tmp_path)
+
+
+@pytest.mark.skipif(real_runs.full_dir() is None, reason="the full set of real runs is absent")
+@pytest.mark.timeout(900)  # about a minute of CPU, longer on a shared machine
+def test_the_full_set_prepares_as_recorded(tmp_path: Path) -> None:
+    full = real_runs.full_dir()
+    assert full is not None
+    _compare("full", full, tmp_path)
+
+
+def _record(full: bool) -> None:  # pragma: no cover - run by hand to regenerate
+    import tempfile
+
+    sets = {"shipped": real_runs.VENDORED}
+    where = real_runs.full_dir()
+    if full and where is not None:
+        sets["full"] = where
+    kept = json.loads(DIGESTS.read_text(encoding="utf-8")) if DIGESTS.exists() else {}
+    for name, directory in sets.items():  # CONFIG: no configuration file or variable is read
+        with tempfile.TemporaryDirectory() as scratch:
+            found = digests(directory, Path(scratch), ROUNDS[name])
+            kept[name] = grouped(found) if name == "full" else found
+    DIGESTS.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _record("--full" in sys.argv[1:])
