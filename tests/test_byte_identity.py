@@ -31,7 +31,7 @@ import pytest
 from scoutd import Session, prepare, write_notice
 from scoutd.config import DEFAULT_STRATEGIES, Config, PromptConfig
 from scoutd.formats import scout_view
-from tests.formats.derive import to_anthropic, to_responses
+from scoutd.testing.derive import to_anthropic, to_responses
 from tests.formats.test_real_runs import call_points
 from tests.support import real_runs
 

@@ -143,7 +143,7 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
         assert _matching(modules, INBOX) == []  # the verbs' own code, not their parser's
 
 
-def test_every_public_name_resolves_and_prepare_stays_the_function() -> None:
+def test_every_public_name_resolves_and_prepare_is_the_function() -> None:
     for package in (scoutd, scoutd.protocol, scoutd.client):
         for name in package.__all__:
             getattr(package, name)  # AttributeError: the facade lost the name
@@ -151,13 +151,12 @@ def test_every_public_name_resolves_and_prepare_stays_the_function() -> None:
     assert set(scoutd.__all__) <= set(dir(scoutd))
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         scoutd.not_a_name  # noqa: B018
-    # the submodule of the same name, imported after the facade, leaves the function
+    # the engine's module, imported before or after the facade's name, leaves the function
     modules = _loaded(
-        "import scoutd\nimport scoutd.prepare as p\nfrom scoutd.prepare import prepare as f\n"
-        "assert scoutd.prepare is f and callable(scoutd.prepare), scoutd.prepare\n"
-        "from scoutd import prepare\nassert prepare is f\n"
+        "import scoutd.engine.prepare as p\nimport scoutd\nfrom scoutd import prepare\n"
+        "assert prepare is p.prepare and scoutd.prepare is p.prepare, scoutd.prepare\n"
     )
-    assert "scoutd.prepare" in modules
+    assert "scoutd.engine.prepare" in modules
 
 
 def _imports(path: Path) -> set[str]:
