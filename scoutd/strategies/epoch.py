@@ -228,27 +228,25 @@ class EpochStrategy(Builtin):
         return fixed_window(outputs, config)
 
 
-def _run_fixed(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
-    return shorten_tools_epoch(
-        messages,
-        ctx.config,
-        detail=ctx.detail,
-        columns=ctx.columns,
-        given=ctx.given,
-        rewrites=ctx.rewrites,
-    )
+def _runner(
+    shorten: Callable[..., tuple[list[Any], StrategyReport]],
+) -> Callable[[Sequence[Any], PrepareContext], tuple[list[Any], StrategyReport]]:
+    """``shorten`` (one of the two epoch functions) as a strategy's run over its context."""
+
+    def run(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
+        return shorten(
+            messages,
+            ctx.config,
+            detail=ctx.detail,
+            columns=ctx.columns,
+            given=ctx.given,
+            rewrites=ctx.rewrites,
+        )
+
+    return run
 
 
-def _run_growing(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
-    return shorten_tools_epoch_increment(
-        messages,
-        ctx.config,
-        detail=ctx.detail,
-        columns=ctx.columns,
-        given=ctx.given,
-        rewrites=ctx.rewrites,
-    )
-
-
-EPOCH = EpochStrategy("shorten_tools_epoch", _run_fixed, growing=False)
-EPOCH_INCREMENT = EpochStrategy("shorten_tools_epoch_increment", _run_growing, growing=True)
+EPOCH = EpochStrategy("shorten_tools_epoch", _runner(shorten_tools_epoch), growing=False)
+EPOCH_INCREMENT = EpochStrategy(
+    "shorten_tools_epoch_increment", _runner(shorten_tools_epoch_increment), growing=True
+)
