@@ -121,6 +121,10 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # Anthropic format: mark the end of the stable prefix for the prompt cache
     # (docs/FORMATS.md)
     cache_control: bool = False
+    # Recall (docs/STRATEGIES.md, "Recall"): each shortened output says its handle
+    # ("recall #N") and the compaction notice names the removed ones, for a model
+    # given the recall tool. Off: prompts are byte for byte what they were without it.
+    recall: bool = False
 
     def __post_init__(self) -> None:
         check_numbers(self)

@@ -69,6 +69,7 @@ PROMPT_ACCESS: Final[Mapping[str, Access]] = MappingProxyType(
         "inbox_max_bytes": "tighten",
         "inbox_max_total_bytes": "tighten",
         "cache_control": "client",
+        "recall": "client",
     }
 )
 

@@ -33,7 +33,7 @@ from ..strategies import BUILTINS
 from ..strategies.base import PrepareContext, Rounds
 from ..strategies.cost_aware import apply_plan
 from ..strategies.cost_rounds import CostPlanner
-from ..strategies.epoch import EpochStrategy, Window, epoch_changes
+from ..strategies.epoch import EpochStrategy, Window, epoch_changes, epoch_notice
 from ..strategies.epoch_rounds import EpochState, Repeats, epoch_state, move_protection
 from ..strategies.report import StrategyReport, apply_changes, content_chars
 from ..strategies.rewrites import RewriteCache
@@ -316,13 +316,15 @@ class SessionPrompt:
                 core, report, epoch, stable = patched
             else:
                 positions = {index.outputs - number + 1 for number in protected}
-                changes = epoch_changes(self.messages, index, window, positions, self.rewrites)
+                changes = epoch_changes(
+                    self.messages, index, window, positions, self.rewrites, prompt.recall
+                )
                 core, report = apply_changes(
                     name,
                     self.messages,
                     index,
                     changes,
-                    notice=prompt.compaction_notice,
+                    notice=epoch_notice(prompt, index, changes),
                     detail=False,
                 )
                 epoch = epoch_state(index, changes, report.notice)
@@ -372,6 +374,7 @@ class SessionPrompt:
             prompt.compaction_notice,
             self.chars,
             self.rewrites,
+            prompt.recall,
         )
 
 

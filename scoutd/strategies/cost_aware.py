@@ -52,7 +52,7 @@ from .columns import Columns, known_columns
 from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import RewriteCache, shortened
+from .rewrites import RewriteCache, recall_notice, shortened
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -393,12 +393,14 @@ def _compact(
     changes.dropped, truncated = _bands(index, window)
     changes.narration = [at for at, number in remarks if number <= dropped_pairs]
     for slot in truncated:
-        new = shortened(index, messages, slot, rewrites)
+        new = shortened(index, messages, slot, rewrites, config.recall)
         if new is not None:
             changes.rewrites[slot] = new
     notice = config.compaction_notice
     if notice == DEFAULT_NOTICE:
         notice = COST_AWARE_NOTICE
+    if config.recall:
+        notice = recall_notice(notice, index, changes.dropped)
     return apply_changes(
         NAME, messages, index, changes, notice=notice, detail=detail, columns=columns
     )

@@ -20,7 +20,7 @@ from ..config import PromptConfig
 from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import RewriteCache, shortened
+from .rewrites import RewriteCache, recall_notice, shortened
 from .tool_messages import (
     Handed,
     ToolIndex,
@@ -135,11 +135,18 @@ def compact(
     rewrites: RewriteCache | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Walk the tool messages against ``window``; ``protected`` are positions kept whole."""
-    changes = epoch_changes(messages, index, window, protected, rewrites)
-    notice = config.compaction_notice
+    changes = epoch_changes(messages, index, window, protected, rewrites, config.recall)
+    notice = epoch_notice(config, index, changes)
     return apply_changes(
         name, messages, index, changes, notice=notice, detail=detail, columns=columns
     )
+
+
+def epoch_notice(config: PromptConfig, index: ToolIndex, changes: Changes) -> str:
+    """The notice template for ``changes``: with recall on, naming the removed outputs."""
+    if config.recall:
+        return recall_notice(config.compaction_notice, index, changes.dropped)
+    return config.compaction_notice
 
 
 def epoch_changes(
@@ -148,10 +155,12 @@ def epoch_changes(
     window: Window | None,
     protected: set[int],
     rewrites: RewriteCache | None = None,
+    recall: bool = False,
 ) -> Changes:
     """What :func:`compact` changes: by newest-first position, whole within
     ``keep_full``, truncated up to ``truncate_to``, dropped beyond, and the
-    ``protected`` positions past ``keep_full`` kept whole."""
+    ``protected`` positions past ``keep_full`` kept whole (``recall``: the
+    shortened outputs carry their handles)."""
     changes = Changes()
     if window is not None:
         keep_full, truncate_to = window.keep_full, window.truncate_to
@@ -166,7 +175,7 @@ def epoch_changes(
             if position in protected:
                 changes.protected.append(slot)
                 continue
-            new = shortened(index, messages, slot, rewrites)
+            new = shortened(index, messages, slot, rewrites, recall)
             if new is not None:
                 changes.rewrites[slot] = new
     return changes

@@ -19,7 +19,7 @@ from typing import Any
 
 from .epoch import Window
 from .report import Changes, StrategyReport, content_chars, count_changes, notice_text
-from .rewrites import RewriteCache, shortened
+from .rewrites import RewriteCache, recall_notice, shortened
 from .tool_messages import TOOL_ROLES, ToolIndex, call_keys, with_content
 
 __all__ = ["Repeats", "EpochState", "epoch_state", "move_protection"]
@@ -81,6 +81,7 @@ def move_protection(
     template: str | None,
     chars_before: int,
     rewrites: RewriteCache | None = None,
+    recall: bool = False,
 ) -> tuple[list[Any], StrategyReport, EpochState, int]:
     """This round's prompt, report and state, and how many leading messages of
     the last prompt it keeps.
@@ -108,7 +109,7 @@ def move_protection(
                     changes.dropped.append(slot)
                     moves[index.indices[slot]] = None
                     continue
-                new = shortened(index, messages, slot, rewrites)
+                new = shortened(index, messages, slot, rewrites, recall)
                 if new is not None:
                     changes.rewrites[slot] = new
                     moves[index.indices[slot]] = new
@@ -143,6 +144,8 @@ def move_protection(
     if template is not None and (changes.rewrites or changes.dropped):
         # drops only grow, so the first tool kept is the last one's or a later one
         notice_before = _first_tool(index.roles, dropped, max(state.notice_before, 0))
+        if recall:
+            template = recall_notice(template, index, changes.dropped)
         text = notice_text(template, len(changes.rewrites), len(changes.dropped))
         at = notice_before - bisect_left(dropped, notice_before)
         out.insert(at, {"role": "user", "content": text})

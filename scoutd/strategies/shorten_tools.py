@@ -61,7 +61,7 @@ def shorten_tools(
         elif rank > most:
             dropped.add(slot)
         else:
-            new = shortened(index, messages, slot, cache)
+            new = shortened(index, messages, slot, cache, config.recall)
             if new is not None:  # the budget is spent here: what is cut need not count
                 rewrites[slot] = new
     partners = {index.partners[slot] for slot in dropped} - {-1}
