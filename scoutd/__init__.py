@@ -47,6 +47,8 @@ _LAZY = {
     "StrategyReport": ".protocol.report",
     "ToolAction": ".protocol.report",
     "Session": ".engine.session",
+    "recall": ".recall",
+    "recall_tool": ".recall",
     "shorten_string": ".strategies.text",
     "truncate_string": ".strategies.text",
 }
@@ -81,6 +83,7 @@ if TYPE_CHECKING:
         write_notice,
     )
     from .protocol.report import Prepared, StrategyReport, ToolAction
+    from .recall import recall, recall_tool
     from .strategies.text import shorten_string, truncate_string
 
 
@@ -99,6 +102,9 @@ __all__ = [
     "StrategyReport",
     "ToolAction",
     "Session",
+    # recall (docs/STRATEGIES.md, "Recall")
+    "recall",
+    "recall_tool",
     # strategies
     "available_strategies",
     "register_strategy",

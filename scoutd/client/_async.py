@@ -34,6 +34,8 @@ from ..protocol import (
     SessionCloseParams,
     SessionOpenParams,
     SessionOpenResult,
+    SessionRecallParams,
+    SessionRecallResult,
     StatusParams,
 )
 from ..protocol.error_table import about_base
@@ -445,6 +447,19 @@ class AsyncSession:
                 whole = True
         finally:
             self._busy.release()
+
+    async def recall(self, handle: str | int | None = None, search: str | None = None) -> str:
+        """The recall tool's answer from this session's conversation, as the daemon holds
+        it (docs/PROTOCOL.md, ``session.recall``): output ``handle`` (``"#37"``), else
+        the newest one not shown whole that contains ``search``, exactly. An unknown or
+        malformed handle, or a search without a match, gets a tool-error text.
+
+        Raises:
+            RemoteError: the daemon refused the call (an unknown session: code -32001).
+        """
+        params = SessionRecallParams(session=self.id, handle=handle, search=search)
+        result = await self._client._call("session.recall", params, SessionRecallResult)
+        return result.text
 
     # The timeout parameter: an expired wait is an answer (False), not an
     # error, which a caller's own timeout could not express.

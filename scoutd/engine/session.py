@@ -21,6 +21,7 @@ from typing import Any
 from ..config import Config, PromptConfig
 from ..errors import Aborted, SessionClosed
 from ..formats import AUTO, check_format_name
+from ..recall import find_output
 from .incremental import SessionPrompt
 from .message_rules import check_messages
 from .prepare import Prepared, resolve_snapshot
@@ -65,6 +66,7 @@ class Session:
         self.reason: str | None = None
         self.closed = False
         self._state = SessionPrompt(format=format)
+        self._shown: list[Any] = []  # the last prompt prepared, which recall's search skips
 
     def prepare_prompt(self, messages: Sequence[Any]) -> list[Any]:
         """The prepared prompt of the whole conversation ``messages``: the list to send.
@@ -110,7 +112,25 @@ class Session:
         except Aborted as exc:
             self.aborted, self.reason = True, exc.reason
             raise
+        self._shown = prepared.messages
         return prepared
+
+    def recall(self, handle: str | int | None = None, search: str | None = None) -> str:
+        """The recall tool's answer from this session's conversation (docs/STRATEGIES.md,
+        "Recall"): output ``handle`` (``"#37"``), else the newest one not shown whole
+        in the last prompt that contains ``search``, exactly as the conversation holds
+        it. An unknown or malformed handle, or a search without a match, gets a
+        tool-error text, not an exception. Only this session's conversation is read.
+
+        Raises:
+            SessionClosed: the session was closed.
+        """
+        if self.closed:
+            raise SessionClosed("the session is closed")
+        state = self._state
+        return find_output(
+            state.messages, handle, search, format=self.format, visible=self._shown
+        ).text
 
     def _absorb(self, messages: Sequence[Any]) -> None:
         """Bring the session's conversation to ``messages``: extend it, or start over."""
@@ -129,6 +149,7 @@ class Session:
         """Forget the conversation (idempotent); the session prepares nothing more."""
         self.closed = True
         self._state = SessionPrompt(format=self.format)
+        self._shown = []
 
     def __enter__(self) -> Session:
         return self

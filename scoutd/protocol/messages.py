@@ -107,6 +107,17 @@ class SessionCloseParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     session: str
 
 
+class SessionRecallParams(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """``session.recall``: a tool output of the session's conversation, by handle
+    (``"#37"``, ``"37"`` or 37) or by a text it held (docs/PROTOCOL.md)."""
+
+    session: str
+    handle: Annotated[str, msgspec.Meta(max_length=64)] | int | None = None
+    search: Annotated[str, msgspec.Meta(max_length=4096)] | None = None
+
+
 class MetricsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pass
 
@@ -123,6 +134,7 @@ METHOD_PARAMS: Final[dict[str, type[msgspec.Struct]]] = {
     "prepare_prompt": PreparePromptParams,
     "session.open": SessionOpenParams,
     "session.close": SessionCloseParams,
+    "session.recall": SessionRecallParams,
     "status": StatusParams,
     "metrics": MetricsParams,
     "config.reload": ConfigReloadParams,
@@ -150,6 +162,15 @@ class PreparePromptResult(msgspec.Struct, kw_only=True):
 
 class SessionOpenResult(msgspec.Struct, kw_only=True):
     session: str
+
+
+class SessionRecallResult(msgspec.Struct, kw_only=True):
+    """The recall tool's answer: ``text`` (the output itself, or why there is none:
+    ``found`` false), and the ``handle`` of the output returned."""
+
+    text: str
+    handle: int | None = None
+    found: bool = False
 
 
 class SessionCloseResult(msgspec.Struct, kw_only=True):

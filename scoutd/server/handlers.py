@@ -26,6 +26,7 @@ from ..config import Config, strategy_names, with_overrides
 from ..errors import Aborted, ConfigError, StillAborted, UnknownStrategy
 from ..formats import FormatError
 from ..protocol.error_table import error_for
+from ..recall import find_output
 from ..security import Forbidden
 from ..strategies import BUILTINS
 from ..strategies.inbox import inbox_dir
@@ -221,6 +222,47 @@ async def session_close(call: Call, params: protocol.SessionCloseParams) -> byte
     return protocol.encode_result(call.id, protocol.SessionCloseResult())
 
 
+async def session_recall(call: Call, params: protocol.SessionRecallParams) -> bytes:
+    """The recall tool's answer from the session's own stored conversation: a session
+    of another uid is unknown here, like a closed one. Under the session's lock and
+    one of its uid's prepare slots, in a worker thread (it reads the whole
+    conversation), after the room for the answer, which may be a large output."""
+    server, uid = call.server, call.conn.peer.uid
+    session = server.registry.get(params.session, uid, server.shared.own_uid)
+    if session is None:
+        raise call.unknown_session(params.session)
+    await call.conn.answer_room(call.id)
+    session.last_used = time.monotonic()
+    async with session.lock, server.shared.quotas.computing(uid):
+        return await anyio.to_thread.run_sync(
+            _recall_answer, session, params, call.id, limiter=server.limiter
+        )
+
+
+def _recall_answer(
+    session: AgentSession, params: protocol.SessionRecallParams, rid: protocol.RequestId
+) -> bytes:
+    """The encoded ``session.recall`` answer (in a worker thread, under the session's lock)."""
+    held = session.prompt.messages
+    if not held:
+        found = protocol.SessionRecallResult(
+            text="no conversation is stored for this session yet (or it was dropped while"
+            " idle): prepare a prompt in this session first"
+        )
+    else:
+        answer = find_output(
+            held,
+            params.handle,
+            params.search,
+            format=session.prompt.format,
+            visible=session.encoder.prompt,
+        )
+        found = protocol.SessionRecallResult(
+            text=answer.text, handle=answer.handle, found=answer.found
+        )
+    return protocol.encode_result(rid, found)
+
+
 async def status(call: Call, params: protocol.StatusParams) -> bytes:
     return protocol.encode_result(call.id, call.server.status())
 
@@ -385,6 +427,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "prepare_prompt": prepare_prompt,
     "session.open": session_open,
     "session.close": session_close,
+    "session.recall": session_recall,
     "status": status,
     "config.reload": config_reload,
     "metrics": metrics,

@@ -1,0 +1,239 @@
+"""Recall: a tool output that a prompt shortened or removed, read back whole.
+
+Pure code (docs/STRATEGIES.md, "Recall"). A tool output's *handle* is its
+oldest-first number among the conversation's usable tool outputs, ``#N``: the
+number the strategies' tool index gives it (:mod:`scoutd.strategies.tool_messages`),
+written in the placeholder of a shortened output when ``[prompt] recall`` is
+on. The stored conversation only grows, so a handle names the same output in
+every later round, in any process that holds the same conversation.
+
+:func:`recall_tool` gives the tool's definition in each provider format;
+:func:`find_output` answers a call of it from a conversation in any format,
+and never raises for what a model may send: an unknown or malformed handle, or
+a search that matches nothing, gets a tool-error text. A conversation is one
+session's own: nothing here can reach another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from .formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES, scout_view
+from .strategies.tool_messages import ToolIndex, encode_json, index_tools
+
+__all__ = [
+    "RECALL_DESCRIPTION",
+    "RECALL_PARAMETERS",
+    "RECALL_TOOL_NAME",
+    "Recalled",
+    "find_output",
+    "parse_handle",
+    "recall",
+    "recall_tool",
+]
+
+RECALL_TOOL_NAME = "recall"
+RECALL_DESCRIPTION = (
+    "Read again, whole and exactly, a tool output that this conversation now shows"
+    " shortened or no longer shows. Tool outputs are numbered #1, #2, ... from the oldest; a"
+    ' shortened one says "recall #N" and the compaction notice lists the removed ones.'
+    ' Give handle (e.g. "#37") or search (a text that the output, or the arguments of its'
+    " call, contained: the newest such output that is not shown whole is returned)."
+)
+RECALL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "handle": {
+            "type": "string",
+            "description": 'The output\'s number, as "#37" or "37".',
+        },
+        "search": {
+            "type": "string",
+            "description": "A text the output or its call's arguments contained.",
+        },
+    },
+    "additionalProperties": False,
+}
+# What a search must hold at least: a shorter text matches nearly every output.
+MIN_SEARCH = 3
+
+
+def recall_tool(format: str = OPENAI_CHAT) -> dict[str, Any]:
+    """The recall tool's definition for ``format``'s requests (a new dict each call).
+
+    ``openai-chat``: a Chat Completions function tool (``{"type": "function",
+    "function": {...}}``); ``openai-responses``: a Responses function tool
+    (``{"type": "function", "name": ..., "strict": false, ...}``); ``anthropic``:
+    a Messages tool (``{"name": ..., "input_schema": ...}``).
+
+    Raises:
+        ValueError: another format name.
+    """
+    parameters = msgspec.json.decode(msgspec.json.encode(RECALL_PARAMETERS))  # a deep copy
+    if format == OPENAI_CHAT:
+        return {
+            "type": "function",
+            "function": {
+                "name": RECALL_TOOL_NAME,
+                "description": RECALL_DESCRIPTION,
+                "parameters": parameters,
+            },
+        }
+    if format == OPENAI_RESPONSES:
+        return {
+            "type": "function",
+            "name": RECALL_TOOL_NAME,
+            "description": RECALL_DESCRIPTION,
+            "parameters": parameters,
+            "strict": False,  # both parameters are optional, which strict mode forbids
+        }
+    if format == ANTHROPIC:
+        return {
+            "name": RECALL_TOOL_NAME,
+            "description": RECALL_DESCRIPTION,
+            "input_schema": parameters,
+        }
+    raise ValueError(
+        f"no recall tool definition for format {format!r}:"
+        f" {OPENAI_CHAT}, {OPENAI_RESPONSES} or {ANTHROPIC}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """A recall's answer: the tool's ``text``, and the ``handle`` of the output it
+    returns (None, with ``found`` False, when the text says why there is none)."""
+
+    text: str
+    handle: int | None = None
+    found: bool = False
+
+
+def parse_handle(handle: Any) -> int | None:
+    """The number in ``"#37"``, ``"37"`` or ``37``; None when it is not one."""
+    if type(handle) is int:
+        return handle if handle > 0 else None
+    if not isinstance(handle, str):
+        return None
+    text = handle.strip().removeprefix("#").strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        return None
+    number = int(text)
+    return number if number > 0 else None
+
+
+def recall(
+    messages: Sequence[Any],
+    handle: str | int | None = None,
+    search: str | None = None,
+    *,
+    format: str = AUTO,
+    visible: Sequence[Any] | None = None,
+) -> str:
+    """The recall tool's answer over ``messages``: :func:`find_output`'s text."""
+    return find_output(messages, handle, search, format=format, visible=visible).text
+
+
+def find_output(
+    messages: Sequence[Any],
+    handle: str | int | None = None,
+    search: str | None = None,
+    *,
+    format: str = AUTO,
+    visible: Sequence[Any] | None = None,
+) -> Recalled:
+    """Answer a recall call over the whole conversation ``messages`` (any format).
+
+    ``handle`` (``"#37"``, ``"37"`` or 37) gives output #37's exact text: a
+    string content as it is, a block list as its text blocks joined (images
+    as ``[image]``), any other JSON value as compact JSON. Else ``search``
+    gives the newest output whose text, or whose call's arguments, contain it,
+    the answer starting with its handle on a line of its own; an output shown
+    whole in ``visible`` (the last prompt prepared from ``messages``) and the
+    answers of earlier recall calls are passed over. ``messages`` is only read.
+    """
+    number = None if handle in (None, "") else parse_handle(handle)
+    if handle not in (None, "") and number is None:
+        return Recalled(f'malformed handle {str(handle)[:40]!r}: give a number such as "#37"')
+    if number is None and not search:
+        return Recalled('give handle (a number such as "#37") or search (a text the output held)')
+    try:
+        view = scout_view(messages, format)
+    except ValueError as exc:  # messages that mix formats: nothing to number
+        return Recalled(f"the conversation cannot be read: {exc}")
+    index = index_tools(view)
+    outputs = [slot for slot, is_call in enumerate(index.is_call) if not is_call]
+    if number is not None:
+        if number > len(outputs):
+            return Recalled(f"no output #{number}: {_holds(len(outputs))}")
+        return Recalled(_output_text(index, view, outputs[number - 1]), number, True)
+    assert search is not None
+    if len(search) < MIN_SEARCH:
+        return Recalled(f"search {search!r} is too short: give at least {MIN_SEARCH} characters")
+    shown = _shown_whole(visible, format)
+    for slot in reversed(outputs):
+        partner = index.partners[slot]
+        if partner >= 0 and index.bodies[partner].name == RECALL_TOOL_NAME:
+            continue  # an earlier recall's answer holds what it found, not an output of its own
+        text = _output_text(index, view, slot)
+        if text in shown:
+            continue
+        if search in text or (partner >= 0 and _in_arguments(search, index, partner)):
+            found = index.numbers[slot]
+            return Recalled(f"#{found}\n{text}", found, True)
+    return Recalled(
+        f"no tool output shortened or removed from the prompt contains {search[:80]!r}"
+        f" ({_holds(len(outputs))})"
+    )
+
+
+def _holds(count: int) -> str:
+    """How many outputs the conversation holds, and their handles."""
+    if count == 0:
+        return "this conversation has no tool outputs"
+    if count == 1:
+        return "this conversation has 1 tool output, #1"
+    return f"this conversation has {count} tool outputs, #1-#{count}"
+
+
+def _output_text(index: ToolIndex, view: Sequence[Any], slot: int) -> str:
+    """The original text of output ``slot``: its string content, else compact JSON."""
+    value = msgspec.json.decode(index.content(view, slot)).get("content")
+    if type(value) is str:
+        return value
+    return "" if value is None else encode_json(value)
+
+
+def _in_arguments(search: str, index: ToolIndex, call: int) -> bool:
+    """Whether ``search`` is in the call's arguments: a string leaf, or their JSON text."""
+    arguments = index.bodies[call].arguments
+    if type(arguments) is str:
+        return search in arguments
+    stack = [arguments]
+    while stack:
+        value = stack.pop()
+        if type(value) is str:
+            if search in value:
+                return True
+        elif isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return search in encode_json(arguments)
+
+
+def _shown_whole(visible: Sequence[Any] | None, format: str) -> frozenset[str]:
+    """The texts of the outputs ``visible`` (a prepared prompt) shows whole."""
+    if not visible:
+        return frozenset()
+    try:
+        view = scout_view(visible, format)
+    except ValueError:
+        return frozenset()
+    index = index_tools(view)
+    slots = [slot for slot, is_call in enumerate(index.is_call) if not is_call]
+    return frozenset(_output_text(index, view, slot) for slot in slots)
