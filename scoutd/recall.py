@@ -33,6 +33,7 @@ __all__ = [
     "find_output",
     "parse_handle",
     "recall",
+    "recall_parameters",
     "recall_tool",
 ]
 
@@ -62,6 +63,12 @@ RECALL_PARAMETERS: dict[str, Any] = {
 MIN_SEARCH = 3
 
 
+def recall_parameters() -> dict[str, Any]:
+    """The tool's parameters' JSON schema, a new copy (a framework may change its own)."""
+    copied: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(RECALL_PARAMETERS))
+    return copied
+
+
 def recall_tool(format: str = OPENAI_CHAT) -> dict[str, Any]:
     """The recall tool's definition for ``format``'s requests (a new dict each call).
 
@@ -73,7 +80,7 @@ def recall_tool(format: str = OPENAI_CHAT) -> dict[str, Any]:
     Raises:
         ValueError: another format name.
     """
-    parameters = msgspec.json.decode(msgspec.json.encode(RECALL_PARAMETERS))  # a deep copy
+    parameters = recall_parameters()
     if format == OPENAI_CHAT:
         return {
             "type": "function",

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NoReturn, Protocol, Self, TypedDict
 
+import msgspec
+
 from ..client import Client, Session, default_socket_path
 from ..config import Config, PromptConfig
 from ..engine.prepare import Prepared, prepare, resolve_snapshot
@@ -33,6 +35,7 @@ from ..errors import Aborted
 from ..formats import check_format_name
 from ..inbox.aborted import check, held
 from ..inbox.names import ABORT_NAME, inbox_dir
+from ..recall import find_output
 
 __all__ = [
     "ClosedByWith",
@@ -43,6 +46,7 @@ __all__ = [
     "Strategies",
     "missing_extra",
     "round_summary",
+    "with_recall",
 ]
 
 log = logging.getLogger("scoutd.integrations")
@@ -57,6 +61,8 @@ PUSH_WAIT = 5.0
 
 Overrides = Config | PromptConfig | Mapping[str, Any] | None
 Strategies = str | Sequence[str] | Callable[[list[Any]], Any] | None
+# The last round's conversation and prompt, which a recall without a session reads.
+Held = tuple[Sequence[Any], Sequence[Any]]
 
 
 def round_summary(received: int, prepared: Prepared) -> str:
@@ -78,11 +84,33 @@ def missing_extra(module: str, extra: str, exc: ImportError) -> ImportError:
     )
 
 
+def with_recall(config: Overrides) -> Overrides:
+    """``config`` with ``[prompt] recall`` on, unless a mapping sets it itself."""
+    if config is None:
+        return {"recall": True}
+    if isinstance(config, Config):
+        return msgspec.structs.replace(config, prompt=with_recall(config.prompt))
+    if isinstance(config, PromptConfig):
+        return msgspec.structs.replace(config, recall=True)
+    return {"recall": True, **config}
+
+
+def _recalled(held: Held | None, handle: Any, search: Any) -> str:
+    """The recall tool's answer over the last round's conversation and prompt, here."""
+    if held is None:
+        return "no tool output yet: nothing was prepared in this run"
+    messages, shown = held
+    return find_output(messages, handle, search, visible=shown).text
+
+
 class _Engine(Protocol):
     def check(self) -> str | None:
         """Why the chat is aborted, or None."""
 
     def prepare(self, messages: Sequence[Any]) -> Prepared: ...
+
+    def recall(self, handle: str | int | None, search: str | None) -> str:
+        """The recall tool's answer from the run's conversation."""
 
     def close(self) -> None: ...
 
@@ -108,6 +136,9 @@ class _InProcess:
             )
         snapshot = self.session.config if self.session is not None else resolve_snapshot(config)
         self.max_bytes = snapshot.prompt.inbox_max_bytes
+        self.held: tuple[Sequence[Any], Sequence[Any]] | None = (
+            None  # for recall, without a session
+        )
 
     def check(self) -> str | None:
         """The chat's marker, else a waiting abort, consumed now (the chat is then marked)."""
@@ -116,13 +147,20 @@ class _InProcess:
     def prepare(self, messages: Sequence[Any]) -> Prepared:
         if self.session is not None:
             return self.session.prepare(messages)
-        return prepare(
+        prepared = prepare(
             messages,
             self.strategies,
             save_file=self.save_file,
             config=self.config,
             format=self.format,
         )
+        self.held = list(messages), prepared.messages
+        return prepared
+
+    def recall(self, handle: str | int | None, search: str | None) -> str:
+        if self.session is not None:
+            return self.session.recall(handle, search)
+        return _recalled(self.held, handle, search)
 
     def close(self) -> None:
         if self.session is not None:
@@ -147,6 +185,9 @@ class _ThroughDaemon:
         self.client = Client(socket_path, timeout=timeout)
         self.save_file = save_file
         self.session: Session | None = None
+        self.held: tuple[Sequence[Any], Sequence[Any]] | None = (
+            None  # for recall, without a session
+        )
         if save_file is not None:
             try:
                 self.session = self.client.open_session(save_file, format=format)
@@ -175,10 +216,19 @@ class _ThroughDaemon:
 
     def prepare(self, messages: Sequence[Any]) -> Prepared:
         if self.session is None:  # no chat, no inbox: a plain call each round
-            return self.client.prepare(
+            prepared = self.client.prepare(
                 messages, self.strategies, config=self.config, format=self.format
             )
+            self.held = list(messages), prepared.messages
+            return prepared
         return self.session.prepare(messages, self.strategies, config=self.config)
+
+    def recall(self, handle: str | int | None, search: str | None) -> str:
+        """Answered by the daemon from the session's conversation; without a session
+        (no save file), here from the last round's."""
+        if self.session is None:
+            return _recalled(self.held, handle, search)
+        return self.session.recall(handle, search)
 
     def close(self) -> None:
         try:
@@ -196,6 +246,7 @@ class HookOptions(TypedDict, total=False):
     strategies: Strategies
     config: Overrides
     timeout: float | None
+    recall: bool
 
 
 class ClosedByWith:
@@ -230,6 +281,9 @@ class RunPreparer(ClosedByWith):
         config: ``[prompt]`` overrides applied to every round.
         format: the message format of the conversation (docs/FORMATS.md).
         timeout: seconds allowed for each daemon answer.
+        recall: turn ``[prompt] recall`` on (shortened outputs carry their
+            handles) for a run whose model has the recall tool, answered by
+            :meth:`recall` (docs/STRATEGIES.md, "Recall").
 
     The daemon session opens at the first round, so building a hook costs
     nothing until the run starts; :meth:`close` ends it (the daemon also ends it
@@ -245,6 +299,7 @@ class RunPreparer(ClosedByWith):
         config: Overrides = None,
         format: str = "auto",
         timeout: float | None = 60.0,
+        recall: bool = False,
     ) -> None:
         self.save_file = None if save_file is None else os.fspath(save_file)
         self.format = check_format_name(format)
@@ -254,7 +309,7 @@ class RunPreparer(ClosedByWith):
         if self.socket_path is not None and callable(strategies):
             raise TypeError("a strategy callable cannot run in the daemon: pass strategy names")
         self.strategies = strategies
-        self.config = config
+        self.config = with_recall(config) if recall else config
         self.timeout = timeout
         self._lock = threading.Lock()
         self._engine: _Engine | None = None
@@ -312,6 +367,21 @@ class RunPreparer(ClosedByWith):
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s", round_summary(len(messages), prepared))
             return prepared
+
+    def recall(self, handle: str | int | None = None, search: str | None = None) -> str:
+        """The recall tool's answer (docs/STRATEGIES.md, "Recall") from this run's
+        conversation, as of its last round: in process, or by the daemon's session.
+        A handle or search that finds nothing gets a tool-error text, never an exception.
+
+        Raises:
+            HookClosed: the preparer was closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise HookClosed("this scoutd hook was closed: make a new one for a new run")
+            if self._engine is None:
+                return _recalled(None, handle, search)
+            return self._engine.recall(handle, search)
 
     def _open(self) -> _Engine:
         if self._engine is None:

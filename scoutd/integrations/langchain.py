@@ -21,6 +21,11 @@ an ordinary answer; the prepare inside ``wrap_model_call`` raises it as a
 non-retryable model error (:class:`ModelCallAborted`), and ``after_model``
 raises it again should an outer wrapper have swallowed it anyway.
 
+Recall (docs/STRATEGIES.md, "Recall") is on by default: shortened outputs
+carry their handles, and the middleware registers the ``recall`` tool with the
+agent (``tools``), answered from the run's scoutd session (in this process or
+by the daemon), never by the provider.
+
 Needs the extra ``scoutd[langchain]``.
 """
 
@@ -33,6 +38,7 @@ import anyio.to_thread
 
 from ..errors import Aborted
 from ..formats import OPENAI_CHAT
+from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
 from ._run import HookOptions, RunPreparer, missing_extra
 
 try:
@@ -40,6 +46,7 @@ try:
     from langchain.agents.middleware.types import ModelCallResult, ModelResponse
     from langchain_core.exceptions import ModelError
     from langchain_core.messages import AnyMessage
+    from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.runtime import Runtime
 
     from ._langchain_messages import from_chat, to_chat
@@ -67,14 +74,36 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     :class:`~scoutd.integrations._run.RunPreparer`: ``save_file`` (the chat
     whose inbox is read), ``socket`` (the daemon's socket path, or ``True`` for
     the default; ``None`` prepares in this process), ``strategies``, ``config``
-    (``[prompt]`` overrides for every call) and ``timeout``. One middleware
+    (``[prompt]`` overrides for every call), ``timeout`` and ``recall``
+    (default True: the middleware registers the recall tool; ``recall=False``
+    registers none and leaves the prompts without handles). One middleware
     serves one chat: its runs follow one another, each with a fresh session.
     """
 
     def __init__(self, **options: Unpack[HookOptions]) -> None:
         super().__init__()
+        options.setdefault("recall", True)
         self._options = options
         self.preparer = self._new_preparer()
+        self.tools: list[BaseTool] = []
+        if options["recall"]:
+            self.tools.append(
+                StructuredTool.from_function(
+                    func=self._recall,
+                    coroutine=self._arecall,
+                    name=RECALL_TOOL_NAME,
+                    description=RECALL_DESCRIPTION,
+                    args_schema=recall_parameters(),
+                )
+            )
+
+    def _recall(self, handle: str | None = None, search: str | None = None) -> str:
+        """The recall tool: answered from the current run's session."""
+        return self.preparer.recall(handle, search)
+
+    async def _arecall(self, handle: str | None = None, search: str | None = None) -> str:
+        """:meth:`_recall` for the async agent loop (in a thread: it may ask the daemon)."""
+        return await anyio.to_thread.run_sync(self.preparer.recall, handle, search)
 
     def _new_preparer(self) -> RunPreparer:
         return RunPreparer(format=OPENAI_CHAT, **self._options)

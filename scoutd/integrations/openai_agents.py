@@ -15,6 +15,12 @@ aborted chat stays aborted (docs/RELIABILITY.md): a later run, with this
 filter or a new one for that chat, fails the same way until an operator
 clears it.
 
+Recall (docs/STRATEGIES.md, "Recall") is on by default: shortened outputs
+carry their handles, and the filter's :attr:`~ScoutdInputFilter.recall_tool`,
+given to the agent (``Agent(tools=[..., f.recall_tool])``), answers the model's
+``recall`` calls in this process (or from the daemon's session), never by the
+provider.
+
 Needs the extra ``scoutd[openai-agents]``.
 """
 
@@ -24,12 +30,16 @@ from collections.abc import Sequence
 from typing import Any, Unpack
 
 import anyio.to_thread
+import msgspec
 
 from ..formats import OPENAI_RESPONSES
+from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
 from ._run import ClosedByWith, HookOptions, RunPreparer, missing_extra
 
 try:
+    from agents import FunctionTool
     from agents.run_config import CallModelData, ModelInputData
+    from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise missing_extra(__name__, "openai-agents", exc) from None
 
@@ -45,12 +55,35 @@ class ScoutdInputFilter(ClosedByWith):
     :class:`~scoutd.integrations._run.RunPreparer`: ``save_file`` (the chat
     whose inbox is read), ``socket`` (the daemon's socket path, or ``True`` for
     the default; ``None`` prepares in this process), ``strategies``, ``config``
-    (``[prompt]`` overrides for every call) and ``timeout``. The items are read
-    as OpenAI Responses input items.
+    (``[prompt]`` overrides for every call), ``timeout`` and ``recall``
+    (default True: pass ``recall=False`` for a model without the recall tool).
+    The items are read as OpenAI Responses input items.
     """
 
     def __init__(self, **options: Unpack[HookOptions]) -> None:
+        options.setdefault("recall", True)
         self.preparer = RunPreparer(format=OPENAI_RESPONSES, **options)
+        self.recall_tool = FunctionTool(
+            name=RECALL_TOOL_NAME,
+            description=RECALL_DESCRIPTION,
+            params_json_schema=recall_parameters(),
+            on_invoke_tool=self._invoke_recall,
+            strict_json_schema=False,  # both parameters are optional
+        )
+        """The ``recall`` function tool for the agent's ``tools``, answered locally."""
+
+    async def _invoke_recall(self, context: ToolContext[Any], arguments: str) -> str:
+        """The recall tool's answer to the model's JSON ``arguments``."""
+        try:
+            given = msgspec.json.decode(arguments or "{}")
+        except msgspec.DecodeError:
+            given = None
+        if not isinstance(given, dict):
+            return 'the recall arguments must be a JSON object: {"handle": "#37"}'
+        handle, search = given.get("handle"), given.get("search")
+        if not isinstance(handle, str | int | None) or not isinstance(search, str | None):
+            return "handle and search must be strings"
+        return await anyio.to_thread.run_sync(self.preparer.recall, handle, search)
 
     def prepare_items(self, items: Sequence[Any]) -> list[Any]:
         """The prepared input items (blocking; :meth:`__call__` runs it in a thread)."""

@@ -23,6 +23,8 @@ from tests.support.real_runs import FILES, real_dir
 
 # Small enough for compaction to pay long before the run ends (docs/ECONOMY.md).
 CONFIG = {"context_window": 20_000}
+# What the hooks that register the recall tool prepare with: recall is on by default there.
+RECALL_CONFIG = {**CONFIG, "recall": True}
 NOTICE = "operator notice 7f3a: the staging database is read-only until 18:00"
 ABORT_REASON = "operator abort 91c2: budget exceeded"
 

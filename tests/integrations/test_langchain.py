@@ -41,6 +41,7 @@ from tests.integrations.replay import (
     ABORT_REASON,
     CONFIG,
     NOTICE,
+    RECALL_CONFIG,
     Events,
     Replay,
     check_one_daemon_session,
@@ -136,7 +137,7 @@ def reference(messages: list[BaseMessage]) -> list[dict[str, Any]]:
         {**m, "tool_calls": [_wire(c) for c in m["tool_calls"]]} if "tool_calls" in m else m
         for m in chat(messages)
     ]
-    prepared = scoutd.prepare(plain, config=CONFIG, format="openai-chat").messages
+    prepared = scoutd.prepare(plain, config=RECALL_CONFIG, format="openai-chat").messages
     return [
         {**m, "tool_calls": [_plain(c) for c in m["tool_calls"]]} if "tool_calls" in m else m
         for m in prepared

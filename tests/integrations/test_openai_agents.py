@@ -32,6 +32,7 @@ from tests.integrations.replay import (
     ABORT_REASON,
     CONFIG,
     NOTICE,
+    RECALL_CONFIG,
     Events,
     Replay,
     check_one_daemon_session,
@@ -141,7 +142,9 @@ async def test_whole_run_sees_prepared_prompts(socket: tuple[str | None, str]) -
     assert not isinstance(result, BaseException), result
     assert result.final_output == replay.final
     assert len(model.seen) == len(replay.turns) == len(full)
-    expected = [scoutd.prepare(h, config=CONFIG, format="openai-responses").messages for h in full]
+    expected = [
+        scoutd.prepare(h, config=RECALL_CONFIG, format="openai-responses").messages for h in full
+    ]
     check_rounds(full, model.seen, expected, NOTICE_AT)
     # The SDK's own history holds every recorded output, whole, and no notice.
     history = result.to_input_list()
