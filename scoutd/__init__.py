@@ -47,7 +47,7 @@ _LAZY = {
     "StrategyReport": ".protocol.report",
     "ToolAction": ".protocol.report",
     "Session": ".engine.session",
-    "recall": ".recall",
+    "recall_output": ".recall",
     "recall_tool": ".recall",
     "shorten_string": ".strategies.text",
     "truncate_string": ".strategies.text",
@@ -83,7 +83,7 @@ if TYPE_CHECKING:
         write_notice,
     )
     from .protocol.report import Prepared, StrategyReport, ToolAction
-    from .recall import recall, recall_tool
+    from .recall import recall_output, recall_tool
     from .strategies.text import shorten_string, truncate_string
 
 
@@ -103,7 +103,7 @@ __all__ = [
     "ToolAction",
     "Session",
     # recall (docs/STRATEGIES.md, "Recall")
-    "recall",
+    "recall_output",
     "recall_tool",
     # strategies
     "available_strategies",

@@ -32,7 +32,7 @@ __all__ = [
     "Recalled",
     "find_output",
     "parse_handle",
-    "recall",
+    "recall_output",
     "recall_parameters",
     "recall_tool",
 ]
@@ -133,7 +133,7 @@ def parse_handle(handle: Any) -> int | None:
     return number if number > 0 else None
 
 
-def recall(
+def recall_output(
     messages: Sequence[Any],
     handle: str | int | None = None,
     search: str | None = None,
