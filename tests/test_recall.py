@@ -21,6 +21,7 @@ import scoutd
 from scoutd.errors import SessionClosed
 from scoutd.recall import RECALL_TOOL_NAME, find_output, parse_handle, recall_tool
 from scoutd.strategies.rewrites import handles_text
+from scoutd.testing import conversation
 from scoutd.testing.derive import to_anthropic, to_responses
 from tests.formats.validity import new_problems
 from tests.strategies.conversations import conversations
@@ -278,6 +279,27 @@ def test_handles_stay_put_round_after_round(strategy: str) -> None:
                 answer = session.recall(handle)
                 assert seen.setdefault(handle, answer) == answer
     assert len(seen) > 10
+
+
+@pytest.mark.parametrize("strategy", COMPACTING[1:3])
+def test_session_rounds_with_moving_protection_match_prepare(strategy: str) -> None:
+    """Repeated calls move the epoch strategies' protection within an epoch (the
+    patched round, ``epoch_rounds``): with recall on, its prompt is still ``prepare``'s."""
+    messages = conversation(150, output_size=700, user_every=0, repeat_every=9)
+    config = {
+        **RECALL,
+        "epoch_tool_call_threshold": 20,
+        "epoch_size": 10,
+        "epoch_full_tool_calls": 1,
+        "epoch_compacted_tool_calls": 30,
+        "epoch_increment_max_compacted_tool_calls": 40,
+    }
+    with scoutd.Session(strategies=strategy, config=config, format="scout") as session:
+        for end in range(60, len(messages) + 1, 2):
+            prompt = session.prepare_prompt(messages[:end])
+            expected = scoutd.prepare(messages[:end], strategy, config=config, format="scout")
+            assert prompt == expected.messages
+    assert marked(prompt) and removed(prompt)
 
 
 def test_a_recalled_output_stays_whole_for_the_verbatim_band() -> None:
