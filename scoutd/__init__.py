@@ -47,6 +47,7 @@ _LAZY = {
     "StrategyReport": ".protocol.report",
     "ToolAction": ".protocol.report",
     "Session": ".engine.session",
+    "ConversationTexts": ".formats.texts",
     "shorten_string": ".strategies.text",
     "truncate_string": ".strategies.text",
 }
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
         ScoutdError,
         UnknownStrategy,
     )
+    from .formats.texts import ConversationTexts
     from .inbox import (
         AbortNotWritten,
         inbox_dir,
@@ -99,6 +101,7 @@ __all__ = [
     "StrategyReport",
     "ToolAction",
     "Session",
+    "ConversationTexts",
     # strategies
     "available_strategies",
     "register_strategy",
