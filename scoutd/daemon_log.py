@@ -14,6 +14,7 @@ LEVELS = {
     "error": logging.ERROR,
 }
 
+
 class _DaemonHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The handler :func:`configure_logging` adds: found again on the logger, not in a global."""
 

@@ -41,7 +41,9 @@ def hidden_state(source: str, module: str) -> list[str]:
             names = {alias.name for alias in node.names} & {"ContextVar", "local"}
             what = f"from {node.module} import {', '.join(sorted(names))}" if names else None
         elif isinstance(node, ast.Import):
-            what = "import contextvars" if any(a.name == "contextvars" for a in node.names) else None
+            what = (
+                "import contextvars" if any(a.name == "contextvars" for a in node.names) else None
+            )
         elif isinstance(node, ast.Attribute) and node.attr in ("ContextVar", "local"):
             base = node.value
             if isinstance(base, ast.Name) and base.id in ("contextvars", "threading"):

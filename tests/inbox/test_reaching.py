@@ -143,7 +143,7 @@ def test_both_ways_of_opening_a_path_agree(
     from scoutd.inbox import walk
 
     if not one_call:
-        monkeypatch.setattr(walk, "_openat2_missing", True)
+        monkeypatch.setattr(walk, "_OPENAT2_ABSENT", True)
     plain = tmp_path / "x" / "y"
     plain.mkdir(parents=True)
     (tmp_path / "link").symlink_to(plain)
