@@ -101,4 +101,4 @@ def scout_view(messages: Sequence[Any], format: str = AUTO) -> list[Any]:
     chosen = adapter(name)
     if chosen is None:
         return list(messages)
-    return chosen.view(messages, False).messages
+    return chosen.view(messages, False, None).messages
