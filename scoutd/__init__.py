@@ -47,6 +47,7 @@ _LAZY = {
     "StrategyReport": ".protocol.report",
     "ToolAction": ".protocol.report",
     "Session": ".engine.session",
+    "ConversationTexts": ".formats.texts",
     "recall_output": ".recall",
     "recall_tool": ".recall",
     "shorten_string": ".strategies.text",
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
         ScoutdError,
         UnknownStrategy,
     )
+    from .formats.texts import ConversationTexts
     from .inbox import (
         AbortNotWritten,
         inbox_dir,
@@ -102,6 +104,7 @@ __all__ = [
     "StrategyReport",
     "ToolAction",
     "Session",
+    "ConversationTexts",
     # recall (docs/STRATEGIES.md, "Recall")
     "recall_output",
     "recall_tool",

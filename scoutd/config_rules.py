@@ -92,6 +92,8 @@ def _number_type(annotation: msgspec.inspect.Type) -> msgspec.inspect.Type | Non
 Bounds = tuple[str, Any, Any, Any, Any]  # name, ge, gt, le, lt (None: no such bound)
 
 
+# A pure memo of a pure function: a Struct class's annotations never change after
+# import, so what it remembers can be observed by no one (docs/ARCHITECTURE.md)
 @functools.cache
 def _number_fields(struct: type[msgspec.Struct]) -> tuple[Bounds, ...]:
     """The bounds of each numeric field of ``struct``, as its annotations declare them."""

@@ -14,7 +14,9 @@ LEVELS = {
     "error": logging.ERROR,
 }
 
-_handler: logging.Handler | None = None
+
+class _DaemonHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler :func:`configure_logging` adds: found again on the logger, not in a global."""
 
 
 def configure_logging(level: str, *, journal: bool) -> None:
@@ -23,16 +25,15 @@ def configure_logging(level: str, *, journal: bool) -> None:
     Under journald (``$JOURNAL_STREAM``) lines carry no timestamp: the journal
     records its own, and a second one only makes lines longer.
     """
-    global _handler
     logger = logging.getLogger("scoutd")
-    if _handler is not None:
-        logger.removeHandler(_handler)
-    _handler = logging.StreamHandler(sys.stderr)
+    for old in [h for h in logger.handlers if isinstance(h, _DaemonHandler)]:
+        logger.removeHandler(old)
+    handler = _DaemonHandler(sys.stderr)
     fmt = "%(levelname)s %(name)s: %(message)s"
     if not journal:
         fmt = "%(asctime)s " + fmt
-    _handler.setFormatter(logging.Formatter(fmt))
-    logger.addHandler(_handler)
+    handler.setFormatter(logging.Formatter(fmt))
+    logger.addHandler(handler)
     logger.propagate = False
     set_level(level)
 

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import os
 import pwd
-import socket
 import stat
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .config import DaemonConfig
 from .errors import Forbidden  # re-exported: it was defined here
 from .inbox.names import inbox_dir
 from .paths import display_path
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = [
     "Forbidden",
@@ -49,6 +52,8 @@ class PeerCred:
 
 def peer_credentials(sock: socket.socket) -> PeerCred:
     """Read SO_PEERCRED from a connected AF_UNIX socket (raises OSError)."""
+    import socket  # the daemon's: the CLI's light verbs check paths only
+
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     pid, uid, gid = _UCRED.unpack(raw)
     return PeerCred(pid=pid, uid=uid, gid=gid)

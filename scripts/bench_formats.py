@@ -4,18 +4,17 @@ The same synthetic conversation is prepared in the scout format and in the
 OpenAI Chat format (each scout call an assistant message's ``tool_calls``
 entry, each output a ``tool`` message); the ratio of the two medians is the
 cost of reading and writing the provider format. Like an agent, each call
-sends the same message objects again, so the OpenAI Chat view reuses the
-texts of the previous call and the strategies what they parsed from them;
-``format_openai_chat_cold_ms_N`` is the same call with both forgotten first (a
-conversation seen for the first time).
+sends the same message objects again with the texts it keeps for its
+conversation (``prepare(texts=...)``, a :class:`scoutd.ConversationTexts`),
+so the OpenAI Chat view reuses the texts of the previous call and the
+strategies what they parsed from them; ``format_openai_chat_cold_ms_N`` is the
+same call without them (a conversation seen for the first time).
 
 ``format_anthropic_ms_N`` and ``format_openai_responses_ms_N`` are the same
 conversation as Anthropic Messages and OpenAI Responses input items (converted
-from the OpenAI Chat form by the tests' own converters), each timed in turn
-with the scout format on its own: a view of another format in between would
-replace the texts kept from the previous call, which an agent with one
-conversation never does. Their ratios to the scout format are recorded, not
-judged.
+from the OpenAI Chat form by :mod:`scoutd.testing.derive`), each timed in turn
+with the scout format on its own, each with texts of its own. Their ratios to
+the scout format are recorded, not judged.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from typing import Any
 import msgspec
 
 import scoutd
-from scoutd.formats import texts
 from scoutd.testing.derive import to_anthropic, to_responses
 
 _decode = msgspec.json.Decoder().decode
@@ -80,16 +78,13 @@ def bench_formats(
     check = scoutd.prepare(chat, config=snapshot).report[-1]
     assert check.format == "openai-chat" and check.malformed == 0, "conversion is not faithful"
 
-    def cold_chat() -> object:
-        """The same call with the texts (and parsed bodies) of the previous call forgotten."""
-        texts.forget()
-        return scoutd.prepare_prompt(chat, config=snapshot)
-
+    kept = scoutd.ConversationTexts()  # what the agent keeps for its conversation
     samples = interleaved(
         {
             "scout": lambda: scoutd.prepare_prompt(messages, config=snapshot),
-            "chat": lambda: scoutd.prepare_prompt(chat, config=snapshot),
-            "cold": cold_chat,
+            "chat": lambda: scoutd.prepare_prompt(chat, config=snapshot, texts=kept),
+            # the texts (and parsed bodies) of no previous call
+            "cold": lambda: scoutd.prepare_prompt(chat, config=snapshot),
         },
         runs,
         warmup,
@@ -108,10 +103,11 @@ def bench_formats(
     ):
         check = scoutd.prepare(converted, config=snapshot).report[-1]
         assert check.malformed == 0, f"the {name} conversion is not faithful"
+        own = scoutd.ConversationTexts()  # this conversation's, as its agent keeps them
         samples = interleaved(
             {
                 "scout": lambda: scoutd.prepare_prompt(messages, config=snapshot),
-                name: lambda m=converted: scoutd.prepare_prompt(m, config=snapshot),
+                name: lambda m=converted, k=own: scoutd.prepare_prompt(m, config=snapshot, texts=k),
             },
             runs,
             warmup,

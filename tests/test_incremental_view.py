@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from scoutd.config import Config, PromptConfig
 from scoutd.engine import view_tracker as incremental_view
 from scoutd.engine.incremental import SessionPrompt
 from scoutd.engine.view_tracker import ViewTracker
-from scoutd.formats import Adapter, adapter
+from scoutd.formats import adapter
 from scoutd.strategies.inbox import write_notice
 from scoutd.testing.derive import to_anthropic, to_responses
 
@@ -255,10 +256,9 @@ def test_an_agent_loop_never_views_or_indexes_its_conversation_again(
     tracker = session._state._provider[0]
     viewed: list[int] = []  # how many provider messages each view call read
     original = tracker.adapter
-    tracker.adapter = Adapter(
-        original.name,
-        lambda part, mark: original.view(viewed.append(len(part)) or part, mark),
-        original.rebuild,
+    tracker.adapter = dataclasses.replace(
+        original,
+        view=lambda part, mark, kept: original.view(viewed.append(len(part)) or part, mark, kept),
     )
     seen: Counter[str] = Counter()
     previous = ends[0]
@@ -341,9 +341,11 @@ def test_an_anthropic_prompt_extends_only_after_its_last_message_as_it_was() -> 
     ended_as_is = last_round([*messages[:2], messages[-1]], len(messages), 0, [], 0)
     ended_merged = last_round([*messages[:2], merged], len(messages), 0, [], 0)
     grown = [*messages, {"role": "user", "content": "next"}]
-    assert incremental_view._continues("anthropic", grown, ended_as_is)
-    assert not incremental_view._continues("anthropic", grown, ended_merged)
-    assert incremental_view._continues("openai-chat", grown, ended_merged)
+    anthropic, chat = adapter("anthropic"), adapter("openai-chat")
+    assert anthropic is not None and chat is not None
+    assert incremental_view._continues(anthropic, grown, ended_as_is)
+    assert not incremental_view._continues(anthropic, grown, ended_merged)
+    assert incremental_view._continues(chat, grown, ended_merged)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -20,6 +20,7 @@ import pytest
 
 import scoutd
 import scoutd.client
+import scoutd.inbox
 import scoutd.protocol
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,6 +138,10 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
     assert not any(m.startswith(("anyio", "watchdog")) for m in modules)
     if argv[0] == "notify":
         assert len(os.listdir(tmp_path / "agent.inbox")) == 1  # it did write the notice
+        # the inbox package loads the writers it uses, not the listing or the pickup
+        assert "scoutd.inbox.writers" in modules
+        reading = ("scoutd.inbox.listing", "scoutd.inbox.pickup", "scoutd.inbox.gate")
+        assert _matching(modules, reading) == []
     if argv[0] == "--help":
         assert "msgspec" not in modules  # no configuration, codec or wire type is needed
         assert "scoutd.protocol.messages" not in modules
@@ -144,7 +149,7 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
 
 
 def test_every_public_name_resolves_and_prepare_is_the_function() -> None:
-    for package in (scoutd, scoutd.protocol, scoutd.client):
+    for package in (scoutd, scoutd.protocol, scoutd.client, scoutd.inbox):
         for name in package.__all__:
             getattr(package, name)  # AttributeError: the facade lost the name
     assert sorted(dir(scoutd)) == sorted(set(dir(scoutd)))

@@ -12,7 +12,6 @@ from the operator's config file (``--config``).
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -85,9 +84,12 @@ def publish_command(args: argparse.Namespace, kind: str, text: str) -> int:
         except UnicodeDecodeError as exc:
             raise CliError(f"the notice on stdin is not UTF-8: {exc}") from exc
     config = _fleet_config(args)
+    import getpass  # the fleet verbs' own: not for the light ones
+
+    by = getpass.getuser()
 
     async def call() -> Any:
-        return await publish(config, kind, selector, value, text, by=getpass.getuser())
+        return await publish(config, kind, selector, value, text, by=by)
 
     try:
         command, entry = _run(call)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -139,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{where}{exc.strerror or exc}")
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
+            import traceback  # only here: a light verb never pays for it
+
             traceback.print_exc()
         return _fail(f"unexpected error: {type(exc).__name__}: {exc}")
 

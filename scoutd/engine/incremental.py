@@ -27,10 +27,10 @@ from ..config import DEFAULT_STRATEGIES, Config, PromptConfig, strategy_names
 from ..formats import AUTO, SCOUT, adapter, format_of, signals
 from ..formats.cache import reported, stable_prefix
 from ..formats.detect import first_signal
-from ..formats.texts import ConversationTexts, keeping
+from ..formats.texts import ConversationTexts
 from ..paths import safe_value
 from ..strategies import BUILTINS
-from ..strategies.base import PrepareContext, Rounds
+from ..strategies.base import InboxCall, PrepareContext, Rounds
 from ..strategies.cost_aware import apply_plan
 from ..strategies.cost_rounds import CostPlanner
 from ..strategies.epoch import EpochStrategy, Window, epoch_changes, epoch_notice
@@ -162,6 +162,7 @@ class SessionPrompt:
         save_file: str | None = None,
         format: str | None = None,
         cache_control: bool | None = None,
+        inbox: InboxCall | None = None,
     ) -> tuple[Prepared, int]:
         """The prepared prompt and the number of leading messages unchanged since last round.
 
@@ -171,19 +172,9 @@ class SessionPrompt:
         form are prepared whole each round (the delta sent to the client still
         carries only what changed); every strategy reuses the session's
         rewrites (:class:`~scoutd.strategies.rewrites.RewriteCache`) and the
-        texts of its last provider view (:mod:`scoutd.formats.texts`).
+        texts of its last provider view (:mod:`scoutd.formats.texts`). ``inbox``:
+        a daemon call's (``PrepareContext.inbox``), for the ``inbox`` strategy.
         """
-        with keeping(self.view_texts):
-            return self._prepare(strategies, config, save_file, format, cache_control)
-
-    def _prepare(
-        self,
-        strategies: str | Sequence[str] | None,
-        config: Config,
-        save_file: str | None,
-        format: str | None,
-        cache_control: bool | None,
-    ) -> tuple[Prepared, int]:
         # no mutate: strategy_names(None) is None, so the test is only a shortcut
         names = strategy_names(strategies) if strategies is not None else None  # pragma: no mutate
         if names is None:
@@ -198,7 +189,7 @@ class SessionPrompt:
         incremental = bool(names) and _rounds(names[0]) is not None
         appending = _appending(names[1:])
         if incremental and appending and found not in (None, SCOUT):
-            return self._provider_round(names, config, save_file, found, cache_control), 0
+            return self._provider_round(names, config, save_file, found, cache_control, inbox), 0
         if not incremental or found != SCOUT or cache_control:
             self._last = None
             return prepare_with(
@@ -209,11 +200,13 @@ class SessionPrompt:
                 format=requested,
                 cache_control=cache_control,
                 rewrites=self.rewrites,
+                texts=self.view_texts,
+                inbox=inbox,
             ), 0
         core, report, stable = self._core_round(tuple(names), config)
         tail = names[1:]
         if _appending(tail):
-            prompt, reports = _appended(core, report, tail, config, save_file)
+            prompt, reports = _appended(core, report, tail, config, save_file, inbox)
         else:
             rest = prepare_with(
                 core,
@@ -222,6 +215,7 @@ class SessionPrompt:
                 config=config,
                 cache_control=None,
                 rewrites=self.rewrites,
+                inbox=inbox,
             )
             stable = 0  # a later strategy may rewrite the core: nothing is known to stay
             prompt, reports = rest.messages, [report, *rest.report]
@@ -240,13 +234,15 @@ class SessionPrompt:
         save_file: str | None,
         name: str,
         cache_control: bool | None,
+        inbox: InboxCall | None,
     ) -> Prepared:
         """A round in a provider format: the scout session over the conversation's
         view prepares, and the provider messages are rebuilt from its result."""
         if self._provider is None or self._provider[0].adapter.name != name:
             chosen = adapter(name)
             assert chosen is not None  # a provider format has one
-            self._provider = ViewTracker(chosen), SessionPrompt(prices=name, of_view=True)
+            tracker = ViewTracker(chosen, self.view_texts)
+            self._provider = tracker, SessionPrompt(prices=name, of_view=True)
         tracker, inner = self._provider
         if len(tracker.starts) <= len(self.messages):
             try:
@@ -256,7 +252,7 @@ class SessionPrompt:
             except BaseException:
                 self._provider = None  # the next round starts over
                 raise
-        scout, _ = inner.prepare(names, config, save_file=save_file)
+        scout, _ = inner.prepare(names, config, save_file=save_file, inbox=inbox)
         view = inner.messages
         keeps = _keeping(names)
         return rebuilt(tracker, self.messages, view, scout, keeps, config, cache_control)
@@ -384,6 +380,7 @@ def _appended(
     names: Sequence[str],
     config: Config,
     save_file: str | None,
+    inbox: InboxCall | None,
 ) -> tuple[list[Any], list[StrategyReport]]:
     """Run strategies that only append after the core, without walking the core again.
 
@@ -394,7 +391,7 @@ def _appended(
     reports = [report]
     chars = report.chars_after
     for name in names:
-        ctx = PrepareContext(config.prompt, SCOUT, save_file, snapshot=config)
+        ctx = PrepareContext(config.prompt, SCOUT, save_file, snapshot=config, inbox=inbox)
         added, step = BUILTINS[name].run([], ctx)
         appended += added
         step.chars_before += chars
@@ -416,7 +413,7 @@ def _stable_prefix(
     traffic: the run cannot go past it.
     """
     if not protected and _keeping(names):
-        return stable_prefix(True, messages, prompt, delivered, protected, SCOUT)
+        return stable_prefix(True, messages, prompt, delivered, protected, False)
     same = 0
     for given, sent in zip(messages, prompt, strict=False):
         if given is not sent:

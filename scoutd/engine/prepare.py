@@ -14,8 +14,9 @@ from ..config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, stra
 from ..formats import AUTO, SCOUT, adapter, resolve_format
 from ..formats.cache import hinted
 from ..formats.detect import detect_format
+from ..formats.texts import ConversationTexts
 from ..protocol.report import Prepared, StrategyReport
-from ..strategies.base import PrepareContext
+from ..strategies.base import InboxCall, PrepareContext
 from ..strategies.columns import Columns, columns_of
 from ..strategies.report import plain_report
 from ..strategies.rewrites import RewriteCache
@@ -72,6 +73,7 @@ def _run_chain(
     columns: Columns | None = None,
     rewrites: RewriteCache | None = None,
     given: Handed | None = None,
+    inbox: InboxCall | None = None,
 ) -> tuple[list[Any], list[StrategyReport], list[str] | None]:
     """Run the strategies over ``current``; the names run (None for a callable).
 
@@ -96,6 +98,7 @@ def _run_chain(
             snapshot=snapshot,
             rewrites=rewrites,
             given=given,
+            inbox=inbox,
         )
         current, report = strategy.run(current, ctx)
         reports.append(report)
@@ -134,6 +137,7 @@ def prepare(
     detail: bool = False,
     format: str = AUTO,
     cache_control: bool | None = None,
+    texts: ConversationTexts | None = None,
 ) -> Prepared:
     """Run the strategies over ``messages``; return the prompt and the report.
 
@@ -142,6 +146,10 @@ def prepare(
     ``format`` names the message format (docs/FORMATS.md); ``auto`` detects it,
     and the prompt comes back in it. ``cache_control`` (default: the
     ``[prompt] cache_control`` key) marks the stable prefix in Anthropic form.
+    ``texts``: a :class:`~scoutd.ConversationTexts` the caller keeps for this
+    conversation; a provider format's view then reuses the texts and parsed
+    bodies of the messages it saw at the previous call with the same object
+    (docs/PERFORMANCE.md). Without it, every call starts from nothing.
 
     Raises:
         Aborted: an ``abort`` file was found in the inbox.
@@ -160,6 +168,7 @@ def prepare(
         detail=detail,
         format=format,
         cache_control=cache_control,
+        texts=texts,
     )
 
 
@@ -173,8 +182,11 @@ def prepare_with(
     format: str = AUTO,
     cache_control: bool | None,
     rewrites: RewriteCache | None = None,
+    texts: ConversationTexts | None = None,
+    inbox: InboxCall | None = None,
 ) -> Prepared:
-    """:func:`prepare` with a session's ``rewrites`` (the session engine's whole rounds)."""
+    """:func:`prepare` with a session's ``rewrites`` (the session engine's whole rounds)
+    and a daemon call's ``inbox`` (``PrepareContext.inbox``)."""
     plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
     name, warning, columns = _detect(messages, format, plain)
     snapshot = (
@@ -183,7 +195,7 @@ def prepare_with(
         else (resolve_snapshot(config))
     )
     chosen = adapter(name)
-    shape = None if chosen is None else chosen.view(messages, True)
+    shape = None if chosen is None else chosen.view(messages, True, texts)
     current: list[Any] = list(messages) if shape is None else shape.messages
     if shape is None:
         shared = None if columns is None else columns.over(current)
@@ -195,7 +207,7 @@ def prepare_with(
         else (shape.bodies, shape.parsed)  # docs/PERFORMANCE.md
     )
     result, reports, names = _run_chain(
-        current, strategies, save_file, snapshot, detail, name, shared, rewrites, handed
+        current, strategies, save_file, snapshot, detail, name, shared, rewrites, handed, inbox
     )
     narration = 0
     if chosen is not None and shape is not None:
@@ -206,7 +218,7 @@ def prepare_with(
     hint = cache_control
     if hint is None:
         hint = snapshot.prompt.cache_control if snapshot is not None else False
-    result, stable = hinted(REGISTRY.keeps_prefix(names), messages, result, reports, name, hint)
+    result, stable = hinted(REGISTRY.keeps_prefix(names), messages, result, reports, chosen, hint)
     for report in reports:
         report.format = name
     if not reports:
@@ -229,6 +241,7 @@ def prepare_prompt(
     config: Config | PromptConfig | Mapping[str, Any] | None = None,
     format: str = AUTO,
     cache_control: bool | None = None,
+    texts: ConversationTexts | None = None,
 ) -> list[Any]:
     """The prepared prompt for ``messages`` (see :func:`prepare`)."""
     return prepare(
@@ -238,4 +251,5 @@ def prepare_prompt(
         config=config,
         format=format,
         cache_control=cache_control,
+        texts=texts,
     ).messages

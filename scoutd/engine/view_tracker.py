@@ -11,13 +11,15 @@ This rests on the view being made piece by piece: the view of a conversation
 is the view of a leading part followed by the view of the rest, whenever the
 rest starts at a *cut*:
 
-* OpenAI Chat and Anthropic read a group (an assistant message and the
-  answers right after it) by looking one message past it. A cut is a message
-  that always starts a group (Chat: any but a ``tool`` message; Anthropic: any
-  but a user turn with ``tool_result`` blocks) and that exists, so the group
-  before it knows it is closed.
-* OpenAI Responses pairs items by ``call_id`` wherever they stand, so the
-  items before a cut and after it must not share a call id.
+* A format that reads a group (an assistant message and the answers right
+  after it) by looking one message past it (OpenAI Chat, Anthropic) declares
+  the messages that always start a group (``Adapter.opens_group``: Chat any
+  but a ``tool`` message; Anthropic any but a user turn with ``tool_result``
+  blocks). A cut is such a message that exists, so the group before it knows
+  it is closed.
+* A format that pairs items by call id wherever they stand (OpenAI
+  Responses, ``opens_group`` None) has a cut wherever the items before it and
+  after it share no call id.
 
 Each round the tracker views the messages from its last cut (a few), moves the
 cut to the last one known, and compares the new view messages with those it
@@ -32,7 +34,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import is_
 from typing import Any
@@ -40,32 +42,13 @@ from typing import Any
 import msgspec
 
 from ..config import Config
-from ..formats import ANTHROPIC, OPENAI_RESPONSES, Adapter, View
-from ..formats.anthropic import opens_turn
+from ..formats import Adapter, View
 from ..formats.cache import hinted
-from ..formats.openai_chat_rebuild import is_tool
-from ..formats.openai_responses import starts_turn
+from ..formats.texts import ConversationTexts
 from ..formats.view import PASSTHROUGH, VIEW_KEY
 from .prepare import Prepared
 
 __all__ = ["ViewTracker", "rebuilt"]
-
-_RESPONSES_PAIRED = ("function_call", "function_call_output")
-
-
-def _opens_chat_group(message: Any) -> bool:
-    return not is_tool(message)
-
-
-def _call_ids(items: Sequence[Any]) -> set[str]:
-    """The string ``call_id`` of every call and output item (the ones pairing reads)."""
-    found = set()
-    for item in items:
-        if isinstance(item, Mapping) and item.get("type") in _RESPONSES_PAIRED:
-            ident = item.get("call_id")
-            if type(ident) is str:
-                found.add(ident)
-    return found
 
 
 @dataclass(slots=True)
@@ -74,16 +57,18 @@ class ViewTracker:
 
     ``refs`` and ``starts`` are those of :class:`~scoutd.formats.view.View`
     for the messages seen so far; the view messages themselves are the ones
-    the caller holds (the engine's conversation).
+    the caller holds (the engine's conversation). ``texts``: the conversation's
+    view texts, kept from one piece's view to the next (:mod:`scoutd.formats.texts`).
     """
 
     adapter: Adapter
+    texts: ConversationTexts | None = None
     refs: list[int] = field(default_factory=list)
     starts: list[int] = field(default_factory=lambda: [0])
     malformed: int = 0  # of the whole view
     cut: int = 0  # provider messages before the last cut: their view is final
     _malformed_before_cut: int = 0
-    _call_ids: set[str] = field(default_factory=set)  # Responses: every call id seen
+    _call_ids: set[str] = field(default_factory=set)  # paired by call id: every id seen
     last: _LastRound | None = None  # the last round's provider prompt, to extend
 
     def sync(self, messages: Sequence[Any], held: Sequence[Any]) -> tuple[int, list[Any]]:
@@ -94,10 +79,10 @@ class ViewTracker:
         and every view message of ``added`` equal to the one at its place in
         ``held`` is that very object (``keep`` is then past it).
         """
-        if self.adapter.name == OPENAI_RESPONSES:
-            start, last_cut = self._responses_cut(messages)
+        opens = self.adapter.opens_group
+        if opens is None:  # the format pairs by call id (Adapter.call_ids)
+            start, last_cut = self._paired_cut(messages)
         else:
-            opens = opens_turn if self.adapter.name == ANTHROPIC else _opens_chat_group
             start, last_cut = self.cut, self.cut
             for position in range(len(messages) - 1, self.cut, -1):
                 if opens(messages[position]):
@@ -110,29 +95,30 @@ class ViewTracker:
         made: list[Any] = []
         if last_cut > self.cut:
             # The cut's own message is viewed as the last one here, and again below
-            settled = self.adapter.view(messages[self.cut : last_cut + 1], True)
-            alone = self.adapter.view(messages[last_cut : last_cut + 1], True)
+            settled = self.adapter.view(messages[self.cut : last_cut + 1], True, self.texts)
+            alone = self.adapter.view(messages[last_cut : last_cut + 1], True, self.texts)
             self._malformed_before_cut += settled.malformed - alone.malformed
             made = self._append(settled, last_cut - self.cut, base)
             self.cut = last_cut
-        rest = self.adapter.view(messages[self.cut :], True)
+        rest = self.adapter.view(messages[self.cut :], True, self.texts)
         made += self._append(rest, len(messages) - self.cut, base + len(made))
         self.malformed = self._malformed_before_cut + rest.malformed
-        if self.adapter.name == OPENAI_RESPONSES:  # everything seen is final until a repeat
+        if opens is None:  # pairing by call id: everything seen is final until a repeat
             self.cut, self._malformed_before_cut = len(messages), self.malformed
         keep, added = _reuse(held, base, made)
         if keep < len(held):
             self.last = None  # an older view message changed: its fates may have too
         return keep, added
 
-    def _responses_cut(self, messages: Sequence[Any]) -> tuple[int, int]:
-        """Where a Responses view starts again: the last cut, or the very start
-        when a new item shares a call id with an item before the cut."""
-        new = _call_ids(messages[self.cut :])
+    def _paired_cut(self, messages: Sequence[Any]) -> tuple[int, int]:
+        """Where a view paired by call id starts again: the last cut, or the very
+        start when a new item shares a call id with an item before the cut."""
+        call_ids = self.adapter.call_ids
+        new = call_ids(messages[self.cut :])
         if new.isdisjoint(self._call_ids):
             self._call_ids |= new
             return self.cut, self.cut
-        self._call_ids = _call_ids(messages)
+        self._call_ids = call_ids(messages)
         return 0, 0
 
     def _append(self, piece: View, provider_messages: int, base: int) -> list[Any]:
@@ -191,18 +177,18 @@ def rebuilt(
     new view messages gives the last provider prompt followed by the new
     provider messages (:func:`_extended`); any other is rebuilt whole.
     """
-    name = tracker.adapter.name
+    chosen = tracker.adapter
     extended = _extended(tracker, messages, view_messages, scout.messages)
     if extended is not None:
         prompt, narration = extended
     else:
-        rebuilt = tracker.adapter.restore(messages, tracker.view(view_messages), scout.messages)
+        rebuilt = chosen.restore(messages, tracker.view(view_messages), scout.messages)
         prompt, narration = rebuilt.messages, rebuilt.narration_dropped
     tracker.last = _LastRound(prompt, len(messages), len(view_messages), scout.messages, narration)
     hint = config.prompt.cache_control if cache_control is None else cache_control
     # the caller gets its own list: the one kept is extended next round
-    prompt, stable = hinted(keeps, messages, list(prompt), scout.report, name, hint)
-    reports = [msgspec.structs.replace(r, format=name) for r in scout.report]
+    prompt, stable = hinted(keeps, messages, list(prompt), scout.report, chosen, hint)
+    reports = [msgspec.structs.replace(r, format=chosen.name) for r in scout.report]
     reports[-1] = msgspec.structs.replace(
         reports[-1], malformed=tracker.malformed, narration_dropped=narration, stable_prefix=stable
     )
@@ -233,18 +219,13 @@ def _extended(
         return None
     if not all(map(is_, result[seen:], view_messages[last.view :])):
         return None
-    if not _continues(tracker.adapter.name, messages, last):
+    if not _continues(tracker.adapter, messages, last):
         return None
     return last.prompt + messages[last.messages :], last.narration
 
 
-def _continues(name: str, messages: list[Any], last: _LastRound) -> bool:
-    """Whether the first new provider message starts afresh in its format's rebuilding."""
+def _continues(chosen: Adapter, messages: list[Any], last: _LastRound) -> bool:
+    """Whether the first new provider message starts afresh in its format's rebuilding
+    (``Adapter.continues``)."""
     start = last.messages
-    if start == len(messages) or start == 0:
-        return True
-    if name == ANTHROPIC:  # after the very message before it, not merged with anything
-        return bool(last.prompt) and last.prompt[-1] is messages[start - 1]
-    if name == OPENAI_RESPONSES:
-        return starts_turn(messages, start)
-    return True
+    return start == len(messages) or start == 0 or chosen.continues(messages, start, last.prompt)

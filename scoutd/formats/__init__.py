@@ -1,19 +1,21 @@
 """Provider message formats in and out of the strategies (docs/FORMATS.md).
 
-Pure code. Each provider format has an adapter with two functions:
-``view(messages)`` gives the scout view the strategies work on (a
-:class:`~scoutd.formats.view.View`), and ``rebuild(messages, view, outcome)``
-turns what the strategies made of that view back into provider messages. A
-message the strategies did not change comes back as the very same object.
+Pure code. Each provider format has an adapter (:class:`.adapter.Adapter`)
+with two functions: ``view(messages)`` gives the scout view the strategies
+work on (a :class:`~scoutd.formats.view.View`), and ``rebuild(messages, view,
+outcome)`` turns what the strategies made of that view back into provider
+messages. A message the strategies did not change comes back as the very same
+object. The adapter also declares what the engine needs to know of the format
+besides, so that nothing outside the format's module branches on its name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from . import anthropic, openai_chat, openai_responses
+from .adapter import Adapter
 from .detect import (
     ANTHROPIC,
     AUTO,
@@ -53,27 +55,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Adapter:
-    """The two directions of one provider format."""
-
-    name: str
-    view: Callable[[Sequence[Any], bool], View]
-    rebuild: Callable[[Sequence[Any], View, Outcome], Rebuilt]
-
-    def restore(self, messages: Sequence[Any], shape: View, result: Sequence[Any]) -> Rebuilt:
-        """The provider messages for the strategies' ``result`` over ``shape``, the
-        view of ``messages``: ``messages`` themselves when nothing changed."""
-        read = outcome(shape, result)
-        if read.unchanged:
-            return Rebuilt(list(messages))
-        return self.rebuild(messages, shape, read)
-
-
 _ADAPTERS = {
-    OPENAI_CHAT: Adapter(OPENAI_CHAT, openai_chat.view, openai_chat.rebuild),
-    OPENAI_RESPONSES: Adapter(OPENAI_RESPONSES, openai_responses.view, openai_responses.rebuild),
-    ANTHROPIC: Adapter(ANTHROPIC, anthropic.view, anthropic.rebuild),
+    OPENAI_CHAT: openai_chat.ADAPTER,
+    OPENAI_RESPONSES: openai_responses.ADAPTER,
+    ANTHROPIC: anthropic.ADAPTER,
 }
 
 
@@ -116,4 +101,4 @@ def scout_view(messages: Sequence[Any], format: str = AUTO) -> list[Any]:
     chosen = adapter(name)
     if chosen is None:
         return list(messages)
-    return chosen.view(messages, False).messages
+    return chosen.view(messages, False, None).messages

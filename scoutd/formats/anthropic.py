@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .texts import Texts
+from .adapter import Adapter
+from .detect import ANTHROPIC
+from .texts import ConversationTexts, Texts
 from .view import (
     KEPT,
     PASSTHROUGH,
@@ -30,7 +32,7 @@ from .view import (
     rewritten_output,
 )
 
-__all__ = ["opens_turn", "rebuild", "view"]
+__all__ = ["ADAPTER", "opens_turn", "rebuild", "view", "continues"]
 
 
 def _blocks(message: Any, role: str) -> list[Any] | None:
@@ -110,10 +112,10 @@ def _output_text(block: Mapping[str, Any]) -> str:
     return text
 
 
-def view(messages: Sequence[Any], mark: bool = True) -> View:
+def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | None = None) -> View:
     """The scout view of an Anthropic Messages conversation."""
     result = View(mark=mark)
-    texts = Texts.last()
+    texts = Texts.after(kept)
     count = len(messages)
     i = 0
     while i < count:
@@ -151,7 +153,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
             result.passthrough(message)
             result.passthrough(answer)
         i += 2
-    texts.remember()
+    texts.keep(kept)
     result.bodies, result.parsed = texts.known_parsed, texts.parsed
     return result
 
@@ -323,3 +325,15 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     for added in result.after:
         emit(new_message(added), -1)
     return Rebuilt([m.message() if type(m) is _Joined else m for m in out], narration)
+
+
+def continues(messages: Sequence[Any], start: int, prompt: Sequence[Any]) -> bool:
+    """Whether ``messages[start]`` comes back as itself after ``prompt``: only when the
+    prompt ends with the very message before it, merged with nothing."""
+    return bool(prompt) and prompt[-1] is messages[start - 1]
+
+
+# Notices join the last user turn; the stable prefix carries the cache breakpoint
+ADAPTER = Adapter(
+    ANTHROPIC, view, rebuild, opens_turn, continues, notices_join_turn=True, cache_hint=True
+)

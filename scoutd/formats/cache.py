@@ -11,9 +11,12 @@ to stay. ``stable_prefix`` counts those leading messages.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .detect import ANTHROPIC, first_signal
+from .detect import first_signal
+
+if TYPE_CHECKING:
+    from .adapter import Adapter
 
 __all__ = [
     "hinted",
@@ -42,20 +45,20 @@ def stable_prefix(
     prompt: Sequence[Any],
     delivered: int,
     protected: int,
-    format: str,
+    joined: bool,
 ) -> int:
     """How many leading messages of ``prompt`` stay byte-identical until the next epoch.
 
     ``keeps``: every strategy run declares that it keeps the prefix
     (``Strategy.keeps_prefix``; not a callable), ``delivered`` the
     inbox notices appended, ``protected`` the tool messages kept whole because
-    of a repeat.
+    of a repeat, ``joined``: the format's notices join the last user turn
+    (``Adapter.notices_join_turn``) instead of one message each.
     """
     if not keeps or protected:
         return _before_tool_traffic(messages, prompt)
     if delivered:
-        # Anthropic notices join the last user turn; the others are one message each.
-        return max(len(prompt) - (1 if format == ANTHROPIC else delivered), 0)
+        return max(len(prompt) - (1 if joined else delivered), 0)
     return len(prompt)
 
 
@@ -64,13 +67,15 @@ def hinted(
     messages: Sequence[Any],
     prompt: list[Any],
     reports: Sequence[Any],
-    format: str,
+    chosen: Adapter | None,
     hint: bool,
 ) -> tuple[list[Any], int]:
-    """``prompt`` with the cache hint when ``hint`` asks for it (Anthropic only), and
-    its :func:`stable_prefix` from what the strategies' ``reports`` say they did."""
-    stable = stable_prefix(keeps, messages, prompt, *reported(reports), format)
-    if hint and format == ANTHROPIC:
+    """``prompt`` with the cache hint when ``hint`` asks for it and the format
+    ``chosen`` (None: scout) carries one, and its :func:`stable_prefix` from what
+    the strategies' ``reports`` say they did."""
+    joined = chosen is not None and chosen.notices_join_turn
+    stable = stable_prefix(keeps, messages, prompt, *reported(reports), joined)
+    if hint and chosen is not None and chosen.cache_hint:
         prompt = with_cache_control(prompt, stable)
     return prompt, stable
 

@@ -16,9 +16,11 @@ from typing import Any
 
 import msgspec
 
+from .adapter import Adapter
+from .detect import OPENAI_CHAT
 from .openai_chat_rebuild import is_tool as _is_tool
 from .openai_chat_rebuild import new_message, rebuild
-from .texts import Known, Texts
+from .texts import ConversationTexts, Known, Texts
 from .view import (
     DECODE_ERRORS,
     ENCODE_ERRORS,
@@ -33,7 +35,7 @@ from .view import (
     output_message,
 )
 
-__all__ = ["new_message", "rebuild", "view"]
+__all__ = ["ADAPTER", "new_message", "rebuild", "view", "continues", "opens_group"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -91,7 +93,7 @@ def _tool_at(messages: Sequence[Any], i: int, count: int) -> bool:
     return _is_tool(message)
 
 
-def view(messages: Sequence[Any], mark: bool = True) -> View:
+def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | None = None) -> View:
     """The scout view of an OpenAI Chat conversation.
 
     Written for speed (docs/PERFORMANCE.md): it runs over every message of
@@ -103,7 +105,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
     result = View(mark=mark)
     out, refs, starts = result.messages, result.refs, result.starts
     count = len(messages)
-    texts = Texts.last()
+    texts = Texts.after(kept)
     known, made = texts.known.get, texts.made
     i = 0
     while i < count:
@@ -151,7 +153,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
         for part, ref in zip(out, refs, strict=True):
             if ref != PASSTHROUGH:
                 part.pop(VIEW_KEY, None)
-    texts.remember()
+    texts.keep(kept)
     result.bodies, result.parsed = texts.known_parsed, texts.parsed
     return result
 
@@ -380,3 +382,17 @@ def _add_group(
     parts.extend(call_message(name, ident, arguments) for name, ident, arguments in calls)
     parts.extend(output_message(ident, output) for ident, output in zip(ids, texts, strict=True))
     _commit(result, parts, len(calls))
+
+
+def opens_group(message: Any) -> bool:
+    """Whether :func:`view` always starts a new group at ``message``: it is not a
+    ``tool`` message, the only message a group takes after its first."""
+    return not _is_tool(message)
+
+
+def continues(messages: Sequence[Any], start: int, prompt: Sequence[Any]) -> bool:
+    """A message appended after a rebuilt prompt always comes back as itself."""
+    return True
+
+
+ADAPTER = Adapter(OPENAI_CHAT, view, rebuild, opens_group, continues)

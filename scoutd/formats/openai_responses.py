@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .texts import Texts
+from .adapter import Adapter
+from .detect import OPENAI_RESPONSES
+from .texts import ConversationTexts, Texts
 from .view import (
     KEPT,
     PASSTHROUGH,
@@ -30,7 +32,7 @@ from .view import (
     rewritten_output,
 )
 
-__all__ = ["rebuild", "starts_turn", "view"]
+__all__ = ["ADAPTER", "rebuild", "starts_turn", "view", "call_ids", "continues"]
 
 _CALL, _OUTPUT, _REASONING = "function_call", "function_call_output", "reasoning"
 
@@ -91,11 +93,11 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts)
     return malformed
 
 
-def view(messages: Sequence[Any], mark: bool = True) -> View:
+def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | None = None) -> View:
     """The scout view of a Responses input item list."""
     result = View(mark=mark)
     parts: dict[int, dict[str, Any]] = {}
-    texts = Texts.last()
+    texts = Texts.after(kept)
     result.malformed = _pairs(messages, parts, texts)
     for i, item in enumerate(messages):
         part = parts.get(i)
@@ -104,7 +106,7 @@ def view(messages: Sequence[Any], mark: bool = True) -> View:
         else:
             result.add(part, 0)
             result.close()
-    texts.remember()
+    texts.keep(kept)
     result.bodies, result.parsed = texts.known_parsed, texts.parsed
     return result
 
@@ -199,3 +201,24 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
             out.append(_rewritten(item, fate) if refs[position] != PASSTHROUGH else fate)
     out.extend(map(new_message, result.after))
     return Rebuilt(out, narration)
+
+
+def continues(items: Sequence[Any], start: int, prompt: Sequence[Any]) -> bool:
+    """Whether ``items[start]`` comes back as itself after a rebuilt prompt: it joins
+    no model turn of the items before it (:func:`starts_turn`)."""
+    return starts_turn(items, start)
+
+
+def call_ids(items: Sequence[Any]) -> set[str]:
+    """The string ``call_id`` of every call and output item (the ones pairing reads)."""
+    found = set()
+    for item in items:
+        if isinstance(item, Mapping) and item.get("type") in (_CALL, _OUTPUT):
+            ident = item.get("call_id")
+            if type(ident) is str:
+                found.add(ident)
+    return found
+
+
+# Calls pair by call id wherever they stand: no message always opens a group
+ADAPTER = Adapter(OPENAI_RESPONSES, view, rebuild, None, continues, call_ids=call_ids)

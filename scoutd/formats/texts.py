@@ -4,23 +4,23 @@ The tool texts of the previous view, reused for the very same strings, and
 the bodies the strategies parsed from them, handed over so that a text reused
 is not decoded again. Every provider adapter uses :meth:`Texts.call` and
 :meth:`Texts.output`; the OpenAI Chat view also keeps whole one-call groups
-(``known``). The previous view is the process's last one, or, inside
-:func:`keeping`, the last one of a :class:`ConversationTexts` (a session's:
-several sessions then stay warm).
+(``known``). The previous view is the last one made with the same
+:class:`ConversationTexts`, an object the owner of the conversation keeps and
+passes to each view (a session its own; ``prepare(texts=...)`` the caller's):
+no view finds another's texts, so sessions taking turns all stay warm and
+threads share nothing. A view made without one starts from nothing and keeps
+nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..strategies.tool_messages import Given
 from .view import call_text, output_text
 
-__all__ = ["ConversationTexts", "Known", "Texts", "forget", "keeping"]
+__all__ = ["ConversationTexts", "Known", "Texts"]
 
 # (output, id, name, arguments, call text, output text) of one-call groups, by id(output)
 Known = tuple[str, str, str, str, str, str]
@@ -66,21 +66,21 @@ class Texts:
     made_encoded: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def last(cls) -> Texts:
-        """A new view's texts, knowing those of the previous view."""
-        held = _held.get()
-        if held is None:
-            return cls(*_last_texts)
-        return cls(*(held.kept or _nothing()))
+    def after(cls, kept: ConversationTexts | None) -> Texts:
+        """A new view's texts, knowing those of the previous view kept in ``kept``."""
+        return cls(*((kept is not None and kept.kept) or _nothing()))
 
-    def remember(self) -> None:
-        """Keep this view's texts, and the bodies its prepare will parse, for the next view."""
-        made = (self.made, self.made_calls, self.made_outputs, self.parsed, self.made_encoded)
-        held = _held.get()
-        if held is None:
-            _remember(made)
-        else:
-            held.kept = made
+    def keep(self, kept: ConversationTexts | None) -> None:
+        """Keep this view's texts, and the bodies its prepare will parse, in ``kept``
+        for the next view (replaced whole: safe across threads)."""
+        if kept is not None:
+            kept.kept = (
+                self.made,
+                self.made_calls,
+                self.made_outputs,
+                self.parsed,
+                self.made_encoded,
+            )
 
     def call(self, name: Any, ident: str, arguments: str) -> str:
         """:func:`call_text`, or the previous view's text for the very same strings."""
@@ -119,22 +119,9 @@ class Texts:
         return text
 
 
-_last_texts: _Kept = _nothing()
-
-
-def _remember(made: _Kept) -> None:
-    """Keep ``made`` for the next view (replaced whole: safe across threads)."""
-    global _last_texts
-    _last_texts = made
-
-
-def forget() -> None:
-    """Drop the texts kept from the previous view (the next view encodes everything)."""
-    _remember(_nothing())
-
-
 class ConversationTexts:
-    """The texts of one conversation's last view, kept apart from the process's."""
+    """The texts of one conversation's last provider view, kept by whoever owns the
+    conversation for its next view (docs/PERFORMANCE.md)."""
 
     __slots__ = ("kept",)
 
@@ -144,16 +131,3 @@ class ConversationTexts:
     def forget(self) -> None:
         """Drop them (the conversation was replaced)."""
         self.kept = None
-
-
-_held: ContextVar[ConversationTexts | None] = ContextVar("scoutd_view_texts", default=None)
-
-
-@contextmanager
-def keeping(texts: ConversationTexts) -> Iterator[None]:
-    """Within the block, views start from and leave their texts in ``texts``."""
-    token = _held.set(texts)
-    try:
-        yield
-    finally:
-        _held.reset(token)

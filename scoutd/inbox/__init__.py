@@ -86,12 +86,48 @@ is, ``lstat`` only), ``walk`` (reaching the chat directory), ``files``
 
 from __future__ import annotations
 
-from .claim import MAX_SETTLE_WAIT, SETTLE_TIME, NotSettled, Taken, take
-from .entries import entry_kind, removed_dir_problem
-from .listing import InboxEntry, InboxListing, list_inbox, listing_lines, listing_record
-from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir, notice_names
-from .pickup import Pickup, claim_abort, pick_up, record_problem
-from .writers import AbortNotWritten, write_abort, write_notice
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
+
+# Where each name lives, imported on first use (PEP 562): ``scoutd notify`` loads
+# the writers, not the claim's listing and pickup (docs/ARCHITECTURE.md, "Layers").
+_LAZY = {
+    "MAX_SETTLE_WAIT": ".claim",
+    "SETTLE_TIME": ".claim",
+    "NotSettled": ".claim",
+    "Taken": ".claim",
+    "take": ".claim",
+    "entry_kind": ".entries",
+    "removed_dir_problem": ".entries",
+    "InboxEntry": ".listing",
+    "InboxListing": ".listing",
+    "list_inbox": ".listing",
+    "listing_lines": ".listing",
+    "listing_record": ".listing",
+    "ABORT_NAME": ".names",
+    "delivery_order": ".names",
+    "inbox_dir": ".names",
+    "inbox_removed_dir": ".names",
+    "notice_names": ".names",
+    "Pickup": ".pickup",
+    "claim_abort": ".pickup",
+    "pick_up": ".pickup",
+    "record_problem": ".pickup",
+    "AbortNotWritten": ".writers",
+    "write_abort": ".writers",
+    "write_notice": ".writers",
+}
+
+if TYPE_CHECKING:
+    from .claim import MAX_SETTLE_WAIT, SETTLE_TIME, NotSettled, Taken, take
+    from .entries import entry_kind, removed_dir_problem
+    from .listing import InboxEntry, InboxListing, list_inbox, listing_lines, listing_record
+    from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir, notice_names
+    from .pickup import Pickup, claim_abort, pick_up, record_problem
+    from .writers import AbortNotWritten, write_abort, write_notice
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "ABORT_NAME",

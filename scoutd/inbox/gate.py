@@ -12,13 +12,13 @@ a call begins must fail that call. An :class:`InboxGate` gives both:
 * a claim that takes an abort records it (:meth:`InboxGate.record`), with a
   sequence number;
 * a prepare call notes the sequence number when it begins
-  (:meth:`InboxGate.call`, carried to its worker thread in a context
-  variable); its pickup, holding the lock, first asks whether a claim took
-  the abort since (:func:`guarded`), and if one did fails with that abort
-  (:class:`~scoutd.errors.StillAborted`: this call consumed nothing) and
-  takes nothing else.
+  (:meth:`InboxGate.ticket`, a :class:`Ticket` handed explicitly down to its
+  pickup through ``PrepareContext.inbox``); its pickup, holding the lock,
+  first asks whether a claim took the abort since (:func:`guarded`), and if
+  one did fails with that abort (:class:`~scoutd.errors.StillAborted`: this
+  call consumed nothing) and takes nothing else.
 
-Outside such a call (the library in an agent's own process) :func:`guarded`
+Without a ticket (the library in an agent's own process) :func:`guarded`
 does nothing: consumers in different processes race by rename, as ever.
 """
 
@@ -28,11 +28,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from typing import NamedTuple
 
 from ..errors import StillAborted
 
-__all__ = ["MAX_TAKEN", "InboxGate", "guarded"]
+__all__ = ["MAX_TAKEN", "InboxGate", "Ticket", "guarded"]
 
 # Takes remembered for calls that began before them: the most recent, per inbox.
 MAX_TAKEN = 4096
@@ -77,33 +77,32 @@ class InboxGate:
             found = self._taken.get(inbox)
         return found[1] if found is not None and found[0] > seq else None
 
-    @contextmanager
-    def call(self) -> Iterator[None]:
-        """Mark the code inside (and the worker threads it starts) as one prepare call."""
+    def ticket(self) -> Ticket:
+        """A prepare call beginning now: what its pickup needs to hold its inbox."""
         with self._lock:
-            seq = self._seq
-        token = _CALL.set((self, seq))
-        try:
-            yield
-        finally:
-            _CALL.reset(token)
+            return Ticket(self, self._seq)
 
 
-_CALL: ContextVar[tuple[InboxGate, int] | None] = ContextVar("scoutd_inbox_call", default=None)
+class Ticket(NamedTuple):
+    """One daemon prepare call's hold on the gate: the gate, and its sequence number
+    when the call began (an abort claimed after it fails the call)."""
+
+    gate: InboxGate
+    seq: int
 
 
 @contextmanager
-def guarded(inbox: str) -> Iterator[None]:
-    """Inside a daemon's prepare call, hold ``inbox`` against its claims (see the module).
+def guarded(inbox: str, ticket: Ticket | None) -> Iterator[None]:
+    """In a daemon's prepare call (``ticket``), hold ``inbox`` against its claims (see
+    the module); without one, nothing.
 
     Raises:
         StillAborted: a claim took the inbox's abort since the call began.
     """
-    current = _CALL.get()
-    if current is None:
+    if ticket is None:
         yield
         return
-    gate, seq = current
+    gate, seq = ticket
     with gate.holding(inbox):
         reason = gate.taken_since(inbox, seq)
         if reason is not None:

@@ -28,7 +28,7 @@ from ..errors import Aborted, InboxUnusable
 from .claim import NotSettled, Taken, take
 from .entries import removed_dir_problem
 from .files import InboxDirs
-from .gate import guarded
+from .gate import Ticket, guarded
 from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
 
 __all__ = [
@@ -138,12 +138,16 @@ def pending_names(dirs: InboxDirs) -> list[str]:
     return sorted(names, key=delivery_order)
 
 
-def pick_up(save_file: str | None, *, max_bytes: int, max_total_bytes: int) -> Pickup:
+def pick_up(
+    save_file: str | None, *, max_bytes: int, max_total_bytes: int, ticket: Ticket | None = None
+) -> Pickup:
     """Take what ``save_file``'s inbox holds for the model (see the module's rule).
 
     ``max_bytes`` bounds one file (an abort too); ``max_total_bytes`` all the
     notices of this pickup (the rest stays for the next). Without a
     ``save_file`` or an inbox directory nothing is touched or created.
+    ``ticket``: the daemon's prepare call this pickup belongs to
+    (:mod:`scoutd.inbox.gate`); None in the library.
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened, searched or listed.
@@ -156,7 +160,7 @@ def pick_up(save_file: str | None, *, max_bytes: int, max_total_bytes: int) -> P
     if dirs is None:
         return Pickup([])
     try:
-        with guarded(dirs.inbox):  # in the daemon: one consumer at a time (gate module)
+        with guarded(dirs.inbox, ticket):  # in the daemon: one consumer at a time (gate module)
             names = pending_names(dirs)
             if ABORT_NAME in names:
                 return Pickup([], _take_abort(dirs, max_bytes))

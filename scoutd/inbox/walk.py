@@ -55,7 +55,10 @@ def _syscall() -> Any:
 
 
 _syscall_function = _syscall()
-_openat2_missing = _syscall_function is None or os.uname().sysname != "Linux"
+# Known at import. A kernel or seccomp filter that refuses openat2 is not remembered
+# either: its refusal costs one failed system call per open, a memo would be
+# process-wide mutable state (docs/ARCHITECTURE.md)
+_OPENAT2_ABSENT = _syscall_function is None or os.uname().sysname != "Linux"
 
 
 def _open_without_symlinks(path: str) -> int | None:
@@ -64,8 +67,7 @@ def _open_without_symlinks(path: str) -> int | None:
     None when a symlink is on the way (``ELOOP``) or ``openat2`` is missing;
     raises ``OSError`` for anything else (``ENOENT``, ``EACCES``...).
     """
-    global _openat2_missing
-    if _openat2_missing:
+    if _OPENAT2_ABSENT:
         return None
     how = _OpenHow(flags=_PATH_FLAGS & ~os.O_NOFOLLOW, mode=0, resolve=_RESOLVE_NO_SYMLINKS)
     fd = _syscall_function(
@@ -79,7 +81,6 @@ def _open_without_symlinks(path: str) -> int | None:
         return int(fd)
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL):  # not here (seccomp...)
-        _openat2_missing = True
         return None
     if err in (errno.ELOOP, errno.EXDEV, errno.EAGAIN):
         return None  # a symlink on the way: each is judged step by step

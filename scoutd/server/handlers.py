@@ -347,7 +347,7 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
     session, inbox = request.session, request.inbox
     resolved, config = request.resolved, request.config
     quotas = server.shared.quotas
-    async with server.registry.preparing(inbox):
+    async with server.registry.preparing(inbox) as ticket:
         reason = server.registry.pending_abort(session, inbox)
         if reason is None:
             started = time.perf_counter()
@@ -355,7 +355,9 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                 if session is None:
                     if _inline(call, params, config, resolved):
                         # Small, built-in and without files: cheaper here than the hand-off.
-                        line, delivered = workers.run_prepare(rid, params, None, config, True)
+                        line, delivered = workers.run_prepare(
+                            rid, params, None, config, True, ticket
+                        )
                     else:
                         async with quotas.computing(uid, room):
                             started = time.perf_counter()  # waiting for a slot is not preparing
@@ -366,6 +368,7 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                                 resolved,
                                 config,
                                 _builtin_only(params, config),
+                                ticket,
                                 limiter=server.limiter,
                             )
                 else:
@@ -373,7 +376,7 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                     async with session.lock, quotas.computing(uid, room):
                         started = time.perf_counter()  # waiting for lock or slot: not preparing
                         line, delivered = await anyio.to_thread.run_sync(
-                            partial(workers.run_session_prepare, quotas=quotas),
+                            partial(workers.run_session_prepare, quotas=quotas, ticket=ticket),
                             rid,
                             params,
                             session,

@@ -49,7 +49,7 @@ from ..delta import DeltaEncoder
 from ..engine.incremental import SessionPrompt
 from ..inbox import claim as inbox_claim
 from ..inbox.aborted import claim_and_mark, held
-from ..inbox.gate import InboxGate
+from ..inbox.gate import InboxGate, Ticket
 from ..inbox.names import ABORT_NAME, inbox_dir
 from ..security import PeerCred
 from ..watcher import Batch, FsWatcher
@@ -337,8 +337,9 @@ class SessionRegistry:
         await self.claim(inbox)
 
     @contextlib.asynccontextmanager
-    async def preparing(self, inbox: str | None) -> AsyncIterator[None]:
-        """Let a claim of ``inbox`` already running decide before a prepare call starts.
+    async def preparing(self, inbox: str | None) -> AsyncIterator[Ticket]:
+        """Let a claim of ``inbox`` already running decide before a prepare call starts;
+        give the call its ticket, which its pickup holds the inbox with (``inbox/gate.py``).
 
         So a call that starts while the watcher takes an abort reports it
         (:meth:`pending_abort`). Claims never wait for prepare calls: a call
@@ -351,8 +352,7 @@ class SessionRegistry:
         if inbox is not None:
             while (running := self._claiming.get(inbox)) is not None:
                 await running.done.wait()  # a claim in flight decides first
-        with self._gate.call():  # the call's pickup learns of a claim that took the abort since
-            yield
+        yield self._gate.ticket()  # the call's pickup learns of a claim that took the abort since
 
     def _claim_limiter(self, uid: int) -> anyio.CapacityLimiter:
         """The threads ``uid``'s abort claims run on (never the prepare pool)."""

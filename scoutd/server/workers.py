@@ -16,10 +16,11 @@ import msgspec
 from .. import protocol
 from ..config import Config
 from ..engine.incremental import SessionPrompt, json_size
-from ..engine.prepare import Prepared, prepare
+from ..engine.prepare import Prepared, prepare_with
+from ..inbox.gate import Ticket
 from ..protocol.layout import layout_of
 from ..security import PeerCred, check_access, check_save_file
-from ..strategies.inbox import redelivering
+from ..strategies.base import InboxCall, Redelivery
 from .quotas import Quotas, held_bytes
 from .sessions import AgentSession
 
@@ -58,8 +59,11 @@ def run_prepare(
     save_file: str | None,
     config: Config,
     layout_allowed: bool = False,
+    ticket: Ticket | None = None,
 ) -> tuple[bytes, int]:
     """Run the strategies on the request's messages; (answer line, notices delivered).
+
+    ``ticket``: the call's hold on the daemon's inbox gate (``inbox/gate.py``).
 
     With ``answer="indices"`` and ``layout_allowed``, the answer is the prompt's
     layout over the request's messages (docs/PROTOCOL.md): the kept messages,
@@ -69,13 +73,14 @@ def run_prepare(
     or when the layout has no such form (:func:`scoutd.protocol.layout.layout_of`).
     """
     assert params.messages is not None  # required without a session
-    prepared = prepare(
+    prepared = prepare_with(
         params.messages,
         params.strategies,
         save_file=save_file,
         config=config,
         format=params.format or "auto",
         cache_control=params.cache_control,
+        inbox=InboxCall(ticket),
     )
     delivered = sum(report.inbox_delivered for report in prepared.report)
     _log_warnings(prepared)
@@ -181,6 +186,7 @@ def run_session_prepare(
     recheck: PathCheck | None = None,
     *,
     quotas: Quotas,
+    ticket: Ticket | None = None,
 ) -> tuple[bytes, int]:
     """Update the session's conversation, prepare it, encode the answer.
 
@@ -191,7 +197,8 @@ def run_session_prepare(
     ``recheck`` (save file, roots, peer, daemon uid): check the session's save
     file here first (:func:`checked_path`; Forbidden) and prepare with it; it
     must still resolve to the session's. ``quotas`` counts what the
-    conversation holds (TOO_LARGE beyond a bound, nothing changed).
+    conversation holds (TOO_LARGE beyond a bound, nothing changed); ``ticket``
+    the call's hold on the daemon's inbox gate (``inbox/gate.py``).
     """
     if recheck is not None:
         save_file = checked_path(*recheck)
@@ -229,15 +236,16 @@ def run_session_prepare(
             quotas.restore_session(session.id, session.uid, before)
             raise
     carried = session.delivered if params.redeliver else ()
+    redelivery = Redelivery(tuple(carried))
     try:
-        with redelivering(carried) as redelivery:
-            prepared, stable = state.prepare(
-                params.strategies,
-                config,
-                save_file=save_file,
-                format=params.format,
-                cache_control=params.cache_control,
-            )
+        prepared, stable = state.prepare(
+            params.strategies,
+            config,
+            save_file=save_file,
+            format=params.format,
+            cache_control=params.cache_control,
+            inbox=InboxCall(ticket, redelivery),
+        )
     except BaseException:
         if state is session.prompt and params.append:
             state.truncate(len(state.messages) - len(params.append))

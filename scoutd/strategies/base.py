@@ -5,7 +5,8 @@ and returns the new messages and its :class:`~.report.StrategyReport`. The
 context carries, explicitly, what a run may read besides the messages: the
 ``[prompt]`` configuration, the provider format, the save file, whether to
 report each tool message's fate, and the roles and contents ``prepare`` read
-once (docs/PERFORMANCE.md), and a session's rewrite cache. The capabilities
+once (docs/PERFORMANCE.md), a session's rewrite cache and, in the daemon,
+what its call hands the ``inbox`` strategy (:class:`InboxCall`). The capabilities
 tell the engine what it may assume of the strategy's prompts, so that no list
 of names elsewhere decides it: ``appends_only`` (the messages it gets stay in
 place, it may only append), ``keeps_prefix`` (its prompts stay byte-identical
@@ -18,8 +19,8 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..config import Config, PromptConfig
 from .columns import Columns
@@ -27,7 +28,18 @@ from .report import StrategyReport, plain_report
 from .rewrites import RewriteCache
 from .tool_messages import Handed
 
-__all__ = ["Builtin", "FunctionStrategy", "PrepareContext", "Rounds", "Strategy"]
+if TYPE_CHECKING:
+    from ..inbox.gate import Ticket
+
+__all__ = [
+    "Builtin",
+    "FunctionStrategy",
+    "InboxCall",
+    "PrepareContext",
+    "Redelivery",
+    "Rounds",
+    "Strategy",
+]
 
 
 class Rounds(enum.Enum):
@@ -35,6 +47,30 @@ class Rounds(enum.Enum):
 
     PLAN = "plan"  # a compaction plan carried from round to round (cost_rounds.CostPlanner)
     EPOCH = "epoch"  # bands fixed within an epoch: the last prompt extended (epoch_rounds)
+
+
+@dataclass(slots=True)
+class Redelivery:
+    """Notices to deliver again before the inbox's own (``carried``, taken by the
+    first pickup), and every notice the pickups delivered meanwhile."""
+
+    carried: tuple[str, ...] = ()
+    delivered: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class InboxCall:
+    """What a daemon prepare call hands its ``inbox`` strategy runs.
+
+    ``ticket``: the call's hold on the daemon's inbox gate, so that its
+    pickup learns of an abort the watcher claimed since the call began
+    (:mod:`scoutd.inbox.gate`); ``redelivery``: a session round's notices to
+    deliver again, and the record of what it delivered (docs/PROTOCOL.md,
+    ``redeliver``). The library's own calls have none.
+    """
+
+    ticket: Ticket | None = None
+    redelivery: Redelivery | None = None
 
 
 @dataclass(slots=True)
@@ -56,6 +92,7 @@ class PrepareContext:
     snapshot: Config | None = None  # the whole configuration, for plugins that ask for it
     rewrites: RewriteCache | None = None  # a session's, kept from round to round
     given: Handed | None = None  # bodies parsed by the previous prepare of this view
+    inbox: InboxCall | None = None  # a daemon call's (None: the library's)
 
 
 @runtime_checkable

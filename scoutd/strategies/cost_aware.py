@@ -31,7 +31,6 @@ turns always stay.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
 import math
@@ -93,9 +92,9 @@ _FILLER = "x"  # pragma: no mutate (any one letter stands for the length alike)
 REMARK_ROLE = "assistant"
 
 
-@functools.lru_cache(maxsize=16)
 def load_tokenizer(target: str) -> TokenCounter:
-    """The callable named ``module:attribute``, remembered.
+    """The callable named ``module:attribute`` (the module imported once, by Python's
+    own ``sys.modules``: no cache of scoutd's, docs/ARCHITECTURE.md).
 
     Raises:
         ConfigError: it cannot be imported or is not callable.

@@ -6,17 +6,15 @@ pickup (claiming files, recording them, the abort rule) is file delivery and
 lives in :mod:`scoutd.inbox`; :func:`inbox` joins the two. The names below
 that come from :mod:`scoutd.inbox` stay importable from here.
 
-A daemon session round runs inside :func:`redelivering`, which hands the
-strategy the notices of an answer its client did not use (they come again
-first) and records what the round delivered (docs/PROTOCOL.md, ``redeliver``).
+A daemon call hands the strategy, in ``PrepareContext.inbox``, its hold on
+the daemon's inbox gate and, for a session round, a :class:`Redelivery`: the
+notices of an answer its client did not use (they come again first) and the
+record of what the round delivered (docs/PROTOCOL.md, ``redeliver``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from ..config import PromptConfig
@@ -34,7 +32,7 @@ from ..inbox import (
     write_notice,
 )
 from ..inbox.aborted import held, mark_taken
-from .base import Builtin, PrepareContext
+from .base import Builtin, InboxCall, PrepareContext, Redelivery
 from .report import StrategyReport, content_chars
 
 __all__ = [
@@ -48,7 +46,6 @@ __all__ = [
     "inbox_dir",
     "inbox_removed_dir",
     "record_problem",
-    "redelivering",
     "write_abort",
     "write_notice",
 ]
@@ -74,36 +71,17 @@ def deliver(messages: Sequence[Any], pickup: Pickup) -> tuple[list[Any], Strateg
     )
 
 
-@dataclass(slots=True)
-class Redelivery:
-    """Notices to deliver again before the inbox's own (``carried``, taken by the
-    first pickup), and every notice the pickups delivered meanwhile."""
-
-    carried: tuple[str, ...] = ()
-    delivered: list[str] = field(default_factory=list)
-
-
-_REDELIVERY: ContextVar[Redelivery | None] = ContextVar("scoutd_redelivery", default=None)
-
-
-@contextmanager
-def redelivering(carried: Sequence[str] = ()) -> Iterator[Redelivery]:
-    """Run the ``inbox`` strategies of this context with ``carried`` delivered again first."""
-    state = Redelivery(tuple(carried))
-    token = _REDELIVERY.set(state)
-    try:
-        yield state
-    finally:
-        _REDELIVERY.reset(token)
-
-
 def inbox(
-    messages: Sequence[Any], config: PromptConfig, *, save_file: str | None = None
+    messages: Sequence[Any],
+    config: PromptConfig,
+    *,
+    save_file: str | None = None,
+    call: InboxCall | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Pick up ``save_file``'s inbox and deliver what it held (see :func:`deliver`).
 
     Without a ``save_file`` or an inbox directory, nothing is touched or created.
-    Inside :func:`redelivering`, its notices come first and count against
+    A daemon ``call``'s redelivered notices come first and count against
     ``inbox_max_total_bytes`` like the inbox's own.
 
     Raises:
@@ -114,10 +92,13 @@ def inbox(
     reason = held(save_file)
     if reason is not None:  # an aborted chat stays aborted (docs/RELIABILITY.md)
         raise StillAborted(reason)
-    redelivery = _REDELIVERY.get()
+    call = call or _LIBRARY
+    redelivery = call.redelivery
     carried = redelivery.carried if redelivery is not None else ()
     budget = config.inbox_max_total_bytes - sum(len(text.encode("utf-8")) for text in carried)
-    pickup = pick_up(save_file, max_bytes=config.inbox_max_bytes, max_total_bytes=budget)
+    pickup = pick_up(
+        save_file, max_bytes=config.inbox_max_bytes, max_total_bytes=budget, ticket=call.ticket
+    )
     if pickup.abort is not None and save_file is not None:
         mark_taken(save_file, pickup.abort)
     if redelivery is not None and pickup.abort is None:
@@ -128,8 +109,12 @@ def inbox(
     return deliver(messages, pickup)
 
 
+# The library's calls: no daemon gate, nothing to deliver again (frozen: shared safely)
+_LIBRARY = InboxCall()
+
+
 def _run(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
-    return inbox(messages, ctx.config, save_file=ctx.save_file)
+    return inbox(messages, ctx.config, save_file=ctx.save_file, call=ctx.inbox)
 
 
 # It only appends, after the prompt: the prefix stays (docs/STRATEGIES.md)

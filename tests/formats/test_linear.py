@@ -17,7 +17,6 @@ import pytest
 from scoutd import PromptConfig, prepare
 from scoutd.config import Config
 from scoutd.engine.incremental import SessionPrompt
-from scoutd.formats import texts
 from scoutd.testing import worst
 from scoutd.testing.worst import WORST, Builder
 
@@ -46,7 +45,7 @@ CASES = [
 def _prepare_work(fmt: str, builder: Builder, name: str) -> Any:
     def work(n: int) -> int:
         messages = builder(n)
-        texts.forget()  # a conversation seen for the first time: every text made
+        # a conversation seen for the first time (no texts kept): every text made
         config = COMPACTING[name]
         return lines_run(lambda: prepare(messages, name, config=config, format=fmt))
 

@@ -23,7 +23,8 @@ import pytest
 
 from scoutd import prepare
 from scoutd.config import PromptConfig
-from scoutd.formats import adapter, openai_chat, scout_view, texts
+from scoutd.formats import adapter, openai_chat, scout_view
+from scoutd.formats.texts import ConversationTexts
 from scoutd.formats.view import PASSTHROUGH, VIEW_KEY
 from scoutd.strategies.epoch import (
     fixed_window,
@@ -189,9 +190,9 @@ def test_the_bodies_handed_to_the_strategies_are_those_their_texts_parse_to() ->
     """The OpenAI Chat view hands over what parsing its texts gives (docs/PERFORMANCE.md)."""
     handed = 0
     for _, messages in conversations("openai-chat"):
-        texts.forget()
-        prepare(messages, "shorten_tools")  # parses the texts once and keeps their bodies
-        view = openai_chat.view(messages, True)
+        kept = ConversationTexts()
+        prepare(messages, "shorten_tools", texts=kept)  # parses the texts once, keeps the bodies
+        view = openai_chat.view(messages, True, kept)
         for key, (text, body) in view.bodies.items():
             assert key == id(text) and body == msgspec.json.decode(text, type=ToolBody)
         handed += sum(id(m["content"]) in view.bodies for m in view.messages if "content" in m)

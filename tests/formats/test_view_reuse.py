@@ -20,8 +20,8 @@ import pytest
 from scoutd import prepare
 from scoutd.config import Config
 from scoutd.engine.incremental import SessionPrompt
-from scoutd.formats import openai_chat, texts
-from scoutd.formats.texts import ConversationTexts, keeping
+from scoutd.formats import openai_chat
+from scoutd.formats.texts import ConversationTexts
 from scoutd.formats.view import VIEW_KEY, View
 from scoutd.strategies.tool_messages import ToolBody
 
@@ -30,17 +30,25 @@ from .conversations import chat, epoch_window
 # Every pair kept, all but the newest output shortened: the answer shows every text.
 SHORT = {"max_tool_calls": 100, "full_tool_outputs": 1, "max_tool_chars": 10}
 TIGHT = epoch_window(1)
+# The texts the tests' agent keeps for its conversation, passed to every view and prepare
+KEPT = ConversationTexts()
+
+
+def _chat_view(messages: list[Any], mark: bool) -> View:
+    return openai_chat.view(messages, mark, KEPT)
 
 
 def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What a first prepare of a copy of ``messages`` answers (nothing reused)."""
-    texts.forget()
-    return prepare(copy.deepcopy(messages), "shorten_tools_epoch", config=TIGHT).messages
+    KEPT.forget()
+    return prepare(
+        copy.deepcopy(messages), "shorten_tools_epoch", config=TIGHT, texts=KEPT
+    ).messages
 
 
 def _tool_texts(messages: list[dict[str, Any]] | View) -> list[str]:
     """The tool texts of a view, or of the OpenAI Chat view of ``messages``."""
-    view = messages if isinstance(messages, View) else openai_chat.view(messages, True)
+    view = messages if isinstance(messages, View) else openai_chat.view(messages, True, KEPT)
     return [m["content"] for m in view.messages if m.get("role", "").startswith("function_call")]
 
 
@@ -57,7 +65,7 @@ def _chat(pairs: int, narrated: bool) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("narrated", [True, False])
 def test_the_same_messages_get_the_same_text_objects(narrated: bool) -> None:
     messages = _chat(4, narrated)
-    texts.forget()
+    KEPT.forget()
     first = _tool_texts(messages)
     second = _tool_texts(messages)
     assert len(first) == 8
@@ -65,7 +73,7 @@ def test_the_same_messages_get_the_same_text_objects(narrated: bool) -> None:
     assert all(a is b for a, b in zip(first, second, strict=True))
     third = _tool_texts(messages)  # the second view kept what it reused
     assert all(a is b for a, b in zip(first, third, strict=True))
-    texts.forget()
+    KEPT.forget()
     third = _tool_texts(messages)
     assert third == first
     assert not any(a is b for a, b in zip(first, third, strict=True))
@@ -73,7 +81,7 @@ def test_the_same_messages_get_the_same_text_objects(narrated: bool) -> None:
 
 def test_new_dicts_with_the_same_strings_reuse_and_new_strings_do_not() -> None:
     messages = chat(4)
-    texts.forget()
+    KEPT.forget()
     first = _tool_texts(messages)
     copied = _tool_texts(copy.deepcopy(messages))  # new dicts, the same string objects
     assert copied == first
@@ -148,14 +156,14 @@ EDITS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
 def check_read_afresh(
     messages: list[Any],
     edit: Callable[[list[Any]], object],
-    view: Callable[[list[Any], bool], View] = openai_chat.view,
+    view: Callable[[list[Any], bool], View] = _chat_view,
 ) -> None:
     """After ``edit`` in place, the view equals that of a fresh copy, and the texts changed."""
-    texts.forget()
+    KEPT.forget()
     before = _tool_texts(view(messages, True))  # the texts are now kept
     edit(messages)
     after = view(messages, True)
-    texts.forget()
+    KEPT.forget()
     fresh = view(copy.deepcopy(messages), True)
     assert after.messages == fresh.messages
     assert (after.refs, after.starts, after.malformed) == (
@@ -179,22 +187,24 @@ def test_a_prepare_after_an_edit_in_place_answers_what_a_fresh_one_does(
     edit: str, narrated: bool
 ) -> None:
     messages = _chat(5, narrated)
-    texts.forget()
-    prepare(messages, "shorten_tools", config=SHORT)  # the texts are now kept
+    KEPT.forget()
+    prepare(messages, "shorten_tools", config=SHORT, texts=KEPT)  # the texts are now kept
     EDITS[edit](messages)
-    got = prepare(messages, "shorten_tools", config=SHORT).messages
-    texts.forget()
-    assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages
+    got = prepare(messages, "shorten_tools", config=SHORT, texts=KEPT).messages
+    KEPT.forget()
+    assert (
+        got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT, texts=KEPT).messages
+    )
 
 
 def test_text_given_in_place_to_a_kept_call_is_read_afresh() -> None:
     messages = _chat(5, narrated=False)
-    texts.forget()
-    openai_chat.view(messages, True)  # the texts are now kept
+    KEPT.forget()
+    openai_chat.view(messages, True, KEPT)  # the texts are now kept
     messages[2]["content"] = "Let me look."
-    after = openai_chat.view(messages, True)
-    texts.forget()
-    fresh = openai_chat.view(copy.deepcopy(messages), True)
+    after = openai_chat.view(messages, True, KEPT)
+    KEPT.forget()
+    fresh = openai_chat.view(copy.deepcopy(messages), True, KEPT)
     assert {"role": "assistant", "content": "Let me look.", VIEW_KEY: 2} in after.messages
     assert (after.messages, after.refs, after.starts) == (fresh.messages, fresh.refs, fresh.starts)
 
@@ -202,17 +212,17 @@ def test_text_given_in_place_to_a_kept_call_is_read_afresh() -> None:
 @pytest.mark.parametrize("narrated", [True, False])
 def test_a_growing_conversation_answers_what_a_fresh_one_does(narrated: bool) -> None:
     messages = _chat(8, narrated)
-    texts.forget()
+    KEPT.forget()
     for end in range(3, len(messages) + 1):
         prefix = messages[:end]
-        got = prepare(prefix, "shorten_tools_epoch", config=TIGHT)
+        got = prepare(prefix, "shorten_tools_epoch", config=TIGHT, texts=KEPT)
         assert got.messages == _fresh(prefix)
         assert all(VIEW_KEY not in m for m in got.messages)
 
 
 def test_parallel_calls_reuse_their_texts_too() -> None:
     messages = chat(3, parallel=3)
-    texts.forget()
+    KEPT.forget()
     first = _tool_texts(messages)
     second = _tool_texts(messages)
     assert len(first) == 18
@@ -260,61 +270,64 @@ def _check_bodies(view: Any) -> int:
 @pytest.mark.parametrize("narrated", [True, False])
 def test_the_bodies_of_a_growing_conversation_are_handed_over(narrated: bool) -> None:
     messages = _chat(8, narrated)
-    texts.forget()
+    KEPT.forget()
     for end in range(4, len(messages) + 1):
-        prepare(messages[:end], "shorten_tools", config=SHORT)  # its strategies parse them
-        assert _check_bodies(openai_chat.view(messages[:end], True)) == 2 * ((end - 2) // 2)
-    prepare(messages[:6], "shorten_tools", config=SHORT)  # the last groups left out
-    assert _check_bodies(openai_chat.view(messages[:6], True)) == 4
-    assert _check_bodies(openai_chat.view(messages[:6], True)) == 0  # no prepare in between
+        prepare(
+            messages[:end], "shorten_tools", config=SHORT, texts=KEPT
+        )  # its strategies parse them
+        assert _check_bodies(openai_chat.view(messages[:end], True, KEPT)) == 2 * ((end - 2) // 2)
+    prepare(messages[:6], "shorten_tools", config=SHORT, texts=KEPT)  # the last groups left out
+    assert _check_bodies(openai_chat.view(messages[:6], True, KEPT)) == 4
+    assert _check_bodies(openai_chat.view(messages[:6], True, KEPT)) == 0  # no prepare in between
 
 
 def test_a_prepare_stores_the_bodies_it_parsed_for_the_next() -> None:
     messages = _chat(4, narrated=False)
-    texts.forget()
-    assert _check_bodies(openai_chat.view(messages, True)) == 0  # none parsed yet
-    prepare(messages, "shorten_tools", config=SHORT)  # the strategies parse them once
-    assert _check_bodies(openai_chat.view(messages, True)) == 8
+    KEPT.forget()
+    assert _check_bodies(openai_chat.view(messages, True, KEPT)) == 0  # none parsed yet
+    prepare(messages, "shorten_tools", config=SHORT, texts=KEPT)  # the strategies parse them once
+    assert _check_bodies(openai_chat.view(messages, True, KEPT)) == 8
 
 
 @pytest.mark.parametrize("edit", EDITS)
 def test_the_bodies_after_an_edit_in_place_are_those_of_the_texts(edit: str) -> None:
     messages = _chat(5, narrated=False)
-    texts.forget()
-    openai_chat.view(messages, True)
-    prepare(messages, "shorten_tools", config=SHORT)
+    KEPT.forget()
+    openai_chat.view(messages, True, KEPT)
+    prepare(messages, "shorten_tools", config=SHORT, texts=KEPT)
     EDITS[edit](messages)
-    _check_bodies(openai_chat.view(messages, True))
-    got = prepare(messages, "shorten_tools", config=SHORT).messages
-    texts.forget()
-    assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages
+    _check_bodies(openai_chat.view(messages, True, KEPT))
+    got = prepare(messages, "shorten_tools", config=SHORT, texts=KEPT).messages
+    KEPT.forget()
+    assert (
+        got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT, texts=KEPT).messages
+    )
 
 
 def test_conversations_kept_apart_stay_warm_when_they_take_turns() -> None:
     first, second = _chat(4, False), _chat(5, True)
-    texts.forget()
+    KEPT.forget()
     before = _tool_texts(first)
     _tool_texts(second)
-    after = _tool_texts(first)  # the process keeps one conversation's texts: not these
+    after = _tool_texts(first)  # one object keeps one conversation's texts: not these
     assert after == before and not any(a is b for a, b in zip(before, after, strict=True))
     mine, theirs = ConversationTexts(), ConversationTexts()
-    with keeping(mine):
-        before = _tool_texts(first)
-    with keeping(theirs):
-        _tool_texts(second)
-    with keeping(mine):
-        after = _tool_texts(first)
+    before = _tool_texts(openai_chat.view(first, True, mine))
+    _tool_texts(openai_chat.view(second, True, theirs))
+    after = _tool_texts(openai_chat.view(first, True, mine))
     assert all(a is b for a, b in zip(before, after, strict=True))
     mine.forget()
-    with keeping(mine):
-        assert not any(a is b for a, b in zip(before, _tool_texts(first), strict=True))
+    again = _tool_texts(openai_chat.view(first, True, mine))
+    assert not any(a is b for a, b in zip(before, again, strict=True))
+    unkept = _tool_texts(openai_chat.view(first, True))  # without an owner: nothing reused
+    assert not any(a is b for a, b in zip(again, unkept, strict=True))
 
 
 def test_sessions_keep_their_own_texts_and_answer_what_a_fresh_prepare_does() -> None:
     conversations = [_chat(6, False), _chat(7, True)]
     ends = (3, 5, 8, 12)
     expected = [[_fresh(messages[:end]) for messages in conversations] for end in ends]
-    texts.forget()
+    KEPT.forget()
     sessions = [SessionPrompt(format="openai-chat"), SessionPrompt(format="openai-chat")]
     for end, answers in zip(ends, expected, strict=True):
         for session, messages, answer in zip(sessions, conversations, answers, strict=True):
@@ -322,6 +335,6 @@ def test_sessions_keep_their_own_texts_and_answer_what_a_fresh_prepare_does() ->
             prepared, _ = session.prepare("shorten_tools_epoch", Config(prompt=TIGHT))
             assert prepared.messages == answer
             assert session.view_texts.kept is not None
-    assert texts._last_texts == ({}, {}, {}, {}, {})  # the process's are not touched
+    assert KEPT.kept is None  # another owner's texts are not touched
     sessions[0].reset(conversations[0][:2])
     assert sessions[0].view_texts.kept is None

@@ -19,13 +19,13 @@ import msgspec
 import pytest
 
 from scoutd import PromptConfig, prepare
-from scoutd.formats import adapter, texts
+from scoutd.formats import adapter
 from scoutd.formats.view import View
 from scoutd.strategies.tool_messages import ToolBody
 from scoutd.testing.derive import to_anthropic, to_responses
 
 from .conversations import chat
-from .test_view_reuse import check_read_afresh
+from .test_view_reuse import KEPT, check_read_afresh
 
 # Every pair kept, all but the newest output shortened: the answer shows every text.
 SHORT = PromptConfig(max_tool_calls=100, full_tool_outputs=1, max_tool_chars=10)
@@ -47,7 +47,7 @@ def _conversation(fmt: str, pairs: int, plain: bool) -> list[dict[str, Any]]:
 def _view(fmt: str, messages: list[dict[str, Any]]) -> View:
     found = adapter(fmt)
     assert found is not None
-    return found.view(messages, True)
+    return found.view(messages, True, KEPT)
 
 
 def _tool_texts(view: View) -> list[str]:
@@ -58,14 +58,14 @@ def _tool_texts(view: View) -> list[str]:
 @pytest.mark.parametrize("fmt", CONVERT)
 def test_the_same_messages_get_the_same_text_objects(fmt: str, plain: bool) -> None:
     messages = _conversation(fmt, 4, plain)
-    texts.forget()
+    KEPT.forget()
     first = _tool_texts(_view(fmt, messages))
     second = _tool_texts(_view(fmt, messages))
     assert len(first) >= 8 and first == second
     assert all(a is b for a, b in zip(first, second, strict=True))
     third = _tool_texts(_view(fmt, messages))  # the second view kept what it reused
     assert all(a is b for a, b in zip(first, third, strict=True))
-    texts.forget()
+    KEPT.forget()
     third = _tool_texts(_view(fmt, messages))
     assert third == first and not any(a is b for a, b in zip(first, third, strict=True))
 
@@ -149,13 +149,15 @@ def test_a_prepare_after_an_edit_in_place_answers_what_a_fresh_one_does(
 ) -> None:
     fmt, change = EDITS[edit]
     messages = _conversation(fmt, 5, plain)
-    texts.forget()
+    KEPT.forget()
     # the texts are now kept (a copy: kept messages are the very objects edited below)
-    first = copy.deepcopy(prepare(messages, "shorten_tools", config=SHORT).messages)
+    first = copy.deepcopy(prepare(messages, "shorten_tools", config=SHORT, texts=KEPT).messages)
     change(messages)
-    got = prepare(messages, "shorten_tools", config=SHORT).messages
-    texts.forget()
-    assert got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT).messages
+    got = prepare(messages, "shorten_tools", config=SHORT, texts=KEPT).messages
+    KEPT.forget()
+    assert (
+        got == prepare(copy.deepcopy(messages), "shorten_tools", config=SHORT, texts=KEPT).messages
+    )
     assert got != first
 
 
@@ -170,9 +172,9 @@ def _bodies_handed_over(view: View) -> int:
 @pytest.mark.parametrize("fmt", CONVERT)
 def test_what_a_prepare_parsed_is_handed_to_the_next(fmt: str, plain: bool) -> None:
     messages = _conversation(fmt, 4, plain)
-    texts.forget()
+    KEPT.forget()
     count = len(_tool_texts(_view(fmt, messages)))
     assert _bodies_handed_over(_view(fmt, messages)) == 0  # no prepare parsed them yet
-    prepare(messages, "shorten_tools", config=SHORT)
+    prepare(messages, "shorten_tools", config=SHORT, texts=KEPT)
     assert _bodies_handed_over(_view(fmt, messages)) == count  # calls and outputs alike
     assert _bodies_handed_over(_view(fmt, messages)) == 0  # no prepare in between

@@ -25,6 +25,7 @@ from scoutd.inbox.files import InboxDirs
 from scoutd.inbox.gate import InboxGate, guarded
 from scoutd.inbox.walk import open_directory
 from scoutd.paths import printable
+from scoutd.strategies.base import InboxCall
 from scoutd.strategies.inbox import inbox
 
 NOBODY = 65534
@@ -142,7 +143,7 @@ def test_both_ways_of_opening_a_path_agree(
     from scoutd.inbox import walk
 
     if not one_call:
-        monkeypatch.setattr(walk, "_openat2_missing", True)
+        monkeypatch.setattr(walk, "_OPENAT2_ABSENT", True)
     plain = tmp_path / "x" / "y"
     plain.mkdir(parents=True)
     (tmp_path / "link").symlink_to(plain)
@@ -177,16 +178,16 @@ def test_a_pickup_in_a_daemon_call_learns_of_a_take_since_the_call_began(
     inbox_path = inbox_dir(save_file)
     gate = InboxGate()
     gate.record(inbox_path, "before the call")
-    with gate.call():
-        out, _ = inbox([], CONFIG, save_file=save_file)  # a take before the call: none
-        assert out == [{"role": "user", "content": "stays"}]
+    call = InboxCall(gate.ticket())
+    out, _ = inbox([], CONFIG, save_file=save_file, call=call)  # a take before the call: none
+    assert out == [{"role": "user", "content": "stays"}]
     write_notice(save_file, "stays too", name="n.txt")
-    with gate.call():
-        gate.record(inbox_path, "taken by the watcher")
-        with pytest.raises(StillAborted, match="taken by the watcher"):
-            inbox([], CONFIG, save_file=save_file)
+    call = InboxCall(gate.ticket())
+    gate.record(inbox_path, "taken by the watcher")
+    with pytest.raises(StillAborted, match="taken by the watcher"):
+        inbox([], CONFIG, save_file=save_file, call=call)
     assert os.listdir(inbox_path) == ["n.txt"]  # nothing taken
-    with guarded(inbox_path):  # outside a call: nothing to learn, no lock
+    with guarded(inbox_path, None):  # outside a call: nothing to learn, no lock
         pass
 
 

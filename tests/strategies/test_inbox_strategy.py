@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from scoutd import Aborted, PromptConfig
 from scoutd.inbox import Pickup
 from scoutd.inbox.aborted import clear, held
+from scoutd.strategies.base import InboxCall
 from scoutd.strategies.inbox import (
+    Redelivery,
     deliver,
     inbox,
     inbox_dir,
-    redelivering,
     write_abort,
     write_notice,
 )
@@ -130,9 +131,10 @@ def test_redelivered_notices_come_first_and_count_against_the_budget(
 ) -> None:
     save_file = _save(tmp_path, ["aaaaa", "bbbbb"])
     config = PromptConfig(inbox_max_bytes=100, inbox_max_total_bytes=9)
-    with redelivering(["é é"]) as redelivery:  # 5 bytes of UTF-8: 4 left for the inbox
-        out, report = inbox([], config, save_file=save_file)
-        again, _ = inbox([], config, save_file=save_file)  # the carried ones went out once
+    redelivery = Redelivery(("é é",))  # 5 bytes of UTF-8: 4 left for the inbox
+    call = InboxCall(redelivery=redelivery)
+    out, report = inbox([], config, save_file=save_file, call=call)
+    again, _ = inbox([], config, save_file=save_file, call=call)  # the carried ones went once
     assert [m["content"] for m in out] == [
         "é é",
         "aaaa\n[scoutd: notice truncated at 4 of 5 bytes]",
@@ -146,6 +148,7 @@ def test_redelivered_notices_come_first_and_count_against_the_budget(
 def test_an_abort_outranks_the_notices_to_redeliver(tmp_path: pathlib.Path) -> None:
     save_file = _save(tmp_path, [])
     write_abort(save_file, "stop")
-    with redelivering(["again"]) as redelivery, pytest.raises(Aborted):
-        inbox([], PromptConfig(), save_file=save_file)
+    redelivery = Redelivery(("again",))
+    with pytest.raises(Aborted):
+        inbox([], PromptConfig(), save_file=save_file, call=InboxCall(redelivery=redelivery))
     assert redelivery.carried == ("again",) and redelivery.delivered == []
