@@ -47,10 +47,12 @@ import msgspec
 from ..config import DEFAULT_NOTICE, PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
+from ..protocol.report import Reason
 from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns, known_columns
 from .cost_plan import Plan, plan_compaction
 from .epoch import Window
+from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
 from .rewrites import RewriteCache, shortened
 from .tool_messages import (
@@ -316,7 +318,7 @@ def shorten_tools_cost_aware(
     """
     index = index_tools(messages, columns, given)
     if not index.outputs:  # no round ended yet: nothing to compact
-        return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
+        return apply_plan(messages, index, Plan(0, 0, 0), config, detail, [], columns)
     remarks = _remarks(index)  # read by the counts and by the compaction: found once
     count = token_counter(config)
     tokens = _Tokens(messages, index, count, remarks, columns)
@@ -339,6 +341,7 @@ def apply_plan(
     """The prompt and report of ``plan`` over ``messages`` (``remarks``: ``_remarks(index)``,
     ``columns``: ``messages``' roles and contents when read already, ``rewrites``: a
     session's)."""
+    reason = plan_reason(plan, config)  # why it compacted, or did not (docs/STRATEGIES.md)
     if plan.shortened:
         outputs = index.outputs
         window = Window(
@@ -350,8 +353,11 @@ def apply_plan(
         )
         if remarks is None:
             remarks = _remarks(index)
-        return _compact(messages, index, window, config, detail, remarks, columns, rewrites)
-    return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
+        return _compact(messages, index, window, config, detail, remarks, columns, rewrites, reason)
+    why = uncompacted_reasons(index) if detail else None
+    return apply_changes(
+        NAME, messages, index, Changes(), detail=detail, columns=columns, reason=reason, why=why
+    )
 
 
 def _bands(index: ToolIndex, window: Window) -> tuple[list[int], list[int]]:
@@ -386,6 +392,7 @@ def _compact(
     remarks: list[tuple[int, int]],
     columns: Columns | None = None,
     rewrites: RewriteCache | None = None,
+    reason: Reason | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
@@ -399,8 +406,22 @@ def _compact(
     notice = config.compaction_notice
     if notice == DEFAULT_NOTICE:
         notice = COST_AWARE_NOTICE
+    keep_full = window.keep_full
+    why = (
+        band_reasons(index, keep_full, window.truncate_to, RowReason.NEWEST, keep_full)
+        if detail
+        else None
+    )
     return apply_changes(
-        NAME, messages, index, changes, notice=notice, detail=detail, columns=columns
+        NAME,
+        messages,
+        index,
+        changes,
+        notice=notice,
+        detail=detail,
+        columns=columns,
+        reason=reason,
+        why=why,
     )
 
 

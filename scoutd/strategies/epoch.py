@@ -19,6 +19,7 @@ from typing import Any
 from ..config import PromptConfig
 from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns
+from .reasons import epoch_reason, epoch_reasons
 from .report import Changes, StrategyReport, apply_changes
 from .rewrites import RewriteCache, shortened
 from .tool_messages import (
@@ -138,7 +139,15 @@ def compact(
     changes = epoch_changes(messages, index, window, protected, rewrites)
     notice = config.compaction_notice
     return apply_changes(
-        name, messages, index, changes, notice=notice, detail=detail, columns=columns
+        name,
+        messages,
+        index,
+        changes,
+        notice=notice,
+        detail=detail,
+        columns=columns,
+        reason=epoch_reason(config) if window is None else None,
+        why=epoch_reasons(index, window, config) if detail else None,
     )
 
 
