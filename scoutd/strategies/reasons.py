@@ -66,7 +66,7 @@ ROW_TEXTS: dict[RowReason, str] = {
     RowReason.SHORT: "kept: in the shortened band, but no longer than its shortened form",
     RowReason.OLDER: "dropped: older than the shortened band",
     RowReason.REPEAT: "kept whole: latest of a repeated call",
-    RowReason.UNCOMPACTED: "kept: nothing is compacted (the strategy's reason says why)",
+    RowReason.UNCOMPACTED: "kept: the strategy compacted nothing",
     RowReason.PENDING: "kept: a call whose output has not come yet",
 }
 
@@ -195,9 +195,13 @@ def plan_reason(plan: Plan, config: PromptConfig) -> Reason:
         return _figures(*_compacted(decision, config), decision, decided, True, None)
     if not decision.weighed:
         if decided is None:
+            among = (
+                "the only output is"
+                if decision.round == 1
+                else f"all {decision.round:,} outputs are"
+            )
             text = (
-                f"all {decision.round:,} outputs are among the newest {decision.full:,} kept"
-                " verbatim: nothing to compact yet"
+                f"{among} among the newest {decision.full:,} kept verbatim: nothing to compact yet"
             )
         else:
             text = (
