@@ -237,13 +237,15 @@ def plan_reason(plan: Plan, config: PromptConfig) -> Reason:
             f" ({decision.batch:g} times the rewrite){then}"
         )
     elif unmet == "horizon":
+        rounds = f"{decision.horizon:,.1f}" if decision.horizon < 10 else _tokens(decision.horizon)
         text = (
             f"{stand}compaction would not repay over the rounds expected to remain: {saving},"
-            f" over about {_tokens(decision.horizon)} more rounds{then}"
+            f"; about {rounds} more rounds are expected{then}"
         )
     else:
         text = (
-            f"{stand}compaction would risk too much: {saving}, more than"
+            f"{stand}compaction would risk too much: the rewrite would cost"
+            f" {_tokens(decision.rewrite)} (uncached-token units), more than"
             f" {_share(config.compaction_risk_share)} of the bill so far"
             f" ({_tokens(decision.billed)}){then}"
         )
