@@ -44,6 +44,7 @@ _LAZY = {
     "register_strategy": ".engine.prepare",
     "unregister_strategy": ".engine.prepare",
     "Prepared": ".protocol.report",
+    "Reason": ".protocol.report",
     "StrategyReport": ".protocol.report",
     "ToolAction": ".protocol.report",
     "Session": ".engine.session",
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
         write_abort,
         write_notice,
     )
-    from .protocol.report import Prepared, StrategyReport, ToolAction
+    from .protocol.report import Prepared, Reason, StrategyReport, ToolAction
     from .strategies.text import shorten_string, truncate_string
 
 
@@ -96,6 +97,7 @@ __all__ = [
     "prepare",
     "prepare_prompt",
     "Prepared",
+    "Reason",
     "StrategyReport",
     "ToolAction",
     "Session",
