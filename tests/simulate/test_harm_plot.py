@@ -17,6 +17,7 @@ from scoutd.simulate import synthetic_run
 from scoutd.simulate.cli import main
 from scoutd.simulate.harm_plot import GROUPS, HarmPoint, harm_figure, harm_points
 
+ROOT = Path(__file__).resolve().parent.parent.parent
 STRATEGIES = ["none", "shorten_tools_cost_aware", "mask_last_n", "clear_tool_uses"]
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -86,3 +87,13 @@ def test_points_at_the_same_place_share_one_label() -> None:
         "shorten_tools_cost_aware (default)",
     ]
     assert len(axes.collections) == 2
+
+
+@pytest.mark.parametrize("name", ["harm-openai.png", "harm-anthropic.png"])
+def test_the_docs_show_the_plots_and_how_to_make_them(name: str) -> None:
+    """Tracked, small, shown in docs/ECONOMY.md with the command that writes them to out/."""
+    written = (ROOT / "docs" / name).read_bytes()
+    assert written.startswith(PNG) and len(written) < 150_000
+    economy = (ROOT / "docs" / "ECONOMY.md").read_text(encoding="utf-8")
+    assert f"]({name})" in economy
+    assert f"--plot out/{name}" in economy
