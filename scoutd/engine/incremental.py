@@ -329,7 +329,9 @@ class SessionPrompt:
                 epoch = epoch_state(index, changes, report.notice)
                 stable = 0
         # the reason of this round's decision, as a whole prepare gives it (docs/STRATEGIES.md)
-        report = msgspec.structs.replace(report, reason=round_reason(plan, window, prompt))
+        report = msgspec.structs.replace(
+            report, reason=round_reason(plan, window is not None, prompt)
+        )
         self._last = _Round(
             names=names,
             config=config,

@@ -19,7 +19,13 @@ from typing import Any
 from ..config import PromptConfig
 from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns
-from .reasons import epoch_reason, epoch_reasons
+from .reasons import (
+    RowReason,
+    RowWhy,
+    band_reasons,
+    epoch_reason,
+    uncompacted_reasons,
+)
 from .report import Changes, StrategyReport, apply_changes
 from .rewrites import RewriteCache, shortened
 from .tool_messages import (
@@ -149,6 +155,14 @@ def compact(
         reason=epoch_reason(config) if window is None else None,
         why=epoch_reasons(index, window, config) if detail else None,
     )
+
+
+def epoch_reasons(index: ToolIndex, window: Window | None, config: PromptConfig) -> RowWhy:
+    """Why each tool message has its fate under ``window`` (None: nothing compacted)."""
+    if window is None:
+        return uncompacted_reasons(index)
+    full = config.epoch_full_tool_calls
+    return band_reasons(index, window.keep_full, window.truncate_to, RowReason.EPOCH, full)
 
 
 def epoch_changes(

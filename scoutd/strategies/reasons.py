@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ..config import PromptConfig
 from ..protocol.report import Reason
 from .cost_plan import Decision, Plan
 from .report import Fate
 from .tool_messages import ToolIndex
-
-if TYPE_CHECKING:  # epoch.py imports this module
-    from .epoch import Window
 
 __all__ = [
     "NEVER",
@@ -37,7 +33,7 @@ __all__ = [
     "RowWhy",
     "band_reasons",
     "epoch_reason",
-    "epoch_reasons",
+    "limits_reason",
     "plan_reason",
     "round_reason",
     "row_text",
@@ -116,20 +112,22 @@ def band_reasons(
     return why
 
 
-def epoch_reasons(index: ToolIndex, window: Window | None, config: PromptConfig) -> RowWhy:
-    """Row reasons of an epoch strategy's window (None: it compacts nothing)."""
-    if window is None:
-        return uncompacted_reasons(index)
-    full = config.epoch_full_tool_calls
-    return band_reasons(index, window.keep_full, window.truncate_to, RowReason.EPOCH, full)
-
-
-def round_reason(plan: Plan | None, window: Window | None, config: PromptConfig) -> Reason | None:
+def round_reason(plan: Plan | None, windowed: bool, config: PromptConfig) -> Reason | None:
     """The report's reason of a session round: the default's ``plan``, else an epoch
-    strategy's ``window`` (the same reason a whole prepare gives)."""
+    strategy's, which has one only without a window (as a whole prepare gives them)."""
     if plan is not None:
         return plan_reason(plan, config)
-    return epoch_reason(config) if window is None else None
+    return None if windowed else epoch_reason(config)
+
+
+def limits_reason(config: PromptConfig) -> Reason:
+    """Why ``shorten_tools`` changed nothing: every tool message is within its limits."""
+    return Reason(
+        code="within_limits",
+        text=f"nothing to shorten: every tool message is among the newest"
+        f" {config.full_tool_outputs:,}, in the newest user turn, within the first"
+        f" {config.max_tool_chars:,} characters of tool traffic, or already short",
+    )
 
 
 NEVER = Reason(code="never", text="strategy none never compacts")

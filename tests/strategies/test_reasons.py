@@ -267,6 +267,19 @@ def test_the_epoch_strategies_give_their_reasons() -> None:
     assert none is not None and none.text == "strategy none never compacts"
 
 
+def test_shorten_tools_says_why_it_changed_nothing() -> None:
+    untouched = scoutd.prepare(run(3), "shorten_tools").report[0]
+    assert untouched.reason is not None and untouched.reason.code == "within_limits"
+    assert untouched.reason.text.startswith(
+        "nothing to shorten: every tool message is among the newest 10, in the newest user"
+        " turn, within the first 100,000 characters of tool traffic"
+    )
+    later = [*run(120), {"role": "user", "content": "Go on."}]  # the tools: an older turn
+    changed = scoutd.prepare(later, "shorten_tools").report[0]
+    assert changed.outputs_truncated + changed.outputs_dropped > 0
+    assert changed.reason is None
+
+
 def test_a_session_gives_the_reason_of_a_whole_prepare_at_every_round() -> None:
     messages = run(100)
     with scoutd.Session(None) as session:
