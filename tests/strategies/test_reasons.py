@@ -18,9 +18,16 @@ import pytest
 import scoutd
 from scoutd.config import PromptConfig
 from scoutd.pricing import PRICE_PRESETS
-from scoutd.strategies.cost_aware import shorten_tools_cost_aware
+from scoutd.strategies.cost_aware import (
+    _Tokens,
+    effective_prices,
+    shorten_tools_cost_aware,
+    token_counter,
+)
+from scoutd.strategies.cost_plan import plan_compaction
 from scoutd.strategies.epoch import shorten_tools_epoch
 from scoutd.strategies.reasons import ROW_TEXTS, RowReason
+from scoutd.strategies.tool_messages import index_tools
 
 from ..support.daemon import Daemon
 
@@ -143,6 +150,30 @@ def test_it_pays_about_where_the_reason_says(calls: int) -> None:
         pytest.fail("no compaction in 400 rounds")
     grown = equal.prompt(later) - equal.prompt(calls)
     assert 0.75 * grown <= said <= 1.25 * grown, (said, grown, later)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"expected_horizon": 0.01}, {"compaction_risk_share": 0.005}, {"context_window": 1e6}],
+)
+def test_the_projection_is_the_first_round_its_tests_all_pass(config: dict[str, Any]) -> None:
+    """rounds_to_pay, solved in closed form, against the rule's tests projected round by round."""
+    messages = run(300)
+    prompt = PromptConfig(**config)
+    checked = 0
+    for n in range(1, 301, 7):
+        index = index_tools(messages[: 2 + 2 * n])
+        tokens = _Tokens(messages[: 2 + 2 * n], index, token_counter(prompt))
+        plan = plan_compaction(tokens, index.outputs, prompt, effective_prices(prompt))
+        decision = plan.decision
+        assert decision is not None
+        rounds = decision.rounds_to_pay()
+        if rounds is None:
+            continue
+        checked += 1
+        assert decision.projected_unmet(rounds) is None, (n, rounds)
+        assert rounds == 0 or decision.projected_unmet(rounds - 1) is not None, (n, rounds)
+    assert checked >= 10
 
 
 def test_when_it_pays_it_compacts_and_says_so() -> None:
