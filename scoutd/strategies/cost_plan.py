@@ -8,7 +8,6 @@ re-exports these names.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -16,7 +15,7 @@ from typing import Protocol
 from ..config import PromptConfig
 from ..pricing import CachePrices
 
-__all__ = ["Decision", "Plan", "Replay", "Tokens", "plan_compaction"]
+__all__ = ["Decision", "Plan", "Replay", "Tokens", "plan_compaction", "unmet_test"]
 
 
 class Tokens(Protocol):
@@ -75,92 +74,10 @@ class Decision:
         that this round failed, None when it compacted or the bands did not move."""
         if self.compacted or not self.weighed:
             return None
-        return _unmet(self, self.prompt, self.carried, self.removed, self.horizon, self.billed)
-
-    @property
-    def growth(self) -> float:
-        """The tokens an average round so far added to the prompt."""
-        return (self.whole - self.head) / self.round if self.round > 0 else 0.0
-
-    def projected_unmet(self, rounds: int) -> str | None:
-        """:meth:`unmet` ``rounds`` later, if each added :attr:`growth` tokens (to the
-        prompt and to what a compaction would remove) and the rewrite stayed as it is."""
-        growth = self.growth
-        grown = growth * rounds
-        carried = self.carried + self.read * (
-            self.removed * rounds + growth * rounds * (rounds + 1) / 2
-        )
-        billed = (
-            self.billed
-            + rounds * (self.prompt * self.read + growth * self.write)
-            + self.read * growth * rounds * (rounds - 1) / 2
-        )
-        horizon = self.horizon * (self.round + rounds) / self.round
-        removed = self.removed + grown
-        return _unmet(self, self.prompt + grown, carried, removed, horizon, billed)
-
-    def more_tokens(self) -> int | None:
-        """About how many more tokens of prompt until the rule's tests all pass.
-
-        A projection, not a promise (:meth:`projected_unmet`). Each test,
-        projected, is a quadratic in the rounds ahead that only grows, so the
-        first round it passes has a closed form, and all pass from the latest
-        of those on: a few operations, where searching the rounds called the
-        tests a score of times on every prepare. None: not within
-        ``_PROJECTION_ROUNDS`` (no growth, or nothing to remove).
-        """
-        rounds = self.rounds_to_pay()
-        return None if rounds is None else max(1, round(self.growth * rounds))
-
-    def rounds_to_pay(self) -> int | None:
-        """The rounds :meth:`more_tokens` counts: the first at which
-        :meth:`projected_unmet` is None (None: not within reach)."""
-        if self.unmet() is None or self.round <= 0 or self.growth <= 0:
-            return None
-        g, r, w = self.growth, self.read, self.write
-        per_round = self.horizon / self.round * r  # the horizon test's factor, per round
-        rounds = max(
-            _first_round(0.0, g, self.prompt - self.trigger),
-            _first_round(
-                r * g / 2, r * (self.removed + g / 2), self.carried - self.batch * self.rewrite
-            ),
-            _first_round(
-                per_round * g,
-                per_round * (self.removed + g * self.round),
-                per_round * self.removed * self.round - self.rewrite,
-            ),
-            _first_round(
-                self.risk * r * g / 2,
-                self.risk * (self.prompt * r + g * w - r * g / 2),
-                self.risk * self.billed - self.rewrite,
-            ),
-        )
-        return None if rounds > _PROJECTION_ROUNDS else rounds
+        return unmet_test(self, self.prompt, self.carried, self.removed, self.horizon, self.billed)
 
 
-def _first_round(a: float, b: float, c: float) -> int:
-    """The least whole ``j >= 0`` with ``a*j*j + b*j + c >= 0``, for a quadratic that grows
-    over ``j >= 0`` (``a >= 0``); past ``_PROJECTION_ROUNDS`` when it never does."""
-    if c >= 0:
-        return 0
-    if a > 0:
-        root = (-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)
-    elif b > 0:
-        root = -c / b
-    else:
-        return _PROJECTION_ROUNDS + 1
-    if root > _PROJECTION_ROUNDS:
-        return _PROJECTION_ROUNDS + 1
-    found = math.ceil(root)
-    # the root, rounded: step back when the float landed just above a whole round
-    return found - 1 if found and a * (found - 1) ** 2 + b * (found - 1) + c >= 0 else found
-
-
-# The projection of Decision.more_tokens looks this many rounds ahead at most.
-_PROJECTION_ROUNDS = 100_000
-
-
-def _unmet(
+def unmet_test(
     decision: Decision, prompt: float, carried: float, removed: float, horizon: float, billed: float
 ) -> str | None:
     """The first of the rule's tests that fails for these figures (the loop's ``pays``, term by

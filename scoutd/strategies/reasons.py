@@ -22,6 +22,7 @@ from collections.abc import Callable
 from ..config import PromptConfig
 from ..protocol.report import Reason
 from .cost_plan import Decision, Plan
+from .projection import more_tokens
 from .report import Fate
 from .tool_messages import ToolIndex
 
@@ -208,7 +209,7 @@ def plan_reason(plan: Plan, config: PromptConfig) -> Reason:
             )
         return _figures("within_verbatim", text, decision, decided, False, None)
     unmet = decision.unmet() or "risk"  # weighed and not compacted: one test failed
-    more = decision.more_tokens()
+    more = more_tokens(decision)
     stand = f"the compaction at output {decided:,} stands; " if decided is not None else ""
     then = (
         f"; it will pay at about {more:,} more tokens of prompt"

@@ -26,6 +26,7 @@ from scoutd.strategies.cost_aware import (
 )
 from scoutd.strategies.cost_plan import plan_compaction
 from scoutd.strategies.epoch import shorten_tools_epoch
+from scoutd.strategies.projection import projected_unmet, rounds_to_pay
 from scoutd.strategies.reasons import ROW_TEXTS, RowReason
 from scoutd.strategies.tool_messages import index_tools
 
@@ -167,12 +168,12 @@ def test_the_projection_is_the_first_round_its_tests_all_pass(config: dict[str, 
         plan = plan_compaction(tokens, index.outputs, prompt, effective_prices(prompt))
         decision = plan.decision
         assert decision is not None
-        rounds = decision.rounds_to_pay()
+        rounds = rounds_to_pay(decision)
         if rounds is None:
             continue
         checked += 1
-        assert decision.projected_unmet(rounds) is None, (n, rounds)
-        assert rounds == 0 or decision.projected_unmet(rounds - 1) is not None, (n, rounds)
+        assert projected_unmet(decision, rounds) is None, (n, rounds)
+        assert rounds == 0 or projected_unmet(decision, rounds - 1) is not None, (n, rounds)
     assert checked >= 10
 
 
