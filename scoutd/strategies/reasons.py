@@ -4,8 +4,8 @@ Two kinds of reason, each a stable code and a sentence:
 
 * the report's :class:`~scoutd.protocol.report.Reason`: why the strategy
   compacted, or did not, at the last round. The default's comes from the
-  figures its plan read at that round (:class:`~.cost_plan.Decision`), so the
-  sentence and the decision can never disagree;
+  figures its plan compared at that round (:class:`~.cost_plan.Decision`),
+  not from a second computation of them;
 * a reason per tool message (``ToolAction.reason`` and ``why``, with
   ``detail``): a :class:`RowReason` and the figure its sentence names. A rule
   added to a strategy's retention adds its member and its sentence to
