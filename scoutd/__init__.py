@@ -44,6 +44,7 @@ _LAZY = {
     "register_strategy": ".engine.prepare",
     "unregister_strategy": ".engine.prepare",
     "Prepared": ".protocol.report",
+    "Reason": ".protocol.report",
     "StrategyReport": ".protocol.report",
     "ToolAction": ".protocol.report",
     "Session": ".engine.session",
@@ -84,7 +85,7 @@ if TYPE_CHECKING:
         write_abort,
         write_notice,
     )
-    from .protocol.report import Prepared, StrategyReport, ToolAction
+    from .protocol.report import Prepared, Reason, StrategyReport, ToolAction
     from .recall import recall_output, recall_tool
     from .strategies.text import shorten_string, truncate_string
 
@@ -101,6 +102,7 @@ __all__ = [
     "prepare",
     "prepare_prompt",
     "Prepared",
+    "Reason",
     "StrategyReport",
     "ToolAction",
     "Session",

@@ -80,8 +80,21 @@ def _points(fmt: str, messages: list[Any]) -> list[int]:
     return call_points(provider, messages) or [len(messages)]
 
 
+def _without_reasons(report: list[Any]) -> list[Any]:
+    """The report less its reasons (docs/STRATEGIES.md, "Why: the reasons"): sentences
+    added after the digests were recorded, which change no prompt and no count."""
+    entries: list[Any] = msgspec.to_builtins(report)
+    for entry in entries:
+        entry.pop("reason", None)
+        for action in entry.get("actions") or ():
+            action.pop("reason", None)
+            action.pop("why", None)
+    return entries
+
+
 def _fold(digest: Any, prepared: Any) -> None:
-    digest.update(_canonical.encode({"messages": prepared.messages, "report": prepared.report}))
+    report = _without_reasons(prepared.report)
+    digest.update(_canonical.encode({"messages": prepared.messages, "report": report}))
 
 
 def _prepare_digest(fmt: str, messages: list[Any], names: str, save_file: str, rounds: int) -> str:

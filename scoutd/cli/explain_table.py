@@ -60,7 +60,7 @@ def explain_lines(report: StrategyReport) -> list[str]:
     elif not actions:
         lines.append("  (no tool messages)")
     else:
-        header = ("#", "role", "id", "name", "pos", "action", "chars")
+        header = ("#", "role", "id", "name", "pos", "action", "chars", "why")
         rows = [
             (
                 str(action.index),
@@ -70,9 +70,12 @@ def explain_lines(report: StrategyReport) -> list[str]:
                 str(action.position),
                 action.action,
                 f"{action.chars_before} -> {action.chars_after}",
+                action.why or "-",
             )
             for action in actions
         ]
         lines.extend(_table(header, rows, numeric={0, 4}))
     lines.append("  " + _counts(report))
+    if report.reason is not None:
+        lines.append(f"  why: {report.reason.text}")
     return lines

@@ -35,6 +35,7 @@ from ..strategies.cost_aware import apply_plan
 from ..strategies.cost_rounds import CostPlanner
 from ..strategies.epoch import EpochStrategy, Window, epoch_changes, epoch_notice
 from ..strategies.epoch_rounds import EpochState, Repeats, epoch_state, move_protection
+from ..strategies.reasons import round_reason
 from ..strategies.report import StrategyReport, apply_changes, content_chars
 from ..strategies.rewrites import RewriteCache
 from ..strategies.tool_messages import ToolIndex
@@ -325,6 +326,10 @@ class SessionPrompt:
                 )
                 epoch = epoch_state(index, changes, report.notice)
                 stable = 0
+        # the reason of this round's decision, as a whole prepare gives it (docs/STRATEGIES.md)
+        report = msgspec.structs.replace(
+            report, reason=round_reason(plan, window is not None, prompt)
+        )
         self._last = _Round(
             names=names,
             config=config,

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Prepared", "StrategyReport", "ToolAction"]
+__all__ = ["Prepared", "Reason", "StrategyReport", "ToolAction"]
 
 
 class ToolAction(msgspec.Struct, kw_only=True):
@@ -26,6 +26,33 @@ class ToolAction(msgspec.Struct, kw_only=True):
     action: str
     chars_before: int
     chars_after: int
+    # Why this message has its fate: a short code (``newest``, ``band``, ``older``,
+    # ...; docs/STRATEGIES.md, the report) and the sentence for an operator. None
+    # from a strategy that does not say (a plugin) or from an older daemon.
+    reason: str | None = None
+    why: str | None = None
+
+
+class Reason(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Why a strategy compacted as it did at the last round (docs/STRATEGIES.md, the report).
+
+    ``code`` is stable, for programs (``below_trigger``, ``not_paying``, ...);
+    ``text`` is the sentence for an operator. The figures are those the
+    decision read, when it read them: tokens, and costs in uncached input
+    tokens (docs/ECONOMY.md, the model); each is None when it does not apply.
+    """
+
+    code: str
+    text: str
+    prompt_tokens: int | None = None  # the prompt, with the bands of the last compaction
+    trigger_tokens: int | None = None  # no compaction below this many
+    limit_tokens: int | None = None  # always compacted above this many
+    removed_tokens: int | None = None  # what a compaction now would remove
+    rewrite_cost: float | None = None  # that compaction's extra cost, once
+    paid_cost: float | None = None  # read cost paid since the last decision for what it removes
+    needed_cost: float | None = None  # what the rent-or-buy rule waits for that to reach
+    more_tokens: int | None = None  # prompt growth after which it is expected to pay
+    decided_at: int | None = None  # the output at which the bands in force were decided
 
 
 class StrategyReport(msgspec.Struct, kw_only=True):
@@ -56,6 +83,7 @@ class StrategyReport(msgspec.Struct, kw_only=True):
     narration_dropped: int = 0
     stable_prefix: int | None = None
     warnings: list[str] | None = None
+    reason: Reason | None = None
 
 
 class Prepared(msgspec.Struct, kw_only=True):

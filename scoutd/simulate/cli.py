@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -293,10 +294,16 @@ def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str
     finally:
         progress.close()
     failed = any(f["failed"] for row in rows for n, f in row.strategies.items() if n != "none")
+    summary = aggregate(rows, names)
+    if args.plot:  # the cost/harm plot: bill against hidden facts, all runs and long runs
+        from .harm_plot import harm_points, plot_harm
+
+        title = f"{os.path.basename(args.runs)}: {len(rows)} runs, pricing {args.pricing}"
+        plot_harm(harm_points(summary), args.plot, title)
     if args.json:
         data = {
             "runs": rows,
-            "aggregate": aggregate(rows, names),
+            "aggregate": summary,
             "model": describe_model(settings),
         }
         if origins is not None:

@@ -232,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="write prompt tokens and cumulative cost per round (needs scoutd[plot])",
+        help="write prompt tokens and cumulative cost per round; with --runs, each"
+        " strategy's mean bill against its hidden-fact rate (needs scoutd[plot])",
     )
     out.add_argument(
         "--origins",

@@ -18,6 +18,7 @@ from .base import Builtin, PrepareContext, Strategy
 from .cost_aware import COST_AWARE
 from .epoch import EPOCH, EPOCH_INCREMENT
 from .inbox import INBOX
+from .reasons import NEVER
 from .report import StrategyReport, plain_report
 from .shorten_tools import SHORTEN_TOOLS
 
@@ -25,7 +26,9 @@ __all__ = ["BUILTINS", "NONE"]
 
 
 def _none(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
-    return list(messages), plain_report("none", messages, messages)
+    report = plain_report("none", messages, messages)
+    report.reason = NEVER
+    return list(messages), report
 
 
 NONE = Builtin("none", _none, appends_only=True, keeps_prefix=True)

@@ -46,10 +46,12 @@ import msgspec
 from ..config import DEFAULT_NOTICE, PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
+from ..protocol.report import Reason
 from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns, known_columns
 from .cost_plan import Plan, plan_compaction
 from .epoch import Window
+from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
 from .rewrites import RewriteCache, recall_notice, shortened
 from .tool_messages import (
@@ -315,7 +317,7 @@ def shorten_tools_cost_aware(
     """
     index = index_tools(messages, columns, given)
     if not index.outputs:  # no round ended yet: nothing to compact
-        return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
+        return apply_plan(messages, index, Plan(0, 0, 0), config, detail, [], columns)
     remarks = _remarks(index)  # read by the counts and by the compaction: found once
     count = token_counter(config)
     tokens = _Tokens(messages, index, count, remarks, columns)
@@ -338,6 +340,7 @@ def apply_plan(
     """The prompt and report of ``plan`` over ``messages`` (``remarks``: ``_remarks(index)``,
     ``columns``: ``messages``' roles and contents when read already, ``rewrites``: a
     session's)."""
+    reason = plan_reason(plan, config)  # why it compacted, or did not (docs/STRATEGIES.md)
     if plan.shortened:
         outputs = index.outputs
         window = Window(
@@ -349,8 +352,11 @@ def apply_plan(
         )
         if remarks is None:
             remarks = _remarks(index)
-        return _compact(messages, index, window, config, detail, remarks, columns, rewrites)
-    return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
+        return _compact(messages, index, window, config, detail, remarks, columns, rewrites, reason)
+    why = uncompacted_reasons(index) if detail else None
+    return apply_changes(
+        NAME, messages, index, Changes(), detail=detail, columns=columns, reason=reason, why=why
+    )
 
 
 def _bands(index: ToolIndex, window: Window) -> tuple[list[int], list[int]]:
@@ -385,6 +391,7 @@ def _compact(
     remarks: list[tuple[int, int]],
     columns: Columns | None = None,
     rewrites: RewriteCache | None = None,
+    reason: Reason | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Shorten and drop tool messages by ``window`` and insert the notice."""
     changes = Changes()
@@ -400,8 +407,22 @@ def _compact(
         notice = COST_AWARE_NOTICE
     if config.recall:
         notice = recall_notice(notice, index, changes.dropped)
+    keep_full = window.keep_full
+    why = (
+        band_reasons(index, keep_full, window.truncate_to, RowReason.NEWEST, keep_full)
+        if detail
+        else None
+    )
     return apply_changes(
-        NAME, messages, index, changes, notice=notice, detail=detail, columns=columns
+        NAME,
+        messages,
+        index,
+        changes,
+        notice=notice,
+        detail=detail,
+        columns=columns,
+        reason=reason,
+        why=why,
     )
 
 

@@ -9,13 +9,13 @@ re-exports these names.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..config import PromptConfig
 from ..pricing import CachePrices
 
-__all__ = ["Plan", "Replay", "Tokens", "plan_compaction"]
+__all__ = ["Decision", "Plan", "Replay", "Tokens", "plan_compaction", "unmet_test"]
 
 
 class Tokens(Protocol):
@@ -39,17 +39,75 @@ class Tokens(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Decision:
+    """The figures the rule read at the last round replayed, for the report's reason.
+
+    ``weighed``: a compaction further than the current bands was weighed (else
+    no output had left the verbatim band since the last decision); then
+    ``removed``, ``rewrite``, ``carried`` and ``billed`` are the values the
+    rule compared, ``compacted`` whether it compacted. Tokens are counts,
+    costs are in uncached input tokens (docs/ECONOMY.md, the model).
+    """
+
+    round: int
+    prompt: int  # with the bands in force before this round's decision
+    whole: int  # the prompt with nothing compacted
+    head: int
+    full: int  # outputs kept verbatim at this round
+    trigger: float
+    limit: float
+    forced: bool
+    weighed: bool
+    compacted: bool
+    removed: int = 0
+    rewrite: float = 0.0
+    carried: float = 0.0
+    billed: float = 0.0
+    batch: float = 1.0  # the rent-or-buy factor, 1 / (1 - cost_verbatim_value)
+    read: float = 0.0
+    write: float = 0.0
+    horizon: float = 0.0  # the rounds expected to remain
+    risk: float = 0.0
+
+    def unmet(self) -> str | None:
+        """The first test of the rule (in the order :func:`plan_compaction` makes them)
+        that this round failed, None when it compacted or the bands did not move."""
+        if self.compacted or not self.weighed:
+            return None
+        return unmet_test(self, self.prompt, self.carried, self.removed, self.horizon, self.billed)
+
+
+def unmet_test(
+    decision: Decision, prompt: float, carried: float, removed: float, horizon: float, billed: float
+) -> str | None:
+    """The first of the rule's tests that fails for these figures (the loop's ``pays``, term by
+    term: ``trigger``, ``rent`` (rent-or-buy), ``horizon``, ``risk``), None when all pass."""
+    rewrite = decision.rewrite
+    if not prompt >= decision.trigger:
+        return "trigger"
+    if not carried >= decision.batch * rewrite:
+        return "rent"
+    if not removed * decision.read * horizon >= rewrite:
+        return "horizon"
+    if not rewrite <= decision.risk * billed:
+        return "risk"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The bands after the last decision, in oldest-first output numbers.
 
     Pairs ``<= dropped`` are removed, pairs ``<= shortened`` are shortened, the
     rest are whole; ``decided_at`` is the round (output number) of the last
-    decision (0: never compacted).
+    decision (0: never compacted). ``decision``: the figures of the last round
+    (for the report; not part of the bands, so not compared).
     """
 
     dropped: int
     shortened: int
     decided_at: int
+    decision: Decision | None = field(default=None, compare=False)
 
 
 def _fit(tokens: Tokens, number: int, full: int, band: int, limit: float) -> tuple[int, int]:
@@ -90,6 +148,7 @@ class Replay:
     carried: float = 0.0
     billed: float = 0.0
     previous: int = 0
+    decision: Decision | None = None  # the last round's, for a call with no new round
 
 
 def plan_compaction(
@@ -126,6 +185,8 @@ def plan_compaction(
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
     billed = state.billed  # the estimated bill so far, with this plan
     previous = state.previous
+    decision = state.decision
+    weighed, paid, bill = 0, 0.0, 0.0  # the last round weighed, and its figures at a compaction
     saving = tokens.saved(dropped, shortened)  # what the current bands remove
     cumulative = tokens.cumulative
     first = state.rounds + 1
@@ -164,6 +225,7 @@ def plan_compaction(
         carried += removed * read
         # not mutated: a prompt always holds its head, and at equality both sides give 0
         rewrite = (new_prompt - head if new_prompt > head else 0) * premium  # pragma: no mutate
+        weighed = number  # the last round weighed, for the report (Decision)
         pays = (
             prompt >= trigger
             and carried >= batch * rewrite
@@ -171,14 +233,38 @@ def plan_compaction(
             and rewrite <= risk * billed
         )
         if forced or pays:
+            paid, bill = carried, billed  # as the rule read them, for the report
             dropped, shortened, decided = new_dropped, new_shortened, number
             saving = new_saving
             carried = 0.0
             billed += rewrite - removed * read
             previous = new_prompt
+    if outputs >= first:  # the last round was replayed here: what the rule read at it
+        compacted = decided == outputs
+        decision = Decision(
+            round=outputs,
+            prompt=prompt,
+            whole=whole_prompt,
+            head=head,
+            full=full,
+            trigger=trigger,
+            limit=limit,
+            forced=forced,
+            weighed=weighed == outputs,
+            compacted=compacted,
+            removed=removed if weighed == outputs else 0,
+            rewrite=rewrite if weighed == outputs else 0.0,
+            carried=paid if compacted else carried,
+            billed=bill if compacted else billed,
+            batch=batch,
+            read=read,
+            write=write,
+            horizon=outputs * horizon_share,
+            risk=risk,
+        )
     # not mutated: with no new round (equality) the replay holds these values already
     if replay is not None and outputs > replay.rounds:  # pragma: no mutate
         replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
         replay.decided, replay.carried, replay.billed = decided, carried, billed
-        replay.previous = previous
-    return Plan(dropped, shortened, decided)
+        replay.previous, replay.decision = previous, decision
+    return Plan(dropped, shortened, decided, decision)

@@ -19,6 +19,13 @@ from typing import Any
 from ..config import PromptConfig
 from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns
+from .reasons import (
+    RowReason,
+    RowWhy,
+    band_reasons,
+    epoch_reason,
+    uncompacted_reasons,
+)
 from .report import Changes, StrategyReport, apply_changes
 from .rewrites import RewriteCache, recall_notice, shortened
 from .tool_messages import (
@@ -138,7 +145,15 @@ def compact(
     changes = epoch_changes(messages, index, window, protected, rewrites, config.recall)
     notice = epoch_notice(config, index, changes)
     return apply_changes(
-        name, messages, index, changes, notice=notice, detail=detail, columns=columns
+        name,
+        messages,
+        index,
+        changes,
+        notice=notice,
+        detail=detail,
+        columns=columns,
+        reason=epoch_reason(config) if window is None else None,
+        why=epoch_reasons(index, window, config) if detail else None,
     )
 
 
@@ -147,6 +162,14 @@ def epoch_notice(config: PromptConfig, index: ToolIndex, changes: Changes) -> st
     if config.recall:
         return recall_notice(config.compaction_notice, index, changes.dropped)
     return config.compaction_notice
+
+
+def epoch_reasons(index: ToolIndex, window: Window | None, config: PromptConfig) -> RowWhy:
+    """Why each tool message has its fate under ``window`` (None: nothing compacted)."""
+    if window is None:
+        return uncompacted_reasons(index)
+    full = config.epoch_full_tool_calls
+    return band_reasons(index, window.keep_full, window.truncate_to, RowReason.EPOCH, full)
 
 
 def epoch_changes(

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import and_, itemgetter
 from typing import Any
 
-from ..protocol.report import StrategyReport, ToolAction
+from ..protocol.report import Reason, StrategyReport, ToolAction
 from .columns import Columns, known_columns
 from .tool_messages import TOOL_ROLES, ToolIndex, with_content
 
 __all__ = [
     "Changes",
+    "Explain",
     "Fate",
     "StrategyReport",
     "ToolAction",
@@ -70,7 +71,14 @@ def plain_report(name: str, before: Sequence[Any], after: Sequence[Any]) -> Stra
     )
 
 
-def _actions(messages: Sequence[Any], index: ToolIndex, changes: Changes) -> list[ToolAction]:
+# Why one tool message has its fate: ``(slot, fate)`` to a code and a sentence
+# (scoutd.strategies.reasons).
+Explain = Callable[[int, "Fate"], tuple[str, str]]
+
+
+def _actions(
+    messages: Sequence[Any], index: ToolIndex, changes: Changes, why: Explain | None
+) -> list[ToolAction]:
     fates = dict.fromkeys(changes.protected, Fate.PROTECTED)
     fates.update(dict.fromkeys(changes.rewrites, Fate.TRUNCATED))
     fates.update(dict.fromkeys(changes.dropped, Fate.DROPPED))
@@ -80,6 +88,7 @@ def _actions(messages: Sequence[Any], index: ToolIndex, changes: Changes) -> lis
         before = messages[position]["content"]
         after = "" if fate is Fate.DROPPED else changes.rewrites.get(slot, before)
         body = index.bodies[slot]
+        reason, sentence = (None, None) if why is None else why(slot, fate)
         actions.append(
             ToolAction(
                 index=position,
@@ -90,6 +99,8 @@ def _actions(messages: Sequence[Any], index: ToolIndex, changes: Changes) -> lis
                 action=fate.name.lower(),
                 chars_before=len(before),
                 chars_after=len(after),
+                reason=reason,
+                why=sentence,
             )
         )
     return actions
@@ -151,19 +162,22 @@ def apply_changes(
     notice: str | None = None,
     detail: bool,
     columns: Columns | None = None,
+    reason: Reason | None = None,
+    why: Explain | None = None,
 ) -> tuple[list[Any], StrategyReport]:
     """Build the new message list and the report from a strategy's changes.
 
     ``notice``, a template with ``{compacted}`` and ``{removed}``, is inserted
     before the first remaining tool-role message when anything was truncated or
-    dropped (appended when no tool message remains).
+    dropped (appended when no tool message remains). ``reason`` goes into the
+    report; ``why`` gives each tool message's reason, read only with ``detail``.
     """
     columns = known_columns(messages, columns)
     if columns is not None and columns.lengths is not None:
         before = sum(columns.lengths)  # what content_chars counts, from the lengths read once
     else:
         before = content_chars(messages)
-    report = StrategyReport(strategy=name, chars_before=before)
+    report = StrategyReport(strategy=name, chars_before=before, reason=reason)
     count = len(changes.dropped)
     prefix = changes.dropped == list(range(count))
     count_changes(report, index, changes, prefix)  # pragma: no mutate (a shortcut: same counts)
@@ -192,6 +206,6 @@ def apply_changes(
     if removed or changes.narration:
         out = list(compress(out, keep))
     if detail:
-        report.actions = _actions(messages, index, changes)
+        report.actions = _actions(messages, index, changes, why)
     report.chars_after = content_chars(out)
     return out, report

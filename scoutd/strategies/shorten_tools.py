@@ -13,6 +13,7 @@ from typing import Any
 from ..config import PromptConfig
 from .base import Builtin, PrepareContext
 from .columns import Columns
+from .reasons import limits_reason
 from .report import Changes, StrategyReport, apply_changes
 from .rewrites import RewriteCache, shortened
 from .tool_messages import Handed, index_tools
@@ -69,7 +70,10 @@ def shorten_tools(
     for slot in dropped:
         rewrites.pop(slot, None)
     changes = Changes(dropped=sorted(dropped), rewrites=rewrites)
-    return apply_changes("shorten_tools", messages, index, changes, detail=detail, columns=columns)
+    reason = None if dropped or rewrites else limits_reason(config)
+    return apply_changes(
+        "shorten_tools", messages, index, changes, detail=detail, columns=columns, reason=reason
+    )
 
 
 def _run(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:

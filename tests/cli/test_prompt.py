@@ -116,7 +116,7 @@ def test_unknown_strategy_exits_2_listing_available(home: Path) -> None:
 # ------------------------------------------------------------------ explain
 
 _ROW = re.compile(r"^\s+(\d+)\s+(function_call|function_call_output)\s+(\S+)\s+(\S+)\s+(\d+)\s+"
-                  r"(kept|protected|truncated|dropped)\s+(\d+) -> (\d+)$")  # fmt: skip
+                  r"(kept|protected|truncated|dropped)\s+(\d+) -> (\d+)\s+(\S.*)$")  # fmt: skip
 
 
 def test_explain_prints_a_row_per_tool_message(home: Path) -> None:
@@ -146,6 +146,7 @@ def test_explain_prints_a_row_per_tool_message(home: Path) -> None:
         assert row.group(3) == action.id
         assert row.group(6) == action.action
         assert (int(row.group(7)), int(row.group(8))) == (action.chars_before, action.chars_after)
+        assert row.group(9) == action.why  # the reason of each row, as the report gives it
     assert {row.group(6) for row in found} == {"kept", "protected", "truncated", "dropped"}
     # only the repeated call and its output are protected: the repeat is what the rows show
     assert [int(row.group(1)) for row in found if row.group(6) == "protected"] == [

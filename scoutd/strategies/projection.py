@@ -1,0 +1,108 @@
+"""When the default's compaction will pay: a projection from the last decision's figures.
+
+The report's reason says "it will pay at about K more tokens of prompt"
+(docs/ECONOMY.md, "Why it did not compact"). That is a projection, not part of
+the rule: each later round is taken to add the average round so far
+(:func:`growth`), both to the prompt and to what a compaction would remove,
+and the rewrite to stay what it is now. :func:`projected_unmet` runs the
+rule's own tests (:func:`~.cost_plan.unmet_test`) on the figures projected
+that far; :func:`rounds_to_pay` solves the same tests in closed form.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .cost_plan import Decision, unmet_test
+
+__all__ = ["growth", "more_tokens", "projected_unmet", "rounds_to_pay"]
+
+# The projection looks this many rounds ahead at most.
+PROJECTION_ROUNDS = 100_000
+
+
+def growth(decision: Decision) -> float:
+    """The tokens an average round so far added to the prompt."""
+    return (decision.whole - decision.head) / decision.round if decision.round > 0 else 0.0
+
+
+def projected_unmet(decision: Decision, rounds: int) -> str | None:
+    """:meth:`~.cost_plan.Decision.unmet` ``rounds`` later, if each round added
+    :func:`growth` tokens to the prompt and to what a compaction would remove."""
+    added = growth(decision)
+    read = decision.read
+    carried = decision.carried + read * (
+        decision.removed * rounds + added * rounds * (rounds + 1) / 2
+    )
+    billed = (
+        decision.billed
+        + rounds * (decision.prompt * read + added * decision.write)
+        + read * added * rounds * (rounds - 1) / 2
+    )
+    horizon = decision.horizon * (decision.round + rounds) / decision.round
+    return unmet_test(
+        decision,
+        decision.prompt + added * rounds,
+        carried,
+        decision.removed + added * rounds,
+        horizon,
+        billed,
+    )
+
+
+def rounds_to_pay(decision: Decision) -> int | None:
+    """The first round ahead at which :func:`projected_unmet` is None (None: the
+    decision compacted, or it would not within ``PROJECTION_ROUNDS``).
+
+    Each test, projected, is a quadratic in the rounds ahead that only grows,
+    so the first round it passes has a closed form, and all pass from the
+    latest of those on: a few operations on every prepare, where searching
+    the rounds called the tests a score of times.
+    """
+    if decision.unmet() is None or decision.round <= 0 or growth(decision) <= 0:
+        return None
+    g, r, w = growth(decision), decision.read, decision.write
+    per_round = decision.horizon / decision.round * r  # the horizon test's factor, per round
+    rounds = max(
+        _first_round(0.0, g, decision.prompt - decision.trigger),
+        _first_round(
+            r * g / 2,
+            r * (decision.removed + g / 2),
+            decision.carried - decision.batch * decision.rewrite,
+        ),
+        _first_round(
+            per_round * g,
+            per_round * (decision.removed + g * decision.round),
+            per_round * decision.removed * decision.round - decision.rewrite,
+        ),
+        _first_round(
+            decision.risk * r * g / 2,
+            decision.risk * (decision.prompt * r + g * w - r * g / 2),
+            decision.risk * decision.billed - decision.rewrite,
+        ),
+    )
+    return None if rounds > PROJECTION_ROUNDS else rounds
+
+
+def more_tokens(decision: Decision) -> int | None:
+    """About how many more tokens of prompt until the rule's tests all pass."""
+    rounds = rounds_to_pay(decision)
+    return None if rounds is None else max(1, round(growth(decision) * rounds))
+
+
+def _first_round(a: float, b: float, c: float) -> int:
+    """The least whole ``j >= 0`` with ``a*j*j + b*j + c >= 0``, for a quadratic that grows
+    over ``j >= 0`` (``a >= 0``); past ``PROJECTION_ROUNDS`` when it never does."""
+    if c >= 0:
+        return 0
+    if a > 0:
+        root = (-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)
+    elif b > 0:
+        root = -c / b
+    else:
+        return PROJECTION_ROUNDS + 1
+    if root > PROJECTION_ROUNDS:
+        return PROJECTION_ROUNDS + 1
+    found = math.ceil(root)
+    # the root, rounded: step back when the float landed just above a whole round
+    return found - 1 if found and a * (found - 1) ** 2 + b * (found - 1) + c >= 0 else found
