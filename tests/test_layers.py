@@ -186,3 +186,16 @@ def test_scripts_import_no_test_code() -> None:
     for script in scripts:
         imported = _imports(script)
         assert not [n for n in imported if n == "tests" or n.startswith("tests.")], script.name
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_over_500_lines() -> None:
+    """One module, one job: none over 500 lines (docs/ARCHITECTURE.md, "Layout")."""
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in (ROOT / "scoutd").rglob("*.py")
+    }
+    assert len(sizes) > 100  # the package was found
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}

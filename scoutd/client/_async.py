@@ -1,9 +1,8 @@
 """The daemon's client API: :class:`AsyncClient` and :class:`AsyncSession`.
 
-This file is the source of both clients: ``_sync.py`` (:class:`Client`,
-:class:`Session`) is generated from it by ``scripts/unasync``, which drops
-``async``/``await`` and the ``Async`` prefixes and swaps the anyio backend for
-the socket one. Edit this file, then run ``scripts/unasync``.
+The source of both clients: ``scripts/unasync`` generates ``_sync.py`` (:class:`Client`,
+:class:`Session`) from it, dropping ``async``/``await`` and the ``Async`` prefixes and
+swapping the anyio backend for the socket one. Edit this file, then run it.
 
 Design (docs/ARCHITECTURE.md, "The client and the protocol"): the connection
 (``_async_connection.py``) is read by whichever caller waits, for everyone.
@@ -449,17 +448,14 @@ class AsyncSession:
             self._busy.release()
 
     async def recall(self, handle: str | int | None = None, search: str | None = None) -> str:
-        """The recall tool's answer from this session's conversation, as the daemon holds
-        it (docs/PROTOCOL.md, ``session.recall``): output ``handle`` (``"#37"``), else
-        the newest one not shown whole that contains ``search``, exactly. An unknown or
-        malformed handle, or a search without a match, gets a tool-error text.
+        """The recall tool's answer from the conversation the daemon holds (docs/PROTOCOL.md,
+        ``session.recall``); a bad handle or a search without a match gets an error text.
 
         Raises:
-            RemoteError: the daemon refused the call (an unknown session: code -32001).
+            RemoteError: the daemon refused the call (an unknown session: code -32006).
         """
         params = SessionRecallParams(session=self.id, handle=handle, search=search)
-        result = await self._client._call("session.recall", params, SessionRecallResult)
-        return result.text
+        return (await self._client._call("session.recall", params, SessionRecallResult)).text
 
     # The timeout parameter: an expired wait is an answer (False), not an
     # error, which a caller's own timeout could not express.

@@ -440,17 +440,14 @@ class Session:
             self._busy.release()
 
     def recall(self, handle: str | int | None = None, search: str | None = None) -> str:
-        """The recall tool's answer from this session's conversation, as the daemon holds
-        it (docs/PROTOCOL.md, ``session.recall``): output ``handle`` (``"#37"``), else
-        the newest one not shown whole that contains ``search``, exactly. An unknown or
-        malformed handle, or a search without a match, gets a tool-error text.
+        """The recall tool's answer from the conversation the daemon holds (docs/PROTOCOL.md,
+        ``session.recall``); a bad handle or a search without a match gets an error text.
 
         Raises:
-            RemoteError: the daemon refused the call (an unknown session: code -32001).
+            RemoteError: the daemon refused the call (an unknown session: code -32006).
         """
         params = SessionRecallParams(session=self.id, handle=handle, search=search)
-        result = self._client._call("session.recall", params, SessionRecallResult)
-        return result.text
+        return (self._client._call("session.recall", params, SessionRecallResult)).text
 
     # The timeout parameter: an expired wait is an answer (False), not an
     # error, which a caller's own timeout could not express.
