@@ -53,6 +53,8 @@ from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
 from .rewrites import RewriteCache, shortened
+from .retention import PairCalls
+from .tool_kinds import CallKind
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -285,6 +287,7 @@ class _Tokens:
                 shortened[number] += limit if limit < tokens else tokens  # min(tokens, limit)
                 if not is_call:
                     output_end[number] = position + 1
+        self.bare = list(accumulate(whole))  # without the remarks
         for position, number in _remarks(index) if remarks is None else remarks:
             whole[number] += per_message[position]
             shortened[number] += per_message[position]
@@ -292,6 +295,11 @@ class _Tokens:
         self.shortened = list(accumulate(shortened))
         first_tool = index.indices[0] if index.indices else len(messages)
         self.head = self.cumulative[first_tool]  # never rewritten by a compaction
+        self.calls = PairCalls(index)
+
+    def kind(self, number: int) -> CallKind:
+        """What the call of pair ``number`` does."""
+        return self.calls.kind(number)
 
     def saved(self, dropped: int, shortened: int) -> int:
         """Tokens a plan removes from the prompt."""
@@ -350,7 +358,9 @@ def apply_plan(
         )
         if remarks is None:
             remarks = _remarks(index)
-        return _compact(messages, index, window, config, detail, remarks, columns, rewrites)
+        return _compact(
+            messages, index, window, config, detail, remarks, columns, rewrites, plan.kept.numbers
+        )
     return apply_changes(NAME, messages, index, Changes(), detail=detail, columns=columns)
 
 
@@ -386,12 +396,24 @@ def _compact(
     remarks: list[tuple[int, int]],
     columns: Columns | None = None,
     rewrites: RewriteCache | None = None,
+    kept: tuple[int, ...] = (),
 ) -> tuple[list[Any], StrategyReport]:
-    """Shorten and drop tool messages by ``window`` and insert the notice."""
+    """Shorten and drop tool messages by ``window`` and insert the notice.
+
+    ``kept``: pairs (oldest-first numbers) inside the bands kept whole all the
+    same (reported as protected); the remarks of those in the dropped band go,
+    as the other dropped pairs' do.
+    """
     changes = Changes()
     dropped_pairs = index.outputs - window.truncate_to  # oldest-first numbers up to it
     changes.dropped, truncated = _bands(index, window)
     changes.narration = [at for at, number in remarks if number <= dropped_pairs]
+    if kept:
+        whole = frozenset(kept)
+        numbers = index.numbers
+        changes.protected = [s for s in [*changes.dropped, *truncated] if numbers[s] in whole]
+        changes.dropped = [s for s in changes.dropped if numbers[s] not in whole]
+        truncated = [s for s in truncated if numbers[s] not in whole]
     for slot in truncated:
         new = shortened(index, messages, slot, rewrites)
         if new is not None:
