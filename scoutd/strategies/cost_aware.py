@@ -52,8 +52,8 @@ from .columns import Columns, known_columns
 from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .report import Changes, StrategyReport, apply_changes
-from .rewrites import RewriteCache, shortened
 from .retention import PairCalls
+from .rewrites import RewriteCache, shortened
 from .tool_kinds import CallKind
 from .tool_messages import (
     ARGUMENT_SIZE,

@@ -218,7 +218,9 @@ def plan_compaction(
             kept_prompt = whole_prompt - kept_saving
             kept_removed = prompt - kept_prompt
             # not mutated: a prompt always holds its head, and at equality both sides give 0
-            kept_rewrite = (kept_prompt - head if kept_prompt > head else 0) * premium  # pragma: no mutate
+            kept_rewrite = (
+                kept_prompt - head if kept_prompt > head else 0
+            ) * premium  # pragma: no mutate
             if forced:
                 fits = kept_prompt <= limit
             else:

@@ -31,7 +31,6 @@ from .cost_aware import (
 )
 from .cost_plan import Plan, Replay, plan_compaction
 from .retention import PairCalls
-from .tool_kinds import CallKind
 from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex
 
 __all__ = ["CostPlanner", "GrowingTokens"]
@@ -59,7 +58,7 @@ class GrowingTokens(_Tokens):
         self.outputs = 0
         self.slots = 0  # tool slots looked at
         self.pending: list[int] = []  # call slots whose number is past the last output
-        self.calls: PairCalls | None = None  # what each pair's call does, once indexed
+        self.calls = PairCalls(ToolIndex())  # what each pair's call does: the index's, once given
         overhead = MESSAGE_OVERHEAD_TOKENS
         self.limits = (
             count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)) + overhead,
@@ -103,14 +102,8 @@ class GrowingTokens(_Tokens):
         self.output_end += ends[1:]
         self.outputs, self.slots, self.pending = outputs, len(indices), pending
         self.head = self.cumulative[indices[0] if indices else len(per_message)]
-        if self.calls is None or self.calls.index is not index:
+        if self.calls.index is not index:
             self.calls = PairCalls(index)
-
-
-    def kind(self, number: int) -> CallKind:
-        """What the call of pair ``number`` does."""
-        assert self.calls is not None  # the plan reads kinds only after an extend
-        return self.calls.kind(number)
 
 
 def _sums_after(total: int, values: list[int]) -> list[int]:

@@ -68,9 +68,9 @@ class PairCalls:
         if self.scanned < len(index.indices):
             numbers, partners, is_call = index.numbers, index.partners, index.is_call
             # an output is paired when it arrives, if ever: its partner is final
-            for slot in range(self.scanned, len(index.indices)):
-                if not is_call[slot] and partners[slot] != -1:
-                    self.slots[numbers[slot]] = partners[slot]
+            for at in range(self.scanned, len(index.indices)):
+                if not is_call[at] and partners[at] != -1:
+                    self.slots[numbers[at]] = partners[at]
             self.scanned = len(index.indices)
         slot = self.slots.get(number)
         if slot is None:
@@ -93,9 +93,10 @@ def retain(
     """The outputs among ``1..band_end`` kept whole at a compaction at round ``number``.
 
     ``kind_of(k)``: what pair ``k``'s call does; ``size_of(k)``: the tokens
-    keeping it whole adds to the prompt; ``band_end``: the newest pair the compaction shortens or drops (the
-    ones after it stay whole anyway and supersede older ones); ``budget``:
-    tokens the kept outputs may hold together; ``lookback``: how many pairs
+    keeping it whole adds to the prompt; ``band_end``: the newest pair the
+    compaction shortens or drops (the ones after it stay whole anyway and
+    supersede older ones); ``budget``: tokens the kept outputs may hold
+    together; ``lookback``: how many pairs
     before the whole ones are looked at (older ones are never kept).
     """
     if budget <= 0 or band_end <= 0:

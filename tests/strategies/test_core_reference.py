@@ -123,10 +123,14 @@ def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any)
         if new_kept.numbers:
             kept_prompt = new_prompt + reference_kept_tokens(tokens, new_kept.numbers, new_dropped)
             kept_rewrite = max(kept_prompt - tokens.head, 0) * premium
-            fits = kept_prompt <= limit if forced else (
-                carried >= 1.0 / (1.0 - config.cost_verbatim_value) * kept_rewrite
-                and (prompt - kept_prompt) * prices.read * horizon >= kept_rewrite
-                and kept_rewrite <= config.compaction_risk_share * billed
+            fits = (
+                kept_prompt <= limit
+                if forced
+                else (
+                    carried >= 1.0 / (1.0 - config.cost_verbatim_value) * kept_rewrite
+                    and (prompt - kept_prompt) * prices.read * horizon >= kept_rewrite
+                    and kept_rewrite <= config.compaction_risk_share * billed
+                )
             )
             if fits:
                 new_prompt, removed, rewrite = kept_prompt, prompt - kept_prompt, kept_rewrite
@@ -190,8 +194,10 @@ def reference_counts(messages: list[Any], index: ToolIndex, count: Any) -> tuple
         shortened[number] += per_message[position]
     sums = [sum(whole[: n + 1]) for n in range(outputs + 1)]
     short_sums = [sum(shortened[: n + 1]) for n in range(outputs + 1)]
-    bare_sums = [sums[n] - sum(per_message[p] for p, k in reference_remarks(index) if k <= n)
-                 for n in range(outputs + 1)]
+    bare_sums = [
+        sums[n] - sum(per_message[p] for p, k in reference_remarks(index) if k <= n)
+        for n in range(outputs + 1)
+    ]
     return sums, short_sums, ends, bare_sums
 
 

@@ -49,7 +49,11 @@ from scoutd.strategies.tool_messages import index_tools
         ("bash", {"command": "tail -20 a/b.py"}, CallKind(READ, "a/b.py", (-20, None))),
         ("bash", {"command": "cat src/a.py | head -30"}, CallKind(READ, "src/a.py", (1, 30))),
         ("Read", {"file_path": "/r/b.go"}, CallKind(READ, "/r/b.go", None)),
-        ("Read", {"file_path": "/r/b.go", "offset": 10, "limit": 20}, CallKind(READ, "/r/b.go", (10, 29))),
+        (
+            "Read",
+            {"file_path": "/r/b.go", "offset": 10, "limit": 20},
+            CallKind(READ, "/r/b.go", (10, 29)),
+        ),
         ("Edit", {"file_path": "/r/b.go", "old_string": "a"}, CallKind(EDIT, "/r/b.go")),
         ("bash", {"command": "sed -i 's/a/b/' src/a.py"}, CallKind(EDIT, "src/a.py")),
         ("bash", {"command": "cat > new.py << 'EOF'\nx = 1\nEOF"}, CallKind(EDIT, "new.py")),
