@@ -220,10 +220,13 @@ def call_kind(tool: str | None, arguments: Any) -> CallKind:
     if name in _READ_TOOLS:
         path = fields.get("file_path", fields.get("path"))
         offset, limit = _first_int(fields.get("offset")), _first_int(fields.get("limit"))
-        lines = None
+        start, end = _first_int(fields.get("start")), _first_int(fields.get("end"))
+        lines: tuple[int, int | None] | None = None
         if offset is not None or limit is not None:
             first = offset if offset is not None else 1
             lines = (first, first + limit - 1 if limit is not None else None)
+        elif start is not None or end is not None:  # read_file(path, start, end)
+            lines = (start if start is not None else 1, end)
         return CallKind(READ, path if isinstance(path, str) else None, lines)
     if name in _SEARCH_TOOLS:
         return CallKind(SEARCH, key=command_text(arguments))

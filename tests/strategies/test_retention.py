@@ -54,6 +54,8 @@ from scoutd.strategies.tool_messages import index_tools
             {"file_path": "/r/b.go", "offset": 10, "limit": 20},
             CallKind(READ, "/r/b.go", (10, 29)),
         ),
+        ("read_file", {"path": "a.py", "start": 3, "end": 9}, CallKind(READ, "a.py", (3, 9))),
+        ("read_file", {"path": "a.py", "start": 3}, CallKind(READ, "a.py", (3, None))),
         ("Edit", {"file_path": "/r/b.go", "old_string": "a"}, CallKind(EDIT, "/r/b.go")),
         ("bash", {"command": "sed -i 's/a/b/' src/a.py"}, CallKind(EDIT, "src/a.py")),
         ("bash", {"command": "cat > new.py << 'EOF'\nx = 1\nEOF"}, CallKind(EDIT, "new.py")),
