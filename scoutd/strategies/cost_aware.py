@@ -26,7 +26,10 @@ when that is more (fewer only when they alone would not fit); the
 ``cost_compacted_tool_calls`` pairs before them are shortened as in the epoch
 strategies, and older pairs are dropped, repeated calls included (the default
 notice says so), together with the assistant remarks made among them; user
-turns always stay.
+turns always stay. Besides, a compaction keeps whole the newest whole read of
+each file and run of each search among the ``cost_keep_lookback`` pairs
+before the whole ones, up to ``cost_keep_share`` of what it removes
+(:mod:`.retention`), and must still pay with them, or wait.
 """
 
 from __future__ import annotations
