@@ -207,3 +207,29 @@ def test_a_session_keeps_what_a_prepare_from_scratch_keeps() -> None:
             assert got.messages == expected.messages
             protected = max(protected, expected.report[0].outputs_protected)
     assert protected > 0
+
+
+def test_what_is_kept_never_overflows_the_window() -> None:
+    """A small window forces compactions: every round's prompt, kept outputs included,
+    stays under the limit, and some round keeps old outputs whole."""
+    messages = read_run(200, 2_000)
+    overrides = {"context_window": 30_000, "cost_keep_share": 1.0}  # keeps all it can
+    config = load_config(None, overrides=overrides).prompt
+    index = index_tools(messages)
+    tokens = _Tokens(messages, index, token_counter(config))
+    prices = effective_prices(config, None)
+    limit = config.compaction_limit_share * config.context_window
+    kept_any = False
+    for number in range(1, index.outputs + 1):
+        plan = plan_compaction(tokens, number, config, prices)
+        prompt = tokens.cumulative[tokens.output_end[number]]
+        prompt -= tokens.saved(plan.dropped, plan.shortened)
+        for k in plan.kept.numbers:  # what keeping each adds back
+            if k > plan.dropped:
+                prompt += tokens.whole[k] - tokens.whole[k - 1]
+                prompt -= tokens.shortened[k] - tokens.shortened[k - 1]
+            else:
+                prompt += tokens.bare[k] - tokens.bare[k - 1]
+        assert prompt <= limit
+        kept_any = kept_any or bool(plan.kept.numbers)
+    assert kept_any
