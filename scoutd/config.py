@@ -115,6 +115,12 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     cost_full_share: Share = 0.0
     cost_full_share_cap: Count = 35
     cost_compacted_tool_calls: Count = 10
+    # Old outputs a compaction keeps whole all the same (docs/ECONOMY.md, "What it keeps"):
+    # the newest whole read of each file and run of each search, at most this share
+    # of what the compaction removes (0: none), among this many outputs before the
+    # whole ones.
+    cost_keep_share: Share = 0.25
+    cost_keep_lookback: Count = 40
     # inbox (docs/STRATEGIES.md)
     inbox_max_bytes: Positive = 1 * MIB
     inbox_max_total_bytes: Positive = 8 * MIB  # all notices of one call together

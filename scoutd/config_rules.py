@@ -66,6 +66,8 @@ PROMPT_ACCESS: Final[Mapping[str, Access]] = MappingProxyType(
         "cost_full_share": "client",
         "cost_full_share_cap": "client",
         "cost_compacted_tool_calls": "client",
+        "cost_keep_share": "client",
+        "cost_keep_lookback": "client",
         "inbox_max_bytes": "tighten",
         "inbox_max_total_bytes": "tighten",
         "cache_control": "client",

@@ -10,8 +10,16 @@ into one sha256 per (run, format, strategy, way), compared with the digests
 recorded in ``tests/data/byte_identity.json``: a restructure of the engine
 must leave every output byte-identical.
 
+The digests ``shipped`` and ``full`` were recorded before the default kept
+old outputs whole besides its bands (``cost_keep_share``, docs/ECONOMY.md):
+they are checked with that key at 0, which gives the former outputs byte for
+byte, so the retention cannot have changed anything else. The default's own
+outputs (the cost-aware strategy and the default chain, every key at its
+default) are recorded apart, as ``shipped-keep`` and ``full-keep``.
+
 Regenerate the digests (only when an output is meant to change) with
-``python -m tests.test_byte_identity`` (``--full`` for the full set too).
+``python -m tests.test_byte_identity`` (``--full`` for the full set too;
+naming sets, ``shipped-keep full-keep``, regenerates only those).
 """
 
 from __future__ import annotations
@@ -47,7 +55,18 @@ STRATEGIES = (
 FORMATS = ("openai-chat", "openai-responses", "anthropic", "scout")
 ROUNDS = {"shipped": 1000, "full": 12}  # session rounds per run: all of the subset's
 SAMPLES = 4  # whole-conversation prepares per run: evenly spread model calls, and the last
-CONFIG = Config(prompt=PromptConfig())  # the defaults, whatever the machine's environment
+# The defaults, whatever the machine's environment, without the retention (the
+# recorded digests before it) and with it (the default's own digests)
+CONFIG = Config(prompt=PromptConfig(cost_keep_share=0.0))
+KEEP_CONFIG = Config(prompt=PromptConfig())
+KEEP_STRATEGIES = ("shorten_tools_cost_aware", ",".join(DEFAULT_STRATEGIES))
+# name of a digest set -> (configuration, strategies, the set it replays)
+SETS = {
+    "shipped": (CONFIG, STRATEGIES, "shipped"),
+    "full": (CONFIG, STRATEGIES, "full"),
+    "shipped-keep": (KEEP_CONFIG, KEEP_STRATEGIES, "shipped"),
+    "full-keep": (KEEP_CONFIG, KEEP_STRATEGIES, "full"),
+}
 NOTICE = "An operator notice: the build server restarts at noon."
 _canonical = msgspec.json.Encoder(order="sorted")
 
@@ -97,7 +116,9 @@ def _fold(digest: Any, prepared: Any) -> None:
     digest.update(_canonical.encode({"messages": prepared.messages, "report": report}))
 
 
-def _prepare_digest(fmt: str, messages: list[Any], names: str, save_file: str, rounds: int) -> str:
+def _prepare_digest(
+    fmt: str, messages: list[Any], names: str, save_file: str, rounds: int, config: Config
+) -> str:
     points = _points(fmt, messages)
     step = max(1, len(points) // SAMPLES)
     sampled = sorted({*points[step - 1 :: step][:SAMPLES], points[-1]})
@@ -105,18 +126,20 @@ def _prepare_digest(fmt: str, messages: list[Any], names: str, save_file: str, r
     for number, end in enumerate(sampled):
         if number == 1:
             write_notice(save_file, NOTICE, name="notice.txt")
-        _fold(digest, prepare(messages[:end], names, save_file=save_file, config=CONFIG))
-        _fold(digest, prepare(messages[:end], names, config=CONFIG, detail=True))
+        _fold(digest, prepare(messages[:end], names, save_file=save_file, config=config))
+        _fold(digest, prepare(messages[:end], names, config=config, detail=True))
     return digest.hexdigest()
 
 
-def _session_digest(fmt: str, messages: list[Any], names: str, save_file: str, rounds: int) -> str:
+def _session_digest(
+    fmt: str, messages: list[Any], names: str, save_file: str, rounds: int, config: Config
+) -> str:
     points = _points(fmt, messages)
     if len(points) > rounds:  # every model call, or as many spread evenly, and the last
         stride = -(-len(points) // rounds)
         points = sorted({*points[stride - 1 :: stride], points[-1]})
     digest = hashlib.sha256()
-    with Session(save_file, strategies=names, config=CONFIG, cache_control=True) as session:
+    with Session(save_file, strategies=names, config=config, cache_control=True) as session:
         for number, end in enumerate(points):
             if number == len(points) // 2:
                 write_notice(save_file, NOTICE, name="notice.txt")
@@ -127,19 +150,22 @@ def _session_digest(fmt: str, messages: list[Any], names: str, save_file: str, r
 WAYS = {"prepare": _prepare_digest, "session": _session_digest}
 
 
-def digests(directory: Path, scratch: Path, rounds: int) -> dict[str, str]:
+def digests(directory: Path, scratch: Path, rounds: int, name: str = "shipped") -> dict[str, str]:
     """Every digest of ``directory``'s runs, keyed ``label/format/strategies/way``.
 
-    A session runs at most ``rounds`` rounds (plus the last model call).
+    A session runs at most ``rounds`` rounds (plus the last model call);
+    ``name``: the digest set (:data:`SETS`), which gives the configuration
+    and the strategies.
     """
+    config, strategies, _ = SETS[name]
     found: dict[str, str] = {}
     for number, (label, fmt, messages) in enumerate(conversations(directory)):
-        for names in STRATEGIES:
+        for names in strategies:
             for way, compute in WAYS.items():
                 chat = scratch / f"{number}-{names}-{way}" / "chat.json"
                 chat.parent.mkdir(parents=True)
                 found[f"{label}/{fmt}/{names}/{way}"] = compute(
-                    fmt, messages, names, str(chat), rounds
+                    fmt, messages, names, str(chat), rounds, config
                 )
     return found
 
@@ -161,38 +187,44 @@ def grouped(found: dict[str, str]) -> dict[str, str]:
 
 def _compare(name: str, directory: Path, scratch: Path) -> None:
     expected = recorded()[name]
-    actual = digests(directory, scratch, ROUNDS[name])
-    if name == "full":
+    source = SETS[name][2]
+    actual = digests(directory, scratch, ROUNDS[source], name)
+    if source == "full":
         actual = grouped(actual)
     assert actual.keys() == expected.keys()
     changed = sorted(key for key in expected if actual[key] != expected[key])
     assert changed == [], f"{len(changed)} of {len(expected)} outputs changed: {changed[:10]}"
 
 
-def test_the_shipped_runs_prepare_as_recorded(tmp_path: Path) -> None:
-    _compare("shipped", real_runs.VENDORED, tmp_path)
+@pytest.mark.parametrize("name", ["shipped", "shipped-keep"])
+def test_the_shipped_runs_prepare_as_recorded(name: str, tmp_path: Path) -> None:
+    _compare(name, real_runs.VENDORED, tmp_path)
 
 
 @pytest.mark.skipif(real_runs.full_dir() is None, reason="the full set of real runs is absent")
 @pytest.mark.timeout(900)  # about a minute of CPU, longer on a shared machine
-def test_the_full_set_prepares_as_recorded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["full", "full-keep"])
+def test_the_full_set_prepares_as_recorded(name: str, tmp_path: Path) -> None:
     full = real_runs.full_dir()
     assert full is not None
-    _compare("full", full, tmp_path)
+    _compare(name, full, tmp_path)
 
 
 def _record(full: bool) -> None:  # pragma: no cover - run by hand to regenerate
     import tempfile
 
-    sets = {"shipped": real_runs.VENDORED}
+    directories = {"shipped": real_runs.VENDORED}
     where = real_runs.full_dir()
     if full and where is not None:
-        sets["full"] = where
+        directories["full"] = where
+    only = [a for a in sys.argv[1:] if a in SETS]  # e.g. shipped-keep: only those sets
     kept = json.loads(DIGESTS.read_text(encoding="utf-8")) if DIGESTS.exists() else {}
-    for name, directory in sets.items():  # CONFIG: no configuration file or variable is read
+    for name, (_, _, source) in SETS.items():  # no configuration file or variable is read
+        if source not in directories or (only and name not in only):
+            continue
         with tempfile.TemporaryDirectory() as scratch:
-            found = digests(directory, Path(scratch), ROUNDS[name])
-            kept[name] = grouped(found) if name == "full" else found
+            found = digests(directories[source], Path(scratch), ROUNDS[source], name)
+            kept[name] = grouped(found) if source == "full" else found
     DIGESTS.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 

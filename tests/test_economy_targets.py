@@ -9,11 +9,12 @@ every run, at most 1.00x on average, and at most 0.90x on average over runs of
 100 or more outputs.
 
 Synthetic: on a 400-call run the default keeps the last 20 outputs verbatim
-in every round, never overflows, bills no more than the cheapest peer
+in every round, never overflows, bills at most 1.05x the cheapest peer
 emulation with Anthropic prices and the breakpoint cache model and at most
-1.10x the cheapest with OpenAI prices and prefix caching, and keeps more
+1.10x the cheapest with OpenAI prices and prefix caching, hides fewer needed
+facts than every peer, and keeps more
 outputs verbatim than any peer, in the last round and on average over the
-rounds; at 1,000 calls it bills no more than `summarize` (the cheapest peer
+rounds; at 1,000 calls it bills at most 1.05x `summarize` (the cheapest peer
 there) with Anthropic prices, and keeps more outputs verbatim than it on
 average over the rounds with either pricing (the OpenAI bill at that size is
 recorded in docs/ECONOMY.md). The last round of one run is one sample of a
@@ -102,9 +103,20 @@ def test_synthetic_default_keeps_recent_outputs_and_fits(synthetic_400: Results)
 
 
 def test_synthetic_default_bills_no_more_than_the_cheapest_peer(synthetic_400: Results) -> None:
-    """Anthropic prices, breakpoints: at most the cheapest peer; OpenAI, prefix: 1.10x."""
+    """Anthropic prices, breakpoints: at most 1.05x the cheapest peer; OpenAI, prefix: 1.10x.
+
+    The old outputs the default keeps whole besides its bands cost a little
+    (docs/ECONOMY.md, "The default's retention"): it hides fewer needed facts
+    than every peer for it.
+    """
     anthropic = synthetic_400["anthropic"]
-    assert anthropic[DEFAULT_STRATEGY].billed <= min(anthropic[name].billed for name in PEERS)
+    cheapest = min(anthropic[name].billed for name in PEERS)
+    assert anthropic[DEFAULT_STRATEGY].billed <= 1.05 * cheapest
+    for results in synthetic_400.values():
+        hidden = results[DEFAULT_STRATEGY].facts
+        assert hidden is not None and hidden.needed > 100
+        peers = [results[name].facts for name in PEERS]
+        assert all(p is not None and hidden.rate < p.rate for p in peers)
     openai = synthetic_400["openai"]
     assert openai[DEFAULT_STRATEGY].billed <= 1.10 * min(openai[name].billed for name in PEERS)
 
@@ -149,10 +161,11 @@ def anthropic_1000(workload_1000: Workload) -> dict[str, StrategyResult]:
 def test_synthetic_1000_default_bills_less_and_keeps_more_than_summarize(
     anthropic_1000: dict[str, StrategyResult],
 ) -> None:
-    """Anthropic prices, breakpoints: no more than `summarize`, more verbatim on average."""
+    """Anthropic prices, breakpoints: at most 1.05x `summarize` (the retention's price),
+    more verbatim on average."""
     default, summarize = anthropic_1000[DEFAULT_STRATEGY], anthropic_1000["summarize"]
     assert not default.failed and default.retention.recent_verbatim == 1.0
-    assert default.billed <= summarize.billed
+    assert default.billed <= 1.05 * summarize.billed
     assert default.retention.mean_verbatim > summarize.retention.mean_verbatim
 
 
@@ -187,7 +200,8 @@ def pair_run(calls: int, size: int) -> list[dict[str, Any]]:
 
 def decision_rounds(messages: list[dict[str, Any]], value: float) -> list[int]:
     """The rounds at which the default compacts, with ``cost_verbatim_value`` ``value``."""
-    config = {"cost_verbatim_value": value, "cost_full_share": 0.0}
+    # the bands alone: every output of pair_run is a whole read the retention would keep
+    config = {"cost_verbatim_value": value, "cost_full_share": 0.0, "cost_keep_share": 0.0}
     found, dropped = [], 0
     ends = [i + 1 for i, m in enumerate(messages) if m["role"] == "function_call_output"]
     for number, end in enumerate(ends, start=1):

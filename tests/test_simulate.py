@@ -53,6 +53,10 @@ SMALL_BANDS = {
     "max_tool_chars": 2000,
     "cost_full_tool_outputs": 3,
     "cost_compacted_tool_calls": 6,
+    "cost_keep_lookback": 6,
+    # compactions that pay early, so that a short run keeps outputs whole besides the bands
+    "compaction_risk_share": 1.0,
+    "cost_verbatim_value": 0.0,
 }
 
 

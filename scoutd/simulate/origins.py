@@ -3,7 +3,8 @@
 Each needed fact is attributed to the newest earlier tool output it appears in
 (the one a retention policy would most cheaply keep). That output is
 classified by what produced it (:func:`tool_kind`: a file read, a search or
-listing, a test run, ...), by its age in outputs at the call (1: the output
+listing, a test run, ..., by the classifier the default's retention uses,
+:mod:`scoutd.strategies.tool_kinds`), by its age in outputs at the call (1: the output
 just before it), and, for a file read, by whether a later output read the same
 file again (*superseded*) or edited it before the call. :class:`Origins`
 counts needed and hidden facts along each of these axes for one strategy.
@@ -11,122 +12,36 @@ counts needed and hidden facts along each of these axes for one strategy.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
+from ..strategies.tool_kinds import EDIT, KINDS, OTHER, READ, call_kind, command_text
 from .facts import Call, Hidden, RunFacts, action_facts, fact_kind
 from .texts import ACTION, OUTPUT
 
 __all__ = ["AGES", "Origins", "OutputInfo", "format_origins", "run_outputs", "tool_kind"]
 
-READ, SEARCH, TEST, BUILD, EDIT, GIT, SCRIPT, TASKS, WEB, OTHER = (
-    "file read",
-    "search/listing",
-    "test run",
-    "build/lint",
-    "edit/write",
-    "git",
-    "script run",
-    "agent tasks",
-    "web/issues",
-    "other",
-)
-KINDS = (READ, SEARCH, TEST, BUILD, EDIT, GIT, SCRIPT, TASKS, WEB, OTHER)
 # Age buckets in outputs: (lowest, highest or None).
 AGES = ((1, 10), (11, 20), (21, 40), (41, 80), (81, None))
-
-_READ_TOOLS = frozenset({"read", "read_file", "view", "view_file", "notebookread", "open_file"})
-_SEARCH_TOOLS = frozenset(
-    {"grep", "glob", "ls", "find", "search", "list_dir", "list_files", "file_search"}
-)
-_EDIT_TOOLS = frozenset(
-    {"edit", "write", "multiedit", "notebookedit", "apply_patch", "write_file", "create_file"}
-)
-_TEST = re.compile(
-    r"\b(pytest|py\.test|unittest|tox|nox|jest|vitest|runtests|(?:go|cargo|mvn|gradle|mix) test|"
-    r"(?:make|just|mise|npm|pnpm|yarn|bun|task)(?: run)? test)"
-)
-_BUILD = re.compile(
-    r"\b(lint|golangci-lint|staticcheck|go (?:build|vet)|cargo (?:build|check|clippy)|tsc|eslint|"
-    r"ruff|mypy|make|(?:mise|just|npm|pnpm|yarn|bun|mix|task) (?:run )?\w+|mix compile)\b"
-)
-_TASK_TOOLS = frozenset({"todowrite", "todoread", "skill", "exitplanmode", "askuserquestion"})
-_SPLIT = re.compile(r"&&|\|\||;|\||\n")
-_READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "awk"})
-_SEARCHERS = frozenset({"grep", "egrep", "rg", "ag", "find", "ls", "tree", "fd", "wc", "locate"})
-_SCRIPTS = frozenset({"python", "python3", "node", "go", "ruby", "sh", "bash", "npx", "uv"})
 _decode = msgspec.json.Decoder().decode
 
 
-def _command(arguments: str) -> str:
-    """The command text of a shell call's arguments (a JSON object or plain text)."""
+def _arguments(text: str) -> Any:
+    """A call's arguments from their JSON text (an object), or the text itself."""
     try:
-        data = _decode(arguments)
+        return _decode(text)
     except (msgspec.DecodeError, UnicodeError):
-        return arguments
-    if isinstance(data, dict):
-        return "\n".join(v for v in data.values() if type(v) is str)
-    return arguments
-
-
-def _shell_kind(command: str) -> str:
-    if _TEST.search(command):
-        return TEST
-    for segment in _SPLIT.split(command):
-        words = segment.split()
-        while words and ("=" in words[0] or words[0] in ("timeout", "sudo", "env")):
-            words = words[2:] if words[0] == "timeout" else words[1:]
-        if not words or words[0] in ("cd", "echo", "true", "export", "source", "set", "pwd"):
-            if words and words[0] == "echo" and ">" in segment:
-                return EDIT
-            continue
-        program = words[0].rsplit("/", 1)[-1]
-        writes = ">" in segment.replace("2>&1", "").replace(">/dev/null", "")
-        if program in ("sed", "perl") and any(w.startswith("-i") for w in words):
-            return EDIT
-        if program in ("patch", "tee") or (program in ("cat", "printf") and writes):
-            return EDIT
-        if _BUILD.match(" ".join([program, *words[1:3]])):
-            return BUILD
-        if program in _READERS or program == "sed":
-            return READ
-        if program in _SEARCHERS:
-            return SEARCH
-        if program == "git":
-            return SEARCH if words[1:2] in (["grep"], ["ls-files"]) else GIT
-        if program in ("gh", "curl", "wget"):
-            return WEB
-        if program in _SCRIPTS or program.startswith("python") or program.startswith("./"):
-            return SCRIPT
-        return OTHER
-    return OTHER
+        return text
 
 
 def tool_kind(tool: str | None, arguments: str) -> str:
-    """What produced an output: a file read, a search or listing, a test run, ...
-
-    A named tool (Claude Code's ``Read``, ``Grep``, ``Edit``, ...) is known by
-    its name; a shell call by its command: a test runner anywhere makes it a
-    test run, else its first command that is not ``cd``/``echo`` decides.
-    """
-    name = (tool or "").lower()
-    if name in _READ_TOOLS:
-        return READ
-    if name in _SEARCH_TOOLS:
-        return SEARCH
-    if name in _EDIT_TOOLS:
-        return EDIT
-    if name in ("bash", "shell", "execute", "run", "terminal", "exec_command", "run_command"):
-        return _shell_kind(_command(arguments))
-    if name in _TASK_TOOLS or name.startswith("task"):
-        return TASKS
-    if name.startswith(("web", "mcp__")):
-        return WEB
-    return OTHER
+    """What produced an output (:func:`scoutd.strategies.tool_kinds.call_kind`), from
+    the call's tool name and the JSON text of its arguments."""
+    return call_kind(tool, _arguments(arguments)).kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +55,7 @@ class OutputInfo:
 def _target(kind: str, arguments: str) -> str | None:
     if kind not in (READ, EDIT):
         return None
-    found = action_facts(_command(arguments))
+    found = action_facts(command_text(_arguments(arguments)))
     kinds = ("path", "line")
     paths = sorted(f for f in found if fact_kind(f) in kinds and not f.startswith("line "))
     if not paths:

@@ -26,7 +26,10 @@ when that is more (fewer only when they alone would not fit); the
 ``cost_compacted_tool_calls`` pairs before them are shortened as in the epoch
 strategies, and older pairs are dropped, repeated calls included (the default
 notice says so), together with the assistant remarks made among them; user
-turns always stay.
+turns always stay. Besides, a compaction keeps whole the newest whole read of
+each file and run of each search among the ``cost_keep_lookback`` pairs
+before the whole ones, up to ``cost_keep_share`` of what it removes
+(:mod:`.retention`), and must still pay with them, or wait.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
+from .retention import NOTHING, Kept, PairCalls
 from .rewrites import RewriteCache, recall_notice, shortened
+from .tool_kinds import CallKind
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -286,6 +291,7 @@ class _Tokens:
                 shortened[number] += limit if limit < tokens else tokens  # min(tokens, limit)
                 if not is_call:
                     output_end[number] = position + 1
+        self.bare = list(accumulate(whole))  # without the remarks
         for position, number in _remarks(index) if remarks is None else remarks:
             whole[number] += per_message[position]
             shortened[number] += per_message[position]
@@ -293,6 +299,11 @@ class _Tokens:
         self.shortened = list(accumulate(shortened))
         first_tool = index.indices[0] if index.indices else len(messages)
         self.head = self.cumulative[first_tool]  # never rewritten by a compaction
+        self.calls = PairCalls(index)
+
+    def kind(self, number: int) -> CallKind:
+        """What the call of pair ``number`` does."""
+        return self.calls.kind(number)
 
     def saved(self, dropped: int, shortened: int) -> int:
         """Tokens a plan removes from the prompt."""
@@ -352,7 +363,18 @@ def apply_plan(
         )
         if remarks is None:
             remarks = _remarks(index)
-        return _compact(messages, index, window, config, detail, remarks, columns, rewrites, reason)
+        return _compact(
+            messages,
+            index,
+            window,
+            config,
+            detail,
+            remarks,
+            columns,
+            rewrites,
+            reason,
+            plan.kept,
+        )
     why = uncompacted_reasons(index) if detail else None
     return apply_changes(
         NAME, messages, index, Changes(), detail=detail, columns=columns, reason=reason, why=why
@@ -392,12 +414,24 @@ def _compact(
     columns: Columns | None = None,
     rewrites: RewriteCache | None = None,
     reason: Reason | None = None,
+    kept: Kept = NOTHING,
 ) -> tuple[list[Any], StrategyReport]:
-    """Shorten and drop tool messages by ``window`` and insert the notice."""
+    """Shorten and drop tool messages by ``window`` and insert the notice.
+
+    ``kept``: pairs inside the bands kept whole all the same (reported as
+    protected, with the retention's reason); the remarks of those in the dropped band go,
+    as the other dropped pairs' do.
+    """
     changes = Changes()
     dropped_pairs = index.outputs - window.truncate_to  # oldest-first numbers up to it
     changes.dropped, truncated = _bands(index, window)
     changes.narration = [at for at, number in remarks if number <= dropped_pairs]
+    if kept.numbers:
+        whole = frozenset(kept.numbers)
+        numbers = index.numbers
+        changes.protected = [s for s in [*changes.dropped, *truncated] if numbers[s] in whole]
+        changes.dropped = [s for s in changes.dropped if numbers[s] not in whole]
+        truncated = [s for s in truncated if numbers[s] not in whole]
     for slot in truncated:
         new = shortened(index, messages, slot, rewrites, config.recall)
         if new is not None:
@@ -409,7 +443,14 @@ def _compact(
         notice = recall_notice(notice, index, changes.dropped)
     keep_full = window.keep_full
     why = (
-        band_reasons(index, keep_full, window.truncate_to, RowReason.NEWEST, keep_full)
+        band_reasons(
+            index,
+            keep_full,
+            window.truncate_to,
+            RowReason.NEWEST,
+            keep_full,
+            dict(zip(kept.numbers, kept.reasons, strict=True)),
+        )
         if detail
         else None
     )

@@ -9,11 +9,14 @@ re-exports these names.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..config import PromptConfig
 from ..pricing import CachePrices
+from .retention import NOTHING, Kept, retain
+from .tool_kinds import CallKind
 
 __all__ = ["Decision", "Plan", "Replay", "Tokens", "plan_compaction", "unmet_test"]
 
@@ -22,19 +25,25 @@ class Tokens(Protocol):
     """The prefix sums a plan reads (``cost_aware``'s counts; ``cost_rounds``' grown ones).
 
     ``cumulative[m]``: tokens of the first ``m`` messages; ``whole[k]`` and
-    ``shortened[k]``: of the first ``k`` pairs, whole or shortened;
+    ``shortened[k]``: of the first ``k`` pairs, whole or shortened (with the
+    assistant remarks that belong to them); ``bare[k]``: whole, without them;
     ``output_end[k]``: one past pair ``k``'s output; ``head``: the tokens
     before the first tool message.
     """
 
     cumulative: list[int]
     whole: list[int]
+    bare: list[int]
     shortened: list[int]
     output_end: list[int]
     head: int
 
     def saved(self, dropped: int, shortened: int) -> int:
         """Tokens a plan removes from the prompt."""
+        ...
+
+    def kind(self, number: int) -> CallKind:
+        """What the call of pair ``number`` does (:mod:`.tool_kinds`)."""
         ...
 
 
@@ -100,13 +109,16 @@ class Plan:
 
     Pairs ``<= dropped`` are removed, pairs ``<= shortened`` are shortened, the
     rest are whole; ``decided_at`` is the round (output number) of the last
-    decision (0: never compacted). ``decision``: the figures of the last round
-    (for the report; not part of the bands, so not compared).
+    decision (0: never compacted); ``kept``: the pairs ``<= shortened`` that
+    the decision keeps whole all the same (:func:`.retention.retain`), with why.
+    ``decision``: the figures of the last round (for the report; not part of
+    the bands, so not compared).
     """
 
     dropped: int
     shortened: int
     decided_at: int
+    kept: Kept = NOTHING
     decision: Decision | None = field(default=None, compare=False)
 
 
@@ -149,6 +161,29 @@ class Replay:
     billed: float = 0.0
     previous: int = 0
     decision: Decision | None = None  # the last round's, for a call with no new round
+    kept: Kept = NOTHING
+
+
+def _kept_tokens(tokens: Tokens, kept: Kept, dropped: int) -> int:
+    """Tokens that ``kept`` puts back into a prompt whose bands end at ``dropped``."""
+    return sum(map(_kept_size(tokens, dropped), kept.numbers))
+
+
+def _kept_size(tokens: Tokens, dropped: int) -> Callable[[int], int]:
+    """The tokens keeping one pair whole adds to a prompt whose bands end at ``dropped``.
+
+    A kept pair of the dropped band comes back without its remarks (they go
+    with the dropped traffic around it); one of the shortened band had its
+    remarks already.
+    """
+    whole, short, bare = tokens.whole, tokens.shortened, tokens.bare
+
+    def size(pair: int) -> int:
+        if pair > dropped:
+            return whole[pair] - whole[pair - 1] - short[pair] + short[pair - 1]
+        return bare[pair] - bare[pair - 1]
+
+    return size
 
 
 def plan_compaction(
@@ -179,15 +214,17 @@ def plan_compaction(
     whole, short = tokens.whole, tokens.shortened
     # Valuing verbatim rounds lengthens the rent-or-buy cycle (docs/ECONOMY.md).
     batch = 1.0 / (1.0 - config.cost_verbatim_value)
+    keep_share, lookback = config.cost_keep_share, config.cost_keep_lookback
     # not mutated: a fresh replay of every round ends in the same plan (tested), only slower
     state = Replay() if replay is None else replay  # pragma: no mutate
-    dropped, shortened, decided = state.dropped, state.shortened, state.decided
+    dropped, shortened, decided, kept = state.dropped, state.shortened, state.decided, state.kept
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
     billed = state.billed  # the estimated bill so far, with this plan
     previous = state.previous
     decision = state.decision
     weighed, paid, bill = 0, 0.0, 0.0  # the last round weighed, and its figures at a compaction
-    saving = tokens.saved(dropped, shortened)  # what the current bands remove
+    # what the current bands remove
+    saving = tokens.saved(dropped, shortened) - _kept_tokens(tokens, kept, dropped)
     cumulative = tokens.cumulative
     first = state.rounds + 1
     # The whole prompt at the end of each round, before any compaction.
@@ -232,13 +269,43 @@ def plan_compaction(
             and removed * read * (number * horizon_share) >= rewrite
             and rewrite <= risk * billed
         )
-        if forced or pays:
-            paid, bill = carried, billed  # as the rule read them, for the report
-            dropped, shortened, decided = new_dropped, new_shortened, number
-            saving = new_saving
-            carried = 0.0
-            billed += rewrite - removed * read
-            previous = new_prompt
+        if not (forced or pays):
+            continue
+        # What the compaction keeps whole besides (.retention): at most a share of what
+        # it removes, so it still removes most; it must pay all the same, or wait
+        size = _kept_size(tokens, new_dropped)
+        budget = int(keep_share * removed)
+        new_kept = retain(tokens.kind, size, number, new_shortened, budget, lookback)
+        if new_kept.numbers:
+            kept_saving = new_saving - _kept_tokens(tokens, new_kept, new_dropped)
+            kept_prompt = whole_prompt - kept_saving
+            kept_removed = prompt - kept_prompt
+            # not mutated: a prompt always holds its head, and at equality both sides give 0
+            kept_rewrite = (
+                kept_prompt - head if kept_prompt > head else 0
+            ) * premium  # pragma: no mutate
+            if forced:
+                fits = kept_prompt <= limit
+            else:
+                fits = (
+                    carried >= batch * kept_rewrite
+                    and kept_removed * read * (number * horizon_share) >= kept_rewrite
+                    and kept_rewrite <= risk * billed
+                )
+            if fits:
+                new_saving, new_prompt = kept_saving, kept_prompt
+                removed, rewrite = kept_removed, kept_rewrite
+            elif forced:
+                new_kept = NOTHING  # the window wins: nothing kept besides
+            else:
+                removed, rewrite = kept_removed, kept_rewrite  # what waits, for the report
+                continue
+        paid, bill = carried, billed  # as the rule read them, for the report
+        dropped, shortened, decided, kept = new_dropped, new_shortened, number, new_kept
+        saving = new_saving
+        carried = 0.0
+        billed += rewrite - removed * read
+        previous = new_prompt
     if outputs >= first:  # the last round was replayed here: what the rule read at it
         compacted = decided == outputs
         decision = Decision(
@@ -266,5 +333,5 @@ def plan_compaction(
     if replay is not None and outputs > replay.rounds:  # pragma: no mutate
         replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
         replay.decided, replay.carried, replay.billed = decided, carried, billed
-        replay.previous, replay.decision = previous, decision
-    return Plan(dropped, shortened, decided, decision)
+        replay.previous, replay.kept, replay.decision = previous, kept, decision
+    return Plan(dropped, shortened, decided, kept, decision)

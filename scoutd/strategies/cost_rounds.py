@@ -30,6 +30,7 @@ from .cost_aware import (
     token_counter,
 )
 from .cost_plan import Plan, Replay, plan_compaction
+from .retention import PairCalls
 from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex
 
 __all__ = ["CostPlanner", "GrowingTokens"]
@@ -50,12 +51,14 @@ class GrowingTokens(_Tokens):
         self.per_message: list[int] = []
         self.cumulative = [0]
         self.whole = [0]
+        self.bare = [0]  # the pairs without their remarks
         self.shortened = [0]
         self.output_end = [0]
         self.head = 0
         self.outputs = 0
         self.slots = 0  # tool slots looked at
         self.pending: list[int] = []  # call slots whose number is past the last output
+        self.calls = PairCalls(ToolIndex())  # what each pair's call does: the index's, once given
         overhead = MESSAGE_OVERHEAD_TOKENS
         self.limits = (
             count("x" * (OUTPUT_SIZE + SHORTENED_OVERHEAD_CHARS)) + overhead,
@@ -70,6 +73,7 @@ class GrowingTokens(_Tokens):
         self.cumulative += _sums_after(self.cumulative[-1], new)
         base, outputs = self.outputs, index.outputs
         whole = [0] * (outputs - base + 1)
+        bare = [0] * (outputs - base + 1)
         shortened = [0] * (outputs - base + 1)
         ends = [0] * (outputs - base + 1)
         pending = []
@@ -88,14 +92,18 @@ class GrowingTokens(_Tokens):
                         remarks += per_message[before]
             at = number - base
             whole[at] += tokens + remarks
+            bare[at] += tokens
             shortened[at] += min(tokens, self.limits[is_call[slot]]) + remarks
             if not is_call[slot]:
                 ends[at] = position + 1
         self.whole += _sums_after(self.whole[-1], whole[1:])
+        self.bare += _sums_after(self.bare[-1], bare[1:])
         self.shortened += _sums_after(self.shortened[-1], shortened[1:])
         self.output_end += ends[1:]
         self.outputs, self.slots, self.pending = outputs, len(indices), pending
         self.head = self.cumulative[indices[0] if indices else len(per_message)]
+        if self.calls.index is not index:
+            self.calls = PairCalls(index)
 
 
 def _sums_after(total: int, values: list[int]) -> list[int]:

@@ -17,7 +17,7 @@ Pure: figures in, text out.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..config import PromptConfig
 from ..protocol.report import Reason
@@ -53,6 +53,7 @@ class RowReason(enum.StrEnum):
     REPEAT = "repeat"  # the latest of a repeated call, kept whole
     UNCOMPACTED = "uncompacted"  # the strategy compacted nothing
     PENDING = "pending"  # a call whose output has not come yet
+    KEPT = "kept"  # kept whole out of its band by the default's retention (.retention)
 
 
 # The sentence of each row reason; ``{n}`` is the figure the strategy gives with it.
@@ -65,13 +66,14 @@ ROW_TEXTS: dict[RowReason, str] = {
     RowReason.REPEAT: "kept whole: latest of a repeated call",
     RowReason.UNCOMPACTED: "kept: the strategy compacted nothing",
     RowReason.PENDING: "kept: a call whose output has not come yet",
+    RowReason.KEPT: "kept whole: the {n}",
 }
 
 RowWhy = Callable[[int, Fate], tuple[str, str]]
 """A strategy's row reasons: ``(slot, fate)`` to the reason's code and sentence."""
 
 
-def row_text(reason: RowReason, figure: int = 0) -> tuple[str, str]:
+def row_text(reason: RowReason, figure: int | str = 0) -> tuple[str, str]:
     """The code and sentence of a row reason with its figure."""
     return reason.value, ROW_TEXTS[reason].format(n=figure)
 
@@ -88,18 +90,27 @@ def uncompacted_reasons(index: ToolIndex) -> RowWhy:
 
 
 def band_reasons(
-    index: ToolIndex, keep_full: int, truncate_to: int, verbatim: RowReason, full: int
+    index: ToolIndex,
+    keep_full: int,
+    truncate_to: int,
+    verbatim: RowReason,
+    full: int,
+    kept: Mapping[int, str] | None = None,
 ) -> RowWhy:
     """Row reasons of the bands: newest-first positions ``<= keep_full`` verbatim
     (``verbatim``, whose sentence names ``full``), then shortened up to
-    ``truncate_to``, then dropped."""
+    ``truncate_to``, then dropped; ``kept``: the pairs (oldest-first numbers)
+    the retention keeps whole out of their band, with what it says of each."""
     band = truncate_to - keep_full
     positions = index.positions
+    numbers = index.numbers
+    kept = kept or {}
 
     def why(slot: int, fate: Fate) -> tuple[str, str]:
         position = positions[slot]
         if fate is Fate.PROTECTED:
-            return row_text(RowReason.REPEAT)
+            said = kept.get(numbers[slot])
+            return row_text(RowReason.REPEAT) if said is None else row_text(RowReason.KEPT, said)
         if fate is Fate.DROPPED:
             return row_text(RowReason.OLDER)
         if fate is Fate.TRUNCATED:

@@ -31,6 +31,7 @@ from scoutd.strategies.cost_aware import (
 )
 from scoutd.strategies.cost_plan import Plan, Replay, plan_compaction
 from scoutd.strategies.epoch import Window
+from scoutd.strategies.retention import Kept, retain
 from scoutd.strategies.tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -61,15 +62,18 @@ CONFIGS = [
 
 
 def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any) -> Plan:
-    """The replay as first written: every saving asked of ``tokens.saved``."""
+    """The replay as first written: every saving asked of ``tokens.saved``, and what
+    the compaction keeps whole besides (:func:`retain`) added back pair by pair."""
     window = config.context_window
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
     premium = max(prices.write - prices.read, 0.0)
     dropped = shortened = decided = previous = 0
     carried = billed = 0.0
+    kept = Kept()
     for number in range(1, outputs + 1):
         prompt = tokens.cumulative[tokens.output_end[number]] - tokens.saved(dropped, shortened)
+        prompt += reference_kept_tokens(tokens, kept.numbers, dropped)
         billed += min(previous, prompt) * prices.read + max(prompt - previous, 0) * prices.write
         previous = prompt
         forced = prompt > limit
@@ -93,7 +97,7 @@ def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any)
             new_dropped += 1
         if (new_dropped, new_shortened) <= (dropped, shortened):
             continue
-        new_prompt = prompt + tokens.saved(dropped, shortened)
+        new_prompt = tokens.cumulative[tokens.output_end[number]]
         new_prompt -= tokens.saved(new_dropped, new_shortened)
         removed = prompt - new_prompt
         carried += removed * prices.read
@@ -106,12 +110,53 @@ def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any)
             and removed * prices.read * horizon >= rewrite
             and rewrite <= config.compaction_risk_share * billed
         )
-        if forced or pays:
-            dropped, shortened, decided = new_dropped, new_shortened, number
-            carried = 0.0
-            billed += rewrite - removed * prices.read
-            previous = new_prompt
-    return Plan(dropped, shortened, decided)
+        if not (forced or pays):
+            continue
+        new_kept = retain(
+            tokens.kind,
+            lambda pair, d=new_dropped: reference_kept_tokens(tokens, (pair,), d),
+            number,
+            new_shortened,
+            int(config.cost_keep_share * removed),
+            config.cost_keep_lookback,
+        )
+        if new_kept.numbers:
+            kept_prompt = new_prompt + reference_kept_tokens(tokens, new_kept.numbers, new_dropped)
+            kept_rewrite = max(kept_prompt - tokens.head, 0) * premium
+            fits = (
+                kept_prompt <= limit
+                if forced
+                else (
+                    carried >= 1.0 / (1.0 - config.cost_verbatim_value) * kept_rewrite
+                    and (prompt - kept_prompt) * prices.read * horizon >= kept_rewrite
+                    and kept_rewrite <= config.compaction_risk_share * billed
+                )
+            )
+            if fits:
+                new_prompt, removed, rewrite = kept_prompt, prompt - kept_prompt, kept_rewrite
+            elif forced:
+                new_kept = Kept()
+            else:
+                continue
+        dropped, shortened, decided, kept = new_dropped, new_shortened, number, new_kept
+        carried = 0.0
+        billed += rewrite - removed * prices.read
+        previous = new_prompt
+    return Plan(dropped, shortened, decided, kept)
+
+
+def reference_kept_tokens(tokens: Any, numbers: tuple[int, ...], dropped: int) -> int:
+    """What keeping ``numbers`` whole adds: a dropped pair without its remarks, a shortened
+    one its whole size less its shortened one."""
+    total = 0
+    for k in numbers:
+        if k > dropped:
+            total += (tokens.whole[k] - tokens.whole[k - 1]) - (
+                tokens.shortened[k] - tokens.shortened[k - 1]
+            )
+        else:
+            total += tokens.bare[k] - tokens.bare[k - 1]
+    return total
 
 
 def reference_remarks(index: ToolIndex) -> list[tuple[int, int]]:
@@ -149,7 +194,11 @@ def reference_counts(messages: list[Any], index: ToolIndex, count: Any) -> tuple
         shortened[number] += per_message[position]
     sums = [sum(whole[: n + 1]) for n in range(outputs + 1)]
     short_sums = [sum(shortened[: n + 1]) for n in range(outputs + 1)]
-    return sums, short_sums, ends
+    bare_sums = [
+        sums[n] - sum(per_message[p] for p, k in reference_remarks(index) if k <= n)
+        for n in range(outputs + 1)
+    ]
+    return sums, short_sums, ends, bare_sums
 
 
 def reference_pairing(messages: list[Any]) -> tuple[list[int], list[int], list[int], int]:
@@ -187,7 +236,7 @@ def check_all(messages: list[Any], config: PromptConfig) -> None:
         return
     count = token_counter(config)
     tokens = _Tokens(messages, index, count)
-    assert (tokens.whole, tokens.shortened, tokens.output_end) == reference_counts(
+    assert (tokens.whole, tokens.shortened, tokens.output_end, tokens.bare) == reference_counts(
         messages, index, count
     )
     prices = effective_prices(config, "scout")
@@ -276,7 +325,7 @@ def test_counts_with_a_tokenizer_of_its_own(monkeypatch: pytest.MonkeyPatch) -> 
     config = PromptConfig(context_window=3_000, tokenizer="any:thing")
     counter = token_counter(config)
     tokens = _Tokens(messages, index, counter)
-    assert (tokens.whole, tokens.shortened, tokens.output_end) == reference_counts(
+    assert (tokens.whole, tokens.shortened, tokens.output_end, tokens.bare) == reference_counts(
         messages, index, counter
     )
     check_all(messages, config)

@@ -148,7 +148,12 @@ def test_the_share_kept_verbatim_stops_at_its_cap() -> None:
     outputs = [m for m in messages if m["role"] == "function_call_output"]
     found = {}
     for cap in (0, 30):
-        overrides = {"context_window": 100_000, "cost_full_share": 0.2, "cost_full_share_cap": cap}
+        overrides = {
+            "context_window": 100_000,
+            "cost_full_share": 0.2,
+            "cost_full_share_cap": cap,
+            "cost_keep_share": 0.0,  # the bands alone: every output here is a whole read
+        }
         prepared, _ = shorten_tools_cost_aware(
             messages, load_config(None, overrides=overrides).prompt
         )

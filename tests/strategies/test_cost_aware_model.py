@@ -289,6 +289,9 @@ def setups(draw: st.DrawFn) -> tuple[PromptConfig, str | None]:
         chars_per_token=draw(st.sampled_from([1.0, 1.5, 4.0])),
         tokenizer=tokenizer,
         compaction_notice=draw(st.sampled_from([DEFAULT_NOTICE, "cut {compacted}, {removed}"])),
+        # the bands alone: what a compaction keeps whole besides has its own
+        # reference (tests/strategies/test_core_reference.py, test_retention.py)
+        cost_keep_share=0.0,
     )
     if generous:
         config = msgspec.structs.replace(

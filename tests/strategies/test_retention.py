@@ -1,0 +1,235 @@
+"""What a compaction keeps whole besides its bands (scoutd.strategies.retention), and
+the call classifier it reads (scoutd.strategies.tool_kinds): by tool name and
+arguments, shell commands included; the newest whole read of each file and run
+of each search are kept within the budget, newest first, superseded ones never.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import scoutd
+from scoutd.config import load_config
+from scoutd.strategies.cost_aware import _Tokens, effective_prices, token_counter
+from scoutd.strategies.cost_plan import plan_compaction
+from scoutd.strategies.retention import KEEP_REASONS, retain
+from scoutd.strategies.tool_kinds import (
+    BUILD,
+    EDIT,
+    GIT,
+    OTHER,
+    READ,
+    SCRIPT,
+    SEARCH,
+    TASKS,
+    TEST,
+    WEB,
+    CallKind,
+    call_kind,
+    tool_kind,
+)
+from scoutd.strategies.tool_messages import index_tools
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("bash", {"command": "sed -n '10,50p' src/a.py"}, CallKind(READ, "src/a.py", (10, 50))),
+        ("bash", {"command": "sed -n 7p src/a.py"}, CallKind(READ, "src/a.py", (7, 7))),
+        (
+            "bash",
+            {"command": "cd /testbed && nl -ba src/x/y.py | sed -n 5,9p"},
+            CallKind(READ, "src/x/y.py", (5, 9)),
+        ),
+        ("bash", {"command": "cat src/a.py"}, CallKind(READ, "src/a.py", None)),
+        ("bash", {"command": "head -n 40 a/b.py"}, CallKind(READ, "a/b.py", (1, 40))),
+        ("bash", {"command": "tail -20 a/b.py"}, CallKind(READ, "a/b.py", (-20, None))),
+        ("bash", {"command": "cat src/a.py | head -30"}, CallKind(READ, "src/a.py", (1, 30))),
+        ("Read", {"file_path": "/r/b.go"}, CallKind(READ, "/r/b.go", None)),
+        (
+            "Read",
+            {"file_path": "/r/b.go", "offset": 10, "limit": 20},
+            CallKind(READ, "/r/b.go", (10, 29)),
+        ),
+        ("read_file", {"path": "a.py", "start": 3, "end": 9}, CallKind(READ, "a.py", (3, 9))),
+        ("read_file", {"path": "a.py", "start": 3}, CallKind(READ, "a.py", (3, None))),
+        ("Edit", {"file_path": "/r/b.go", "old_string": "a"}, CallKind(EDIT, "/r/b.go")),
+        ("bash", {"command": "sed -i 's/a/b/' src/a.py"}, CallKind(EDIT, "src/a.py")),
+        ("bash", {"command": "cat > new.py << 'EOF'\nx = 1\nEOF"}, CallKind(EDIT, "new.py")),
+    ],
+)
+def test_reads_and_edits_name_their_file_and_lines(
+    tool: str, arguments: dict[str, Any], expected: CallKind
+) -> None:
+    assert call_kind(tool, arguments) == expected
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "kind"),
+    [
+        ("bash", {"command": "grep -rn foo src/"}, SEARCH),
+        ("bash", {"command": "cd /testbed && find . -name '*.py'"}, SEARCH),
+        ("Grep", {"pattern": "Foo", "path": "/r"}, SEARCH),
+        ("bash", {"command": "python -m pytest tests/test_a.py -q"}, TEST),
+        ("Bash", {"command": "mise run test", "description": "Run tests"}, TEST),
+        ("Bash", {"command": "mise run lint", "description": "Run golangci-lint"}, BUILD),
+        ("bash", {"command": "git diff"}, GIT),
+        ("bash", {"command": "git grep Foo"}, SEARCH),
+        ("bash", {"command": "python reproduce.py"}, SCRIPT),
+        ("bash", {"command": "curl -s https://example.org"}, WEB),
+        ("WebFetch", {"url": "https://example.org"}, WEB),
+        ("TodoWrite", {"todos": []}, TASKS),
+        ("TaskUpdate", {"taskId": "1"}, TASKS),
+        ("frobnicate", {"x": 1}, OTHER),
+        (None, None, OTHER),
+        ("bash", {"command": "echo 'unbalanced"}, OTHER),
+    ],
+)
+def test_every_call_has_a_kind(tool: str | None, arguments: Any, kind: str) -> None:
+    assert tool_kind(tool, arguments) == kind
+
+
+def test_a_search_is_known_by_its_command() -> None:
+    first = call_kind("bash", {"command": "grep -rn foo src/"})
+    assert first == call_kind("bash", {"command": "grep -rn foo src/"})
+    assert first.key != call_kind("bash", {"command": "grep -rn bar src/"}).key
+
+
+def kinds(*calls: CallKind) -> Any:
+    """``kind_of`` over pairs 1, 2, ... (oldest first)."""
+    return lambda number: calls[number - 1]
+
+
+WHOLE_A = CallKind(READ, "a.py")
+WHOLE_B = CallKind(READ, "b.py")
+RANGE_A = CallKind(READ, "a.py", (1, 20))
+GREP = CallKind(SEARCH, key="grep -rn foo")
+TESTS = CallKind(TEST, key="pytest")
+
+
+def test_the_newest_whole_read_and_search_are_kept_not_the_rest() -> None:
+    """Pairs 1-6 are being compacted; 7-8 stay whole (and supersede older ones)."""
+    kind_of = kinds(WHOLE_A, GREP, TESTS, RANGE_A, WHOLE_B, GREP, TESTS, WHOLE_B)
+    kept = retain(kind_of, lambda pair: 10, 8, 6, 1_000, 40)
+    # 1: newest whole read of a.py (4 reads a range, which supersedes nothing); 6: newest
+    # grep (2 is superseded by it); 5 is superseded by 8; test runs and ranges never kept
+    assert kept.numbers == (1, 6)
+    assert kept.reasons == (KEEP_REASONS[READ], KEEP_REASONS[SEARCH])
+
+
+def test_the_budget_takes_the_newest_first_and_skips_what_no_longer_fits() -> None:
+    kind_of = kinds(CallKind(READ, "a"), CallKind(READ, "b"), CallKind(READ, "c"))
+    sizes = {1: 5, 2: 30, 3: 20}
+    assert retain(kind_of, sizes.__getitem__, 3, 3, 30, 40).numbers == (1, 3)
+    assert retain(kind_of, sizes.__getitem__, 3, 3, 0, 40).numbers == ()
+
+
+def test_the_lookback_bounds_how_old_a_kept_output_may_be() -> None:
+    kind_of = kinds(*(CallKind(READ, f"f{n}") for n in range(1, 11)))
+    assert retain(kind_of, lambda pair: 1, 10, 8, 100, 3).numbers == (6, 7, 8)
+
+
+def read_run(files: int, size: int) -> list[dict[str, Any]]:
+    """A run that reads ``files`` different files whole, then greps and tests in turn."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Fix the build."},
+    ]
+    for number in range(files):
+        name, arguments = (
+            ("bash", {"command": f"cat src/m{number}.py"})
+            if number % 2
+            else ("bash", {"command": f"python -m pytest -q tests/t{number}.py"})
+        )
+        ident = f"c{number}"
+        call = {"name": name, "arguments": arguments, "id": ident}
+        output = {"name": name, "content": f"{number} " + "word_x1 " * (size // 8), "id": ident}
+        messages.append({"role": "assistant", "content": f"Step {number}."})
+        messages.append({"role": "function_call", "content": json.dumps(call)})
+        messages.append({"role": "function_call_output", "content": json.dumps(output)})
+    return messages
+
+
+def test_the_default_keeps_old_reads_whole_and_drops_old_test_logs() -> None:
+    """Every kept pair is an old whole read, never a test run, and its remark goes."""
+    messages = read_run(200, 2_000)
+    config = load_config(None).prompt
+    prepared = scoutd.prepare(messages, ["shorten_tools_cost_aware"], config=config, detail=True)
+    report = prepared.report[0]
+    protected = [a for a in report.actions or [] if a.action == "protected"]
+    assert report.outputs_protected > 0 and report.outputs_dropped > 0
+    assert len(protected) == 2 * report.outputs_protected  # the call and its output
+    for action in protected:
+        assert action.position > config.cost_full_tool_outputs
+        body = json.loads(messages[action.index]["content"])
+        if action.role == "function_call":
+            assert body["arguments"]["command"].startswith("cat ")
+        assert messages[action.index] in prepared.messages  # the very message, whole
+    remarks = {m["content"] for m in prepared.messages if m["role"] == "assistant"}
+    index = index_tools(messages)
+    tokens = _Tokens(messages, index, token_counter(config))
+    plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, None))
+    in_dropped_band = [k for k in plan.kept.numbers if k <= plan.dropped]
+    assert in_dropped_band and len(plan.kept.numbers) == report.outputs_protected
+    for k in in_dropped_band:  # pair k is call c{k-1}, after the remark "Step {k-1}."
+        assert f"Step {k - 1}." not in remarks  # dropped band: its remark goes
+    for k in range(plan.shortened + 1, index.outputs + 1):
+        assert f"Step {k - 1}." in remarks  # the whole band keeps its remarks
+    # without the retention the same run keeps nothing old whole
+    off = scoutd.prepare(messages, ["shorten_tools_cost_aware"], config={"cost_keep_share": 0})
+    assert off.report[0].outputs_protected == 0
+
+
+def test_kept_outputs_stay_within_their_share_of_what_a_compaction_removes() -> None:
+    messages = read_run(200, 2_000)
+    config = load_config(None).prompt
+    index = index_tools(messages)
+    tokens = _Tokens(messages, index, token_counter(config))
+    plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, None))
+    assert plan.kept.numbers and all(k <= plan.shortened for k in plan.kept.numbers)
+    assert len(plan.kept.reasons) == len(plan.kept.numbers)
+    kept = sum(tokens.bare[k] - tokens.bare[k - 1] for k in plan.kept.numbers if k <= plan.dropped)
+    assert kept <= config.cost_keep_share * tokens.saved(plan.dropped, plan.shortened)
+
+
+def test_a_session_keeps_what_a_prepare_from_scratch_keeps() -> None:
+    """Round by round, the session's plan (kept outputs included) is the whole replay's."""
+    messages = read_run(160, 2_000)
+    ends = [i + 1 for i, m in enumerate(messages) if m["role"] == "function_call_output"]
+    protected = 0
+    with scoutd.Session(strategies=["shorten_tools_cost_aware"]) as session:
+        for end in ends:
+            got = session.prepare(messages[:end])
+            expected = scoutd.prepare(messages[:end], ["shorten_tools_cost_aware"])
+            assert got.messages == expected.messages
+            protected = max(protected, expected.report[0].outputs_protected)
+    assert protected > 0
+
+
+def test_what_is_kept_never_overflows_the_window() -> None:
+    """A small window forces compactions: every round's prompt, kept outputs included,
+    stays under the limit, and some round keeps old outputs whole."""
+    messages = read_run(200, 2_000)
+    overrides = {"context_window": 30_000, "cost_keep_share": 1.0}  # keeps all it can
+    config = load_config(None, overrides=overrides).prompt
+    index = index_tools(messages)
+    tokens = _Tokens(messages, index, token_counter(config))
+    prices = effective_prices(config, None)
+    limit = config.compaction_limit_share * config.context_window
+    kept_any = False
+    for number in range(1, index.outputs + 1):
+        plan = plan_compaction(tokens, number, config, prices)
+        prompt = tokens.cumulative[tokens.output_end[number]]
+        prompt -= tokens.saved(plan.dropped, plan.shortened)
+        for k in plan.kept.numbers:  # what keeping each adds back
+            if k > plan.dropped:
+                prompt += tokens.whole[k] - tokens.whole[k - 1]
+                prompt -= tokens.shortened[k] - tokens.shortened[k - 1]
+            else:
+                prompt += tokens.bare[k] - tokens.bare[k - 1]
+        assert prompt <= limit
+        kept_any = kept_any or bool(plan.kept.numbers)
+    assert kept_any
