@@ -21,6 +21,12 @@ and an aborted chat stays aborted (docs/RELIABILITY.md): every later run,
 with this capability or another for that chat, fails the same way until an
 operator clears it.
 
+Recall (docs/STRATEGIES.md, "Recall") is on by default: shortened outputs
+carry their handles, and the capability contributes a ``recall`` tool to the
+agent (``get_toolset``), answered from the run's scoutd session (in this
+process or by the daemon), never by the provider; ``recall=False`` contributes
+none and leaves the prompts without handles.
+
 Needs the extra ``scoutd[pydantic-ai]``.
 """
 
@@ -34,6 +40,7 @@ import anyio.to_thread
 
 from ..errors import Aborted
 from ..formats import OPENAI_CHAT
+from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
 from ._run import HookOptions, RunPreparer, missing_extra
 
 try:
@@ -41,7 +48,8 @@ try:
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
-    from pydantic_ai.tools import RunContext
+    from pydantic_ai.tools import RunContext, Tool
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
     from ._pydantic_ai_messages import from_chat, to_chat
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
@@ -65,12 +73,15 @@ class ScoutdCapability(AbstractCapability[Any]):
     :class:`~scoutd.integrations._run.RunPreparer`: ``save_file`` (the chat
     whose inbox is read), ``socket`` (the daemon's socket path, or ``True`` for
     the default; ``None`` prepares in this process), ``strategies``, ``config``
-    (``[prompt]`` overrides for every request) and ``timeout``. One capability
+    (``[prompt]`` overrides for every request), ``timeout`` and ``recall``
+    (default True: the capability contributes the recall tool; ``recall=False``
+    contributes none and leaves the prompts without handles). One capability
     serves one chat; each run of the agent gets its own instance (``for_run``)
     and scoutd session.
     """
 
     def __init__(self, **options: Unpack[HookOptions]) -> None:
+        options.setdefault("recall", True)
         self._options = options
         self._shared = _Shared()
         self.preparer: RunPreparer | None = None  # the run's, once it prepared a request
@@ -85,6 +96,35 @@ class ScoutdCapability(AbstractCapability[Any]):
         run = ScoutdCapability(**self._options)
         run._shared = self._shared
         return run
+
+    def get_toolset(self) -> AbstractToolset[Any] | None:
+        """The ``recall`` tool, answered by this instance's run (None with ``recall=False``).
+
+        Pydantic AI asks the run's instance (``for_run``) for its toolset, so
+        each run's calls reach that run's session.
+        """
+        if not self._options["recall"]:
+            return None
+        tool: Tool[Any] = Tool.from_schema(
+            self._recall, RECALL_TOOL_NAME, RECALL_DESCRIPTION, recall_parameters()
+        )
+        return FunctionToolset([tool])
+
+    async def _recall(self, **arguments: Any) -> str:
+        """The recall tool's answer (Pydantic AI skips the schema's checks: done here)."""
+        handle, search = arguments.pop("handle", None), arguments.pop("search", None)
+        if arguments:
+            return f"unknown recall arguments: {', '.join(sorted(arguments))} (handle, search)"
+        if not isinstance(handle, str | int | None) or not isinstance(search, str | None):
+            return "handle and search must be strings"
+        return await anyio.to_thread.run_sync(self._run_preparer().recall, handle, search)
+
+    def _run_preparer(self) -> RunPreparer:
+        """The run's preparer, made at its first use (no session opens before a round)."""
+        with self._shared.lock:
+            if self.preparer is None:
+                self.preparer = RunPreparer(format=OPENAI_CHAT, **self._options)
+            return self.preparer
 
     async def wrap_run(
         self, ctx: RunContext[Any], *, handler: WrapRunHandler
@@ -113,11 +153,10 @@ class ScoutdCapability(AbstractCapability[Any]):
         with self._shared.lock:
             if self._shared.aborted is not None:
                 raise Aborted(self._shared.aborted)
-            if self.preparer is None:
-                self.preparer = RunPreparer(format=OPENAI_CHAT, **self._options)
+        preparer = self._run_preparer()
         sent = to_chat(messages)
         try:
-            prepared = self.preparer.prepare(sent.chat).messages
+            prepared = preparer.prepare(sent.chat).messages
         except Aborted as exc:
             with self._shared.lock:
                 self._shared.aborted = exc.reason

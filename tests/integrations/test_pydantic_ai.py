@@ -42,6 +42,7 @@ from tests.integrations.replay import (
     ABORT_REASON,
     CONFIG,
     NOTICE,
+    RECALL_CONFIG,
     Events,
     Replay,
     check_one_daemon_session,
@@ -84,13 +85,24 @@ def chat(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
     return result
 
 
+def tool_returns(messages: Sequence[ModelMessage]) -> dict[str, Any]:
+    """The content of each tool return in ``messages``, by call id (the latest wins)."""
+    return {
+        part.tool_call_id: part.content
+        for message in messages
+        if not isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    }
+
+
 def reference(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The prepared prompt of ``history`` (as :func:`chat` gives it), computed on the side."""
     wire = [
         {**m, "tool_calls": [_wire(c) for c in m["tool_calls"]]} if "tool_calls" in m else m
         for m in history
     ]
-    prepared = scoutd.prepare(wire, config=CONFIG, format="openai-chat").messages
+    prepared = scoutd.prepare(wire, config=RECALL_CONFIG, format="openai-chat").messages
     return [
         {**m, "tool_calls": [_plain(c) for c in m["tool_calls"]]} if "tool_calls" in m else m
         for m in prepared
