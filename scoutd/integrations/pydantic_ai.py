@@ -13,10 +13,12 @@ only what the request sends: the run's history (``result.all_messages()``,
 former ``history_processors=``) would not do: it writes what it returns back
 into the run's history, which would make compaction permanent.
 
-Each run (``run``, ``run_sync``, ``run_stream``, ``iter``) has its own
-scoutd session, ended when the run ends. An operator's ``abort`` raises
-:class:`scoutd.Aborted` out of the run before the next model request (the
-hook runs before every attempt and Pydantic AI lets what it raises through),
+Each run (``run``, ``run_sync``, ``run_stream``, ``run_stream_events``,
+``iter``) has its own scoutd session, ended when the run ends. An operator's
+``abort`` raises :class:`scoutd.Aborted` out of the run before the next model
+request (the hook runs once per request step, before its first attempt, and
+Pydantic AI lets what it raises through; a further attempt of the same step,
+a retry or a fallback model, is not checked again),
 and an aborted chat stays aborted (docs/RELIABILITY.md): every later run,
 with this capability or another for that chat, fails the same way until an
 operator clears it.
