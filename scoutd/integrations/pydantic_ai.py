@@ -18,7 +18,7 @@ Each run (``run``, ``run_sync``, ``run_stream``, ``run_stream_events``,
 ``abort`` raises :class:`scoutd.Aborted` out of the run before the next model
 request (the hook runs once per request step, before its first attempt, and
 Pydantic AI lets what it raises through; a further attempt of the same step,
-a retry or a fallback model, is not checked again),
+a retry or another model, checks it again in ``prepare_model_request``),
 and an aborted chat stays aborted (docs/RELIABILITY.md): every later run,
 with this capability or another for that chat, fails the same way until an
 operator clears it.
@@ -35,8 +35,8 @@ Needs the extra ``scoutd[pydantic-ai]``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any, Unpack
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, Unpack
 
 import anyio.to_thread
 
@@ -58,6 +58,8 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise missing_extra(__name__, "pydantic-ai", exc) from None
 
 __all__ = ["ScoutdCapability"]
+
+_T = TypeVar("_T")
 
 
 class _Shared:
@@ -150,17 +152,38 @@ class ScoutdCapability(AbstractCapability[Any]):
         request_context.messages = await anyio.to_thread.run_sync(self.prepared, messages)
         return request_context
 
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """A further attempt of the request step (a retry, another model): the abort is
+        checked again; the messages stay those :meth:`before_model_request` prepared.
+
+        Raises:
+            Aborted: an operator aborted the chat since the step's first attempt.
+        """
+        if request_context.attempt > 1:
+            await anyio.to_thread.run_sync(self._check)
+        return request_context
+
+    def _check(self) -> None:
+        """Raise the chat's abort (blocking; the hook uses a thread)."""
+        self._guarded(RunPreparer.check)
+
     def prepared(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """The messages the model gets for ``messages`` (blocking; the hook uses a thread)."""
+        sent = to_chat(messages)
+        prepared = self._guarded(lambda preparer: preparer.prepare(sent.chat))
+        return from_chat(prepared.messages, sent, messages)
+
+    def _guarded(self, round: Callable[[RunPreparer], _T]) -> _T:
+        """``round`` of the run's preparer, unless an abort is known; an abort it raises is
+        remembered for the capability's later runs."""
         with self._shared.lock:
             if self._shared.aborted is not None:
                 raise Aborted(self._shared.aborted)
-        preparer = self._run_preparer()
-        sent = to_chat(messages)
         try:
-            prepared = preparer.prepare(sent.chat).messages
+            return round(self._run_preparer())
         except Aborted as exc:
             with self._shared.lock:
                 self._shared.aborted = exc.reason
             raise
-        return from_chat(prepared, sent, messages)

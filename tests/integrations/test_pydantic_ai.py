@@ -24,6 +24,7 @@ pytest.importorskip("pydantic_ai", reason="needs the extra scoutd[pydantic-ai]")
 import anyio
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import RetryModelRequest
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -212,15 +213,20 @@ async def run_streamed(agent: Agent[None, str], task: str, mode: str) -> Finishe
 
 
 def run_replay(
-    capability: ScoutdCapability, replay: Replay, events: Events, mode: str
+    capability: ScoutdCapability,
+    replay: Replay,
+    events: Events,
+    mode: str,
+    outer: Sequence[AbstractCapability[Any]] = (),
 ) -> tuple[Finished | Exception, Scripted, Recorder]:
-    """Run the agent; return how it finished (or the exception), the model, the recorder."""
+    """Run the agent (``outer`` capabilities listed before scoutd's); return how it
+    finished (or the exception), the model, the recorder."""
     model = Scripted(replay, events, texts=mode != "run_stream")
     recorder = Recorder()
     agent = Agent(
         FunctionModel(model, stream_function=model.stream),
         system_prompt=replay.system,
-        capabilities=[recorder, capability],
+        capabilities=[recorder, *outer, capability],
     )
 
     @agent.tool
@@ -310,6 +316,41 @@ def test_abort_stops_the_run_before_the_next_model_request(
     assert len(model.seen) == ABORT_AT + 1
     assert len(recorder.full) == ABORT_AT + 2
     check_one_daemon_session(socket_path, directory)
+
+
+class RetryOnce(AbstractCapability[Any]):
+    """Rejects the model's answer at one request step once: the step makes a second attempt."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.steps = 0
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        if request_context.attempt == 1:
+            self.steps += 1
+            if self.steps == self.step + 1:
+                raise RetryModelRequest()
+        return response
+
+
+@pytest.mark.parametrize("mode", ["run_sync", "run"])
+def test_abort_stops_a_further_attempt_of_the_same_step(
+    socket: tuple[str | None, str], mode: str
+) -> None:
+    """The abort lands while the model answers; that answer is rejected and the step tries
+    again: the second attempt never reaches the model."""
+    socket_path, directory = socket
+    replay = load_replay()
+    save_file = os.path.join(directory, "run.chat")
+    events = Events(save_file, abort_at=ABORT_AT)
+    capability = ScoutdCapability(save_file=save_file, socket=socket_path, config=CONFIG)
+    outer = [RetryOnce(ABORT_AT)]
+    result, model, recorder = run_replay(capability, replay, events, mode, outer)
+    assert isinstance(result, scoutd.Aborted), repr(result)
+    assert result.reason == ABORT_REASON
+    assert len(model.seen) == ABORT_AT + 1 == len(recorder.full)
 
 
 def test_an_aborted_chat_stays_aborted_at_the_next_run(socket: tuple[str | None, str]) -> None:
