@@ -13,13 +13,21 @@ only what the request sends: the run's history (``result.all_messages()``,
 former ``history_processors=``) would not do: it writes what it returns back
 into the run's history, which would make compaction permanent.
 
-Each run (``run``, ``run_sync``, ``run_stream``, ``iter``) has its own
-scoutd session, ended when the run ends. An operator's ``abort`` raises
-:class:`scoutd.Aborted` out of the run before the next model request (the
-hook runs before every attempt and Pydantic AI lets what it raises through),
+Each run (``run``, ``run_sync``, ``run_stream``, ``run_stream_events``,
+``iter``) has its own scoutd session, ended when the run ends. An operator's
+``abort`` raises :class:`scoutd.Aborted` out of the run before the next model
+request (the hook runs once per request step, before its first attempt, and
+Pydantic AI lets what it raises through; a further attempt of the same step,
+a retry or another model, checks it again in ``prepare_model_request``),
 and an aborted chat stays aborted (docs/RELIABILITY.md): every later run,
 with this capability or another for that chat, fails the same way until an
 operator clears it.
+
+Recall (docs/STRATEGIES.md, "Recall") is on by default: shortened outputs
+carry their handles, and the capability contributes a ``recall`` tool to the
+agent (``get_toolset``), answered from the run's scoutd session (in this
+process or by the daemon), never by the provider; ``recall=False`` contributes
+none and leaves the prompts without handles.
 
 Needs the extra ``scoutd[pydantic-ai]``.
 """
@@ -27,13 +35,14 @@ Needs the extra ``scoutd[pydantic-ai]``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any, Unpack
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, Unpack
 
 import anyio.to_thread
 
 from ..errors import Aborted
 from ..formats import OPENAI_CHAT
+from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
 from ._run import HookOptions, RunPreparer, missing_extra
 
 try:
@@ -41,13 +50,16 @@ try:
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
-    from pydantic_ai.tools import RunContext
+    from pydantic_ai.tools import RunContext, Tool
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
     from ._pydantic_ai_messages import from_chat, to_chat
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise missing_extra(__name__, "pydantic-ai", exc) from None
 
 __all__ = ["ScoutdCapability"]
+
+_T = TypeVar("_T")
 
 
 class _Shared:
@@ -65,12 +77,15 @@ class ScoutdCapability(AbstractCapability[Any]):
     :class:`~scoutd.integrations._run.RunPreparer`: ``save_file`` (the chat
     whose inbox is read), ``socket`` (the daemon's socket path, or ``True`` for
     the default; ``None`` prepares in this process), ``strategies``, ``config``
-    (``[prompt]`` overrides for every request) and ``timeout``. One capability
+    (``[prompt]`` overrides for every request), ``timeout`` and ``recall``
+    (default True: the capability contributes the recall tool; ``recall=False``
+    contributes none and leaves the prompts without handles). One capability
     serves one chat; each run of the agent gets its own instance (``for_run``)
     and scoutd session.
     """
 
     def __init__(self, **options: Unpack[HookOptions]) -> None:
+        options.setdefault("recall", True)
         self._options = options
         self._shared = _Shared()
         self.preparer: RunPreparer | None = None  # the run's, once it prepared a request
@@ -85,6 +100,35 @@ class ScoutdCapability(AbstractCapability[Any]):
         run = ScoutdCapability(**self._options)
         run._shared = self._shared
         return run
+
+    def get_toolset(self) -> AbstractToolset[Any] | None:
+        """The ``recall`` tool, answered by this instance's run (None with ``recall=False``).
+
+        Pydantic AI asks the run's instance (``for_run``) for its toolset, so
+        each run's calls reach that run's session.
+        """
+        if not self._options["recall"]:
+            return None
+        tool: Tool[Any] = Tool.from_schema(
+            self._recall, RECALL_TOOL_NAME, RECALL_DESCRIPTION, recall_parameters()
+        )
+        return FunctionToolset([tool])
+
+    async def _recall(self, **arguments: Any) -> str:
+        """The recall tool's answer (Pydantic AI skips the schema's checks: done here)."""
+        handle, search = arguments.pop("handle", None), arguments.pop("search", None)
+        if arguments:
+            return f"unknown recall arguments: {', '.join(sorted(arguments))} (handle, search)"
+        if not isinstance(handle, str | int | None) or not isinstance(search, str | None):
+            return "handle and search must be strings"
+        return await anyio.to_thread.run_sync(self._run_preparer().recall, handle, search)
+
+    def _run_preparer(self) -> RunPreparer:
+        """The run's preparer, made at its first use (no session opens before a round)."""
+        with self._shared.lock:
+            if self.preparer is None:
+                self.preparer = RunPreparer(format=OPENAI_CHAT, **self._options)
+            return self.preparer
 
     async def wrap_run(
         self, ctx: RunContext[Any], *, handler: WrapRunHandler
@@ -108,18 +152,38 @@ class ScoutdCapability(AbstractCapability[Any]):
         request_context.messages = await anyio.to_thread.run_sync(self.prepared, messages)
         return request_context
 
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """A further attempt of the request step (a retry, another model): the abort is
+        checked again; the messages stay those :meth:`before_model_request` prepared.
+
+        Raises:
+            Aborted: an operator aborted the chat since the step's first attempt.
+        """
+        if request_context.attempt > 1:
+            await anyio.to_thread.run_sync(self._check)
+        return request_context
+
+    def _check(self) -> None:
+        """Raise the chat's abort (blocking; the hook uses a thread)."""
+        self._guarded(RunPreparer.check)
+
     def prepared(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """The messages the model gets for ``messages`` (blocking; the hook uses a thread)."""
+        sent = to_chat(messages)
+        prepared = self._guarded(lambda preparer: preparer.prepare(sent.chat))
+        return from_chat(prepared.messages, sent, messages)
+
+    def _guarded(self, round: Callable[[RunPreparer], _T]) -> _T:
+        """``round`` of the run's preparer, unless an abort is known; an abort it raises is
+        remembered for the capability's later runs."""
         with self._shared.lock:
             if self._shared.aborted is not None:
                 raise Aborted(self._shared.aborted)
-            if self.preparer is None:
-                self.preparer = RunPreparer(format=OPENAI_CHAT, **self._options)
-        sent = to_chat(messages)
         try:
-            prepared = self.preparer.prepare(sent.chat).messages
+            return round(self._run_preparer())
         except Aborted as exc:
             with self._shared.lock:
                 self._shared.aborted = exc.reason
             raise
-        return from_chat(prepared, sent, messages)

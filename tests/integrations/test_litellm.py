@@ -3,8 +3,9 @@
 The real proxy app (LiteLLM's FastAPI app, its lifespan, its auth, its
 ``config.yaml`` with scoutd's documented callback line) is driven through
 starlette's TestClient by a scripted agent loop that replays a recorded real
-run over HTTP, on the OpenAI route (``/v1/chat/completions``) and the
-Anthropic route (``/v1/messages``). Behind the proxy a custom provider
+run over HTTP, on the OpenAI route (``/v1/chat/completions``), the
+Anthropic route (``/v1/messages``) and the Responses route (``/v1/responses``,
+which LiteLLM bridges to the provider's Chat completion). Behind the proxy a custom provider
 (tests/integrations/litellm_model.py) records what reached the model and
 answers with LiteLLM's mock completions: no network. Each scenario runs with
 the hook preparing in the proxy's process and through a real daemon subprocess.
@@ -102,7 +103,7 @@ class Route:
     format: str
 
     def start(self, replay: Replay) -> list[dict[str, Any]]:
-        if self.format == "anthropic":
+        if self.format in ("anthropic", "openai-responses"):
             return [{"role": "user", "content": replay.task}]
         return [
             {"role": "system", "content": replay.system},
@@ -117,6 +118,8 @@ class Route:
                 "system": replay.system,
                 "messages": history,
             }
+        if self.format == "openai-responses":
+            return {"model": "scripted", "instructions": replay.system, "input": history}
         return {"model": "scripted", "messages": history}
 
     def answer(self, replay: Replay, response: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,6 +136,8 @@ class Route:
             ]
             turn = [{"role": "assistant", "content": blocks}]
             return turn + ([{"role": "user", "content": results}] if results else [])
+        if self.format == "openai-responses":
+            return responses_answer(replay, response)
         message = response["choices"][0]["message"]
         calls = [
             {"id": c["id"], "type": "function", "function": dict(c["function"])}
@@ -150,10 +155,41 @@ class Route:
     def final(self, response: dict[str, Any]) -> str:
         if self.format == "anthropic":
             return "".join(b.get("text", "") for b in response["content"])
+        if self.format == "openai-responses":
+            return "".join(
+                part["text"]
+                for item in response["output"]
+                if item["type"] == "message"
+                for part in item["content"]
+                if part["type"] == "output_text"
+            )
         return str(response["choices"][0]["message"]["content"])
 
 
-ROUTES = [Route("/v1/chat/completions", "openai-chat"), Route("/v1/messages", "anthropic")]
+def responses_answer(replay: Replay, response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The input items a Responses agent appends: the output's message and calls, as
+    input items, then the tools' outputs."""
+    appended: list[dict[str, Any]] = []
+    outputs: list[dict[str, Any]] = []
+    for item in response["output"]:
+        if item["type"] == "message":
+            text = "".join(p["text"] for p in item["content"] if p["type"] == "output_text")
+            appended.append({"role": "assistant", "content": text})
+        elif item["type"] == "function_call":
+            call = {k: item[k] for k in ("type", "call_id", "name", "arguments")}
+            appended.append(call)
+            output = replay.outputs[item["call_id"]]
+            outputs.append(
+                {"type": "function_call_output", "call_id": item["call_id"], "output": output}
+            )
+    return appended + outputs
+
+
+ROUTES = [
+    Route("/v1/chat/completions", "openai-chat"),
+    Route("/v1/messages", "anthropic"),
+    Route("/v1/responses", "openai-responses"),
+]
 
 
 @dataclass
@@ -229,6 +265,25 @@ def anthropic_view(messages: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
+def responses_view(items: list[dict[str, Any]]) -> list[list[Any]]:
+    """Responses input items as the rows of :func:`openai_view` (LiteLLM's translation):
+    an assistant message and the calls after it make one row."""
+    rows: list[list[Any]] = []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "function_call_output":
+            rows.append(["tool", item["call_id"], _text(item["output"])])
+        elif kind == "function_call":
+            if not rows or rows[-1][0] != "assistant":
+                rows.append(["assistant", "", []])
+            rows[-1][2].append(item["call_id"])
+        elif item["role"] == "assistant":
+            rows.append(["assistant", _text(item["content"]), []])
+        elif item["role"] == "user":
+            rows.append(["user", _text(item["content"])])
+    return rows
+
+
 def check_run(route: Route, run: Run, seen: list[list[Any]], notice_at: int | None) -> None:
     """At every request the model saw the prompt scoutd prepares of the agent's history."""
     expected = [scoutd.prepare(h, config=CONFIG, format=route.format).messages for h in run.full]
@@ -237,6 +292,14 @@ def check_run(route: Route, run: Run, seen: list[list[Any]], notice_at: int | No
             [anthropic_view(h) for h in run.full],
             [openai_view(m) for m in seen],
             [anthropic_view(m) for m in expected],
+            notice_at,
+        )
+    elif route.format == "openai-responses":  # the model gets LiteLLM's Chat translation
+        assert all(m[0]["role"] == "system" for m in seen)
+        check_rounds(
+            [responses_view(h) for h in run.full],
+            [openai_view(m) for m in seen],
+            [responses_view(m) for m in expected],
             notice_at,
         )
     else:

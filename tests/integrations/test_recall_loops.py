@@ -191,3 +191,51 @@ def test_langchain_model_recalls_a_shortened_output(socket: tuple[str | None, st
     assert state["messages"][-1].content == "done"
     assert script.answer is not None
     script.check(script.answer)
+
+
+# --- Pydantic AI ----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_pydantic_ai_model_recalls_a_shortened_output(
+    socket: tuple[str | None, str],
+) -> None:
+    pytest.importorskip("pydantic_ai", reason="needs the extra scoutd[pydantic-ai]")
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import UsageLimits
+
+    from scoutd.integrations.pydantic_ai import ScoutdCapability
+    from tests.integrations.test_pydantic_ai import chat, tool_returns
+
+    script = Script()
+
+    def recaller(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        assert "recall" in [t.name for t in info.function_tools]
+        decided = script.next(chat(messages))
+        if decided is None:
+            script.answer = tool_returns(messages)["recall_1"]
+            return ModelResponse(parts=[TextPart("done")])
+        name, arguments = decided
+        call_id = "recall_1" if name == "recall" else f"call_{script.calls}"
+        return ModelResponse(parts=[ToolCallPart(name, arguments, tool_call_id=call_id)])
+
+    socket_path, directory = socket
+    capability = ScoutdCapability(
+        save_file=os.path.join(directory, "recall.chat"), socket=socket_path, config=CONFIG
+    )
+    agent = Agent(FunctionModel(recaller), system_prompt="be brief", capabilities=[capability])
+
+    @agent.tool_plain
+    def bash(command: str) -> str:
+        """Run a shell command and return its output."""
+        return bash_output(command)
+
+    limits = UsageLimits(request_limit=MAX_CALLS)
+    result = await agent.run("read the parts", usage_limits=limits)
+    assert result.output == "done"
+    assert script.answer is not None
+    script.check(script.answer)
+    # The run's own history holds the answer as the tool gave it.
+    assert tool_returns(result.all_messages())["recall_1"] == script.answer
