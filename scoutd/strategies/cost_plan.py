@@ -269,10 +269,12 @@ def plan_compaction(
             and removed * read * (number * horizon_share) >= rewrite
             and rewrite <= risk * billed
         )
-        if not (forced or pays):
+        if not (forced or pays) and number < outputs:
             continue
         # What the compaction keeps whole besides (.retention): at most a share of what
-        # it removes, so it still removes most; it must pay all the same, or wait
+        # it removes, so it still removes most; it must pay all the same, or wait. At the
+        # last round it is weighed even when the compaction does not pay, so that the
+        # report's figures (Decision) are those of the compaction that would come
         size = _kept_size(tokens, new_dropped)
         budget = int(keep_share * removed)
         new_kept = retain(tokens.kind, size, number, new_shortened, budget, lookback)
@@ -288,7 +290,8 @@ def plan_compaction(
                 fits = kept_prompt <= limit
             else:
                 fits = (
-                    carried >= batch * kept_rewrite
+                    pays
+                    and carried >= batch * kept_rewrite
                     and kept_removed * read * (number * horizon_share) >= kept_rewrite
                     and kept_rewrite <= risk * billed
                 )
@@ -300,6 +303,8 @@ def plan_compaction(
             else:
                 removed, rewrite = kept_removed, kept_rewrite  # what waits, for the report
                 continue
+        if not (forced or pays):
+            continue
         paid, bill = carried, billed  # as the rule read them, for the report
         dropped, shortened, decided, kept = new_dropped, new_shortened, number, new_kept
         saving = new_saving

@@ -33,7 +33,10 @@ from scoutd.strategies.tool_messages import index_tools
 from ..support.daemon import Daemon
 
 SIZE = 1500  # characters of each output's text
-CONFIG = PromptConfig()
+# The band rule alone, which the independent computation below models: the
+# retention (cost_keep_share) makes a compaction that keeps outputs pay with them
+# (tests/strategies/test_retention.py; the daemon test below runs the default).
+CONFIG = PromptConfig(cost_keep_share=0)
 PRICES = PRICE_PRESETS["anthropic"]  # scout format: Anthropic's prices (docs/ECONOMY.md)
 
 
@@ -101,7 +104,9 @@ class Equal:
 
 
 def reason_at(calls: int, **config: Any) -> Any:
-    _, report = shorten_tools_cost_aware(run(calls), PromptConfig(**config))
+    _, report = shorten_tools_cost_aware(
+        run(calls), PromptConfig(**{"cost_keep_share": 0, **config})
+    )
     assert report.reason is not None
     return report.reason
 
@@ -235,7 +240,7 @@ def _rows(messages: list[Any], strategy: str, **config: Any) -> list[Any]:
 
 def test_each_fate_of_the_default_has_its_reason() -> None:
     messages = run(90)  # compacted at output 85 (above): 5 more outputs since
-    rows = _rows(messages, "shorten_tools_cost_aware")
+    rows = _rows(messages, "shorten_tools_cost_aware", cost_keep_share=0)
     by_position: dict[int, set[str | None]] = {}
     for row in rows:
         assert row.why == ROW_TEXTS[RowReason(row.reason)].format(
@@ -256,6 +261,19 @@ def test_each_fate_of_the_default_has_its_reason() -> None:
         "dropped: older than the shortened band"
     }
     assert {r.why for r in rows if r.position <= 25} == {"verbatim: one of the newest 25 outputs"}
+
+
+def test_an_output_the_retention_keeps_says_why() -> None:
+    """Each read is of its own file, so each is the newest read of it: those the default's
+    retention keeps whole out of the bands are protected, and say it."""
+    rows = _rows(run(130), "shorten_tools_cost_aware")  # compacted at output 126
+    kept = [row for row in rows if row.reason == "kept"]
+    assert kept
+    assert {(row.action, row.why) for row in kept} == {
+        ("protected", "kept whole: the newest whole read of its file")
+    }
+    assert min(row.position for row in kept) > 24  # out of the verbatim band (20, 4 since)
+    assert {row.reason for row in rows if row.position <= 24} == {"newest"}
 
 
 def test_nothing_compacted_and_a_call_waiting_have_their_reasons() -> None:
@@ -322,16 +340,16 @@ def test_a_session_gives_the_reason_of_a_whole_prepare_at_every_round() -> None:
 
 def test_the_reason_comes_through_the_daemon() -> None:
     """A daemon session's rounds carry the reason over the wire, as a local prepare gives it."""
-    messages = run(90)
+    messages = run(130)
     with (
         Daemon() as daemon,
         scoutd.Client(daemon.socket_path, timeout=20) as client,
         client.session(os.path.join(daemon.dir, "why.chat")) as session,
     ):
         seen = set()
-        for n in (10, 21, 40, 85, 90):
+        for n in (10, 21, 40, 91, 126):
             remote = session.prepare(messages[: 2 + 2 * n]).report[0].reason
             assert remote is not None
             assert remote == scoutd.prepare(messages[: 2 + 2 * n]).report[0].reason
             seen.add(remote.code)
-        assert seen == {"within_verbatim", "below_trigger", "not_paying", "compacted"}
+        assert seen == {"within_verbatim", "below_trigger", "not_paying", "risk", "compacted"}
