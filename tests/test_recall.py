@@ -42,6 +42,9 @@ SMALL = {
     "epoch_compacted_tool_calls": 20,
     "epoch_size": 5,
     "max_tool_chars": 20_000,
+    # The bands alone: each call reads a file of its own, and the default's retention
+    # would keep most of the shortened band whole (tests/strategies/test_retention.py).
+    "cost_keep_share": 0,
 }
 RECALL = {**SMALL, "recall": True}
 
