@@ -33,7 +33,12 @@ def _decorator_name(node: ast.expr) -> str:
 def hidden_state(source: str, module: str) -> list[str]:
     """Each use of hidden state in ``source``, as ``module:line what``."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    functions = [
+        n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    decorators = {id(d) for function in functions for d in function.decorator_list}
+    for node in ast.walk(tree):
         what = None
         if isinstance(node, ast.Global):
             what = f"global {', '.join(node.names)}"
@@ -52,6 +57,13 @@ def hidden_state(source: str, module: str) -> list[str]:
             memos = [d for d in node.decorator_list if _decorator_name(d) in _MEMOS]
             if memos and (module, node.name) not in ALLOWED_MEMOS:
                 what = f"memo on {node.name}"
+        elif (
+            isinstance(node, ast.Call)
+            and _decorator_name(node) in _MEMOS
+            and id(node) not in decorators
+        ):
+            # a memo applied by a call, `functools.lru_cache(maxsize=n)(f)` or `cache(f)`
+            what = f"memo {_decorator_name(node)}()"
         if what is not None:
             found.append((node.lineno, what))
     return [f"{module}:{line} {what}" for line, what in sorted(found)]
@@ -71,6 +83,7 @@ def test_the_scan_finds_each_kind_of_hidden_state() -> None:
             "def g(): ...",
             "@functools.cache",
             "def _number_fields(): ...",
+            "h = functools.lru_cache(maxsize=8)(g)",
         ]
     )
     found = hidden_state(source, "sample.py")
@@ -80,6 +93,7 @@ def test_the_scan_finds_each_kind_of_hidden_state() -> None:
         "global x",
         "memo on g",
         "memo on _number_fields",
+        "memo lru_cache()",
     ]
     assert hidden_state('"""ContextVar, global x"""\n', "sample.py") == []
 

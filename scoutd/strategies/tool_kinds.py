@@ -11,9 +11,7 @@ it covers (:class:`CallKind`). Pure code: no I/O, deterministic.
 
 from __future__ import annotations
 
-import functools
 import re
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +61,8 @@ _TEST = re.compile(
     r"\b(pytest|py\.test|unittest|tox|nox|jest|vitest|runtests|(?:go|cargo|mvn|gradle|mix) test|"
     r"(?:make|just|mise|npm|pnpm|yarn|bun|task)(?: run)? test)"
 )
+# Every test runner _TEST names contains one of these: a cheap look before the search.
+_TEST_HINTS = ("test", "tox", "nox", "jest")
 _BUILD = re.compile(
     r"\b(lint|golangci-lint|staticcheck|go (?:build|vet)|cargo (?:build|check|clippy)|tsc|eslint|"
     r"ruff|mypy|make|(?:mise|just|npm|pnpm|yarn|bun|mix|task) (?:run )?\w+|mix compile)\b"
@@ -78,6 +78,10 @@ _FILE = re.compile(r"^[\w.~/@+-]*(?:/[\w.@+-]+|\.[A-Za-z][\w]{0,9})$")
 # `sed -n 'a,bp'`, `sed -n a,bp` (also `ap` alone): the lines a read covers.
 _SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
 _COUNT = re.compile(r"^-n?(\d+)$")
+# A command is classified from its first characters only: the reads and searches
+# that matter are short, and splitting shell words costs more than linear time
+# in the text, which a client writes (docs/RELIABILITY.md: linear in the request).
+MAX_COMMAND_CHARS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +106,27 @@ def command_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else ""
 
 
+# A shell word: unquoted characters, '...', "..." (with backslash escapes) and
+# backslash-escaped characters, side by side. Possessive: linear in the text.
+_WORD = re.compile(r"""(?:[^\s'"\\]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)++""", re.S)
+# The quoting inside a word, replaced by what it quotes.
+_QUOTING = re.compile(r"""'([^']*+)'|"((?:[^"\\]++|\\.)*+)"|\\(.)""", re.S)
+_ESCAPE = re.compile(r"\\(.)", re.S)
+
+
+def _unquoted(match: re.Match[str]) -> str:
+    single, double, escaped = match.groups()
+    if single is not None:
+        return single
+    if double is not None:
+        return _ESCAPE.sub(r"\1", double)
+    return escaped or ""
+
+
 def _words(segment: str) -> list[str]:
-    try:
-        return shlex.split(segment, comments=False)
-    except ValueError:  # an unbalanced quote: plain words will do
-        return segment.split()
+    """The words of a command as a POSIX shell splits them, quotes removed (a quote left
+    open is dropped: the rest still reads as words)."""
+    return [_QUOTING.sub(_unquoted, word) for word in _WORD.findall(segment)]
 
 
 def _program_words(segment: str) -> list[str]:
@@ -119,7 +139,7 @@ def _program_words(segment: str) -> list[str]:
 
 def _shell_kind(command: str) -> tuple[str, list[str]]:
     """The kind of a shell command and the words of the command that decided it."""
-    if _TEST.search(command):
+    if any(word in command for word in _TEST_HINTS) and _TEST.search(command):
         return TEST, []
     for segment in _SPLIT.split(command):
         words = _program_words(segment)
@@ -202,9 +222,6 @@ def _shell_kind_of(command: str) -> CallKind:
     return CallKind(kind, key=command)
 
 
-_shell_cached = functools.lru_cache(maxsize=4096)(_shell_kind_of)
-
-
 def _first_int(value: Any) -> int | None:
     return value if type(value) is int else None
 
@@ -234,7 +251,7 @@ def call_kind(tool: str | None, arguments: Any) -> CallKind:
         path = fields.get("file_path", fields.get("path"))
         return CallKind(EDIT, path if isinstance(path, str) else None)
     if name in _SHELL_TOOLS:
-        return _shell_cached(_command(arguments))
+        return _shell_kind_of(_command(arguments))
     if name in _TASK_TOOLS or name.startswith("task"):
         return CallKind(TASKS)
     if name.startswith(("web", "mcp__")):
@@ -244,11 +261,14 @@ def call_kind(tool: str | None, arguments: Any) -> CallKind:
 
 def _command(arguments: Any) -> str:
     """A shell call's command: the ``command`` (or ``cmd``) field, else every string value."""
+    command = None
     if isinstance(arguments, dict):
         for field in ("command", "cmd"):
             value = arguments.get(field)
             if type(value) is str:
-                return value
-            if isinstance(value, list) and all(type(v) is str for v in value):
-                return " ".join(value)
-    return command_text(arguments)
+                command = value
+            elif isinstance(value, list) and all(type(v) is str for v in value):
+                command = " ".join(value[:MAX_COMMAND_CHARS])
+            if command is not None:
+                break
+    return (command if command is not None else command_text(arguments))[:MAX_COMMAND_CHARS]

@@ -1,0 +1,48 @@
+"""The call classifier's shell words and its bound on what it reads.
+
+``shlex`` is the plain oracle for the words of a command with balanced quotes:
+the classifier splits words with one linear regular expression instead (shlex
+costs about three times as much per call, and grows faster than the text).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scoutd.strategies.tool_kinds import MAX_COMMAND_CHARS, _words, call_kind
+
+# Pieces a command is made of: plain words, quoted phrases, escapes, blanks.
+_PLAIN = st.text(alphabet="abcxyz019._/-=,:", min_size=1, max_size=6)
+_SINGLE = st.text(alphabet='ab c"\\$', max_size=6).map(lambda t: f"'{t}'")
+_DOUBLE = st.text(alphabet="ab c'$", max_size=6).map(lambda t: f'"{t}"')
+_ESCAPED_QUOTE = st.sampled_from(['"a\\"b"', "\\ ", "\\'", '\\"', "a\\\\b"])
+_WORD = st.lists(st.one_of(_PLAIN, _SINGLE, _DOUBLE, _ESCAPED_QUOTE), min_size=1, max_size=3)
+_BLANK = st.sampled_from([" ", "  ", "\t", "\n"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_WORD, _BLANK), max_size=8))
+def test_the_words_are_the_shells(parts: list[tuple[list[str], str]]) -> None:
+    command = "".join("".join(word) + blank for word, blank in parts)
+    assert _words(command) == shlex.split(command, comments=False)
+
+
+def test_a_quote_left_open_leaves_the_other_words() -> None:
+    assert _words('cat "src/a.py') == ["cat", "src/a.py"]
+    assert _words("sed -n '1,9p src/a.py") == ["sed", "-n", "1,9p", "src/a.py"]
+
+
+def test_only_the_head_of_a_long_command_is_read() -> None:
+    """A hostile command of a megabyte is classified from its first characters alone."""
+    head = "cat src/app.py | sed -n 10,20p "
+    for tail in ("x" * 1_000_000, '"' + "y" * 1_000_000, ";" * 1_000_000):
+        command = head + tail
+        whole = call_kind("bash", {"command": command})
+        assert whole == call_kind("bash", {"command": command[:MAX_COMMAND_CHARS]})
+        assert (whole.kind, whole.target, whole.lines) == ("file read", "src/app.py", (10, 20))
+    listed = call_kind("bash", {"cmd": ["grep", "-rn", "x"] + ["y"] * 100_000})
+    assert listed.kind == "search/listing"
+    assert len(listed.key) <= MAX_COMMAND_CHARS
