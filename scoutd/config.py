@@ -120,7 +120,8 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # of what the compaction removes (0: none), among this many outputs before the
     # whole ones.
     cost_keep_share: Share = 0.25
-    cost_keep_lookback: Count = 40
+    # At most 1,000: each weighed round walks this many pairs (docs/RELIABILITY.md, rule 1).
+    cost_keep_lookback: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 40
     # inbox (docs/STRATEGIES.md)
     inbox_max_bytes: Positive = 1 * MIB
     inbox_max_total_bytes: Positive = 8 * MIB  # all notices of one call together

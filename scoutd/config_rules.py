@@ -67,7 +67,8 @@ PROMPT_ACCESS: Final[Mapping[str, Access]] = MappingProxyType(
         "cost_full_share_cap": "client",
         "cost_compacted_tool_calls": "client",
         "cost_keep_share": "client",
-        "cost_keep_lookback": "client",
+        # the retention walks this many pairs at each weighed round: work, so only lowered
+        "cost_keep_lookback": "tighten",
         "inbox_max_bytes": "tighten",
         "inbox_max_total_bytes": "tighten",
         "cache_control": "client",

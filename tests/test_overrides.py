@@ -60,7 +60,7 @@ def test_every_prompt_key_is_classified() -> None:
     """A key added to PromptConfig must say who may set it; nothing else is in the table."""
     assert set(PROMPT_ACCESS) == set(PromptConfig.__struct_fields__)
     assert {"tokenizer"} == OPERATOR_ONLY
-    assert {"inbox_max_bytes", "inbox_max_total_bytes"} == TIGHTEN_ONLY
+    assert {"inbox_max_bytes", "inbox_max_total_bytes", "cost_keep_lookback"} == TIGHTEN_ONLY
 
 
 def test_a_key_missing_from_the_table_is_the_operators() -> None:
@@ -135,6 +135,7 @@ COMPACTING = PromptConfig(
     context_window=20_000,
     inbox_max_bytes=MAX_COUNT,
     inbox_max_total_bytes=MAX_COUNT,
+    cost_keep_lookback=1000,
 )
 NUMBERS = [
     (name, value)
