@@ -18,9 +18,13 @@ abort were still waiting. Only an operator lifts it: :func:`clear`
   first reason. It never raises: a marker that cannot be written anywhere is
   logged at error level (the process that consumed the abort still stays
   aborted).
+* the consumers mark the chat *before* the abort leaves the inbox (the
+  ``before_abort`` of :func:`~scoutd.inbox.pickup.pick_up` and
+  :func:`~scoutd.inbox.pickup.claim_abort`, read in place): at every moment
+  the entry or the marker exists, so a hook that looks meanwhile aborts;
 * :func:`mark_taken` marks it after a pickup took an abort, unless the abort
   is still waiting (then it stands for itself);
-* :func:`claim_and_mark` consumes a waiting ``abort`` and marks the chat;
+* :func:`claim_and_mark` marks the chat and consumes a waiting ``abort``;
   :func:`check` is what a hook asks before each model call: the marker, else a
   waiting abort.
 
@@ -35,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from functools import partial
 from typing import NamedTuple
 
 from .entries import entry_kind
@@ -214,7 +219,13 @@ def claim_and_mark(
     save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False, wait: bool = True
 ) -> str | None:
     """:func:`~scoutd.inbox.pickup.claim_abort`, and the chat marked when it took one."""
-    reason = claim_abort(save_file, max_bytes=max_bytes, complete=complete, wait=wait)
+    reason = claim_abort(
+        save_file,
+        max_bytes=max_bytes,
+        complete=complete,
+        wait=wait,
+        before_abort=partial(mark, save_file),
+    )
     if reason is not None:
         mark_taken(save_file, reason)
     return reason

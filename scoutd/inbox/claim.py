@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 from .entries import entry_kind
@@ -95,8 +96,20 @@ class Taken(NamedTuple):
     unread: str | None = None
 
 
+# Told an abort's text and, when not a regular file, its kind, just before it is
+# claimed: the caller makes the abort durable first (scoutd.inbox.aborted), so
+# that at every moment its entry or its marker exists (an abort always aborts).
+BeforeClaim = Callable[[str, "str | None"], object]
+
+
 def take(
-    dirs: InboxDirs, name: str, max_bytes: int, *, complete: bool = False, wait: bool = False
+    dirs: InboxDirs,
+    name: str,
+    max_bytes: int,
+    *,
+    complete: bool = False,
+    wait: bool = False,
+    before_claim: BeforeClaim | None = None,
 ) -> Taken | None:
     """Claim, read and record one inbox file (steps 1-5 of the inbox module).
 
@@ -108,10 +121,11 @@ def take(
     :class:`Taken` entry, or None when the file stays in (or went back to)
     the inbox or another consumer took it. Raises ``OSError`` for a failure
     before the claim; the file is then still in the inbox. An ``abort`` goes
-    to :func:`_take_abort`: it never stays in the inbox unclaimed.
+    to :func:`_take_abort`: it never stays in the inbox unclaimed; ``before_claim``
+    is told what it says before it leaves its place.
     """
     if name == ABORT_NAME:
-        return _take_abort(dirs, max_bytes, complete=complete, wait=wait)
+        return _take_abort(dirs, max_bytes, complete=complete, wait=wait, before=before_claim)
     source = os.path.join(dirs.inbox, name)
     try:
         fd, st = open_regular(name, dirs.ifd)
@@ -159,7 +173,13 @@ def _record(dirs: InboxDirs, claim: str, name: str, rfd: int, *, by_rename: bool
 
 
 def _take_abort(
-    dirs: InboxDirs, max_bytes: int, *, complete: bool, wait: bool, retries: int = 3
+    dirs: InboxDirs,
+    max_bytes: int,
+    *,
+    complete: bool,
+    wait: bool,
+    before: BeforeClaim | None = None,
+    retries: int = 3,
 ) -> Taken | None:
     """Claim the ``abort`` entry, whatever its type: it always aborts (fails closed).
 
@@ -179,6 +199,8 @@ def _take_abort(
         if not wait:
             raise NotSettled(source)
         wait_complete(ABORT_NAME, dirs.ifd, st)  # still changing: taken as it is
+    if before is not None:  # read in place, as it will be claimed: durable before it moves
+        before(*_read_abort(ABORT_NAME, dirs.ifd, max_bytes, source))
     claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
     try:
         rfd = dirs.removed_fd()
@@ -190,7 +212,9 @@ def _take_abort(
         if isinstance(exc, FileNotFoundError) and retries > 0:
             # taken by another consumer and a new abort already in its place (or the
             # removed directory went meanwhile): claim the new one like any other
-            return _take_abort(dirs, max_bytes, complete=complete, wait=wait, retries=retries - 1)
+            return _take_abort(
+                dirs, max_bytes, complete=complete, wait=wait, before=before, retries=retries - 1
+            )
         return _claim_abort_in_inbox(dirs, max_bytes, exc)
     text, unread = _read_abort(claim, rfd, max_bytes, source)
     return Taken(_record(dirs, claim, ABORT_NAME, rfd, by_rename=unread is not None), text, unread)

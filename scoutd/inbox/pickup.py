@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 from ..errors import Aborted, InboxUnusable
-from .claim import NotSettled, Taken, take
+from .claim import BeforeClaim, NotSettled, Taken, take
 from .entries import removed_dir_problem
 from .files import InboxDirs
 from .gate import Ticket, guarded
@@ -64,6 +65,18 @@ def record_problem(save_file: str | os.PathLike[str]) -> str | None:
     its record lands in the inbox under a hidden name, or nowhere.
     """
     return removed_dir_problem(inbox_dir(save_file), inbox_removed_dir(save_file))
+
+
+# Told the reason of an abort just before it is claimed (see claim.BeforeClaim).
+BeforeAbort = Callable[[str], object]
+
+
+def _reasoned(before: BeforeAbort | None, inbox: str) -> BeforeClaim | None:
+    """``before`` told the reason :func:`abort_reason` will give for the text and kind."""
+    if before is None:
+        return None
+    where = os.path.join(inbox, ABORT_NAME)
+    return lambda text, unread: before(abort_reason(Taken(where, text, unread)))
 
 
 def abort_reason(taken: Taken) -> str:
@@ -139,7 +152,12 @@ def pending_names(dirs: InboxDirs) -> list[str]:
 
 
 def pick_up(
-    save_file: str | None, *, max_bytes: int, max_total_bytes: int, ticket: Ticket | None = None
+    save_file: str | None,
+    *,
+    max_bytes: int,
+    max_total_bytes: int,
+    ticket: Ticket | None = None,
+    before_abort: BeforeAbort | None = None,
 ) -> Pickup:
     """Take what ``save_file``'s inbox holds for the model (see the module's rule).
 
@@ -147,7 +165,8 @@ def pick_up(
     notices of this pickup (the rest stays for the next). Without a
     ``save_file`` or an inbox directory nothing is touched or created.
     ``ticket``: the daemon's prepare call this pickup belongs to
-    (:mod:`scoutd.inbox.gate`); None in the library.
+    (:mod:`scoutd.inbox.gate`); None in the library. ``before_abort`` is told
+    an abort's reason before the abort leaves the inbox (the chat's marker).
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened, searched or listed.
@@ -163,13 +182,13 @@ def pick_up(
         with guarded(dirs.inbox, ticket):  # in the daemon: one consumer at a time (gate module)
             names = pending_names(dirs)
             if ABORT_NAME in names:
-                return Pickup([], _take_abort(dirs, max_bytes))
+                return Pickup([], _take_abort(dirs, max_bytes, before_abort))
             return Pickup(_take_notices(dirs, names, max_bytes, max_total_bytes))
     finally:
         dirs.close()
 
 
-def _take_abort(dirs: InboxDirs, max_bytes: int) -> str | None:
+def _take_abort(dirs: InboxDirs, max_bytes: int, before: BeforeAbort | None) -> str | None:
     """The reason of the abort this pickup took; None only when another consumer took it.
 
     Raises:
@@ -178,7 +197,7 @@ def _take_abort(dirs: InboxDirs, max_bytes: int) -> str | None:
             consumed: its reason comes with the consumer that takes it).
     """
     try:
-        taken = take(dirs, ABORT_NAME, max_bytes)
+        taken = take(dirs, ABORT_NAME, max_bytes, before_claim=_reasoned(before, dirs.inbox))
     except NotSettled:
         log.info("abort file in %r is still being written: aborting, not read yet", dirs.inbox)
         raise Aborted(BEING_WRITTEN) from None
@@ -214,7 +233,12 @@ def _take_notices(dirs: InboxDirs, names: list[str], max_bytes: int, budget: int
 
 
 def claim_abort(
-    save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False, wait: bool = True
+    save_file: str,
+    *,
+    max_bytes: int = 1 << 20,
+    complete: bool = False,
+    wait: bool = True,
+    before_abort: BeforeAbort | None = None,
 ) -> str | None:
     """Consume only the ``abort`` entry of ``save_file``'s inbox; return its reason.
 
@@ -226,6 +250,7 @@ def claim_abort(
     (at most :data:`~scoutd.inbox.claim.MAX_SETTLE_WAIT`), or with
     ``wait=False`` raises :class:`~scoutd.inbox.claim.NotSettled` (the
     daemon retries from its event loop). Never raises ``OSError``.
+    ``before_abort``: as for :func:`pick_up`.
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened or searched.
@@ -235,7 +260,14 @@ def claim_abort(
     if dirs is None:
         return None
     try:
-        taken = take(dirs, ABORT_NAME, max_bytes, complete=complete, wait=wait)
+        taken = take(
+            dirs,
+            ABORT_NAME,
+            max_bytes,
+            complete=complete,
+            wait=wait,
+            before_claim=_reasoned(before_abort, dirs.inbox),
+        )
     except OSError as exc:
         raise _unexamined(dirs.inbox, exc) from None
     finally:

@@ -15,6 +15,7 @@ record of what the round delivered (docs/PROTOCOL.md, ``redeliver``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ..config import PromptConfig
@@ -31,7 +32,7 @@ from ..inbox import (
     write_abort,
     write_notice,
 )
-from ..inbox.aborted import held, mark_taken
+from ..inbox.aborted import held, mark, mark_taken
 from .base import Builtin, InboxCall, PrepareContext, Redelivery
 from .report import StrategyReport, content_chars
 
@@ -97,7 +98,11 @@ def inbox(
     carried = redelivery.carried if redelivery is not None else ()
     budget = config.inbox_max_total_bytes - sum(len(text.encode("utf-8")) for text in carried)
     pickup = pick_up(
-        save_file, max_bytes=config.inbox_max_bytes, max_total_bytes=budget, ticket=call.ticket
+        save_file,
+        max_bytes=config.inbox_max_bytes,
+        max_total_bytes=budget,
+        ticket=call.ticket,
+        before_abort=None if save_file is None else partial(mark, save_file),
     )
     if pickup.abort is not None and save_file is not None:
         mark_taken(save_file, pickup.abort)

@@ -212,3 +212,29 @@ def test_the_marker_is_written_with_the_umask(save_file: str) -> None:
         os.umask(old)
     assert path is not None
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+
+
+@pytest.mark.parametrize("consumer", ["pickup", "claim"])
+def test_the_chat_is_marked_before_its_abort_leaves_the_inbox(
+    save_file: str, consumer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At every moment the abort's entry or the chat's marker exists: a hook that looks
+    while the daemon claims the abort (between the move and the record) still aborts."""
+    write_abort(save_file, "stop the run")
+    entry = os.path.join(inbox_dir(save_file), "abort")
+    seen: list[tuple[bool, str | None]] = []
+    rename = os.rename
+
+    def watched(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if src == "abort":  # the claim moves the entry: what a hook sees right then
+            seen.append((os.path.lexists(entry), held(save_file)))
+        rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", watched)
+    if consumer == "pickup":
+        assert aborts_with(save_file) == "stop the run"
+    else:
+        assert claim_and_mark(save_file) == "stop the run"
+    assert seen == [(True, "stop the run")]
+    assert not os.path.lexists(entry)
+    assert held(save_file) == "stop the run"
