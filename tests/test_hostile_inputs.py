@@ -12,10 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from scoutd import ConfigError, UnknownStrategy, prepare
+import scoutd
+from scoutd import ConfigError, InvalidMessages, UnknownStrategy, prepare
 from scoutd.config import Config, PromptConfig
 from scoutd.engine.incremental import SessionPrompt
 from scoutd.testing import conversation
@@ -210,3 +212,31 @@ def test_extreme_overrides_on_compacted_conversations_raise_only_config_errors(
         assert isinstance(prepared.messages, list)
         assert "tokenizer" not in config  # an override naming code is never served
         event("served, compacted" if prepared.report[0].notice else "served")
+
+
+def _deep_anthropic(levels: int) -> list[dict[str, Any]]:
+    """A tool result nested ``levels`` deep: past what the interpreter walks."""
+    block: dict[str, Any] = {"type": "text", "text": "x"}
+    for _ in range(levels):
+        block = {"type": "tool_result", "tool_use_id": "t1", "content": [block]}
+    return [
+        {"role": "user", "content": "read it"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {}}],
+        },
+        {"role": "user", "content": [block]},
+    ]
+
+
+def test_messages_nested_past_the_recursion_limit_are_refused_as_invalid() -> None:
+    """A RecursionError in reading or encoding is bad input, as the daemon answers it:
+    ``InvalidMessages``, and a session then starts over on the next round."""
+    deep = _deep_anthropic(5_000)
+    with pytest.raises(InvalidMessages, match="nested too deeply"):
+        prepare(deep, format="anthropic")
+    sane = _deep_anthropic(3)
+    with scoutd.Session(format="anthropic") as session:
+        with pytest.raises(InvalidMessages, match="nested too deeply"):
+            session.prepare(deep)
+        assert session.prepare(sane).messages == prepare(sane, format="anthropic").messages

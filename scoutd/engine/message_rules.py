@@ -22,7 +22,14 @@ from typing import Any, NamedTuple
 
 from ..errors import InvalidMessages
 
-__all__ = ["InvalidMessages", "MessageProblem", "check_messages", "check_plain", "message_problem"]
+__all__ = [
+    "InvalidMessages",
+    "MessageProblem",
+    "check_messages",
+    "check_plain",
+    "message_problem",
+    "too_deep",
+]
 
 
 class MessageProblem(NamedTuple):
@@ -100,3 +107,9 @@ def check_plain(messages: Any, start: int = 0) -> bool:
     if problem is not None:
         raise InvalidMessages(problem.position, problem.reason)
     return False
+
+
+def too_deep() -> InvalidMessages:
+    """The refusal of messages nested deeper than the interpreter walks (a ``RecursionError``
+    while reading or encoding them): bad input, as the daemon answers it, never a crash."""
+    return InvalidMessages(None, "nested too deeply to read (past the recursion limit)")

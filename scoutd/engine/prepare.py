@@ -21,7 +21,7 @@ from ..strategies.columns import Columns, columns_of
 from ..strategies.report import plain_report
 from ..strategies.rewrites import RewriteCache
 from ..strategies.tool_messages import Handed
-from .message_rules import check_plain
+from .message_rules import check_plain, too_deep
 from .registry import REGISTRY, available_strategies, register_strategy, unregister_strategy
 
 __all__ = [
@@ -157,19 +157,23 @@ def prepare(
         ConfigError: the configuration or the overrides are invalid, or an
             override sets a key only the operator may (``tokenizer``).
         ValueError: an unknown format, or ``auto`` over a list that mixes formats.
-        InvalidMessages: a message breaks the rule of docs/PROTOCOL.md ("Messages");
-            a ``TypeError`` and a ``ValueError``.
+        InvalidMessages: a message breaks the rule of docs/PROTOCOL.md ("Messages"),
+            or nests deeper than the interpreter walks; a ``TypeError`` and a
+            ``ValueError``.
     """
-    return prepare_with(
-        messages,
-        strategies,
-        save_file=save_file,
-        config=config,
-        detail=detail,
-        format=format,
-        cache_control=cache_control,
-        texts=texts,
-    )
+    try:
+        return prepare_with(
+            messages,
+            strategies,
+            save_file=save_file,
+            config=config,
+            detail=detail,
+            format=format,
+            cache_control=cache_control,
+            texts=texts,
+        )
+    except RecursionError:
+        raise too_deep() from None
 
 
 def prepare_with(

@@ -23,7 +23,7 @@ from ..errors import Aborted, SessionClosed
 from ..formats import AUTO, check_format_name
 from ..recall import find_output
 from .incremental import SessionPrompt
-from .message_rules import check_messages
+from .message_rules import check_messages, too_deep
 from .prepare import Prepared, resolve_snapshot
 
 __all__ = ["Session", "SessionClosed"]
@@ -95,14 +95,16 @@ class Session:
             Aborted: this round, or an earlier one, met an ``abort`` file.
             SessionClosed: the session was closed.
             InvalidMessages: a message breaks the rule of docs/PROTOCOL.md
-                ("Messages"); the session keeps what it held.
+                ("Messages"); the session keeps what it held. Messages nested
+                deeper than the interpreter walks are refused the same way, and the
+                session then forgets its conversation (the next round starts over).
         """
         if self.closed:
             raise SessionClosed("the session is closed")
         if self.aborted:
             raise Aborted(self.reason or "aborted")
-        self._absorb(messages)
         try:
+            self._absorb(messages)
             prepared, _ = self._state.prepare(
                 self.strategies,
                 self.config,
@@ -112,6 +114,9 @@ class Session:
         except Aborted as exc:
             self.aborted, self.reason = True, exc.reason
             raise
+        except RecursionError:
+            self._state = SessionPrompt(format=self.format)
+            raise too_deep() from None
         self._shown = prepared.messages
         return prepared
 
