@@ -145,6 +145,14 @@ def recall_output(
     return find_output(messages, handle, search, format=format, visible=visible).text
 
 
+def arguments_problem(handle: Any, search: Any) -> str | None:
+    """Why a recall call's arguments, as a model sent them, cannot be looked up; None when
+    they can (a handle a text or a number, a search a text)."""
+    if not isinstance(handle, str | int | None) or not isinstance(search, str | None):
+        return "handle and search must be strings"
+    return None
+
+
 def find_output(
     messages: Sequence[Any],
     handle: str | int | None = None,
@@ -163,6 +171,9 @@ def find_output(
     whole in ``visible`` (the last prompt prepared from ``messages``) and the
     answers of earlier recall calls are passed over. ``messages`` is only read.
     """
+    problem = arguments_problem(handle, search)
+    if problem is not None:
+        return Recalled(problem)
     number = None if handle in (None, "") else parse_handle(handle)
     if handle not in (None, "") and number is None:
         return Recalled(f'malformed handle {str(handle)[:40]!r}: give a number such as "#37"')

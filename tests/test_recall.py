@@ -155,6 +155,9 @@ def test_errors_are_texts_never_exceptions() -> None:
     missing = find_output(messages, search="no such text anywhere")
     assert not missing.found and "12 tool outputs" in missing.text
     assert find_output([], "#1").text == "no output #1: this conversation has no tool outputs"
+    for handle, search in (({"n": 1}, None), (None, ["of the run"]), ([3], "x" * 9)):
+        answer = find_output(messages, handle, search)  # as a model may send them
+        assert (answer.found, answer.text) == (False, "handle and search must be strings")
     mixed = [*chat_run(1), *to_anthropic(chat_run(1))[1:]]
     assert not find_output(mixed, "#1").found  # a list no format reads: told, not raised
 

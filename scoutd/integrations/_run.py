@@ -35,7 +35,7 @@ from ..errors import Aborted
 from ..formats import check_format_name
 from ..inbox.aborted import check, held
 from ..inbox.names import ABORT_NAME, inbox_dir
-from ..recall import find_output
+from ..recall import arguments_problem, find_output
 
 __all__ = [
     "ClosedByWith",
@@ -379,6 +379,9 @@ class RunPreparer(ClosedByWith):
         with self._lock:
             if self._closed:
                 raise HookClosed("this scoutd hook was closed: make a new one for a new run")
+            problem = arguments_problem(handle, search)  # before any daemon sees them
+            if problem is not None:
+                return problem
             if self._engine is None:
                 return _recalled(None, handle, search)
             return self._engine.recall(handle, search)

@@ -81,8 +81,6 @@ class ScoutdInputFilter(ClosedByWith):
         if not isinstance(given, dict):
             return 'the recall arguments must be a JSON object: {"handle": "#37"}'
         handle, search = given.get("handle"), given.get("search")
-        if not isinstance(handle, str | int | None) or not isinstance(search, str | None):
-            return "handle and search must be strings"
         return await anyio.to_thread.run_sync(self.preparer.recall, handle, search)
 
     def prepare_items(self, items: Sequence[Any]) -> list[Any]:

@@ -119,8 +119,6 @@ class ScoutdCapability(AbstractCapability[Any]):
         handle, search = arguments.pop("handle", None), arguments.pop("search", None)
         if arguments:
             return f"unknown recall arguments: {', '.join(sorted(arguments))} (handle, search)"
-        if not isinstance(handle, str | int | None) or not isinstance(search, str | None):
-            return "handle and search must be strings"
         return await anyio.to_thread.run_sync(self._run_preparer().recall, handle, search)
 
     def _run_preparer(self) -> RunPreparer:

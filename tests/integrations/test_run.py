@@ -52,6 +52,20 @@ def test_in_process_equals_the_library(tmp_path: Any, caplog: pytest.LogCaptureF
     assert "prepared 3 messages into 3 (openai-chat;" in caplog.text
 
 
+@pytest.mark.parametrize("through_daemon", [False, True])
+def test_recall_arguments_of_the_wrong_type_get_a_text(
+    daemon: Daemon, through_daemon: bool
+) -> None:
+    """What a model sends is checked before any daemon sees it: a text, never an exception."""
+    socket = daemon.socket_path if through_daemon else None
+    save_file = os.path.join(daemon.dir, f"wrong-{through_daemon}.chat")
+    with RunPreparer(save_file=save_file, socket=socket) as preparer:
+        preparer.prepare(CONVERSATION)
+        for handle, search in (({"n": 1}, None), (None, ["x"])):
+            answer = preparer.recall(handle, search)
+            assert answer == "handle and search must be strings"
+
+
 def test_a_strategy_callable_runs_in_process_only(daemon: Daemon) -> None:
     rounds: list[int] = []
 
