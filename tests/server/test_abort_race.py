@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 
+from scoutd.inbox.aborted import held
 from scoutd.protocol import ABORTED
 from scoutd.strategies.inbox import inbox_dir
+from scoutd.testing.wire import wait_for
 from tests.support.daemon import Daemon, conversation
 
 ROUNDS = 25
@@ -39,4 +41,9 @@ def test_an_abort_renamed_in_just_before_the_call_fails_the_call() -> None:
             reply = c.call("prepare_prompt", {"session": session, "messages": messages})
             assert reply.get("error", {}).get("code") == ABORTED, (n, reply)
             assert reply["error"]["data"]["reason"] == f"stop {n}"
-            assert not os.path.exists(os.path.join(inbox_dir(save_file), "abort"))
+            # The chat is marked before its abort leaves the inbox, so the call may
+            # answer while the watcher is still moving the entry: the marker is
+            # there now, the entry goes soon after.
+            assert held(save_file) == f"stop {n}"
+            abort = os.path.join(inbox_dir(save_file), "abort")
+            wait_for(lambda: not os.path.exists(abort), 10, "the abort to be consumed")
