@@ -16,6 +16,7 @@ __all__ = [
     "Aborted",
     "StillAborted",
     "InboxUnusable",
+    "AbortNotTaken",
     "ConfigError",
     "UnknownStrategy",
     "RemoteError",
@@ -74,6 +75,20 @@ class StillAborted(Aborted):
     Raised while the chat's durable abort marker exists
     (:mod:`scoutd.inbox.aborted`): no abort entry was consumed by this call.
     """
+
+
+class AbortNotTaken(Aborted):
+    """An ``abort`` entry waits in the inbox, but this call could not take it.
+
+    It is still being written, or it cannot be examined. It aborts all the same
+    (fail closed), with a generic reason, and stays in place for the consumer
+    that can take it: nothing was consumed by this call.
+    """
+
+
+# The aborts that consumed no abort file: the chat aborted before, an inbox that
+# cannot be used, an entry that could not be taken. Counted apart from consumed ones.
+NOT_CONSUMED = (StillAborted, InboxUnusable, AbortNotTaken)
 
 
 class ConfigError(ScoutdError, ValueError):

@@ -13,8 +13,8 @@ that does not exist holds nothing, but one that exists and cannot be opened,
 searched or listed may hold an abort nobody can see, so the pickup raises
 :class:`~scoutd.errors.InboxUnusable` (an :class:`~scoutd.errors.Aborted`)
 until an operator repairs it; an ``abort`` entry seen but still being
-written, or not examinable, raises :class:`~scoutd.errors.Aborted` at once
-with a generic reason and stays in place. No ``OSError`` escapes this
+written, or not examinable, raises :class:`~scoutd.errors.AbortNotTaken` (an
+``Aborted``) at once with a generic reason and stays in place. No ``OSError`` escapes this
 module, and nothing here sleeps.
 """
 
@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from typing import Literal, NamedTuple
 
-from ..errors import Aborted, InboxUnusable
+from ..errors import AbortNotTaken, InboxUnusable
 from .claim import BeforeClaim, NotSettled, Taken, take
 from .entries import removed_dir_problem
 from .files import InboxDirs
@@ -170,7 +170,7 @@ def pick_up(
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened, searched or listed.
-        Aborted: an ``abort`` still being written, or one that cannot be
+        AbortNotTaken: an ``abort`` still being written, or one that cannot be
             examined (neither is consumed: see :func:`_take_abort`); in a
             daemon's prepare call, one its watcher took since the call began
             (:class:`~scoutd.errors.StillAborted`, :mod:`scoutd.inbox.gate`).
@@ -192,7 +192,7 @@ def _take_abort(dirs: InboxDirs, max_bytes: int, before: BeforeAbort | None) -> 
     """The reason of the abort this pickup took; None only when another consumer took it.
 
     Raises:
-        Aborted: an abort still being written, or one that cannot be examined:
+        AbortNotTaken: an abort still being written, or one that cannot be examined:
             it aborts at once, with a generic reason, and stays in place (not
             consumed: its reason comes with the consumer that takes it).
     """
@@ -200,16 +200,16 @@ def _take_abort(dirs: InboxDirs, max_bytes: int, before: BeforeAbort | None) -> 
         taken = take(dirs, ABORT_NAME, max_bytes, before_claim=_reasoned(before, dirs.inbox))
     except NotSettled:
         log.info("abort file in %r is still being written: aborting, not read yet", dirs.inbox)
-        raise Aborted(BEING_WRITTEN) from None
+        raise AbortNotTaken(BEING_WRITTEN) from None
     except OSError as exc:
         raise _unexamined(dirs.inbox, exc) from None
     return None if taken is None else abort_reason(taken)
 
 
-def _unexamined(inbox: str, exc: OSError) -> Aborted:
+def _unexamined(inbox: str, exc: OSError) -> AbortNotTaken:
     """The abort of an entry that cannot be examined: generic, and logged at error level."""
     log.error("abort entry in %r cannot be examined (it aborts all the same): %s", inbox, exc)
-    return Aborted(
+    return AbortNotTaken(
         f"aborted by operator (the abort entry could not be examined: {exc.strerror or exc})"
     )
 
@@ -254,7 +254,7 @@ def claim_abort(
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened or searched.
-        Aborted: the ``abort`` entry cannot be examined (not consumed).
+        AbortNotTaken: the ``abort`` entry cannot be examined (not consumed).
     """
     dirs = open_inbox(save_file)
     if dirs is None:

@@ -23,7 +23,7 @@ import msgspec
 
 from .. import protocol
 from ..config import Config, strategy_names, with_overrides
-from ..errors import Aborted, ConfigError, StillAborted, UnknownStrategy
+from ..errors import NOT_CONSUMED, Aborted, ConfigError, StillAborted, UnknownStrategy
 from ..formats import FormatError
 from ..protocol.error_table import error_for
 from ..recall import find_output
@@ -389,8 +389,11 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                 raise call.forbidden(exc) from None
             except Aborted as exc:
                 reason = exc.reason
-                if inbox is not None and not isinstance(exc, StillAborted):  # consumed now
-                    server.registry.abort(inbox, reason, claimed_by_watcher=False)
+                if inbox is not None and not isinstance(exc, StillAborted):  # new: all stop
+                    consumed = not isinstance(exc, NOT_CONSUMED)  # counted only if consumed
+                    server.registry.abort(
+                        inbox, reason, claimed_by_watcher=False, consumed=consumed
+                    )
                 if session is not None:
                     session.aborted = reason
             except (UnknownStrategy, ConfigError) as exc:

@@ -291,14 +291,20 @@ class SessionRegistry:
         reason: str,
         *,
         claimed_by_watcher: bool,
+        consumed: bool = True,
         only: Collection[str] | None = None,
     ) -> None:
-        """Record a consumed abort file: mark, notify and maybe signal its sessions.
+        """Abort the sessions of ``inbox``: mark, notify and maybe signal them.
 
-        ``only``: the sessions of the inbox that may have it (the watcher's
-        claim checked their rights); default: all of them.
+        ``consumed``: an abort file was consumed (counted in ``aborts``, the
+        metric ``scoutd_aborts_total``); False when they stop without one
+        (the chat aborted before, an inbox that cannot be used, an abort
+        entry that could not be taken). ``only``: the sessions of the inbox
+        that may have it (the watcher's claim checked their rights); default:
+        all of them.
         """
-        self.aborts += 1
+        if consumed:
+            self.aborts += 1
         if claimed_by_watcher:
             self._pending[inbox] = reason
             self._pending.move_to_end(inbox)
@@ -307,7 +313,8 @@ class SessionRegistry:
         signum = self._snapshot().abort_signal
         ids = sorted(i for i in self.by_inbox.get(inbox, ()) if only is None or i in only)
         # One line per abort; repr() keeps a reason with line breaks on one line.
-        log.info("abort consumed for %r (%d session(s)): %r", inbox, len(ids), reason)
+        what = "abort consumed" if consumed else "aborted without consuming an abort"
+        log.info("%s for %r (%d session(s)): %r", what, inbox, len(ids), reason)
         for session_id in ids:
             session = self.sessions[session_id]
             self._mark_aborted(session, reason)
@@ -366,7 +373,7 @@ class SessionRegistry:
         fresh = [i for i in ids if i in self.sessions and self.sessions[i].aborted is None]
         if fresh:
             log.error("inbox %r fails closed for %d session(s): %r", inbox, len(fresh), reason)
-            self.abort(inbox, reason, claimed_by_watcher=False, only=fresh)
+            self.abort(inbox, reason, claimed_by_watcher=False, consumed=False, only=fresh)
 
     async def claim(self, inbox: str) -> None:
         """Try to consume the inbox's abort file; serialised per inbox.

@@ -123,7 +123,8 @@ def test_an_inbox_that_cannot_be_used_stops_its_chat(daemon: Daemon, kind: str) 
         assert note["params"]["session"] == session
         assert "cannot be used" in note["params"]["reason"]
         assert_fails_closed(prepare(c, session=session))
-        assert "result" in c.call("status")
+        # stopped three times, but no abort file was consumed: none is counted
+        assert c.call("status")["result"]["counts"]["aborts"] == 0
     assert not os.path.exists(inbox_removed_dir(save_file))  # nothing was taken
     log = d.log()
     assert "cannot be used" in log and "Traceback" not in log
@@ -177,4 +178,5 @@ def test_an_abort_the_daemon_cannot_read_still_aborts(daemon: Daemon) -> None:
     with d.connect() as c:
         reason = assert_fails_closed(prepare(c, save_file=save_file), "aborted by operator")
         assert "secret reason" not in reason
+        assert c.call("status")["result"]["counts"]["aborts"] == 1  # taken, unread
     assert os.listdir(inbox_removed_dir(save_file)) == ["abort"]

@@ -84,6 +84,8 @@ def test_an_abort_open_for_writing_aborts_at_once_and_keeps_its_reason(daemon: D
             assert reply["error"]["code"] == protocol.ABORTED
             assert reply["error"]["data"]["reason"] == BEING_WRITTEN
             assert os.path.exists(path)  # not consumed: its reason is not known yet
+            assert c.call("status")["result"]["counts"]["aborts"] == 0  # nor counted
             writer.write("exhausted")
         reply = prepare(c, save_file=save_file)
         assert reply["error"]["data"]["reason"] == "budget exhausted"
+        assert c.call("status")["result"]["counts"]["aborts"] == 1

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from scoutd import Aborted, PromptConfig
-from scoutd.errors import StillAborted
+from scoutd.errors import AbortNotTaken, StillAborted
 from scoutd.inbox.aborted import clear
 from scoutd.inbox.files import being_written
 from scoutd.inbox.pickup import BEING_WRITTEN
@@ -141,7 +141,7 @@ def test_a_file_open_for_writing_is_never_taken_and_never_waited_for(
         handle.flush()
         time.sleep(0.05)  # five settle times: the old rule took the file as it was
         if name == "abort":
-            with pytest.raises(Aborted) as raised:
+            with pytest.raises(AbortNotTaken) as raised:  # an Aborted, consuming nothing
                 inbox([], CONFIG, save_file=save_file)
             assert raised.value.reason == BEING_WRITTEN
         else:
