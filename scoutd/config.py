@@ -114,14 +114,15 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # On a long run, at least this share of its outputs stays verbatim, up to the cap.
     cost_full_share: Share = 0.0
     cost_full_share_cap: Count = 35
-    cost_compacted_tool_calls: Count = 10
+    # Few: the old outputs the agent uses again are kept whole below (docs/ECONOMY.md).
+    cost_compacted_tool_calls: Count = 2
     # Old outputs a compaction keeps whole all the same (docs/ECONOMY.md, "What it keeps"):
     # the newest whole read of each file and run of each search, at most this share
     # of what the compaction removes (0: none), among this many outputs before the
     # whole ones.
-    cost_keep_share: Share = 0.25
+    cost_keep_share: Share = 0.3
     # At most 1,000: each weighed round walks this many pairs (docs/RELIABILITY.md, rule 1).
-    cost_keep_lookback: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 40
+    cost_keep_lookback: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 50
     # inbox (docs/STRATEGIES.md)
     inbox_max_bytes: Positive = 1 * MIB
     inbox_max_total_bytes: Positive = 8 * MIB  # all notices of one call together

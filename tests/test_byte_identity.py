@@ -12,8 +12,9 @@ must leave every output byte-identical.
 
 The digests ``shipped`` and ``full`` were recorded before the default kept
 old outputs whole besides its bands (``cost_keep_share``, docs/ECONOMY.md):
-they are checked with that key at 0, which gives the former outputs byte for
-byte, so the retention cannot have changed anything else. The default's own
+they are checked with that key at 0 and ``cost_compacted_tool_calls`` at its
+default of then (10), which give the former outputs byte for byte, so neither
+the retention nor the new defaults can have changed anything else. The default's own
 outputs (the cost-aware strategy and the default chain, every key at its
 default) are recorded apart, as ``shipped-keep`` and ``full-keep``.
 
@@ -55,9 +56,10 @@ STRATEGIES = (
 FORMATS = ("openai-chat", "openai-responses", "anthropic", "scout")
 ROUNDS = {"shipped": 1000, "full": 12}  # session rounds per run: all of the subset's
 SAMPLES = 4  # whole-conversation prepares per run: evenly spread model calls, and the last
-# The defaults, whatever the machine's environment, without the retention (the
-# recorded digests before it) and with it (the default's own digests)
-CONFIG = Config(prompt=PromptConfig(cost_keep_share=0.0))
+# The defaults, whatever the machine's environment, without the retention and with
+# the shortened band of then (the recorded digests before it), and as they are
+# (the default's own digests)
+CONFIG = Config(prompt=PromptConfig(cost_keep_share=0.0, cost_compacted_tool_calls=10))
 KEEP_CONFIG = Config(prompt=PromptConfig())
 KEEP_STRATEGIES = ("shorten_tools_cost_aware", ",".join(DEFAULT_STRATEGIES))
 # name of a digest set -> (configuration, strategies, the set it replays)

@@ -41,6 +41,7 @@ SMALL = {
     "epoch_full_tool_calls": 5,
     "epoch_compacted_tool_calls": 20,
     "epoch_size": 5,
+    "cost_compacted_tool_calls": 10,
     "max_tool_chars": 20_000,
     # The bands alone: each call reads a file of its own, and the default's retention
     # would keep most of the shortened band whole (tests/strategies/test_retention.py).

@@ -274,10 +274,15 @@ def plan_compaction(
         # What the compaction keeps whole besides (.retention): at most a share of what
         # it removes, so it still removes most; it must pay all the same, or wait. At the
         # last round it is weighed even when the compaction does not pay, so that the
-        # report's figures (Decision) are those of the compaction that would come
-        size = _kept_size(tokens, new_dropped)
-        budget = int(keep_share * removed)
-        new_kept = retain(tokens.kind, size, number, new_shortened, budget, lookback)
+        # report's figures (Decision) are those of the compaction that would come. A
+        # forced compaction keeps nothing besides: at the window, what is kept would
+        # only bring the next forced one (a rewrite) sooner.
+        if not forced:
+            size = _kept_size(tokens, new_dropped)
+            budget = int(keep_share * removed)
+            new_kept = retain(tokens.kind, size, number, new_shortened, budget, lookback)
+        else:
+            new_kept = NOTHING
         if new_kept.numbers:
             kept_saving = new_saving - _kept_tokens(tokens, new_kept, new_dropped)
             kept_prompt = whole_prompt - kept_saving
@@ -286,23 +291,15 @@ def plan_compaction(
             kept_rewrite = (
                 kept_prompt - head if kept_prompt > head else 0
             ) * premium  # pragma: no mutate
-            if forced:
-                fits = kept_prompt <= limit
-            else:
-                fits = (
-                    pays
-                    and carried >= batch * kept_rewrite
-                    and kept_removed * read * (number * horizon_share) >= kept_rewrite
-                    and kept_rewrite <= risk * billed
-                )
-            if fits:
-                new_saving, new_prompt = kept_saving, kept_prompt
-                removed, rewrite = kept_removed, kept_rewrite
-            elif forced:
-                new_kept = NOTHING  # the window wins: nothing kept besides
-            else:
-                removed, rewrite = kept_removed, kept_rewrite  # what waits, for the report
+            removed, rewrite = kept_removed, kept_rewrite  # what it compares (or waits with)
+            if not (
+                pays
+                and carried >= batch * kept_rewrite
+                and kept_removed * read * (number * horizon_share) >= kept_rewrite
+                and kept_rewrite <= risk * billed
+            ):
                 continue
+            new_saving, new_prompt = kept_saving, kept_prompt
         if not (forced or pays):
             continue
         paid, bill = carried, billed  # as the rule read them, for the report

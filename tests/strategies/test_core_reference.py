@@ -117,27 +117,20 @@ def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any)
             lambda pair, d=new_dropped: reference_kept_tokens(tokens, (pair,), d),
             number,
             new_shortened,
-            int(config.cost_keep_share * removed),
+            0 if forced else int(config.cost_keep_share * removed),  # forced: the bands alone
             config.cost_keep_lookback,
         )
         if new_kept.numbers:
             kept_prompt = new_prompt + reference_kept_tokens(tokens, new_kept.numbers, new_dropped)
             kept_rewrite = max(kept_prompt - tokens.head, 0) * premium
             fits = (
-                kept_prompt <= limit
-                if forced
-                else (
-                    carried >= 1.0 / (1.0 - config.cost_verbatim_value) * kept_rewrite
-                    and (prompt - kept_prompt) * prices.read * horizon >= kept_rewrite
-                    and kept_rewrite <= config.compaction_risk_share * billed
-                )
+                carried >= 1.0 / (1.0 - config.cost_verbatim_value) * kept_rewrite
+                and (prompt - kept_prompt) * prices.read * horizon >= kept_rewrite
+                and kept_rewrite <= config.compaction_risk_share * billed
             )
-            if fits:
-                new_prompt, removed, rewrite = kept_prompt, prompt - kept_prompt, kept_rewrite
-            elif forced:
-                new_kept = Kept()
-            else:
+            if not fits:
                 continue
+            new_prompt, removed, rewrite = kept_prompt, prompt - kept_prompt, kept_rewrite
         dropped, shortened, decided, kept = new_dropped, new_shortened, number, new_kept
         carried = 0.0
         billed += rewrite - removed * prices.read

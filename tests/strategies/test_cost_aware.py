@@ -131,6 +131,7 @@ def test_a_long_run_keeps_a_share_of_its_outputs_verbatim() -> None:
             "context_window": 100_000,
             "cost_full_share": share,
             "cost_full_share_cap": 100,
+            "cost_keep_share": 0.0,  # the bands alone: every output here is a whole read
         }
         prepared, report = shorten_tools_cost_aware(
             messages, load_config(None, overrides=overrides).prompt
@@ -152,6 +153,7 @@ def test_the_share_kept_verbatim_stops_at_its_cap() -> None:
             "context_window": 100_000,
             "cost_full_share": 0.2,
             "cost_full_share_cap": cap,
+            "cost_compacted_tool_calls": 10,
             "cost_keep_share": 0.0,  # the bands alone: every output here is a whole read
         }
         prepared, _ = shorten_tools_cost_aware(

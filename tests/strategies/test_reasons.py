@@ -35,8 +35,9 @@ from ..support.daemon import Daemon
 SIZE = 1500  # characters of each output's text
 # The band rule alone, which the independent computation below models: the
 # retention (cost_keep_share) makes a compaction that keeps outputs pay with them
-# (tests/strategies/test_retention.py; the daemon test below runs the default).
-CONFIG = PromptConfig(cost_keep_share=0)
+# (tests/strategies/test_retention.py; the daemon test below runs the default), with
+# the shortened band of 10 pairs the figures below were worked out for.
+CONFIG = PromptConfig(cost_keep_share=0, cost_compacted_tool_calls=10)
 PRICES = PRICE_PRESETS["anthropic"]  # scout format: Anthropic's prices (docs/ECONOMY.md)
 
 
@@ -105,7 +106,8 @@ class Equal:
 
 def reason_at(calls: int, **config: Any) -> Any:
     _, report = shorten_tools_cost_aware(
-        run(calls), PromptConfig(**{"cost_keep_share": 0, **config})
+        run(calls),
+        PromptConfig(**{"cost_keep_share": 0, "cost_compacted_tool_calls": 10, **config}),
     )
     assert report.reason is not None
     return report.reason
@@ -240,7 +242,9 @@ def _rows(messages: list[Any], strategy: str, **config: Any) -> list[Any]:
 
 def test_each_fate_of_the_default_has_its_reason() -> None:
     messages = run(90)  # compacted at output 85 (above): 5 more outputs since
-    rows = _rows(messages, "shorten_tools_cost_aware", cost_keep_share=0)
+    rows = _rows(
+        messages, "shorten_tools_cost_aware", cost_keep_share=0, cost_compacted_tool_calls=10
+    )
     by_position: dict[int, set[str | None]] = {}
     for row in rows:
         assert row.why == ROW_TEXTS[RowReason(row.reason)].format(
@@ -266,7 +270,7 @@ def test_each_fate_of_the_default_has_its_reason() -> None:
 def test_an_output_the_retention_keeps_says_why() -> None:
     """Each read is of its own file, so each is the newest read of it: those the default's
     retention keeps whole out of the bands are protected, and say it."""
-    rows = _rows(run(130), "shorten_tools_cost_aware")  # compacted at output 126
+    rows = _rows(run(135), "shorten_tools_cost_aware")  # compacted at output 131
     kept = [row for row in rows if row.reason == "kept"]
     assert kept
     assert {(row.action, row.why) for row in kept} == {
@@ -340,14 +344,14 @@ def test_a_session_gives_the_reason_of_a_whole_prepare_at_every_round() -> None:
 
 def test_the_reason_comes_through_the_daemon() -> None:
     """A daemon session's rounds carry the reason over the wire, as a local prepare gives it."""
-    messages = run(130)
+    messages = run(131)
     with (
         Daemon() as daemon,
         scoutd.Client(daemon.socket_path, timeout=20) as client,
         client.session(os.path.join(daemon.dir, "why.chat")) as session,
     ):
         seen = set()
-        for n in (10, 21, 40, 91, 126):
+        for n in (10, 21, 40, 91, 131):
             remote = session.prepare(messages[: 2 + 2 * n]).report[0].reason
             assert remote is not None
             assert remote == scoutd.prepare(messages[: 2 + 2 * n]).report[0].reason

@@ -210,16 +210,17 @@ def test_a_session_keeps_what_a_prepare_from_scratch_keeps() -> None:
 
 
 def test_what_is_kept_never_overflows_the_window() -> None:
-    """A small window forces compactions: every round's prompt, kept outputs included,
-    stays under the limit, and some round keeps old outputs whole."""
+    """A window the run outgrows: every round's prompt, kept outputs included, stays
+    under the limit; some compaction keeps old outputs whole, and one is forced (it
+    keeps nothing besides its bands)."""
     messages = read_run(200, 2_000)
-    overrides = {"context_window": 30_000, "cost_keep_share": 1.0}  # keeps all it can
+    overrides = {"context_window": 80_000, "cost_keep_share": 1.0}  # keeps all it can
     config = load_config(None, overrides=overrides).prompt
     index = index_tools(messages)
     tokens = _Tokens(messages, index, token_counter(config))
     prices = effective_prices(config, None)
     limit = config.compaction_limit_share * config.context_window
-    kept_any = False
+    kept_any = forced_any = False
     for number in range(1, index.outputs + 1):
         plan = plan_compaction(tokens, number, config, prices)
         prompt = tokens.cumulative[tokens.output_end[number]]
@@ -232,4 +233,7 @@ def test_what_is_kept_never_overflows_the_window() -> None:
                 prompt += tokens.bare[k] - tokens.bare[k - 1]
         assert prompt <= limit
         kept_any = kept_any or bool(plan.kept.numbers)
-    assert kept_any
+        if plan.decision is not None and plan.decision.forced and plan.decision.compacted:
+            forced_any = True
+            assert plan.kept.numbers == ()
+    assert kept_any and forced_any
