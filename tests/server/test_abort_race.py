@@ -9,6 +9,7 @@ aborted only from the next call.
 from __future__ import annotations
 
 import os
+from functools import partial
 
 from scoutd.inbox.aborted import held
 from scoutd.protocol import ABORTED
@@ -29,6 +30,10 @@ def _rename_in_abort(save_file: str, reason: str) -> None:
     os.rename(temp, os.path.join(inbox, "abort"))
 
 
+def _gone(path: str) -> bool:
+    return not os.path.exists(path)
+
+
 def test_an_abort_renamed_in_just_before_the_call_fails_the_call() -> None:
     with Daemon() as d, d.connect() as c:
         for n in range(ROUNDS):
@@ -46,4 +51,4 @@ def test_an_abort_renamed_in_just_before_the_call_fails_the_call() -> None:
             # there now, the entry goes soon after.
             assert held(save_file) == f"stop {n}"
             abort = os.path.join(inbox_dir(save_file), "abort")
-            wait_for(lambda: not os.path.exists(abort), 10, "the abort to be consumed")
+            wait_for(partial(_gone, abort), 10, "the abort to be consumed")
