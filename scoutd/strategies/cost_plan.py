@@ -277,12 +277,9 @@ def plan_compaction(
         # report's figures (Decision) are those of the compaction that would come. A
         # forced compaction keeps nothing besides: at the window, what is kept would
         # only bring the next forced one (a rewrite) sooner.
-        if not forced:
-            size = _kept_size(tokens, new_dropped)
-            budget = int(keep_share * removed)
-            new_kept = retain(tokens.kind, size, number, new_shortened, budget, lookback)
-        else:
-            new_kept = NOTHING
+        size = _kept_size(tokens, new_dropped)
+        budget = 0 if forced else int(keep_share * removed)  # 0: retain() walks nothing
+        new_kept = retain(tokens.kind, size, number, new_shortened, budget, lookback)
         if new_kept.numbers:
             kept_saving = new_saving - _kept_tokens(tokens, new_kept, new_dropped)
             kept_prompt = whole_prompt - kept_saving
