@@ -22,8 +22,8 @@ abort were still waiting. Only an operator lifts it: :func:`clear`
   ``before_abort`` of :func:`~scoutd.inbox.pickup.pick_up` and
   :func:`~scoutd.inbox.pickup.claim_abort`, read in place): at every moment
   the entry or the marker exists, so a hook that looks meanwhile aborts;
-* :func:`mark_taken` marks it after a pickup took an abort, unless the abort
-  is still waiting (then it stands for itself);
+* nothing marks the chat *after* the abort has left: an operator's
+  :func:`clear` in between stands (the marker was written before the move);
 * :func:`claim_and_mark` marks the chat and consumes a waiting ``abort``;
   :func:`check` is what a hook asks before each model call: the marker, else a
   waiting abort.
@@ -57,7 +57,6 @@ __all__ = [
     "clear",
     "held",
     "mark",
-    "mark_taken",
     "marker_paths",
 ]
 
@@ -200,35 +199,17 @@ def mark(save_file: str | os.PathLike[str], reason: str) -> str | None:
     return None
 
 
-def mark_taken(save_file: str, reason: str) -> str | None:
-    """Mark the chat after a pickup or claim gave the abort ``reason``; the marker's path.
-
-    Skipped (None) while an ``abort`` entry is still in the inbox: one that
-    could not be consumed (it cannot be moved, or is still being written)
-    stands for itself and aborts every call until it is consumed, which marks
-    the chat with its own reason.
-    """
-    try:
-        waiting = os.path.lexists(os.path.join(inbox_dir(save_file), ABORT_NAME))
-    except ValueError:  # no file name: no inbox
-        return None
-    return None if waiting else mark(save_file, reason)
-
-
 def claim_and_mark(
     save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False, wait: bool = True
 ) -> str | None:
-    """:func:`~scoutd.inbox.pickup.claim_abort`, and the chat marked when it took one."""
-    reason = claim_abort(
+    """:func:`~scoutd.inbox.pickup.claim_abort`, the chat marked before the abort leaves."""
+    return claim_abort(
         save_file,
         max_bytes=max_bytes,
         complete=complete,
         wait=wait,
         before_abort=partial(mark, save_file),
     )
-    if reason is not None:
-        mark_taken(save_file, reason)
-    return reason
 
 
 def check(save_file: str | None, *, max_bytes: int = 1 << 20) -> str | None:

@@ -32,7 +32,7 @@ from ..inbox import (
     write_abort,
     write_notice,
 )
-from ..inbox.aborted import held, mark, mark_taken
+from ..inbox.aborted import held, mark
 from .base import Builtin, InboxCall, PrepareContext, Redelivery
 from .report import StrategyReport, content_chars
 
@@ -104,8 +104,6 @@ def inbox(
         ticket=call.ticket,
         before_abort=None if save_file is None else partial(mark, save_file),
     )
-    if pickup.abort is not None and save_file is not None:
-        mark_taken(save_file, pickup.abort)
     if redelivery is not None and pickup.abort is None:
         if carried:
             pickup = Pickup([*carried, *pickup.notices])

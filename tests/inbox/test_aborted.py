@@ -108,10 +108,26 @@ def test_check_is_the_marker_else_a_waiting_abort(save_file: str) -> None:
     assert check(save_file) == "now"
 
 
-def test_an_abort_that_could_not_be_consumed_is_not_marked(save_file: str) -> None:
-    """It stands for itself: it aborts every call until consumed, with its own reason."""
-    write_abort(save_file, "still here")
-    assert aborted.mark_taken(save_file, "still here") is None
+@pytest.mark.parametrize("consumer", ["pickup", "claim"])
+def test_an_operator_clear_during_the_take_stands(
+    save_file: str, consumer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chat is marked before its abort moves, and never again after: an operator who
+    clears it between the move and the end of the take is not overruled."""
+    write_abort(save_file, "stop the run")
+    rename = os.rename
+
+    def then_cleared(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        rename(src, dst, *args, **kwargs)
+        if src == "abort":  # the abort has left the inbox: the operator clears now
+            assert held(save_file) == "stop the run"
+            clear(save_file)
+
+    monkeypatch.setattr(os, "rename", then_cleared)
+    if consumer == "pickup":
+        assert aborts_with(save_file) == "stop the run"
+    else:
+        assert claim_and_mark(save_file) == "stop the run"
     assert held(save_file) is None
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from scoutd import Aborted, PromptConfig
 from scoutd.errors import AbortNotTaken, StillAborted
-from scoutd.inbox.aborted import clear
+from scoutd.inbox.aborted import clear, held
 from scoutd.inbox.files import being_written
 from scoutd.inbox.pickup import BEING_WRITTEN
 from scoutd.strategies import inbox_files
@@ -144,6 +144,7 @@ def test_a_file_open_for_writing_is_never_taken_and_never_waited_for(
             with pytest.raises(AbortNotTaken) as raised:  # an Aborted, consuming nothing
                 inbox([], CONFIG, save_file=save_file)
             assert raised.value.reason == BEING_WRITTEN
+            assert held(save_file) is None  # not consumed, so not marked: it stands for itself
         else:
             out, report = inbox([], CONFIG, save_file=save_file)
             assert out == [] and report.inbox_delivered == 0
