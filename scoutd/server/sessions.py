@@ -291,7 +291,7 @@ class SessionRegistry:
         reason: str,
         *,
         claimed_by_watcher: bool,
-        consumed: bool,
+        consumed: bool = True,
         only: Collection[str] | None = None,
     ) -> None:
         """Abort the sessions of ``inbox``: mark, notify and maybe signal them.
@@ -421,11 +421,7 @@ class SessionRegistry:
                     self._unsettled.pop(inbox, None)
                 if claimed.reason is not None and claimed.consumed:
                     self.abort(
-                        inbox,
-                        claimed.reason,
-                        claimed_by_watcher=True,
-                        consumed=True,
-                        only=claimed.sessions,
+                        inbox, claimed.reason, claimed_by_watcher=True, only=claimed.sessions
                     )
                 elif claimed.reason is not None:
                     self._fail_closed(inbox, claimed.reason, claimed.sessions)
