@@ -54,10 +54,8 @@ class Decision:
     ``weighed``: a compaction further than the current bands was weighed (else
     no output had left the verbatim band since the last decision); then
     ``removed``, ``rewrite``, ``carried`` and ``billed`` are the values the
-    rule compared, ``compacted`` whether it compacted, ``kept`` the tokens it
-    keeps whole besides its bands (:mod:`.retention`; ``removed`` is net of
-    them). Tokens are counts, costs are in uncached input tokens
-    (docs/ECONOMY.md, the model).
+    rule compared, ``compacted`` whether it compacted. Tokens are counts,
+    costs are in uncached input tokens (docs/ECONOMY.md, the model).
     """
 
     round: int
@@ -79,29 +77,21 @@ class Decision:
     write: float = 0.0
     horizon: float = 0.0  # the rounds expected to remain
     risk: float = 0.0
-    kept: int = 0
 
     def unmet(self) -> str | None:
         """The first test of the rule (in the order :func:`plan_compaction` makes them)
         that this round failed, None when it compacted or the bands did not move."""
         if self.compacted or not self.weighed:
             return None
-        return unmet_test(
-            self, self.prompt, self.carried, self.removed, self.horizon, self.billed, self.rewrite
-        )
+        return unmet_test(self, self.prompt, self.carried, self.removed, self.horizon, self.billed)
 
 
 def unmet_test(
-    decision: Decision,
-    prompt: float,
-    carried: float,
-    removed: float,
-    horizon: float,
-    billed: float,
-    rewrite: float,
+    decision: Decision, prompt: float, carried: float, removed: float, horizon: float, billed: float
 ) -> str | None:
     """The first of the rule's tests that fails for these figures (the loop's ``pays``, term by
     term: ``trigger``, ``rent`` (rent-or-buy), ``horizon``, ``risk``), None when all pass."""
+    rewrite = decision.rewrite
     if not prompt >= decision.trigger:
         return "trigger"
     if not carried >= decision.batch * rewrite:
@@ -269,7 +259,6 @@ def plan_compaction(
             continue  # no further than the current bands
         new_prompt = whole_prompt - new_saving
         removed = prompt - new_prompt
-        keeps = 0  # tokens the retention keeps whole out of what the bands remove
         carried += removed * read
         # not mutated: a prompt always holds its head, and at equality both sides give 0
         rewrite = (new_prompt - head if new_prompt > head else 0) * premium  # pragma: no mutate
@@ -299,7 +288,6 @@ def plan_compaction(
             kept_rewrite = (
                 kept_prompt - head if kept_prompt > head else 0
             ) * premium  # pragma: no mutate
-            keeps = removed - kept_removed
             removed, rewrite = kept_removed, kept_rewrite  # what it compares (or waits with)
             if not (
                 pays
@@ -339,7 +327,6 @@ def plan_compaction(
             write=write,
             horizon=outputs * horizon_share,
             risk=risk,
-            kept=keeps if weighed == outputs else 0,
         )
     # not mutated: with no new round (equality) the replay holds these values already
     if replay is not None and outputs > replay.rounds:  # pragma: no mutate
