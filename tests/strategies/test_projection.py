@@ -2,9 +2,8 @@
 
 The oracle walks the projected rounds one by one with the rule's own tests
 (:func:`projected_unmet`) and takes the first at which all pass; the closed
-form must name the same round, for decisions drawn at random: with and
-without outputs kept whole, and where a test passes now, fails a while as the
-kept outputs' rewrite grows, then passes again.
+form must name the same round, for decisions drawn at random, with each of
+the rule's tests the last to pass in some of them.
 """
 
 from __future__ import annotations
