@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -97,6 +98,49 @@ def removed(prompt: list[Any]) -> set[int]:
             first, _, last = part.partition("-")
             found.update(range(int(first[1:]), int((last or first)[1:]) + 1))
     return found
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a prompt, a scout tool message's JSON body read as its strings."""
+    if isinstance(value, str):
+        try:
+            body = json.loads(value) if value.startswith("{") else None
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            yield from _strings(body)
+        else:
+            yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def shown(prompt: list[Any]) -> list[tuple[int, str]]:
+    """(handle, the text shown after its marker up to the cut) for every marker.
+
+    An output shortened twice (two strategies in a list) shows two markers, the
+    outer one first: both must name the same output; the inner one is read."""
+    marks = []
+    for text in _strings(prompt):
+        for match in MARKER.finditer(text):
+            inner = MARKER.match(text, match.end())
+            if inner is not None:
+                assert inner.group(2) == match.group(2), text[: match.end() + 40]
+                continue
+            marks.append((int(match.group(2)), text[match.end() :].split("<...", 1)[0]))
+    return marks
+
+
+def check_heads(prompt: list[Any], originals: list[str]) -> int:
+    """Each marker shows the start of the very output its handle names; the markers."""
+    marks = shown(prompt)
+    for handle, head in marks:
+        assert originals[handle - 1].startswith(head), (handle, head[:40])
+    return len(marks)
 
 
 @pytest.mark.parametrize("strategy", COMPACTING)
@@ -336,6 +380,45 @@ def test_a_recalled_output_stays_whole_for_the_verbatim_band() -> None:
 
 # --- properties -------------------------------------------------------------------------------
 
+
+def test_a_strategy_after_one_that_removed_outputs_writes_no_handles() -> None:
+    """Its numbers would count what the first left and name other outputs: it writes
+    none, and every handle in the prompt recalls the output it marks, in ``prepare``
+    and round by round in a session."""
+    messages = chat_run(80)
+    outputs = chat_outputs(messages)
+    chain = "shorten_tools_cost_aware,shorten_tools_epoch"
+    # the epoch strategy's band long enough to keep what the default shortened
+    config = {**RECALL, "epoch_compacted_tool_calls": 40}
+    prepared = scoutd.prepare(messages, chain, config=config)
+    first, second = prepared.report
+    assert first.outputs_dropped > 0 and second.outputs_truncated > first.outputs_truncated > 0
+    assert check_heads(prepared.messages, outputs) == first.outputs_truncated
+    with scoutd.Session(strategies=chain, config=config) as session:
+        for end in range(140, len(messages) + 1, 9):
+            prompt = session.prepare_prompt(messages[:end])
+            assert prompt == scoutd.prepare(messages[:end], chain, config=config).messages
+            check_heads(prompt, outputs)
+            for handle, _ in shown(prompt):
+                assert session.recall(handle) == outputs[handle - 1]
+
+
+def test_a_strategy_after_one_that_removed_nothing_writes_its_handles() -> None:
+    messages = chat_run(80)
+    outputs = chat_outputs(messages)
+    # a window so large that the default never compacts: the epoch strategy after it
+    # gets the conversation's outputs and numbers them as recall does
+    config = {**RECALL, "context_window": 10_000_000}
+    prepared = scoutd.prepare(
+        messages, "shorten_tools_cost_aware,shorten_tools_epoch", config=config
+    )
+    first, second = prepared.report
+    assert first.outputs_dropped == first.outputs_truncated == 0
+    assert second.outputs_truncated > 0
+    assert check_heads(prepared.messages, outputs) == second.outputs_truncated
+    assert removed(prepared.messages)
+
+
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -358,8 +441,12 @@ def scout_outputs(messages: list[Any]) -> list[str]:
     return texts
 
 
+# Two compacting strategies in one list: the second sees what the first left.
+CHAINS = [f"{first},{second}" for first in COMPACTING for second in COMPACTING[1:]]
+
+
 @PROPERTY
-@given(conversations(max_pairs=60), st.sampled_from(COMPACTING))
+@given(conversations(max_pairs=60), st.sampled_from(COMPACTING + CHAINS))
 def test_property_every_handle_recalls_its_original(messages: list[Any], strategy: str) -> None:
     config = {
         **RECALL,
@@ -376,6 +463,7 @@ def test_property_every_handle_recalls_its_original(messages: list[Any], strateg
     before = copy.deepcopy(messages)
     prompt = scoutd.prepare(messages, strategy, config=config, format="scout").messages
     originals = scout_outputs(messages)
+    check_heads(prompt, originals)
     for handle, length in marked(prompt).items():
         answer = find_output(messages, handle, format="scout")
         assert answer.found and answer.text == originals[handle - 1]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from ..config import DEFAULT_STRATEGIES, Config, PromptConfig, load_config, strategy_names
 from ..formats import AUTO, SCOUT, adapter, resolve_format
 from ..formats.cache import hinted
@@ -20,7 +22,7 @@ from ..strategies.base import InboxCall, PrepareContext
 from ..strategies.columns import Columns, columns_of
 from ..strategies.report import plain_report
 from ..strategies.rewrites import RewriteCache
-from ..strategies.tool_messages import Handed
+from ..strategies.tool_messages import Handed, output_handles
 from .message_rules import check_plain, too_deep
 from .registry import REGISTRY, available_strategies, register_strategy, unregister_strategy
 
@@ -74,35 +76,56 @@ def _run_chain(
     rewrites: RewriteCache | None = None,
     given: Handed | None = None,
     inbox: InboxCall | None = None,
+    numbered: bool = True,
 ) -> tuple[list[Any], list[StrategyReport], list[str] | None]:
     """Run the strategies over ``current``; the names run (None for a callable).
 
     ``columns``: ``current``'s roles and contents, read by the caller; shared
     with the first strategy only (in its context), which runs before any other
-    code could change the messages (docs/PERFORMANCE.md).
+    code could change the messages (docs/PERFORMANCE.md). ``numbered``:
+    ``current``'s tool outputs are the conversation's, numbered as recall's
+    handles number them; a strategy given other outputs (an earlier one
+    removed some) writes no handles, which would name other outputs.
     """
     if callable(strategies) and not isinstance(strategies, str):
         result = strategies(current)
         return result, [plain_report("<callable>", current, result)], None
     assert snapshot is not None
     names = _names(strategies, snapshot)
+    chain = [REGISTRY.resolve(name, snapshot) for name in names]
+    recall = snapshot.prompt.recall
     reports: list[StrategyReport] = []
-    for position, name in enumerate(names):
-        strategy = REGISTRY.resolve(name, snapshot)
+    for position, strategy in enumerate(chain):
+        config = snapshot if numbered or not recall else _without_handles(snapshot)
         ctx = PrepareContext(
-            config=snapshot.prompt,
+            config=config.prompt,
             format=format,
             save_file=save_file,
             detail=detail,
             columns=columns if position == 0 else None,
-            snapshot=snapshot,
+            snapshot=config,
             rewrites=rewrites,
             given=given,
             inbox=inbox,
         )
+        before = current
         current, report = strategy.run(current, ctx)
         reports.append(report)
+        later = chain[position + 1 :]
+        if recall and numbered and not strategy.appends_only and not _appending(later):
+            numbered = output_handles(before) == output_handles(current)
     return current, reports, names
+
+
+def _appending(chain: Sequence[Any]) -> bool:
+    """Whether every strategy of ``chain`` only appends (none of them shortens)."""
+    return all(strategy.appends_only for strategy in chain)
+
+
+def _without_handles(snapshot: Config) -> Config:
+    """``snapshot`` with recall's handles off (its other keys as they are)."""
+    prompt = msgspec.structs.replace(snapshot.prompt, recall=False)
+    return msgspec.structs.replace(snapshot, prompt=prompt)
 
 
 def _detect(
@@ -188,9 +211,12 @@ def prepare_with(
     rewrites: RewriteCache | None = None,
     texts: ConversationTexts | None = None,
     inbox: InboxCall | None = None,
+    numbered: bool = True,
 ) -> Prepared:
-    """:func:`prepare` with a session's ``rewrites`` (the session engine's whole rounds)
-    and a daemon call's ``inbox`` (``PrepareContext.inbox``)."""
+    """:func:`prepare` with a session's ``rewrites`` (the session engine's whole rounds),
+    a daemon call's ``inbox`` (``PrepareContext.inbox``) and ``numbered``
+    (:func:`_run_chain`: False for messages whose tool outputs are not the
+    conversation's)."""
     plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
     name, warning, columns = _detect(messages, format, plain)
     snapshot = (
@@ -211,7 +237,17 @@ def prepare_with(
         else (shape.bodies, shape.parsed)  # docs/PERFORMANCE.md
     )
     result, reports, names = _run_chain(
-        current, strategies, save_file, snapshot, detail, name, shared, rewrites, handed, inbox
+        current,
+        strategies,
+        save_file,
+        snapshot,
+        detail,
+        name,
+        shared,
+        rewrites,
+        handed,
+        inbox,
+        numbered,
     )
     narration = 0
     if chosen is not None and shape is not None:

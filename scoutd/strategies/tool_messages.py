@@ -37,6 +37,7 @@ __all__ = [
     "encode_json",
     "Handed",
     "index_tools",
+    "output_handles",
     "repeated_pairs",
     "role_of",
     "roles_of",
@@ -368,6 +369,14 @@ def index_tools(
     index = ToolIndex()
     index.extend(messages, 0, columns, given)
     return index
+
+
+def output_handles(messages: Sequence[Any]) -> list[tuple[Any, int]]:
+    """Each usable tool output's id and number, oldest first: what its recall handle
+    names (docs/STRATEGIES.md, "Recall")."""
+    index = index_tools(messages)
+    bodies, numbers = index.bodies, index.numbers
+    return [(bodies[t].id, numbers[t]) for t, call in enumerate(index.is_call) if not call]
 
 
 def call_keys(bodies: Sequence[ToolBody]) -> list[bytes]:
