@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd.errors import SessionClosed
 from scoutd.recall import RECALL_TOOL_NAME, find_output, parse_handle, recall_tool
+from scoutd.simulate.texts import strings
 from scoutd.strategies.rewrites import handles_text
 from scoutd.testing import conversation
 from scoutd.testing.derive import to_anthropic, to_responses
@@ -102,21 +103,15 @@ def removed(prompt: list[Any]) -> set[int]:
 
 def _strings(value: Any) -> Iterator[str]:
     """Every string in a prompt, a scout tool message's JSON body read as its strings."""
-    if isinstance(value, str):
+    for text in strings(value):
         try:
-            body = json.loads(value) if value.startswith("{") else None
+            body = json.loads(text) if text.startswith("{") else None
         except ValueError:
             body = None
         if isinstance(body, dict):
             yield from _strings(body)
         else:
-            yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
+            yield text
 
 
 def shown(prompt: list[Any]) -> list[tuple[int, str]]:
