@@ -20,6 +20,12 @@ from .tool_kinds import CallKind
 
 __all__ = ["Decision", "Plan", "Replay", "Tokens", "plan_compaction", "unmet_test"]
 
+# The report's projection of when a compaction will pay (.projection) takes each
+# later round to add what a round added over this many rounds before (or all of
+# them, when fewer): on the recorded real runs the recent rounds foretell the next
+# ones better than the average since the start (docs/ECONOMY.md).
+GROWTH_ROUNDS = 30
+
 
 class Tokens(Protocol):
     """The prefix sums a plan reads (``cost_aware``'s counts; ``cost_rounds``' grown ones).
@@ -77,6 +83,7 @@ class Decision:
     write: float = 0.0
     horizon: float = 0.0  # the rounds expected to remain
     risk: float = 0.0
+    growth: float = 0.0  # tokens a round added to the prompt, over the last GROWTH_ROUNDS
 
     def unmet(self) -> str | None:
         """The first test of the rule (in the order :func:`plan_compaction` makes them)
@@ -184,6 +191,13 @@ def _kept_size(tokens: Tokens, dropped: int) -> Callable[[int], int]:
         return bare[pair] - bare[pair - 1]
 
     return size
+
+
+def _growth(tokens: Tokens, outputs: int, whole: int) -> float:
+    """Tokens a round added to the whole prompt over the last ``GROWTH_ROUNDS`` rounds."""
+    since = max(0, outputs - GROWTH_ROUNDS)
+    before = tokens.head if since == 0 else tokens.cumulative[tokens.output_end[since]]
+    return (whole - before) / (outputs - since) if outputs > since else 0.0
 
 
 def plan_compaction(
@@ -326,6 +340,7 @@ def plan_compaction(
             read=read,
             write=write,
             horizon=outputs * horizon_share,
+            growth=_growth(tokens, outputs, whole_prompt),
             risk=risk,
         )
     # not mutated: with no new round (equality) the replay holds these values already

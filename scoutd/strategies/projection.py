@@ -2,7 +2,7 @@
 
 The report's reason says "it will pay at about K more tokens of prompt"
 (docs/ECONOMY.md, "Why it did not compact"). That is a projection, not part of
-the rule: each later round is taken to add the average round so far
+the rule: each later round is taken to add what an average recent round added
 (:func:`growth`), both to the prompt and to what a compaction would remove,
 and the rewrite to stay what it is now. :func:`projected_unmet` runs the
 rule's own tests (:func:`~.cost_plan.unmet_test`) on the figures projected
@@ -22,8 +22,9 @@ PROJECTION_ROUNDS = 100_000
 
 
 def growth(decision: Decision) -> float:
-    """The tokens an average round so far added to the prompt."""
-    return (decision.whole - decision.head) / decision.round if decision.round > 0 else 0.0
+    """The tokens a round added to the prompt, on average over the recent rounds
+    (:data:`~.cost_plan.GROWTH_ROUNDS`)."""
+    return decision.growth
 
 
 def projected_unmet(decision: Decision, rounds: int) -> str | None:

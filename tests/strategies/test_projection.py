@@ -26,7 +26,8 @@ def draw(rng: random.Random) -> Decision:
     """A decision that did not compact, with figures of a plausible scale."""
     number = rng.randint(1, 300)
     head = rng.randint(100, 5_000)
-    grown = rng.randint(0, 400) * number
+    per_round = rng.randint(0, 400)
+    grown = per_round * number
     read = rng.choice((0.1, 0.25, 0.5))
     write = rng.choice((1.0, 1.25))
     removed = rng.randint(0, grown)
@@ -50,6 +51,7 @@ def draw(rng: random.Random) -> Decision:
         write=write,
         horizon=number * rng.choice((0.25, 1.0, 3.0)),
         risk=rng.choice((0.005, 0.02, 0.5)),
+        growth=per_round * rng.choice((0.5, 1.0, 2.0)),  # the recent rounds' growth
     )
 
 

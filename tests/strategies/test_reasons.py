@@ -24,7 +24,7 @@ from scoutd.strategies.cost_aware import (
     shorten_tools_cost_aware,
     token_counter,
 )
-from scoutd.strategies.cost_plan import plan_compaction
+from scoutd.strategies.cost_plan import GROWTH_ROUNDS, plan_compaction
 from scoutd.strategies.epoch import shorten_tools_epoch
 from scoutd.strategies.projection import projected_unmet, rounds_to_pay
 from scoutd.strategies.reasons import ROW_TEXTS, RowReason
@@ -158,6 +158,29 @@ def test_it_pays_about_where_the_reason_says(calls: int) -> None:
         pytest.fail("no compaction in 400 rounds")
     grown = equal.prompt(later) - equal.prompt(calls)
     assert 0.75 * grown <= said <= 1.25 * grown, (said, grown, later)
+
+
+def test_the_projection_grows_as_the_recent_rounds_did() -> None:
+    """A run whose outputs triple in size halfway: the growth the projection takes is
+    that of the last GROWTH_ROUNDS rounds (of all rounds while fewer), by the text."""
+    messages = run(80)
+    for at in range(2 + 2 * 40 + 1, len(messages), 2):  # outputs 41 to 80, three times longer
+        body = json.loads(messages[at]["content"])
+        body["content"] *= 3
+        messages[at] = {**messages[at], "content": json.dumps(body)}
+    prompt = [tokens(messages[0]) + tokens(messages[1])]  # the whole prompt at each round
+    for k in range(80):
+        prompt.append(prompt[-1] + tokens(messages[2 + 2 * k]) + tokens(messages[3 + 2 * k]))
+    for n in (10, 30, 45, 80):
+        index = index_tools(messages[: 2 + 2 * n])
+        counted = _Tokens(messages[: 2 + 2 * n], index, token_counter(CONFIG))
+        plan = plan_compaction(counted, n, CONFIG, PRICES)
+        assert plan.decision is not None
+        since = max(0, n - GROWTH_ROUNDS)
+        expected = (prompt[n] - prompt[since]) / (n - since)
+        assert plan.decision.growth == pytest.approx(expected), n
+    # by the end the recent rounds grow three times as fast as the first ones did
+    assert expected > 2.5 * (prompt[30] - prompt[0]) / 30
 
 
 @pytest.mark.parametrize(
