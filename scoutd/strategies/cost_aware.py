@@ -56,9 +56,8 @@ from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
-from .retention import NOTHING, Kept, PairCalls
+from .retention import NOTHING, Kept, Key, PairCalls
 from .rewrites import RewriteCache, recall_notice, shortened
-from .tool_kinds import CallKind
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -301,9 +300,9 @@ class _Tokens:
         self.head = self.cumulative[first_tool]  # never rewritten by a compaction
         self.calls = PairCalls(index)
 
-    def kind(self, number: int) -> CallKind:
-        """What the call of pair ``number`` does."""
-        return self.calls.kind(number)
+    def retention_keys(self, number: int) -> list[Key | None]:
+        """What the retention reads of pairs ``1..number`` (:meth:`PairCalls.keys_to`)."""
+        return self.calls.keys_to(number)
 
     def saved(self, dropped: int, shortened: int) -> int:
         """Tokens a plan removes from the prompt."""

@@ -9,14 +9,13 @@ re-exports these names.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..config import PromptConfig
 from ..pricing import CachePrices
-from .retention import NOTHING, Kept, retain
-from .tool_kinds import CallKind
+from .retention import NOTHING, Kept, Key, retain
 
 __all__ = ["Decision", "Plan", "Replay", "Tokens", "plan_compaction", "unmet_test"]
 
@@ -48,8 +47,8 @@ class Tokens(Protocol):
         """Tokens a plan removes from the prompt."""
         ...
 
-    def kind(self, number: int) -> CallKind:
-        """What the call of pair ``number`` does (:mod:`.tool_kinds`)."""
+    def retention_keys(self, number: int) -> Sequence[Key | None]:
+        """:func:`.retention.retention_key` of pairs ``1..number``, at their numbers."""
         ...
 
 
@@ -293,7 +292,8 @@ def plan_compaction(
         # only bring the next forced one (a rewrite) sooner.
         size = _kept_size(tokens, new_dropped)
         budget = 0 if forced else int(keep_share * removed)  # 0: retain() walks nothing
-        new_kept = retain(tokens.kind, size, number, new_shortened, budget, lookback)
+        keys = tokens.retention_keys(number) if budget > 0 else ()
+        new_kept = retain(keys, size, number, new_shortened, budget, lookback)
         if new_kept.numbers:
             kept_saving = new_saving - _kept_tokens(tokens, new_kept, new_dropped)
             kept_prompt = whole_prompt - kept_saving

@@ -20,13 +20,13 @@ the prompt stays byte-stable until the next one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .tool_kinds import OTHER, READ, SEARCH, CallKind, call_kind
 from .tool_messages import ToolIndex
 
-__all__ = ["KEEP_REASONS", "Kept", "PairCalls", "retain"]
+__all__ = ["KEEP_REASONS", "Key", "Kept", "PairCalls", "retain", "retention_key"]
 
 # The reason code of each kept output, by its kind (plain data for the report).
 KEEP_REASONS = {READ: "newest whole read of its file", SEARCH: "newest run of its search"}
@@ -43,6 +43,20 @@ class Kept:
 NOTHING = Kept()
 _UNKNOWN = CallKind(OTHER)
 
+# What a newer output supersedes: (READ, file) for a whole read, (SEARCH, command)
+# for a search or listing.
+Key = tuple[str, str]
+
+
+def retention_key(kind: CallKind) -> Key | None:
+    """The key of an output the retention may keep (a newer one of the same key
+    supersedes it); None for one it never keeps."""
+    if kind.kind == READ and kind.lines is None and kind.target is not None:
+        return (READ, kind.target)
+    if kind.kind == SEARCH:
+        return (SEARCH, kind.key)
+    return None
+
 
 class PairCalls:
     """What the call of each pair of a (growing) tool index does, looked up when asked.
@@ -58,6 +72,7 @@ class PairCalls:
         self.scanned = 0
         self.slots: dict[int, int] = {}  # call slot by pair number
         self.kinds: dict[int, CallKind] = {}
+        self.keys: list[Key | None] = [None]  # retention_key of each pair, by number
 
     def kind(self, number: int) -> CallKind:
         """What the call of pair ``number`` does (``other`` when unknown)."""
@@ -81,9 +96,16 @@ class PairCalls:
         self.kinds[number] = found
         return found
 
+    def keys_to(self, number: int) -> list[Key | None]:
+        """:func:`retention_key` of pairs ``1..number`` (at their numbers), each found once."""
+        keys = self.keys
+        if len(keys) <= number:
+            keys += [retention_key(self.kind(k)) for k in range(len(keys), number + 1)]
+        return keys
+
 
 def retain(
-    kind_of: Callable[[int], CallKind],
+    keys: Sequence[Key | None],
     size_of: Callable[[int], int],
     number: int,
     band_end: int,
@@ -92,36 +114,30 @@ def retain(
 ) -> Kept:
     """The outputs among ``1..band_end`` kept whole at a compaction at round ``number``.
 
-    ``kind_of(k)``: what pair ``k``'s call does; ``size_of(k)``: the tokens
-    keeping it whole adds to the prompt; ``band_end``: the newest pair the
-    compaction shortens or drops (the ones after it stay whole anyway and
-    supersede older ones); ``budget``: tokens the kept outputs may hold
-    together; ``lookback``: how many pairs
-    before the whole ones are looked at (older ones are never kept).
+    ``keys[k]``: pair ``k``'s :func:`retention_key` (for ``k <= number``);
+    ``size_of(k)``: the tokens keeping it whole adds to the prompt;
+    ``band_end``: the newest pair the compaction shortens or drops (the ones
+    after it stay whole anyway and supersede older ones); ``budget``: tokens
+    the kept outputs may hold together; ``lookback``: how many pairs before the
+    whole ones are looked at (older ones are never kept).
     """
     if budget <= 0 or band_end <= 0:
         return NOTHING
-    reads: set[str] = set()  # files read whole by a newer output
-    searches: set[str] = set()
+    newer: set[Key] = set()  # keys of the outputs walked so far (newer ones)
     kept: list[int] = []
     reasons: list[str] = []
     left = budget
     oldest = max(1, band_end - lookback + 1)
     for pair in range(number, oldest - 1, -1):
-        kind = kind_of(pair)
-        if kind.kind == READ and kind.lines is None and kind.target is not None:
-            fresh = kind.target not in reads
-            reads.add(kind.target)
-        elif kind.kind == SEARCH:
-            fresh = kind.key not in searches
-            searches.add(kind.key)
-        else:
-            continue
-        if pair > band_end or not fresh:
+        key = keys[pair]
+        if key is None or key in newer:
+            continue  # never kept, or superseded
+        newer.add(key)
+        if pair > band_end:
             continue
         size = size_of(pair)
         if size <= left:
             left -= size
             kept.append(pair)
-            reasons.append(KEEP_REASONS[kind.kind])
+            reasons.append(KEEP_REASONS[key[0]])
     return Kept(tuple(reversed(kept)), tuple(reversed(reasons)))

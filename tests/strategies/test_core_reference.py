@@ -113,7 +113,7 @@ def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any)
         if not (forced or pays):
             continue
         new_kept = retain(
-            tokens.kind,
+            tokens.retention_keys(number),
             lambda pair, d=new_dropped: reference_kept_tokens(tokens, (pair,), d),
             number,
             new_shortened,

@@ -15,7 +15,7 @@ import scoutd
 from scoutd.config import load_config
 from scoutd.strategies.cost_aware import _Tokens, effective_prices, token_counter
 from scoutd.strategies.cost_plan import plan_compaction
-from scoutd.strategies.retention import KEEP_REASONS, retain
+from scoutd.strategies.retention import KEEP_REASONS, Key, retain, retention_key
 from scoutd.strategies.tool_kinds import (
     BUILD,
     EDIT,
@@ -98,9 +98,9 @@ def test_a_search_is_known_by_its_command() -> None:
     assert first.key != call_kind("bash", {"command": "grep -rn bar src/"}).key
 
 
-def kinds(*calls: CallKind) -> Any:
-    """``kind_of`` over pairs 1, 2, ... (oldest first)."""
-    return lambda number: calls[number - 1]
+def kinds(*calls: CallKind) -> list[Key | None]:
+    """The retention keys of pairs 1, 2, ... (oldest first), at their numbers."""
+    return [None, *map(retention_key, calls)]
 
 
 WHOLE_A = CallKind(READ, "a.py")
