@@ -376,23 +376,27 @@ def test_a_recalled_output_stays_whole_for_the_verbatim_band() -> None:
 # --- properties -------------------------------------------------------------------------------
 
 
-def test_a_strategy_after_one_that_removed_outputs_writes_no_handles() -> None:
+@pytest.mark.parametrize("fmt", ["openai-chat", "scout"])
+def test_a_strategy_after_one_that_removed_outputs_writes_no_handles(fmt: str) -> None:
     """Its numbers would count what the first left and name other outputs: it writes
     none, and every handle in the prompt recalls the output it marks, in ``prepare``
-    and round by round in a session."""
-    messages = chat_run(80)
-    outputs = chat_outputs(messages)
+    and round by round in a session (in the scout format, the session's own rounds
+    for the first strategy, then the second over what it left)."""
+    chat = chat_run(80)
+    messages = chat if fmt == "openai-chat" else scoutd.formats.scout_view(chat)
+    outputs = chat_outputs(chat)
     chain = "shorten_tools_cost_aware,shorten_tools_epoch"
     # the epoch strategy's band long enough to keep what the default shortened
     config = {**RECALL, "epoch_compacted_tool_calls": 40}
-    prepared = scoutd.prepare(messages, chain, config=config)
+    prepared = scoutd.prepare(messages, chain, config=config, format=fmt)
     first, second = prepared.report
     assert first.outputs_dropped > 0 and second.outputs_truncated > first.outputs_truncated > 0
     assert check_heads(prepared.messages, outputs) == first.outputs_truncated
-    with scoutd.Session(strategies=chain, config=config) as session:
+    with scoutd.Session(strategies=chain, config=config, format=fmt) as session:
         for end in range(140, len(messages) + 1, 9):
             prompt = session.prepare_prompt(messages[:end])
-            assert prompt == scoutd.prepare(messages[:end], chain, config=config).messages
+            expected = scoutd.prepare(messages[:end], chain, config=config, format=fmt)
+            assert prompt == expected.messages
             check_heads(prompt, outputs)
             for handle, _ in shown(prompt):
                 assert session.recall(handle) == outputs[handle - 1]
