@@ -38,7 +38,7 @@ from ..strategies.epoch_rounds import EpochState, Repeats, epoch_state, move_pro
 from ..strategies.reasons import round_reason
 from ..strategies.report import StrategyReport, apply_changes, content_chars
 from ..strategies.rewrites import RewriteCache
-from ..strategies.tool_messages import ToolIndex, output_handles
+from ..strategies.tool_messages import ToolIndex, index_tools, output_handles
 from .prepare import Prepared, prepare_with
 from .view_tracker import ViewTracker, rebuilt
 
@@ -219,7 +219,7 @@ class SessionPrompt:
                 inbox=inbox,
                 # recall's handles number the conversation's outputs, not what the core left
                 numbered=not config.prompt.recall
-                or output_handles(self.messages) == output_handles(core),
+                or output_handles(self.index) == output_handles(index_tools(core)),
             )
             stable = 0  # a later strategy may rewrite the core: nothing is known to stay
             prompt, reports = rest.messages, [report, *rest.report]

@@ -22,7 +22,7 @@ from ..strategies.base import InboxCall, PrepareContext
 from ..strategies.columns import Columns, columns_of
 from ..strategies.report import plain_report
 from ..strategies.rewrites import RewriteCache
-from ..strategies.tool_messages import Handed, output_handles
+from ..strategies.tool_messages import Handed, index_tools, output_handles
 from .message_rules import check_plain, too_deep
 from .registry import REGISTRY, available_strategies, register_strategy, unregister_strategy
 
@@ -94,6 +94,7 @@ def _run_chain(
     names = _names(strategies, snapshot)
     chain = [REGISTRY.resolve(name, snapshot) for name in names]
     recall = snapshot.prompt.recall
+    handles: list[tuple[Any, int]] | None = None  # the conversation's, read when needed
     reports: list[StrategyReport] = []
     for position, strategy in enumerate(chain):
         config = snapshot if numbered or not recall else _without_handles(snapshot)
@@ -108,18 +109,21 @@ def _run_chain(
             given=given,
             inbox=inbox,
         )
-        before = current
+        # while handles are written, a strategy that may remove outputs before one that
+        # may write handles must leave the conversation's outputs, numbered as they were
+        check = (
+            recall
+            and numbered
+            and not strategy.appends_only
+            and not all(later.appends_only for later in chain[position + 1 :])
+        )
+        if check and handles is None:
+            handles = output_handles(index_tools(current))
         current, report = strategy.run(current, ctx)
         reports.append(report)
-        later = chain[position + 1 :]
-        if recall and numbered and not strategy.appends_only and not _appending(later):
-            numbered = output_handles(before) == output_handles(current)
+        if check:
+            numbered = output_handles(index_tools(current)) == handles
     return current, reports, names
-
-
-def _appending(chain: Sequence[Any]) -> bool:
-    """Whether every strategy of ``chain`` only appends (none of them shortens)."""
-    return all(strategy.appends_only for strategy in chain)
 
 
 def _without_handles(snapshot: Config) -> Config:

@@ -65,8 +65,6 @@ class Decision:
 
     round: int
     prompt: int  # with the bands in force before this round's decision
-    whole: int  # the prompt with nothing compacted
-    head: int
     full: int  # outputs kept verbatim at this round
     trigger: float
     limit: float
@@ -324,8 +322,6 @@ def plan_compaction(
         decision = Decision(
             round=outputs,
             prompt=prompt,
-            whole=whole_prompt,
-            head=head,
             full=full,
             trigger=trigger,
             limit=limit,

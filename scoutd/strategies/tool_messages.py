@@ -371,10 +371,9 @@ def index_tools(
     return index
 
 
-def output_handles(messages: Sequence[Any]) -> list[tuple[Any, int]]:
-    """Each usable tool output's id and number, oldest first: what its recall handle
-    names (docs/STRATEGIES.md, "Recall")."""
-    index = index_tools(messages)
+def output_handles(index: ToolIndex) -> list[tuple[Any, int]]:
+    """Each usable tool output's id and number in ``index``, oldest first: what its
+    recall handle names (docs/STRATEGIES.md, "Recall")."""
     bodies, numbers = index.bodies, index.numbers
     return [(bodies[t].id, numbers[t]) for t, call in enumerate(index.is_call) if not call]
 

@@ -34,8 +34,6 @@ def draw(rng: random.Random) -> Decision:
     return Decision(
         round=number,
         prompt=head + grown - rng.randint(0, grown // 2),
-        whole=head + grown,
-        head=head,
         full=20,
         trigger=rng.choice((0.0, 10_000.0, 50_000.0)),
         limit=1e9,
