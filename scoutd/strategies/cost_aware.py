@@ -56,7 +56,7 @@ from .cost_plan import Plan, plan_compaction
 from .epoch import Window
 from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
-from .retention import NOTHING, Kept, Key, PairCalls
+from .retention import NOTHING, Kept, PairCalls
 from .rewrites import RewriteCache, recall_notice, shortened
 from .tool_messages import (
     ARGUMENT_SIZE,
@@ -299,10 +299,6 @@ class _Tokens:
         first_tool = index.indices[0] if index.indices else len(messages)
         self.head = self.cumulative[first_tool]  # never rewritten by a compaction
         self.calls = PairCalls(index)
-
-    def retention_keys(self, number: int) -> list[Key | None]:
-        """What the retention reads of pairs ``1..number`` (:meth:`PairCalls.keys_to`)."""
-        return self.calls.keys_to(number)
 
     def saved(self, dropped: int, shortened: int) -> int:
         """Tokens a plan removes from the prompt."""

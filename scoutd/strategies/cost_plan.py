@@ -9,13 +9,13 @@ re-exports these names.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..config import PromptConfig
 from ..pricing import CachePrices
-from .retention import NOTHING, Kept, Key, retain
+from .retention import NOTHING, Kept, PairCalls, retain
 
 __all__ = ["Decision", "Plan", "Replay", "Tokens", "plan_compaction", "unmet_test"]
 
@@ -42,13 +42,10 @@ class Tokens(Protocol):
     shortened: list[int]
     output_end: list[int]
     head: int
+    calls: PairCalls  # what each pair's call does, for the retention
 
     def saved(self, dropped: int, shortened: int) -> int:
         """Tokens a plan removes from the prompt."""
-        ...
-
-    def retention_keys(self, number: int) -> Sequence[Key | None]:
-        """:func:`.retention.retention_key` of pairs ``1..number``, at their numbers."""
         ...
 
 
@@ -237,6 +234,7 @@ def plan_compaction(
     # what the current bands remove
     saving = tokens.saved(dropped, shortened) - _kept_tokens(tokens, kept, dropped)
     cumulative = tokens.cumulative
+    counts, calls = (whole, short, tokens.bare), tokens.calls
     first = state.rounds + 1
     # The whole prompt at the end of each round, before any compaction.
     ends = map(cumulative.__getitem__, tokens.output_end[first : outputs + 1])
@@ -288,12 +286,15 @@ def plan_compaction(
         # report's figures (Decision) are those of the compaction that would come. A
         # forced compaction keeps nothing besides: at the window, what is kept would
         # only bring the next forced one (a rewrite) sooner.
-        size = _kept_size(tokens, new_dropped)
-        budget = 0 if forced else int(keep_share * removed)  # 0: retain() walks nothing
-        keys = tokens.retention_keys(number) if budget > 0 else ()
-        new_kept = retain(keys, size, number, new_shortened, budget, lookback)
-        if new_kept.numbers:
-            kept_saving = new_saving - _kept_tokens(tokens, new_kept, new_dropped)
+        budget = 0 if forced else int(keep_share * removed)
+        new_kept: tuple[int, ...] = ()
+        kept_tokens = 0
+        if budget > 0:  # else none is looked at (nor classified)
+            keys = calls.keys_to(number)
+            bands = (new_dropped, new_shortened)
+            new_kept, kept_tokens = retain(keys, counts, number, bands, budget, lookback)
+        if new_kept:
+            kept_saving = new_saving - kept_tokens
             kept_prompt = whole_prompt - kept_saving
             kept_removed = prompt - kept_prompt
             # not mutated: a prompt always holds its head, and at equality both sides give 0
@@ -312,7 +313,8 @@ def plan_compaction(
         if not (forced or pays):
             continue
         paid, bill = carried, billed  # as the rule read them, for the report
-        dropped, shortened, decided, kept = new_dropped, new_shortened, number, new_kept
+        dropped, shortened, decided = new_dropped, new_shortened, number
+        kept = calls.found.kept(new_kept) if new_kept else NOTHING
         saving = new_saving
         carried = 0.0
         billed += rewrite - removed * read

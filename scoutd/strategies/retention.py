@@ -20,13 +20,15 @@ the prompt stays byte-stable until the next one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sys
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .tool_kinds import OTHER, READ, SEARCH, CallKind, call_kind
+from .tool_kinds import READ, SEARCH, CallKind, call_kind
 from .tool_messages import ToolIndex
 
-__all__ = ["KEEP_REASONS", "Key", "Kept", "PairCalls", "retain", "retention_key"]
+__all__ = ["KEEP_REASONS", "NEVER", "Key", "Keys", "Kept", "PairCalls", "retain", "retention_key"]
 
 # The reason code of each kept output, by its kind (plain data for the report).
 KEEP_REASONS = {READ: "newest whole read of its file", SEARCH: "newest run of its search"}
@@ -41,7 +43,8 @@ class Kept:
 
 
 NOTHING = Kept()
-_UNKNOWN = CallKind(OTHER)
+# Keys.later of a pair that no later pair supersedes (yet).
+NEVER = sys.maxsize
 
 # What a newer output supersedes: (READ, file) for a whole read, (SEARCH, command)
 # for a search or listing.
@@ -58,10 +61,44 @@ def retention_key(kind: CallKind) -> Key | None:
     return None
 
 
-class PairCalls:
-    """What the call of each pair of a (growing) tool index does, looked up when asked.
+class Keys:
+    """The :func:`retention_key` of pairs 1, 2, ... as they are found, and what
+    supersedes what: what :func:`retain` reads instead of walking every pair.
 
-    Only a paired call gives its pair a kind (a call without an output tells
+    ``keys[k]``: pair ``k``'s key; ``retainable``: the pairs with a key, in
+    order; ``later[k]``: the next pair with pair ``k``'s key (:data:`NEVER`
+    while there is none), so that pair ``k`` is superseded at round ``n``
+    exactly when ``later[k] <= n``.
+    """
+
+    def __init__(self) -> None:
+        self.keys: list[Key | None] = [None]
+        self.later: list[int] = [NEVER]
+        self.retainable: list[int] = []
+        self.newest: dict[Key, int] = {}  # the newest pair of each key so far
+
+    def append(self, key: Key | None) -> None:
+        """Add the next pair's key."""
+        pair = len(self.keys)
+        self.keys.append(key)
+        self.later.append(NEVER)
+        if key is not None:
+            self.retainable.append(pair)
+            before = self.newest.get(key)
+            if before is not None:
+                self.later[before] = pair
+            self.newest[key] = pair
+
+    def kept(self, numbers: tuple[int, ...]) -> Kept:
+        """The pairs ``numbers`` kept whole, with why."""
+        keys = self.keys
+        return Kept(numbers, tuple(KEEP_REASONS[keys[pair][0]] for pair in numbers))  # type: ignore[index]
+
+
+class PairCalls:
+    """The :class:`Keys` of the pairs of a (growing) tool index, found when asked.
+
+    Only a paired call gives its pair a key (a call without an output tells
     nothing about the output of another); each is classified once. An
     output's partner is set when it arrives and never changes, so a growing
     index is read from where the last look stopped.
@@ -71,73 +108,74 @@ class PairCalls:
         self.index = index
         self.scanned = 0
         self.slots: dict[int, int] = {}  # call slot by pair number
-        self.kinds: dict[int, CallKind] = {}
-        self.keys: list[Key | None] = [None]  # retention_key of each pair, by number
+        self.found = Keys()
 
-    def kind(self, number: int) -> CallKind:
-        """What the call of pair ``number`` does (``other`` when unknown)."""
-        found = self.kinds.get(number)
-        if found is not None:
+    def keys_to(self, number: int) -> Keys:
+        """The keys of pairs ``1..number`` at least."""
+        found = self.found
+        if len(found.keys) > number:
             return found
-        index = self.index
+        index, slots = self.index, self.slots
         if self.scanned < len(index.indices):
             numbers, partners, is_call = index.numbers, index.partners, index.is_call
             # an output is paired when it arrives, if ever: its partner is final
             for at in range(self.scanned, len(index.indices)):
                 if not is_call[at] and partners[at] != -1:
-                    self.slots[numbers[at]] = partners[at]
+                    slots[numbers[at]] = partners[at]
             self.scanned = len(index.indices)
-        slot = self.slots.get(number)
-        if slot is None:
-            found = _UNKNOWN
-        else:
-            body = index.bodies[slot]
-            found = call_kind(body.name, body.arguments)
-        self.kinds[number] = found
+        bodies, append = index.bodies, found.append
+        for pair in range(len(found.keys), number + 1):
+            slot = slots.get(pair)
+            if slot is None:  # an unpaired call tells nothing of its pair's output
+                append(None)
+            else:
+                body = bodies[slot]
+                append(retention_key(call_kind(body.name, body.arguments)))
         return found
-
-    def keys_to(self, number: int) -> list[Key | None]:
-        """:func:`retention_key` of pairs ``1..number`` (at their numbers), each found once."""
-        keys = self.keys
-        if len(keys) <= number:
-            keys += [retention_key(self.kind(k)) for k in range(len(keys), number + 1)]
-        return keys
 
 
 def retain(
-    keys: Sequence[Key | None],
-    size_of: Callable[[int], int],
+    keys: Keys,
+    counts: tuple[Sequence[int], Sequence[int], Sequence[int]],
     number: int,
-    band_end: int,
+    bands: tuple[int, int],
     budget: int,
     lookback: int,
-) -> Kept:
-    """The outputs among ``1..band_end`` kept whole at a compaction at round ``number``.
+) -> tuple[tuple[int, ...], int]:
+    """The outputs a compaction at round ``number`` keeps whole, and the tokens they add.
 
-    ``keys[k]``: pair ``k``'s :func:`retention_key` (for ``k <= number``);
-    ``size_of(k)``: the tokens keeping it whole adds to the prompt;
-    ``band_end``: the newest pair the compaction shortens or drops (the ones
-    after it stay whole anyway and supersede older ones); ``budget``: tokens
-    the kept outputs may hold together; ``lookback``: how many pairs before the
-    whole ones are looked at (older ones are never kept).
+    Returns the kept pairs' numbers, oldest first (:meth:`Keys.kept` says
+    why). ``keys``: those of pairs ``1..number`` at least; ``counts``: the
+    prefix sums ``(whole, shortened, bare)`` by pair, from which keeping a pair
+    of the shortened band adds its whole size less its shortened one, and one of
+    the dropped band its size without remarks (they go with the dropped
+    traffic around it); ``bands``: ``(dropped, band_end)``, ``band_end`` being
+    the newest pair the compaction shortens or drops (the ones after it stay
+    whole anyway, and supersede older ones); ``budget``: tokens the kept outputs
+    may add together; ``lookback``: how many pairs before the whole ones are
+    looked at (older ones are never kept).
+
+    The replay asks at many rounds, so instead of walking back from ``number``
+    collecting the keys seen, it looks only at the pairs with a key inside the
+    lookback, and skips a superseded one by ``keys.later`` (docs/PERFORMANCE.md).
     """
+    dropped, band_end = bands
     if budget <= 0 or band_end <= 0:
-        return NOTHING
-    newer: set[Key] = set()  # keys of the outputs walked so far (newer ones)
-    kept: list[int] = []
-    reasons: list[str] = []
+        return (), 0
+    retainable, later = keys.retainable, keys.later
+    whole, short, bare = counts
+    first = bisect_left(retainable, max(1, band_end - lookback + 1))
     left = budget
-    oldest = max(1, band_end - lookback + 1)
-    for pair in range(number, oldest - 1, -1):
-        key = keys[pair]
-        if key is None or key in newer:
-            continue  # never kept, or superseded
-        newer.add(key)
-        if pair > band_end:
-            continue
-        size = size_of(pair)
+    kept: list[int] = []
+    for pair in reversed(retainable[first : bisect_right(retainable, band_end)]):
+        if later[pair] <= number:
+            continue  # superseded
+        if pair > dropped:
+            size = whole[pair] - whole[pair - 1] - short[pair] + short[pair - 1]
+        else:
+            size = bare[pair] - bare[pair - 1]
         if size <= left:
             left -= size
             kept.append(pair)
-            reasons.append(KEEP_REASONS[key[0]])
-    return Kept(tuple(reversed(kept)), tuple(reversed(reasons)))
+    kept.reverse()
+    return tuple(kept), budget - left

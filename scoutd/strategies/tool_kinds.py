@@ -12,8 +12,7 @@ it covers (:class:`CallKind`). Pure code: no I/O, deterministic.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "BUILD",
@@ -84,13 +83,13 @@ _COUNT = re.compile(r"^-n?(\d+)$")
 MAX_COMMAND_CHARS = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class CallKind:
+class CallKind(NamedTuple):
     """What a call does: its kind, the file it reads or edits, and the lines a read covers.
 
     ``lines`` is ``(first, last)``, 1-based and inclusive (``last`` None: to
-    the end); None for the whole file or when unknown. ``key`` tells apart
-    calls that would print different text (a search's command, say).
+    the end); None for the whole file or when unknown. ``key``, a search's
+    only, tells apart searches that would print different text (its command
+    text); the retention reads it (:mod:`.retention`).
     """
 
     kind: str
@@ -219,10 +218,14 @@ def _shell_kind_of(command: str) -> CallKind:
     if kind == EDIT and words:
         files = [w for w in words[1:] if not w.startswith("-") and _FILE.match(w)]
         return CallKind(EDIT, files[-1] if files else None)
-    return CallKind(kind, key=command)
+    return CallKind(kind, key=command if kind == SEARCH else "")
 
 
-def _first_int(value: Any) -> int | None:
+_NO_FIELDS: dict[str, Any] = {}  # the arguments of a call whose arguments are no object (read only)
+
+
+def _int_field(fields: dict[str, Any], name: str) -> int | None:
+    value = fields.get(name)
     return value if type(value) is int else None
 
 
@@ -232,12 +235,12 @@ def call_kind(tool: str | None, arguments: Any) -> CallKind:
     ``arguments``: the call's arguments, an object (as scoutd's tool messages
     hold them) or its JSON text (then read as a command text).
     """
-    name = (tool or "").lower() if isinstance(tool, str) else ""
-    fields = arguments if isinstance(arguments, dict) else {}
+    name = tool.lower() if isinstance(tool, str) else ""
+    fields = arguments if isinstance(arguments, dict) else _NO_FIELDS
     if name in _READ_TOOLS:
         path = fields.get("file_path", fields.get("path"))
-        offset, limit = _first_int(fields.get("offset")), _first_int(fields.get("limit"))
-        start, end = _first_int(fields.get("start")), _first_int(fields.get("end"))
+        offset, limit = _int_field(fields, "offset"), _int_field(fields, "limit")
+        start, end = _int_field(fields, "start"), _int_field(fields, "end")
         lines: tuple[int, int | None] | None = None
         if offset is not None or limit is not None:
             first = offset if offset is not None else 1
@@ -255,8 +258,8 @@ def call_kind(tool: str | None, arguments: Any) -> CallKind:
     if name in _TASK_TOOLS or name.startswith("task"):
         return CallKind(TASKS)
     if name.startswith(("web", "mcp__")):
-        return CallKind(WEB, key=command_text(arguments))
-    return CallKind(OTHER, key=command_text(arguments))
+        return CallKind(WEB)
+    return CallKind(OTHER)
 
 
 def _command(arguments: Any) -> str:

@@ -8,6 +8,7 @@ values on every conversation, so that no decision changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -31,7 +32,7 @@ from scoutd.strategies.cost_aware import (
 )
 from scoutd.strategies.cost_plan import Plan, Replay, plan_compaction
 from scoutd.strategies.epoch import Window
-from scoutd.strategies.retention import Kept, retain
+from scoutd.strategies.retention import KEEP_REASONS, Kept, Key
 from scoutd.strategies.tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -63,7 +64,7 @@ CONFIGS = [
 
 def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any) -> Plan:
     """The replay as first written: every saving asked of ``tokens.saved``, and what
-    the compaction keeps whole besides (:func:`retain`) added back pair by pair."""
+    the compaction keeps whole besides (:func:`reference_retain`) added back pair by pair."""
     window = config.context_window
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
@@ -112,9 +113,13 @@ def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any)
         )
         if not (forced or pays):
             continue
-        new_kept = retain(
-            tokens.retention_keys(number),
-            lambda pair, d=new_dropped: reference_kept_tokens(tokens, (pair,), d),
+
+        def size_of(pair: int, dropped: int = new_dropped) -> int:
+            return reference_kept_tokens(tokens, (pair,), dropped)
+
+        new_kept = reference_retain(
+            tokens.calls.keys_to(number).keys,
+            size_of,
             number,
             new_shortened,
             0 if forced else int(config.cost_keep_share * removed),  # forced: the bands alone
@@ -136,6 +141,35 @@ def reference_plan(tokens: Any, outputs: int, config: PromptConfig, prices: Any)
         billed += rewrite - removed * prices.read
         previous = new_prompt
     return Plan(dropped, shortened, decided, kept)
+
+
+def reference_retain(
+    keys: Sequence[Key | None],
+    size_of: Callable[[int], int],
+    number: int,
+    band_end: int,
+    budget: int,
+    lookback: int,
+) -> Kept:
+    """The retention as docs/STRATEGIES.md says it: walking from pair ``number`` back,
+    each key seen supersedes older pairs of the same key; a pair of ``1..band_end``
+    within ``lookback`` of its end, not superseded, is kept whole when its
+    ``size_of`` still fits the budget."""
+    if budget <= 0 or band_end <= 0:
+        return Kept()
+    newer: set[Key] = set()
+    kept: list[int] = []
+    left = budget
+    for pair in range(number, max(1, band_end - lookback + 1) - 1, -1):
+        key = keys[pair]
+        if key is None or key in newer:
+            continue  # never kept, or superseded
+        newer.add(key)
+        if pair <= band_end and size_of(pair) <= left:
+            left -= size_of(pair)
+            kept.append(pair)
+    kept.reverse()
+    return Kept(tuple(kept), tuple(KEEP_REASONS[keys[pair][0]] for pair in kept))  # type: ignore[index]
 
 
 def reference_kept_tokens(tokens: Any, numbers: tuple[int, ...], dropped: int) -> int:

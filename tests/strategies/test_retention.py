@@ -7,15 +7,18 @@ of each search are kept within the budget, newest first, superseded ones never.
 from __future__ import annotations
 
 import json
+from itertools import accumulate
 from typing import Any
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 import scoutd
 from scoutd.config import load_config
 from scoutd.strategies.cost_aware import _Tokens, effective_prices, token_counter
 from scoutd.strategies.cost_plan import plan_compaction
-from scoutd.strategies.retention import KEEP_REASONS, Key, retain, retention_key
+from scoutd.strategies.retention import KEEP_REASONS, Kept, Keys, PairCalls, retain, retention_key
 from scoutd.strategies.tool_kinds import (
     BUILD,
     EDIT,
@@ -32,6 +35,8 @@ from scoutd.strategies.tool_kinds import (
     tool_kind,
 )
 from scoutd.strategies.tool_messages import index_tools
+
+from .test_core_reference import reference_retain
 
 
 @pytest.mark.parametrize(
@@ -98,9 +103,20 @@ def test_a_search_is_known_by_its_command() -> None:
     assert first.key != call_kind("bash", {"command": "grep -rn bar src/"}).key
 
 
-def kinds(*calls: CallKind) -> list[Key | None]:
-    """The retention keys of pairs 1, 2, ... (oldest first), at their numbers."""
-    return [None, *map(retention_key, calls)]
+def kept_of(
+    calls: list[CallKind], sizes: list[int], number: int, band_end: int, budget: int, lookback: int
+) -> Kept:
+    """What :func:`retain` keeps of pairs 1, 2, ... (``calls``, oldest first) whose
+    outputs add ``sizes`` each (all of the band dropped)."""
+    keys = Keys()
+    for call in calls:
+        keys.append(retention_key(call))
+    bare = list(accumulate(sizes, initial=0))
+    nothing = [0] * len(bare)
+    bands = (band_end, band_end)
+    numbers, tokens = retain(keys, (nothing, nothing, bare), number, bands, budget, lookback)
+    assert tokens == sum(sizes[pair - 1] for pair in numbers)
+    return keys.kept(numbers)
 
 
 WHOLE_A = CallKind(READ, "a.py")
@@ -112,8 +128,8 @@ TESTS = CallKind(TEST, key="pytest")
 
 def test_the_newest_whole_read_and_search_are_kept_not_the_rest() -> None:
     """Pairs 1-6 are being compacted; 7-8 stay whole (and supersede older ones)."""
-    kind_of = kinds(WHOLE_A, GREP, TESTS, RANGE_A, WHOLE_B, GREP, TESTS, WHOLE_B)
-    kept = retain(kind_of, lambda pair: 10, 8, 6, 1_000, 40)
+    calls = [WHOLE_A, GREP, TESTS, RANGE_A, WHOLE_B, GREP, TESTS, WHOLE_B]
+    kept = kept_of(calls, [10] * 8, 8, 6, 1_000, 40)
     # 1: newest whole read of a.py (4 reads a range, which supersedes nothing); 6: newest
     # grep (2 is superseded by it); 5 is superseded by 8; test runs and ranges never kept
     assert kept.numbers == (1, 6)
@@ -121,15 +137,14 @@ def test_the_newest_whole_read_and_search_are_kept_not_the_rest() -> None:
 
 
 def test_the_budget_takes_the_newest_first_and_skips_what_no_longer_fits() -> None:
-    kind_of = kinds(CallKind(READ, "a"), CallKind(READ, "b"), CallKind(READ, "c"))
-    sizes = {1: 5, 2: 30, 3: 20}
-    assert retain(kind_of, sizes.__getitem__, 3, 3, 30, 40).numbers == (1, 3)
-    assert retain(kind_of, sizes.__getitem__, 3, 3, 0, 40).numbers == ()
+    calls = [CallKind(READ, "a"), CallKind(READ, "b"), CallKind(READ, "c")]
+    assert kept_of(calls, [5, 30, 20], 3, 3, 30, 40).numbers == (1, 3)
+    assert kept_of(calls, [5, 30, 20], 3, 3, 0, 40).numbers == ()
 
 
 def test_the_lookback_bounds_how_old_a_kept_output_may_be() -> None:
-    kind_of = kinds(*(CallKind(READ, f"f{n}") for n in range(1, 11)))
-    assert retain(kind_of, lambda pair: 1, 10, 8, 100, 3).numbers == (6, 7, 8)
+    calls = [CallKind(READ, f"f{n}") for n in range(1, 11)]
+    assert kept_of(calls, [1] * 10, 10, 8, 100, 3).numbers == (6, 7, 8)
 
 
 def read_run(files: int, size: int) -> list[dict[str, Any]]:
@@ -237,3 +252,68 @@ def test_what_is_kept_never_overflows_the_window() -> None:
             forced_any = True
             assert plan.kept.numbers == ()
     assert kept_any and forced_any
+
+
+# Calls of a few kinds: whole reads of two files, a read of some lines, two searches,
+# a test run; the same key recurs, so newer ones supersede older ones.
+CALLS = [
+    ("bash", {"command": "cat a.py"}),
+    ("read_file", {"path": "b.py"}),
+    ("bash", {"command": "sed -n 5,9p a.py"}),
+    ("grep", {"pattern": "foo", "path": "src"}),
+    ("bash", {"command": "ls src"}),
+    ("bash", {"command": "pytest -q"}),
+]
+
+
+def pair_run(calls: list[int]) -> list[dict[str, Any]]:
+    """One pair per entry of ``calls`` (indices into :data:`CALLS`), oldest first."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Go."}]
+    for at, which in enumerate(calls):
+        name, arguments = CALLS[which]
+        call = {"name": name, "arguments": arguments, "id": f"c{at}"}
+        output = {"name": name, "content": f"out {at}", "id": f"c{at}"}
+        messages.append({"role": "function_call", "content": json.dumps(call)})
+        messages.append({"role": "function_call_output", "content": json.dumps(output)})
+    return messages
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_replays_retention_keeps_what_the_rule_keeps(data: st.DataObject) -> None:
+    """:func:`retain` (with keys found as the replay finds them, at rounds that only
+    grow) against the rule as written (``reference_retain``, walking every pair),
+    with sizes from a plain count."""
+    calls = data.draw(st.lists(st.integers(0, len(CALLS) - 1), min_size=3, max_size=30))
+    pairs = PairCalls(index_tools(pair_run(calls)))
+    size = len(calls)
+    # whole pairs of 10-60 tokens, shortened ones of 0-10, without remarks 5-50
+    whole, short, bare = (
+        list(accumulate(data.draw(st.lists(step, min_size=size, max_size=size)), initial=0))
+        for step in (st.integers(10, 60), st.integers(0, 10), st.integers(5, 50))
+    )
+    rounds = sorted(data.draw(st.lists(st.integers(1, len(calls)), min_size=1, max_size=5)))
+    for number in rounds:
+        band_end = max(0, number - data.draw(st.integers(0, 4)))  # the verbatim band
+        dropped = data.draw(st.integers(0, band_end))
+        budget, lookback = data.draw(st.integers(0, 300)), data.draw(st.integers(0, 15))
+
+        def size_of(pair: int, dropped: int = dropped) -> int:
+            if pair > dropped:
+                return (whole[pair] - whole[pair - 1]) - (short[pair] - short[pair - 1])
+            return bare[pair] - bare[pair - 1]
+
+        keys = [None, *(retention_key(call_kind(*CALLS[c])) for c in calls)]
+        expected = reference_retain(keys, size_of, number, band_end, budget, lookback)
+        found = pairs.keys_to(number)
+        numbers, tokens = retain(
+            found, (whole, short, bare), number, (dropped, band_end), budget, lookback
+        )
+        assert found.kept(numbers) == expected
+        assert tokens == sum(map(size_of, expected.numbers))
+        event("kept some" if expected.numbers else "kept none")
+        if any(
+            keys[p] is not None and keys[p] in keys[p + 1 : number + 1]
+            for p in range(1, band_end + 1)
+        ):
+            event("a superseded output in the band")
