@@ -221,11 +221,7 @@ def _shell_kind_of(command: str) -> CallKind:
     return CallKind(kind, key=command if kind == SEARCH else "")
 
 
-_NO_FIELDS: dict[str, Any] = {}  # the arguments of a call whose arguments are no object (read only)
-
-
-def _int_field(fields: dict[str, Any], name: str) -> int | None:
-    value = fields.get(name)
+def _first_int(value: Any) -> int | None:
     return value if type(value) is int else None
 
 
@@ -236,11 +232,11 @@ def call_kind(tool: str | None, arguments: Any) -> CallKind:
     hold them) or its JSON text (then read as a command text).
     """
     name = tool.lower() if isinstance(tool, str) else ""
-    fields = arguments if isinstance(arguments, dict) else _NO_FIELDS
+    fields = arguments if isinstance(arguments, dict) else {}
     if name in _READ_TOOLS:
         path = fields.get("file_path", fields.get("path"))
-        offset, limit = _int_field(fields, "offset"), _int_field(fields, "limit")
-        start, end = _int_field(fields, "start"), _int_field(fields, "end")
+        offset, limit = _first_int(fields.get("offset")), _first_int(fields.get("limit"))
+        start, end = _first_int(fields.get("start")), _first_int(fields.get("end"))
         lines: tuple[int, int | None] | None = None
         if offset is not None or limit is not None:
             first = offset if offset is not None else 1
