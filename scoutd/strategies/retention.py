@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .tool_kinds import READ, SEARCH, CallKind, call_kind
-from .tool_messages import ToolIndex
+from .tool_messages import ToolBody, ToolIndex
 
 __all__ = ["KEEP_REASONS", "NEVER", "Key", "Keys", "Kept", "PairCalls", "retain", "retention_key"]
 
@@ -77,17 +77,19 @@ class Keys:
         self.retainable: list[int] = []
         self.newest: dict[Key, int] = {}  # the newest pair of each key so far
 
-    def append(self, key: Key | None) -> None:
-        """Add the next pair's key."""
-        pair = len(self.keys)
-        self.keys.append(key)
-        self.later.append(NEVER)
-        if key is not None:
-            self.retainable.append(pair)
-            before = self.newest.get(key)
-            if before is not None:
-                self.later[before] = pair
-            self.newest[key] = pair
+    def extend(self, keys: list[Key | None]) -> None:
+        """Add the keys of the next pairs."""
+        later, retainable, newest = self.later, self.retainable, self.newest
+        first = len(self.keys)
+        self.keys += keys
+        later += [NEVER] * len(keys)
+        for pair, key in enumerate(keys, first):
+            if key is not None:
+                retainable.append(pair)
+                before = newest.get(key)
+                if before is not None:
+                    later[before] = pair
+                newest[key] = pair
 
     def kept(self, numbers: tuple[int, ...]) -> Kept:
         """The pairs ``numbers`` kept whole, with why."""
@@ -111,7 +113,8 @@ class PairCalls:
         self.found = Keys()
 
     def keys_to(self, number: int) -> Keys:
-        """The keys of pairs ``1..number`` at least."""
+        """The keys of pairs ``1..number`` at least: of every pair the index has
+        an output for, as each of those is final."""
         found = self.found
         if len(found.keys) > number:
             return found
@@ -123,15 +126,19 @@ class PairCalls:
                 if not is_call[at] and partners[at] != -1:
                     slots[numbers[at]] = partners[at]
             self.scanned = len(index.indices)
-        bodies, append = index.bodies, found.append
-        for pair in range(len(found.keys), number + 1):
-            slot = slots.get(pair)
-            if slot is None:  # an unpaired call tells nothing of its pair's output
-                append(None)
-            else:
-                body = bodies[slot]
-                append(retention_key(call_kind(body.name, body.arguments)))
+        bodies, get = index.bodies, slots.get
+        # an unpaired call tells nothing of its pair's output: no key
+        found.extend(
+            [
+                None if (slot := get(pair)) is None else _call_key(bodies[slot])
+                for pair in range(len(found.keys), max(number, index.outputs) + 1)
+            ]
+        )
         return found
+
+
+def _call_key(body: ToolBody) -> Key | None:
+    return retention_key(call_kind(body.name, body.arguments))
 
 
 def retain(

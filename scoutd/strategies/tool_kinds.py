@@ -12,6 +12,7 @@ it covers (:class:`CallKind`). Pure code: no I/O, deterministic.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -98,10 +99,14 @@ class CallKind(NamedTuple):
     key: str = ""
 
 
+# The kinds with nothing but their name: one value each, shared.
+_CONSTANT = {kind: CallKind(kind) for kind in KINDS}
+
+
 def command_text(arguments: Any) -> str:
     """The command text of a shell call's arguments: the string values of an object, or the text."""
     if isinstance(arguments, dict):
-        return "\n".join(v for v in arguments.values() if type(v) is str)
+        return "\n".join([v for v in arguments.values() if type(v) is str])
     return arguments if isinstance(arguments, str) else ""
 
 
@@ -125,6 +130,8 @@ def _unquoted(match: re.Match[str]) -> str:
 def _words(segment: str) -> list[str]:
     """The words of a command as a POSIX shell splits them, quotes removed (a quote left
     open is dropped: the rest still reads as words)."""
+    if "'" not in segment and '"' not in segment and "\\" not in segment:
+        return segment.split()  # no quoting: the same words (both split at str.isspace)
     return [_QUOTING.sub(_unquoted, word) for word in _WORD.findall(segment)]
 
 
@@ -136,36 +143,50 @@ def _program_words(segment: str) -> list[str]:
     return words
 
 
-def _shell_kind(command: str) -> tuple[str, list[str]]:
-    """The kind of a shell command and the words of the command that decided it."""
+def _segment_kind(segment: str, words: list[str]) -> str | None:
+    """The kind of one command of a shell line from its words; None for one that
+    decides nothing (``cd``, ``echo``, ...): the next command decides."""
+    if not words or words[0] in _QUIET:
+        return EDIT if words and words[0] == "echo" and ">" in segment else None
+    program = words[0].rsplit("/", 1)[-1]
+    writes = ">" in segment.replace("2>&1", "").replace(">/dev/null", "")
+    if program in ("sed", "perl") and any(w.startswith("-i") for w in words):
+        return EDIT
+    if program in ("patch", "tee") or (program in ("cat", "printf") and writes):
+        return EDIT
+    if _BUILD.match(" ".join([program, *words[1:3]])):
+        return BUILD
+    if program in _READERS or program == "sed":
+        return READ
+    if program in _SEARCHERS:
+        return SEARCH
+    if program == "git":
+        return SEARCH if words[1:2] in (["grep"], ["ls-files"]) else GIT
+    if program in ("gh", "curl", "wget"):
+        return WEB
+    if program in _SCRIPTS or program.startswith("python") or program.startswith("./"):
+        return SCRIPT
+    return OTHER
+
+
+def _shell_kind_of(command: str) -> CallKind:
+    """A shell call's :class:`CallKind`: a test runner anywhere, else its first command
+    that decides; the words of each command are split once."""
     if any(word in command for word in _TEST_HINTS) and _TEST.search(command):
-        return TEST, []
-    for segment in _SPLIT.split(command):
+        return _CONSTANT[TEST]
+    segments = _SPLIT.split(command)
+    for at, segment in enumerate(segments):
         words = _program_words(segment)
-        if not words or words[0] in _QUIET:
-            if words and words[0] == "echo" and ">" in segment:
-                return EDIT, words
+        kind = _segment_kind(segment, words)
+        if kind is None:
             continue
-        program = words[0].rsplit("/", 1)[-1]
-        writes = ">" in segment.replace("2>&1", "").replace(">/dev/null", "")
-        if program in ("sed", "perl") and any(w.startswith("-i") for w in words):
-            return EDIT, words
-        if program in ("patch", "tee") or (program in ("cat", "printf") and writes):
-            return EDIT, words
-        if _BUILD.match(" ".join([program, *words[1:3]])):
-            return BUILD, words
-        if program in _READERS or program == "sed":
-            return READ, words
-        if program in _SEARCHERS:
-            return SEARCH, words
-        if program == "git":
-            return (SEARCH if words[1:2] in (["grep"], ["ls-files"]) else GIT), words
-        if program in ("gh", "curl", "wget"):
-            return WEB, words
-        if program in _SCRIPTS or program.startswith("python") or program.startswith("./"):
-            return SCRIPT, words
-        return OTHER, words
-    return OTHER, []
+        if kind == READ:
+            return _shell_read(words, segments[at + 1 :])
+        if kind == EDIT:
+            files = _files(words)
+            return CallKind(EDIT, files[-1] if files else None)
+        return CallKind(kind, None, None, command) if kind == SEARCH else _CONSTANT[kind]
+    return _CONSTANT[OTHER]
 
 
 def tool_kind(tool: str | None, arguments: Any) -> str:
@@ -191,71 +212,32 @@ def _lines_of(words: list[str]) -> tuple[int, int | None] | None:
     return None
 
 
-def _shell_read(command: str) -> CallKind:
-    """A shell read: its file (the first file-like argument) and the lines it covers.
+def _files(words: list[str]) -> list[str]:
+    """The file-like arguments of a command's words (not its options)."""
+    return [w for w in words[1:] if not w.startswith("-") and _FILE.match(w)]
+
+
+def _shell_read(words: list[str], later: list[str]) -> CallKind:
+    """A shell read from the words of its deciding command and the commands after it:
+    its file (the first file-like argument) and the lines it covers.
 
     In a pipeline (``nl -ba f | sed -n 5,9p``) the file comes from the first
     command that names one, the lines from the first that narrows them.
     """
-    target: str | None = None
-    lines: tuple[int, int | None] | None = None
-    for segment in _SPLIT.split(command):
+    files = _files(words)
+    target, lines = files[0] if files else None, _lines_of(words)
+    for segment in later:
+        if target is not None and lines is not None:
+            break
         words = _program_words(segment)
         if not words or words[0] in _QUIET:
             continue
         if target is None:
-            files = [w for w in words[1:] if not w.startswith("-") and _FILE.match(w)]
+            files = _files(words)
             target = files[0] if files else None
         if lines is None:
             lines = _lines_of(words)
     return CallKind(READ, target, lines)
-
-
-def _shell_kind_of(command: str) -> CallKind:
-    kind, words = _shell_kind(command)
-    if kind == READ:
-        return _shell_read(command)
-    if kind == EDIT and words:
-        files = [w for w in words[1:] if not w.startswith("-") and _FILE.match(w)]
-        return CallKind(EDIT, files[-1] if files else None)
-    return CallKind(kind, key=command if kind == SEARCH else "")
-
-
-def _first_int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
-def call_kind(tool: str | None, arguments: Any) -> CallKind:
-    """What a call does (:class:`CallKind`), from its tool name and arguments.
-
-    ``arguments``: the call's arguments, an object (as scoutd's tool messages
-    hold them) or its JSON text (then read as a command text).
-    """
-    name = tool.lower() if isinstance(tool, str) else ""
-    fields = arguments if isinstance(arguments, dict) else {}
-    if name in _READ_TOOLS:
-        path = fields.get("file_path", fields.get("path"))
-        offset, limit = _first_int(fields.get("offset")), _first_int(fields.get("limit"))
-        start, end = _first_int(fields.get("start")), _first_int(fields.get("end"))
-        lines: tuple[int, int | None] | None = None
-        if offset is not None or limit is not None:
-            first = offset if offset is not None else 1
-            lines = (first, first + limit - 1 if limit is not None else None)
-        elif start is not None or end is not None:  # read_file(path, start, end)
-            lines = (start if start is not None else 1, end)
-        return CallKind(READ, path if isinstance(path, str) else None, lines)
-    if name in _SEARCH_TOOLS:
-        return CallKind(SEARCH, key=command_text(arguments))
-    if name in _EDIT_TOOLS:
-        path = fields.get("file_path", fields.get("path"))
-        return CallKind(EDIT, path if isinstance(path, str) else None)
-    if name in _SHELL_TOOLS:
-        return _shell_kind_of(_command(arguments))
-    if name in _TASK_TOOLS or name.startswith("task"):
-        return CallKind(TASKS)
-    if name.startswith(("web", "mcp__")):
-        return CallKind(WEB)
-    return CallKind(OTHER)
 
 
 def _command(arguments: Any) -> str:
@@ -271,3 +253,63 @@ def _command(arguments: Any) -> str:
             if command is not None:
                 break
     return (command if command is not None else command_text(arguments))[:MAX_COMMAND_CHARS]
+
+
+def _read_call(arguments: Any) -> CallKind:
+    get = (arguments if isinstance(arguments, dict) else {}).get
+    offset, limit, start, end = get("offset"), get("limit"), get("start"), get("end")
+    lines: tuple[int, int | None] | None = None
+    if type(offset) is int or type(limit) is int:
+        first = offset if type(offset) is int else 1
+        lines = (first, first + limit - 1 if type(limit) is int else None)
+    elif type(start) is int or type(end) is int:  # read_file(path, start, end)
+        lines = (start if type(start) is int else 1, end if type(end) is int else None)
+    path = get("file_path", get("path"))
+    return CallKind(READ, path if isinstance(path, str) else None, lines)
+
+
+def _search_call(arguments: Any) -> CallKind:
+    return CallKind(SEARCH, None, None, command_text(arguments))
+
+
+def _edit_call(arguments: Any) -> CallKind:
+    path = (
+        arguments.get("file_path", arguments.get("path")) if isinstance(arguments, dict) else None
+    )
+    return CallKind(EDIT, path if isinstance(path, str) else None)
+
+
+def _shell_call(arguments: Any) -> CallKind:
+    return _shell_kind_of(_command(arguments))
+
+
+def _task_call(arguments: Any) -> CallKind:
+    return _CONSTANT[TASKS]
+
+
+# How each named tool is classified; a name in two of the sets is taken by the
+# first of read, search, edit, shell, tasks.
+_BY_TOOL: dict[str, Callable[[Any], CallKind]] = {
+    **dict.fromkeys(_TASK_TOOLS, _task_call),
+    **dict.fromkeys(_SHELL_TOOLS, _shell_call),
+    **dict.fromkeys(_EDIT_TOOLS, _edit_call),
+    **dict.fromkeys(_SEARCH_TOOLS, _search_call),
+    **dict.fromkeys(_READ_TOOLS, _read_call),
+}
+
+
+def call_kind(tool: str | None, arguments: Any) -> CallKind:
+    """What a call does (:class:`CallKind`), from its tool name and arguments.
+
+    ``arguments``: the call's arguments, an object (as scoutd's tool messages
+    hold them) or its JSON text (then read as a command text).
+    """
+    name = tool.lower() if isinstance(tool, str) else ""
+    by_tool = _BY_TOOL.get(name)
+    if by_tool is not None:
+        return by_tool(arguments)
+    if name.startswith("task"):
+        return _CONSTANT[TASKS]
+    if name.startswith(("web", "mcp__")):
+        return _CONSTANT[WEB]
+    return _CONSTANT[OTHER]

@@ -61,6 +61,16 @@ from .test_core_reference import reference_retain
         ),
         ("read_file", {"path": "a.py", "start": 3, "end": 9}, CallKind(READ, "a.py", (3, 9))),
         ("read_file", {"path": "a.py", "start": 3}, CallKind(READ, "a.py", (3, None))),
+        # a field that is not an integer tells nothing of the lines
+        (
+            "Read",
+            {"file_path": "a.py", "offset": 5, "limit": "9"},
+            CallKind(READ, "a.py", (5, None)),
+        ),
+        ("read_file", {"path": "a.py", "start": True}, CallKind(READ, "a.py", None)),
+        # the first file a read names is its file
+        ("bash", {"command": "cat a.py b.py"}, CallKind(READ, "a.py", None)),
+        ("bash", {"command": "cd /r && cat 'src/a.py'"}, CallKind(READ, "src/a.py", None)),
         ("Edit", {"file_path": "/r/b.go", "old_string": "a"}, CallKind(EDIT, "/r/b.go")),
         ("bash", {"command": "sed -i 's/a/b/' src/a.py"}, CallKind(EDIT, "src/a.py")),
         ("bash", {"command": "cat > new.py << 'EOF'\nx = 1\nEOF"}, CallKind(EDIT, "new.py")),
@@ -109,8 +119,7 @@ def kept_of(
     """What :func:`retain` keeps of pairs 1, 2, ... (``calls``, oldest first) whose
     outputs add ``sizes`` each (all of the band dropped)."""
     keys = Keys()
-    for call in calls:
-        keys.append(retention_key(call))
+    keys.extend([retention_key(call) for call in calls])
     bare = list(accumulate(sizes, initial=0))
     nothing = [0] * len(bare)
     bands = (band_end, band_end)
