@@ -138,9 +138,15 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
     assert not any(m.startswith(("anyio", "watchdog")) for m in modules)
     if argv[0] == "notify":
         assert len(os.listdir(tmp_path / "agent.inbox")) == 1  # it did write the notice
-        # the inbox package loads the writers it uses, not the listing or the pickup
+        # the inbox package loads the writers it uses, not the listing, the pickup
+        # or the claim (nor, with it, logging)
         assert "scoutd.inbox.writers" in modules
-        reading = ("scoutd.inbox.listing", "scoutd.inbox.pickup", "scoutd.inbox.gate")
+        reading = (
+            "scoutd.inbox.listing",
+            "scoutd.inbox.pickup",
+            "scoutd.inbox.gate",
+            "scoutd.inbox.claim",
+        )
         assert _matching(modules, reading) == []
     if argv[0] == "--help":
         assert "msgspec" not in modules  # no configuration, codec or wire type is needed

@@ -57,8 +57,14 @@ def _add_verb(verbs: Any, verb: Verb) -> None:
             _add_verb(actions, action)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line (exposed for documentation and tests)."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line (exposed for documentation and tests).
+
+    Given ``argv``, the command line about to be parsed, only the verbs it
+    names get their options: the others are listed, for ``--help``, but not
+    built (argparse can only choose a verb named exactly). Building all twelve
+    would cost a light verb such as ``scoutd notify`` more than its own work.
+    """
     parser = Parser(
         prog="scoutd",
         description="Prompt strategies, inbox notices and the scoutd daemon.",
@@ -75,8 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.set_defaults(verb_parser=parser)
     verbs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    named = None if argv is None else set(argv)
     for verb in VERBS:
-        _add_verb(verbs, verb)
+        if named is None or verb.name in named:
+            _add_verb(verbs, verb)
+        else:
+            verbs.add_parser(verb.name, help=verb.help)
     return parser
 
 
@@ -99,7 +109,7 @@ def _dispatch(argv: list[str]) -> int:
             # The simulator reads the config like the library: through the environment.
             os.environ["SCOUTD_CONFIG"] = config
         return run_simulate(simulate_args)
-    parser = build_parser()
+    parser = build_parser(argv)
     try:
         args = _parse(parser, argv)
     except SystemExit as exc:  # --help, --version, usage errors

@@ -93,13 +93,13 @@ from .._lazy import lazy_attributes
 # Where each name lives, imported on first use (PEP 562): ``scoutd notify`` loads
 # the writers, not the claim's listing and pickup (docs/ARCHITECTURE.md, "Layers").
 _LAZY = {
-    "MAX_SETTLE_WAIT": ".claim",
-    "SETTLE_TIME": ".claim",
     "NotSettled": ".claim",
     "Taken": ".claim",
     "take": ".claim",
     "entry_kind": ".entries",
     "removed_dir_problem": ".entries",
+    "MAX_SETTLE_WAIT": ".files",
+    "SETTLE_TIME": ".files",
     "InboxEntry": ".listing",
     "InboxListing": ".listing",
     "list_inbox": ".listing",
@@ -120,8 +120,9 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from .claim import MAX_SETTLE_WAIT, SETTLE_TIME, NotSettled, Taken, take
+    from .claim import NotSettled, Taken, take
     from .entries import entry_kind, removed_dir_problem
+    from .files import MAX_SETTLE_WAIT, SETTLE_TIME
     from .listing import InboxEntry, InboxListing, list_inbox, listing_lines, listing_record
     from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir, notice_names
     from .pickup import Pickup, claim_abort, pick_up, record_problem

@@ -34,7 +34,16 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .entries import entry_kind
-from .files import InboxDirs, being_written, lexists, open_regular, place, read_text
+from .files import (
+    MAX_SETTLE_WAIT,
+    SETTLE_TIME,
+    InboxDirs,
+    being_written,
+    lexists,
+    open_regular,
+    place,
+    read_text,
+)
 from .names import ABORT_NAME, MAX_NAMES, numbered
 
 __all__ = [
@@ -49,13 +58,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("scoutd.inbox")
-
-# A file written in place is complete once it has not changed for this long. Short,
-# because an abort's push waits for it; long enough for a writer between two writes.
-SETTLE_TIME = 0.05
-# A file still changing after this long: a notice waits for the next pickup, an
-# abort is taken as it is (an agent rewriting it must not delay its own abort).
-MAX_SETTLE_WAIT = 2.0
 
 
 def _put_back(dirs: InboxDirs, claim: str, name: str) -> None:

@@ -27,6 +27,8 @@ except ImportError:  # not POSIX: no leases, the settle rule decides
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
+    "MAX_SETTLE_WAIT",
+    "SETTLE_TIME",
     "WRITE_FLAGS",
     "InboxDirs",
     "being_written",
@@ -175,6 +177,15 @@ def open_regular(name: str, dir_fd: int) -> tuple[int, os.stat_result]:
 
 # Sent by the kernel if a writer opens the file while our lease probe holds it; its
 # default action is to ignore it (SIGIO's, the default, is to end the process).
+# A file written in place is complete once it has not changed for this long
+# (scoutd.inbox.claim). Short, because an abort's push waits for it; long enough
+# for a writer between two writes. Here, with the file primitives, so that the
+# writers (which date their files back past it) load no claim code.
+SETTLE_TIME = 0.05
+# A file still changing after this long: a notice waits for the next pickup, an
+# abort is taken as it is (an agent rewriting it must not delay its own abort).
+MAX_SETTLE_WAIT = 2.0
+
 _LEASE_SIGNAL = signal.SIGURG
 
 

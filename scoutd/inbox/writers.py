@@ -23,9 +23,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import AbortNotWritten
-from .claim import SETTLE_TIME
 from .entries import entry_kind
-from .files import WRITE_FLAGS, open_dir, place
+from .files import SETTLE_TIME, WRITE_FLAGS, open_dir, place
 from .names import ABORT_NAME, MAX_NAMES, inbox_dir, notice_names
 from .walk import open_directory
 

@@ -93,6 +93,25 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
     return found
 
 
+def test_a_command_line_builds_only_the_verbs_it_names() -> None:
+    """The verbs a command line does not name are listed but not built (a light
+    verb would pay for the others' options); the ones it names are whole."""
+
+    def dests(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+        return {sub.prog: [a.dest for a in sub._actions] for sub in _subparsers(parser)}
+
+    whole = dests(build_parser())
+    built = dests(build_parser(["notify", "chat", "config"]))
+    assert built.keys() <= whole.keys()
+    for prog, actions in built.items():
+        if prog in ("scoutd", "scoutd notify") or prog.startswith("scoutd config"):
+            assert actions == whole[prog], prog
+        else:
+            assert actions == ["help"] != whole[prog], prog
+    assert "scoutd config show" in built  # a named verb's own actions are built
+    assert main(["notify", "--name"]) == 2  # and parsed: --name wants a value
+
+
 def test_every_positional_argument_is_described() -> None:
     checked = 0
     for parser in _subparsers(build_parser()):
