@@ -12,7 +12,7 @@ it covers (:class:`CallKind`). Pure code: no I/O, deterministic.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -61,8 +61,11 @@ _TEST = re.compile(
     r"\b(pytest|py\.test|unittest|tox|nox|jest|vitest|runtests|(?:go|cargo|mvn|gradle|mix) test|"
     r"(?:make|just|mise|npm|pnpm|yarn|bun|task)(?: run)? test)"
 )
-# Every test runner _TEST names contains one of these: a cheap look before the search.
+# Every test runner _TEST names contains one of these, at most _RUNNER_LEAD characters
+# after the runner's first ("pnpm run " before "test") and at most one before its end
+# ("runtests"): so _TEST is only searched around them (_runs_tests).
 _TEST_HINTS = ("test", "tox", "nox", "jest")
+_RUNNER_LEAD = 9
 _BUILD = re.compile(
     r"\b(lint|golangci-lint|staticcheck|go (?:build|vet)|cargo (?:build|check|clippy)|tsc|eslint|"
     r"ruff|mypy|make|(?:mise|just|npm|pnpm|yarn|bun|mix|task) (?:run )?\w+|mix compile)\b"
@@ -143,6 +146,31 @@ def _program_words(segment: str) -> list[str]:
     return words
 
 
+def _runs_tests(command: str) -> bool:
+    """Whether ``command`` names a test runner anywhere: ``_TEST.search(command)``,
+    searched only in the few characters around each hint (a command of a few
+    kilobytes, a heredoc, holds few of them), which is the same answer: every
+    match holds a hint and lies in its window, and a search from a position
+    still sees the character before it for the word boundary."""
+    for hint in _TEST_HINTS:
+        at = command.find(hint)
+        while at != -1:
+            if _TEST.search(command, max(0, at - _RUNNER_LEAD), at + len(hint) + 1):
+                return True
+            at = command.find(hint, at + 1)
+    return False
+
+
+def _segments(command: str) -> Iterator[str]:
+    """The commands of a shell line (``_SPLIT.split``), one at a time: the first
+    that decides is often the first of many (a heredoc's lines)."""
+    start = 0
+    for separator in _SPLIT.finditer(command):
+        yield command[start : separator.start()]
+        start = separator.end()
+    yield command[start:]
+
+
 def _segment_kind(segment: str, words: list[str]) -> str | None:
     """The kind of one command of a shell line from its words; None for one that
     decides nothing (``cd``, ``echo``, ...): the next command decides."""
@@ -172,16 +200,16 @@ def _segment_kind(segment: str, words: list[str]) -> str | None:
 def _shell_kind_of(command: str) -> CallKind:
     """A shell call's :class:`CallKind`: a test runner anywhere, else its first command
     that decides; the words of each command are split once."""
-    if any(word in command for word in _TEST_HINTS) and _TEST.search(command):
+    if _runs_tests(command):
         return _CONSTANT[TEST]
-    segments = _SPLIT.split(command)
-    for at, segment in enumerate(segments):
+    segments = _segments(command)
+    for segment in segments:
         words = _program_words(segment)
         kind = _segment_kind(segment, words)
         if kind is None:
             continue
         if kind == READ:
-            return _shell_read(words, segments[at + 1 :])
+            return _shell_read(words, segments)
         if kind == EDIT:
             files = _files(words)
             return CallKind(EDIT, files[-1] if files else None)
@@ -217,7 +245,7 @@ def _files(words: list[str]) -> list[str]:
     return [w for w in words[1:] if not w.startswith("-") and _FILE.match(w)]
 
 
-def _shell_read(words: list[str], later: list[str]) -> CallKind:
+def _shell_read(words: list[str], later: Iterator[str]) -> CallKind:
     """A shell read from the words of its deciding command and the commands after it:
     its file (the first file-like argument) and the lines it covers.
 

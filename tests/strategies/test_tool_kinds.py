@@ -12,7 +12,15 @@ import shlex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoutd.strategies.tool_kinds import MAX_COMMAND_CHARS, _words, call_kind
+from scoutd.strategies.tool_kinds import (
+    _SPLIT,
+    _TEST,
+    MAX_COMMAND_CHARS,
+    _runs_tests,
+    _segments,
+    _words,
+    call_kind,
+)
 
 # Pieces a command is made of: plain words, quoted phrases, escapes, blanks.
 _PLAIN = st.text(alphabet="abcxyz019._/-=,:", min_size=1, max_size=6)
@@ -28,6 +36,41 @@ _BLANK = st.sampled_from([" ", "  ", "\t", "\n"])
 def test_the_words_are_the_shells(parts: list[tuple[list[str], str]]) -> None:
     command = "".join("".join(word) + blank for word, blank in parts)
     assert _words(command) == shlex.split(command, comments=False)
+
+
+# Pieces of a command line around test runners: whole runner names, their parts and
+# hints glued to word characters (a word boundary or not), separators, blanks.
+_RUNNER_PIECES = st.sampled_from(
+    [
+        "pytest", "py.test", "unittest", "tox", "nox", "jest", "vitest", "runtests",
+        "go test", "cargo test", "mvn test", "npm test", "pnpm run test", "yarn run test",
+        "mise run test", "task test", "make test", "test", "tests", "run", "pnpm run ",
+        "x", "_", "9", ".", "-", "/", " ", "  ", "\n", "&&", "|", ";", "'", "t", "es",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_RUNNER_PIECES, max_size=12))
+def test_a_runner_is_found_as_the_whole_search_finds_it(pieces: list[str]) -> None:
+    """The windowed look (``_runs_tests``) answers as one search of the whole line."""
+    command = "".join(pieces)
+    assert _runs_tests(command) == (_TEST.search(command) is not None)
+
+
+def test_the_windowed_look_meets_both_answers() -> None:
+    """The property above reaches both answers, and the edges of a window."""
+    assert _runs_tests("cd /r && pnpm run test") and _runs_tests("xx; runtests.py")
+    assert _runs_tests("a" * 5000 + " pytest")  # far from the line's start
+    assert not _runs_tests("latest attest contest")  # hints inside other words
+    assert not _runs_tests("mypytest") and _runs_tests("my pytest")
+    assert not _runs_tests("")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab &|;\n", max_size=30))
+def test_the_commands_of_a_line_are_those_of_a_split(line: str) -> None:
+    assert list(_segments(line)) == _SPLIT.split(line)
 
 
 def test_a_quote_left_open_leaves_the_other_words() -> None:
