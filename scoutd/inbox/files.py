@@ -175,8 +175,6 @@ def open_regular(name: str, dir_fd: int) -> tuple[int, os.stat_result]:
     return fd, st
 
 
-# Sent by the kernel if a writer opens the file while our lease probe holds it; its
-# default action is to ignore it (SIGIO's, the default, is to end the process).
 # A file written in place is complete once it has not changed for this long
 # (scoutd.inbox.claim). Short, because an abort's push waits for it; long enough
 # for a writer between two writes. Here, with the file primitives, so that the
@@ -186,6 +184,8 @@ SETTLE_TIME = 0.05
 # abort is taken as it is (an agent rewriting it must not delay its own abort).
 MAX_SETTLE_WAIT = 2.0
 
+# Sent by the kernel if a writer opens the file while our lease probe holds it; its
+# default action is to ignore it (SIGIO's, the default, is to end the process).
 _LEASE_SIGNAL = signal.SIGURG
 
 

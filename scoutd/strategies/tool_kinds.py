@@ -61,9 +61,10 @@ _TEST = re.compile(
     r"\b(pytest|py\.test|unittest|tox|nox|jest|vitest|runtests|(?:go|cargo|mvn|gradle|mix) test|"
     r"(?:make|just|mise|npm|pnpm|yarn|bun|task)(?: run)? test)"
 )
-# Every test runner _TEST names contains one of these, at most _RUNNER_LEAD characters
-# after the runner's first ("pnpm run " before "test") and at most one before its end
-# ("runtests"): so _TEST is only searched around them (_runs_tests).
+# Every test runner _TEST matches contains one of these hints, starting at most
+# _RUNNER_LEAD characters after the runner's start ("pnpm run " before "test") and
+# ending at most one character before the runner's end ("runtests"): _TEST is only
+# searched around them (_runs_tests).
 _TEST_HINTS = ("test", "tox", "nox", "jest")
 _RUNNER_LEAD = 9
 _BUILD = re.compile(
