@@ -12,10 +12,12 @@ figure is the median. Imported by ``scripts/bench.py``.
 from __future__ import annotations
 
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,9 +32,34 @@ RUN_TIMEOUT = 60.0
 
 
 def _wall(argv: Sequence[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, timeout=RUN_TIMEOUT, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    """The wall time of one run of ``argv``, from its start to its exit.
+
+    Waited for by a blocking ``waitpid``, which returns at the exit. Not by
+    ``subprocess.run(timeout=...)``: its wait polls, sleeping 0.5, 1, 2, ...
+    up to 50 ms between looks, which rounded every figure up to the next of
+    15.5, 31.5, 63.5, 113.5, 163.5 ms, ... (docs/PERFORMANCE.md). A timer,
+    started before the clock, kills a run that hangs.
+    """
+    running: list[subprocess.Popen[bytes]] = []
+
+    def kill() -> None:
+        for process in running:
+            process.kill()
+
+    watchdog = threading.Timer(RUN_TIMEOUT, kill)
+    watchdog.start()
+    try:
+        started = time.perf_counter()
+        with subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL) as process:
+            running.append(process)
+            code = process.wait()
+            elapsed = time.perf_counter() - started
+    finally:
+        watchdog.cancel()
+    if code != 0:
+        hung = f" (killed after {RUN_TIMEOUT:g} s)" if code == -signal.SIGKILL else ""
+        raise RuntimeError(f"{' '.join(argv)} exited with {code}{hung}")
+    return elapsed
 
 
 def bench_startup(results: dict[str, Any], runs: int, progress: Callable[[str], None]) -> None:

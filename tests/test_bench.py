@@ -181,6 +181,23 @@ def test_full_size_targets_get_a_verdict() -> None:
     assert verdicts["startup_help_ms / startup_python_ms"] is True  # 1 ms / 20 ms
 
 
+def test_a_start_up_run_is_timed_to_its_exit_and_a_hung_one_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The start-up figures wait for the process itself (no polling that rounds the
+    figure up), fail on a failed run, and stop one that hangs."""
+    _load_bench()
+    startup = sys.modules["bench_startup"]
+    env = dict(os.environ)
+    pause = "import time; time.sleep(0.05)"
+    assert startup._wall([sys.executable, "-c", pause], env) >= 0.05
+    with pytest.raises(RuntimeError, match="exited with 3"):
+        startup._wall([sys.executable, "-c", "raise SystemExit(3)"], env)
+    monkeypatch.setattr(startup, "RUN_TIMEOUT", 0.5)
+    with pytest.raises(RuntimeError, match="killed after 0.5 s"):
+        startup._wall([sys.executable, "-c", "import time; time.sleep(60)"], env)
+
+
 def test_table_shows_figures_and_targets(quick_results: dict[str, Any]) -> None:
     """The readable report names every target and says a quick run judges none."""
     table = _load_bench().render(quick_results)
