@@ -9,7 +9,6 @@ re-exports these names.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -163,28 +162,7 @@ class Replay:
     previous: int = 0
     decision: Decision | None = None  # the last round's, for a call with no new round
     kept: Kept = NOTHING
-
-
-def _kept_tokens(tokens: Tokens, kept: Kept, dropped: int) -> int:
-    """Tokens that ``kept`` puts back into a prompt whose bands end at ``dropped``."""
-    return sum(map(_kept_size(tokens, dropped), kept.numbers))
-
-
-def _kept_size(tokens: Tokens, dropped: int) -> Callable[[int], int]:
-    """The tokens keeping one pair whole adds to a prompt whose bands end at ``dropped``.
-
-    A kept pair of the dropped band comes back without its remarks (they go
-    with the dropped traffic around it); one of the shortened band had its
-    remarks already.
-    """
-    whole, short, bare = tokens.whole, tokens.shortened, tokens.bare
-
-    def size(pair: int) -> int:
-        if pair > dropped:
-            return whole[pair] - whole[pair - 1] - short[pair] + short[pair - 1]
-        return bare[pair] - bare[pair - 1]
-
-    return size
+    kept_tokens: int = 0  # what ``kept`` puts back into the prompt, as retain() counted it
 
 
 def _growth(tokens: Tokens, outputs: int, whole: int) -> float:
@@ -226,13 +204,14 @@ def plan_compaction(
     # not mutated: a fresh replay of every round ends in the same plan (tested), only slower
     state = Replay() if replay is None else replay  # pragma: no mutate
     dropped, shortened, decided, kept = state.dropped, state.shortened, state.decided, state.kept
+    kept_in_force = state.kept_tokens
     carried = state.carried  # read cost paid since the last decision for what a compaction removes
     billed = state.billed  # the estimated bill so far, with this plan
     previous = state.previous
     decision = state.decision
     weighed, paid, bill = 0, 0.0, 0.0  # the last round weighed, and its figures at a compaction
     # what the current bands remove
-    saving = tokens.saved(dropped, shortened) - _kept_tokens(tokens, kept, dropped)
+    saving = tokens.saved(dropped, shortened) - kept_in_force
     cumulative = tokens.cumulative
     counts, calls = (whole, short, tokens.bare), tokens.calls
     first = state.rounds + 1
@@ -315,6 +294,7 @@ def plan_compaction(
         paid, bill = carried, billed  # as the rule read them, for the report
         dropped, shortened, decided = new_dropped, new_shortened, number
         kept = calls.found.kept(new_kept) if new_kept else NOTHING
+        kept_in_force = kept_tokens
         saving = new_saving
         carried = 0.0
         billed += rewrite - removed * read
@@ -346,4 +326,5 @@ def plan_compaction(
         replay.rounds, replay.dropped, replay.shortened = outputs, dropped, shortened
         replay.decided, replay.carried, replay.billed = decided, carried, billed
         replay.previous, replay.kept, replay.decision = previous, kept, decision
+        replay.kept_tokens = kept_in_force
     return Plan(dropped, shortened, decided, kept, decision)
