@@ -3,8 +3,9 @@
 The report's reason says "it will pay at about K more tokens of prompt"
 (docs/ECONOMY.md, "Why it did not compact"). That is a projection, not part of
 the rule: each later round is taken to add what an average recent round added
-(:func:`growth`), both to the prompt and to what a compaction would remove,
-and the rewrite to stay what it is now. :func:`projected_unmet` runs the
+(``Decision.growth``, over :data:`~.cost_plan.GROWTH_ROUNDS` rounds), both to
+the prompt and to what a compaction would remove, and the rewrite to stay what
+it is now. :func:`projected_unmet` runs the
 rule's own tests (:func:`~.cost_plan.unmet_test`) on the figures projected
 that far; :func:`rounds_to_pay` solves the same tests in closed form.
 """
@@ -15,22 +16,16 @@ import math
 
 from .cost_plan import Decision, unmet_test
 
-__all__ = ["growth", "more_tokens", "projected_unmet", "rounds_to_pay"]
+__all__ = ["more_tokens", "projected_unmet", "rounds_to_pay"]
 
 # The projection looks this many rounds ahead at most.
 PROJECTION_ROUNDS = 100_000
 
 
-def growth(decision: Decision) -> float:
-    """The tokens a round added to the prompt, on average over the recent rounds
-    (:data:`~.cost_plan.GROWTH_ROUNDS`)."""
-    return decision.growth
-
-
 def projected_unmet(decision: Decision, rounds: int) -> str | None:
     """:meth:`~.cost_plan.Decision.unmet` ``rounds`` later, if each round added
-    :func:`growth` tokens to the prompt and to what a compaction would remove."""
-    added = growth(decision)
+    :attr:`Decision.growth` tokens to the prompt and to what a compaction would remove."""
+    added = decision.growth
     read = decision.read
     carried = decision.carried + read * (
         decision.removed * rounds + added * rounds * (rounds + 1) / 2
@@ -60,9 +55,9 @@ def rounds_to_pay(decision: Decision) -> int | None:
     latest of those on: a few operations on every prepare, where searching
     the rounds called the tests a score of times.
     """
-    if decision.unmet() is None or decision.round <= 0 or growth(decision) <= 0:
+    if decision.unmet() is None or decision.round <= 0 or decision.growth <= 0:
         return None
-    g, r, w = growth(decision), decision.read, decision.write
+    g, r, w = decision.growth, decision.read, decision.write
     per_round = decision.horizon / decision.round * r  # the horizon test's factor, per round
     rounds = max(
         _first_round(0.0, g, decision.prompt - decision.trigger),
@@ -88,7 +83,7 @@ def rounds_to_pay(decision: Decision) -> int | None:
 def more_tokens(decision: Decision) -> int | None:
     """About how many more tokens of prompt until the rule's tests all pass."""
     rounds = rounds_to_pay(decision)
-    return None if rounds is None else max(1, round(growth(decision) * rounds))
+    return None if rounds is None else max(1, round(decision.growth * rounds))
 
 
 def _first_round(a: float, b: float, c: float) -> int:
