@@ -32,6 +32,7 @@ __all__ = [
     "FleetConfig",
     "PromptConfig",
     "load_config",
+    "read_fleet_table",
     "refuse_operator_keys",
     "resolve_config",
     "strategy_names",
@@ -372,6 +373,20 @@ def _fleet_table(table: Mapping[str, Any], source: str) -> FleetConfig:
         raise ConfigError(
             f"invalid configuration in {source}, table [fleet]: {_where(exc, 'fleet')}"
         ) from exc
+
+
+def read_fleet_table(path: str) -> FleetConfig | None:
+    """The ``[fleet]`` table of the config file at ``path`` (None: the file has none),
+    validated alone: the operator's fleet verbs need nothing else, so a mistake in
+    another table, or in a ``[prompt]`` environment variable, cannot stop a fleet
+    abort (docs/OPERATIONS.md, "A fleet").
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML of this layout, or its
+            ``[fleet]`` table is invalid.
+    """
+    layout = _read_file(path, allow_empty=True)
+    return None if layout.fleet is None else _fleet_table(layout.fleet, f"config file {path}")
 
 
 def resolve_config(

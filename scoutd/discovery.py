@@ -78,22 +78,27 @@ def _private_socket(path: str) -> bool:
 
 
 def socket_candidates(
-    config_path: str | None = None, environ: Mapping[str, str] | None = None
+    config_path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    read_config: bool = True,
 ) -> list[tuple[str, str]]:
     """Every place looked at, in order, as ``(path, where it comes from)``.
 
     Reads the config file (raising ConfigError if it is invalid) only when no
-    earlier source names the socket.
+    earlier source names the socket, and never when ``read_config`` is false
+    (step 3 skipped: for a caller that could not read the file).
     """
     environ = os.environ if environ is None else environ
     found: list[tuple[str, str]] = []
     if environ.get(SOCKET_ENV):
         found.append((environ[SOCKET_ENV], f"${SOCKET_ENV}"))
         return found
-    config = resolve_config(config_path, environ=environ)
-    if config.origins.get("daemon.socket_path") == "file":
-        found.append((config.daemon.socket_path, f"socket_path in {config.path}"))
-        return found
+    if read_config:
+        config = resolve_config(config_path, environ=environ)
+        if config.origins.get("daemon.socket_path") == "file":
+            found.append((config.daemon.socket_path, f"socket_path in {config.path}"))
+            return found
     found.append((user_socket(environ), "the user's socket"))
     found.append((SYSTEM_SOCKET, "the system socket"))
     return found
@@ -115,14 +120,16 @@ def discover_socket(
     *,
     config_path: str | None = None,
     environ: Mapping[str, str] | None = None,
+    read_config: bool = True,
 ) -> str:
-    """The socket a client should connect to, found in the order of this module's doc.
+    """The socket a client should connect to, found in the order of this module's doc
+    (without step 3 when ``read_config`` is false).
 
     An explicit path comes back as it is; a path found is a :class:`FoundSocket`.
     """
     if explicit:
         return explicit
-    candidates = tuple(socket_candidates(config_path, environ))
+    candidates = tuple(socket_candidates(config_path, environ, read_config=read_config))
     if len(candidates) == 1:
         return FoundSocket(candidates[0][0], candidates)
     user, system = candidates[0][0], candidates[1][0]

@@ -21,7 +21,7 @@ from scoutd.discovery import (
     unreachable,
     user_socket,
 )
-from scoutd.errors import DaemonUnavailable
+from scoutd.errors import ConfigError, DaemonUnavailable
 
 from .support.daemon import Daemon
 
@@ -48,6 +48,22 @@ def test_user_socket_follows_xdg_runtime_dir() -> None:
     fallback = f"/tmp/scoutd-{os.getuid()}/scoutd.sock"
     assert user_socket({}) == fallback
     assert user_socket({"XDG_RUNTIME_DIR": "relative/dir"}) == fallback
+
+
+def test_without_the_config_file_step_3_is_skipped(tmp: Path) -> None:
+    """``read_config=False``: what a caller that could not read the file finds."""
+    broken = tmp / "broken.toml"
+    broken.write_text('[daemon]\nsocket_path = "/elsewhere/d.sock"\n[prompt]\nepoch_sise = 3\n')
+    environ = {"XDG_RUNTIME_DIR": str(tmp / "xdg")}
+    with pytest.raises(ConfigError, match="epoch_sise"):
+        discover_socket(config_path=str(broken), environ=environ)
+    found = socket_candidates(str(broken), environ, read_config=False)
+    assert [where for _, where in found] == ["the user's socket", "the system socket"]
+    assert discover_socket(config_path=str(broken), environ=environ, read_config=False) == (
+        SYSTEM_SOCKET
+    )
+    with_env = {**environ, "SCOUTD_SOCKET": "/from/env.sock"}
+    assert discover_socket(environ=with_env, read_config=False) == "/from/env.sock"
 
 
 def test_order_explicit_env_config_user_system(tmp: Path) -> None:

@@ -231,11 +231,14 @@ def snapshot(args: argparse.Namespace) -> Config:
     return with_overrides(resolve_config(path), overrides(args))
 
 
-def client_socket(args: argparse.Namespace) -> str:
-    """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon")."""
+def client_socket(args: argparse.Namespace, *, read_config: bool = True) -> str:
+    """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon");
+    ``read_config`` false: found without the config file."""
     from ..discovery import discover_socket
 
-    return discover_socket(getattr(args, "socket", None), config_path=config_path(args))
+    return discover_socket(
+        getattr(args, "socket", None), config_path=config_path(args), read_config=read_config
+    )
 
 
 def add_config(parser: argparse.ArgumentParser, *, overrides: bool = True) -> None:

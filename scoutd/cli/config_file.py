@@ -49,7 +49,9 @@ def discover_config(
         return environ["SCOUTD_CONFIG"], "$SCOUTD_CONFIG"
     if os.path.isfile(_config.DEFAULT_CONFIG_PATH):
         return _config.DEFAULT_CONFIG_PATH, "the system config"
-    socket_path = discover_socket(environ=environ)
+    # no file named: there is no socket_path to read from one (nor an environment
+    # variable of [prompt] to trip over)
+    socket_path = discover_socket(environ=environ, read_config=False)
     path = _daemon_config(socket_path)
     if path is not None:
         return path, f"the config of the daemon at {socket_path}"

@@ -40,17 +40,18 @@ def add_fleet(parser: argparse.ArgumentParser) -> None:
 
 
 def _fleet_config(args: argparse.Namespace) -> FleetConfig:
-    from ..config import resolve_config
+    """The ``[fleet]`` table, read alone: another table's mistake cannot stop a fleet verb."""
+    from ..config import read_fleet_table
 
     path, where = found_config(args)
     try:
-        config = resolve_config(path)
+        fleet = None if path is None else read_fleet_table(path)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
-    if config.fleet is None:
+    if fleet is None:
         shown = printable(path) if path else "no config file"
         raise UsageError(f"no [fleet] table in {shown} ({where}); see docs/OPERATIONS.md")
-    return config.fleet
+    return fleet
 
 
 def _run(call: Callable[[], Awaitable[T]]) -> T:

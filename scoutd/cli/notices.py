@@ -50,6 +50,13 @@ def _where_it_went(save_file: str, written: str) -> None:
         )
 
 
+def _warn_doubt(daemon: Serving) -> None:
+    """Say what an unreadable configuration left unchecked (the file is written)."""
+    doubt = daemon.doubt()
+    if doubt is not None:
+        warn(f"{doubt} (the file is written)")
+
+
 def _unseen(daemon: Serving, written: str, what: str) -> None:
     """Fail (exit 1) when the daemon's account cannot list the inbox just written to."""
     problem = daemon.cannot_list(os.path.dirname(written))
@@ -86,6 +93,7 @@ def _notify(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     print(printable(path))
     _where_it_went(save_file, path)
+    _warn_doubt(daemon)
     _unseen(daemon, path, "the notice")
     return EXIT_OK
 
@@ -147,11 +155,8 @@ def _abort(args: argparse.Namespace) -> int:
     if args.fleet:
         return publish_command(args, "abort", args.reason)
     save_file = os.path.abspath(args.save_file)
-    daemon = serving(args)
-    problem = daemon.outside(save_file)
-    if problem is not None:
-        # Written all the same: an agent using the library in its own process sees it.
-        warn(f"the daemon will not push this abort to a session: {problem}")
+    # Written before anything is asked of the configuration or the daemon: nothing
+    # they could fail with may stop an abort (docs/OPERATIONS.md).
     try:
         path = write_abort(save_file, args.reason)
     except AbortNotWritten as exc:
@@ -159,7 +164,13 @@ def _abort(args: argparse.Namespace) -> int:
         shown = printable(str(exc.filename))
         raise CliError(f"{shown}: {exc.strerror}; see docs/OPERATIONS.md") from exc
     print(printable(path))
+    daemon = serving(args)
+    problem = daemon.outside(save_file)
+    if problem is not None:
+        # Written all the same: an agent using the library in its own process sees it.
+        warn(f"the daemon will not push this abort to a session: {problem}")
     _where_it_went(save_file, path)
+    _warn_doubt(daemon)
     _unseen(daemon, path, "the abort")
     waiting = _waiting_reason(path)
     if waiting is not None and waiting != args.reason:

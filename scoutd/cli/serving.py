@@ -15,6 +15,12 @@ against the daemon that serves the chat, as cheaply as one ``status`` call
   groups, resolved roots);
 * no daemon answering costs nothing more: the built-in roots, no identity
   check, and the file is written all the same.
+
+A config file (or a ``[prompt]`` environment variable) that cannot be read
+never stops the file (docs/OPERATIONS.md, "Notices and aborts"): an
+unrelated typo, a file caught mid-write or one the operator may not read
+must not block an abort. The daemon found without it gives the roots, or
+none are known; either way :meth:`Serving.doubt` says so.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from .common import client_socket, config_path
 __all__ = ["STATUS_TIMEOUT", "Serving", "serving"]
 
 # The most a notify or abort waits for the daemon's status: a hung daemon must not
-# hold up an operator's abort for long (the file is written first anyway).
+# hold up an operator's notice for long (an abort is written before it is asked).
 STATUS_TIMEOUT = 2.0
 
 
@@ -39,13 +45,28 @@ class Serving(NamedTuple):
     """What is known of the daemon that serves a chat."""
 
     where: str  # the config file or the daemon the roots come from, for messages
-    roots: tuple[str, ...]  # resolved
+    roots: tuple[str, ...] | None  # resolved; None: not known
     raw_roots: tuple[str, ...]  # as configured, for messages
     uid: int | None = None  # None: its account is not known
     groups: frozenset[int] = frozenset()
+    unread: str | None = None  # why the configuration could not be read, if it could not
+
+    def doubt(self) -> str | None:
+        """What an unreadable configuration left unchecked, for a warning; None: nothing."""
+        if self.unread is None:
+            return None
+        if self.roots is None:
+            return (
+                f"{self.unread}; no daemon answered, so whether one would serve this chat"
+                " was not checked"
+            )
+        return f"{self.unread}; the chat was checked against the {self.where} instead"
 
     def outside(self, save_file: str) -> str | None:
-        """Why ``save_file`` is never served by this daemon (outside its roots); None: it is."""
+        """Why ``save_file`` is never served by this daemon (outside its roots); None: it is,
+        or its roots are not known."""
+        if self.roots is None:
+            return None
         from ..security import check_save_file
 
         try:
@@ -121,12 +142,22 @@ def _same_file(a: object, b: str) -> bool:
 
 
 def serving(args: argparse.Namespace) -> Serving:
-    """The daemon that serves the chats of this command line (see the module's order)."""
+    """The daemon that serves the chats of this command line (see the module's order).
+
+    Never raises for a configuration that cannot be read: the daemon's own
+    roots stand in, or none (``Serving.unread`` says why).
+    """
     # imported here: the parser and --help need neither (docs/ARCHITECTURE.md, "Layers")
-    from ..config import resolve_config
+    from ..config import DaemonConfig, resolve_config
+    from ..errors import ConfigError
     from ..security import resolve_roots
 
-    socket_path = client_socket(args)
+    unread: str | None = None
+    try:
+        socket_path = client_socket(args)
+    except ConfigError as exc:
+        unread = str(exc)
+        socket_path = client_socket(args, read_config=False)
     status = _status(socket_path)
     info = status.get("daemon") if status is not None else None
     identity: tuple[int, frozenset[int]] | None = None
@@ -139,15 +170,21 @@ def serving(args: argparse.Namespace) -> Serving:
         if isinstance(found, list) and all(isinstance(root, str) for root in found):
             roots = found
     named = _named_config(args)
-    if named is not None:
-        configured = resolve_config(named).daemon.allowed_roots
-        same = status is not None and _same_file(status.get("config", {}).get("path"), named)
-        uid, groups = identity if same and identity is not None else (None, frozenset())
-        where = f"allowed_roots of {printable(named)}"
-        return Serving(where, resolve_roots(configured), tuple(configured), uid, groups)
+    if named is not None and unread is None:
+        try:
+            configured = resolve_config(named).daemon.allowed_roots
+        except ConfigError as exc:
+            unread = str(exc)
+        else:
+            same = status is not None and _same_file(status.get("config", {}).get("path"), named)
+            uid, groups = identity if same and identity is not None else (None, frozenset())
+            where = f"allowed_roots of {printable(named)}"
+            return Serving(where, resolve_roots(configured), tuple(configured), uid, groups)
     if roots is not None:
         uid, groups = identity if identity is not None else (None, frozenset())
         where = f"allowed_roots of the daemon at {printable(socket_path)}"
-        return Serving(where, tuple(roots), tuple(roots), uid, groups)
-    configured = resolve_config(None).daemon.allowed_roots
+        return Serving(where, tuple(roots), tuple(roots), uid, groups, unread)
+    if unread is not None:
+        return Serving("no daemon", None, (), unread=unread)
+    configured = DaemonConfig().allowed_roots  # no file named: the built-in ones
     return Serving("the built-in allowed_roots", resolve_roots(configured), tuple(configured))

@@ -32,6 +32,11 @@ _CONFIG_ENV = {
 }
 
 
+def clean_environ() -> dict[str, str]:
+    """This process's environment without the variables that change the configuration."""
+    return {k: v for k, v in os.environ.items() if k not in _CONFIG_ENV}
+
+
 def run(
     home: Path,
     *args: str,
@@ -39,7 +44,7 @@ def run(
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m scoutd ARGS`` with a clean environment; stdout/stderr as text."""
-    environ = {k: v for k, v in os.environ.items() if k not in _CONFIG_ENV}
+    environ = clean_environ()
     environ["SCOUTD_CONFIG"] = str(home / "empty.toml")
     environ.update(env or {})
     data = input.encode() if isinstance(input, str) else input

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,8 @@ import scoutd
 from scoutd.testing import conversation
 
 from .helpers import (
+    CLI_TIMEOUT,
+    clean_environ,
     one_error_line,
     run,
 )
@@ -174,3 +179,63 @@ def test_abort_outside_the_roots_is_written_with_a_warning(home: Path) -> None:
     assert result.returncode == 0
     assert "will not push this abort" in one_error_line(result)
     assert Path(result.stdout.strip()).read_text() == "stop"
+
+
+# A config the verbs cannot read, each way an operator may meet one: a mistake in a
+# table an abort never uses, a bad [prompt] environment variable, a file named but
+# missing, a directory where the file should be.
+_UNREADABLE = {
+    "typo": ({"SCOUTD_CONFIG": "{home}/typo.toml"}, "unknown field `epoch_sise`"),
+    "variable": ({"EPOCH_SIZE": "many"}, "invalid environment variable EPOCH_SIZE"),
+    "missing": ({"SCOUTD_CONFIG": "{home}/absent.toml"}, "cannot read config file"),
+    "directory": ({"SCOUTD_CONFIG": "{home}"}, "cannot read config file"),
+}
+
+
+@pytest.mark.parametrize("verb", ["abort", "notify"])
+@pytest.mark.parametrize("case", sorted(_UNREADABLE))
+def test_a_config_that_cannot_be_read_never_stops_the_file(
+    home: Path, verb: str, case: str
+) -> None:
+    """The file is written, the command succeeds, and stderr says what was not checked."""
+    typo = f'[daemon]\nallowed_roots = ["{home}"]\n[prompt]\nepoch_sise = 3\n'
+    (home / "typo.toml").write_text(typo)
+    variables, named = _UNREADABLE[case]
+    env = {key: value.format(home=home) for key, value in variables.items()}
+    save_file = home / "agent.chat"
+    result = run(home, verb, str(save_file), "stop", env=env)
+    assert result.returncode == 0, result.stderr
+    written = Path(result.stdout.strip())
+    assert written.parent == Path(scoutd.inbox_dir(str(save_file)))
+    assert written.read_text() == "stop"
+    assert (written.name == "abort") is (verb == "abort")
+    warning = one_error_line(result)
+    assert warning.startswith("scoutd: warning: ") and named in warning
+    assert "no daemon answered" in warning and "(the file is written)" in warning
+
+
+def test_an_abort_is_written_before_the_daemon_is_asked(home: Path) -> None:
+    """A daemon that accepts and never answers holds ``scoutd abort`` up to its status
+    timeout, but the abort is in the inbox already when the daemon is asked."""
+    save_file = home / "agent.chat"
+    abort = Path(scoutd.inbox_dir(str(save_file))) / "abort"
+    path = str(home / "hung.sock")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(path)
+        listener.listen(1)
+        listener.settimeout(CLI_TIMEOUT)
+        environ = clean_environ()
+        environ["SCOUTD_SOCKET"] = path
+        with subprocess.Popen(
+            [sys.executable, "-m", "scoutd", "abort", str(save_file), "stop"],
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as process:
+            try:
+                connection, _ = listener.accept()  # the status request, left unanswered
+                with connection:
+                    assert abort.read_text() == "stop"
+            finally:
+                _, err = process.communicate(timeout=CLI_TIMEOUT)
+    assert process.returncode == 0, err

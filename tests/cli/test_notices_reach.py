@@ -172,6 +172,38 @@ def test_notify_and_abort_check_the_roots_of_the_daemon_found(home: Path) -> Non
         shutil.rmtree(served, ignore_errors=True)
 
 
+def test_with_a_config_that_cannot_be_read_the_running_daemon_decides(home: Path) -> None:
+    """The config named has a mistake: the daemon found without it gives the roots
+    (it keeps serving with the config it loaded), and stderr says so."""
+    served = home / "served"
+    served.mkdir()
+    typo = home / "typo.toml"
+    typo.write_text(f'[daemon]\nallowed_roots = ["{home}"]\n[prompt]\nepoch_sise = 3\n')
+    d = Daemon(directory=str(home), daemon={"allowed_roots": [str(served)]})
+    try:
+        d.start(timeout=DAEMON_START_TIMEOUT)
+        env = {"SCOUTD_CONFIG": str(typo), "SCOUTD_SOCKET": d.socket_path}
+        elsewhere = home / "elsewhere" / "agent.chat"
+        refused = run(home, "notify", str(elsewhere), "hi", env=env)
+        assert refused.returncode == 2, refused
+        assert "outside allowed_roots" in refused.stderr and str(served) in refused.stderr
+        assert not elsewhere.parent.exists()
+        inside = run(home, "notify", str(served / "agent.chat"), "hi", env=env)
+        assert inside.returncode == 0, inside.stderr
+        assert Path(inside.stdout.strip()).read_text() == "hi"
+        assert "epoch_sise" in inside.stderr
+        assert f"checked against the allowed_roots of the daemon at {d.socket_path}" in (
+            inside.stderr
+        )
+        aborted = run(home, "abort", str(elsewhere), "stop", env=env)
+        assert aborted.returncode == 0, aborted.stderr
+        assert Path(aborted.stdout.strip()).read_text() == "stop"
+        assert "will not push this abort" in aborted.stderr and "epoch_sise" in aborted.stderr
+    finally:
+        d.cleanup(keep=True)  # home is the fixture's
+        shutil.rmtree(served, ignore_errors=True)
+
+
 def test_inbox_prints_every_name_escaped(home: Path) -> None:
     save_file = home / "agent.chat"
     inbox = Path(inbox_dir(str(save_file)))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scoutd.config import resolve_config
+from scoutd.config import read_fleet_table, resolve_config
 from scoutd.errors import ConfigError
 
 
@@ -50,3 +50,20 @@ def test_a_bad_fleet_key_is_refused_by_name(tmp_path: Any, line: str, named: str
     with pytest.raises(ConfigError, match=r"\[fleet\]") as raised:
         resolve_config(config_file(tmp_path, f"[fleet]\n{line}\n"))
     assert named in str(raised.value)
+
+
+def test_the_fleet_table_is_read_alone(tmp_path: Any) -> None:
+    """What the fleet verbs read: a mistake in another table does not stop them, one
+    in [fleet] itself or in the file's layout does."""
+    text = '[fleet]\nurl = "redis://redis:6379/0"\n[prompt]\nepoch_sise = 3\n'
+    with pytest.raises(ConfigError, match="epoch_sise"):
+        resolve_config(config_file(tmp_path, text))
+    fleet = read_fleet_table(config_file(tmp_path, text))
+    assert fleet is not None and fleet.url == "redis://redis:6379/0"
+    assert read_fleet_table(config_file(tmp_path, "[prompt]\nepoch_sise = 3\n")) is None
+    with pytest.raises(ConfigError, match="passwd"):
+        read_fleet_table(config_file(tmp_path, "[fleet]\npasswd = 'x'\n"))
+    with pytest.raises(ConfigError, match="fleets"):
+        read_fleet_table(config_file(tmp_path, "[fleets]\n"))
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_fleet_table(str(tmp_path / "absent.toml"))

@@ -156,6 +156,19 @@ def test_the_cli_publishes_and_reads_receipts(
         timeout=WAIT,
     )
     assert refused.returncode == 2 and "not an absolute path" in refused.stderr
+    # a mistake the fleet verbs do not read (another table, a [prompt] variable) stops none
+    typo = os.path.join(fleet["h1"].dir, "typo.toml")
+    with open(typo, "w") as handle:
+        handle.write(toml_text({"fleet": {"url": redis_server.url}, "prompt": {"epoch_sise": 3}}))
+    aborted = subprocess.run(
+        [*cli, "abort", "--fleet", "--config", typo, "chat=/nowhere/*.chat", "x"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**os.environ, "EPOCH_SIZE": "many"},
+    )
+    assert aborted.returncode == 0, aborted.stderr
+    wait_receipts(operator(redis_server), aborted.stdout.strip(), fleet)
 
 
 def test_the_client_labels_its_session_for_the_fleet(
