@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..paths import printable
 from .common import EXIT_OK, CliError, UsageError, Verb, warn
 
 __all__ = ["CLEAR"]
@@ -25,11 +26,11 @@ def _clear(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a save file without a name
         raise UsageError(str(exc)) from exc
     for path in cleared.removed:
-        print(path)
+        print(printable(path))
     for path, problem in cleared.failed:
-        warn(f"{path!r} could not be removed: {problem}")
+        warn(f"{printable(path)} could not be removed: {printable(problem)}")
     if cleared.still is not None:
-        raise CliError(f"the chat is still aborted: {cleared.still}")
+        raise CliError(f"the chat is still aborted: {printable(cleared.still)}")
     if not cleared.removed:
         warn("the chat was not aborted: nothing to clear")
     return EXIT_OK

@@ -122,7 +122,7 @@ def _status(args: argparse.Namespace) -> int:
         group = backlog.get(beat.host)
         state = "alive" if beat.host in view.alive else f"silent {view.at - beat.at:.0f} s"
         pending = "-" if group is None else f"{group.pending} pending, {group.lag} unread"
-        labels = ",".join(beat.labels) or "-"
+        labels = printable(",".join(beat.labels)) or "-"
         print(
             f"  {printable(beat.host)}  {state}  sessions {beat.sessions}  labels {labels}"
             f"  commands {pending}"
@@ -154,7 +154,7 @@ def _receipts(args: argparse.Namespace) -> int:
             print(
                 f"  {printable(receipt.host)}  {when} UTC  written {len(receipt.chats)}"
                 f"  already {len(receipt.already)}  refused {len(receipt.refused)}"
-                + (f"  error {receipt.error}" if receipt.error else "")
+                + (f"  error {printable(receipt.error)}" if receipt.error else "")
             )
             for chat in receipt.chats + receipt.already:
                 print(f"    {printable(chat)}")

@@ -49,7 +49,7 @@ def test_clear_says_when_the_chat_stays_aborted(home: Path) -> None:
     done = run(home, "clear", str(save_file))
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
-    assert lines[0].startswith(f"scoutd: warning: {str(marker)!r} could not be removed:")
+    assert lines[0].startswith(f"scoutd: warning: {marker} could not be removed:")
     assert lines[1].startswith("scoutd: the chat is still aborted: aborted by operator")
     assert marker.is_dir()
 
@@ -58,3 +58,17 @@ def test_clear_refuses_a_save_file_without_a_name(home: Path) -> None:
     done = run(home, "clear", "/")
     assert done.returncode == 2
     assert "has no file name" in one_error_line(done)
+
+
+def test_clear_prints_every_path_escaped(home: Path) -> None:
+    """A chat directory an agent named with a terminal escape and a newline: what
+    ``clear`` prints is one escaped line per path (docs/RELIABILITY.md, rule 7)."""
+    chats = home / "x\x1b[2J\nscoutd: all clear"
+    chats.mkdir()
+    save_file = chats / "agent.chat"
+    assert run(home, "abort", str(save_file), "stop").returncode == 0
+    cleared = run(home, "clear", str(save_file))
+    assert cleared.returncode == 0, cleared.stderr
+    assert "\x1b" not in cleared.stdout
+    lines = cleared.stdout.splitlines()
+    assert lines == [f"{home}/x\\x1b[2J\\x0ascoutd: all clear/agent.inbox/abort"]

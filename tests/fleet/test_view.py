@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import anyio
 import msgspec
 import redis
 
 from scoutd.fleet.operator import fleet_view
-from scoutd.fleet.wire import FIELD, Keys, SessionEvent
+from scoutd.fleet.wire import FIELD, Keys, Receipt, SessionEvent
 from scoutd.testing.fleet import RedisServer
 from tests.fleet.hosts import (
     WAIT,
@@ -21,7 +24,7 @@ from tests.fleet.hosts import (
     wait_connected,
     wait_receipts,
 )
-from tests.support.daemon import wait_for
+from tests.support.daemon import toml_text, wait_for
 
 KEYS = Keys("scoutd:fleet")
 
@@ -103,3 +106,33 @@ def test_receipts_expire_after_their_retention(redis_server: RedisServer) -> Non
             assert 3500 < client.ttl(KEYS.receipts(command.id)) <= 3600
         finally:
             client.close()
+
+
+def test_receipts_are_printed_escaped(redis_server: RedisServer, tmp_path: object) -> None:
+    """A receipt's error and chats may hold what an agent named (a file) or what another
+    writer put in the stream: ``scoutd fleet receipts`` prints each escaped on one line."""
+    receipt = Receipt(
+        command="c1",
+        host="h1",
+        at=time.time(),
+        chats=["/srv/x\x1b[2J.chat"],
+        error="bad\nscoutd: all clear",
+    )
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        client.hset(KEYS.receipts("c1"), "h1", msgspec.json.encode(receipt))
+    finally:
+        client.close()
+    config = Path(str(tmp_path)) / "ops.toml"
+    config.write_text(toml_text({"fleet": {"url": redis_server.url}}))
+    shown = subprocess.run(
+        [sys.executable, "-m", "scoutd", "fleet", "receipts", "--config", str(config), "c1"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout
+    lines = shown.stdout.splitlines()
+    assert lines[1].endswith("error bad\\x0ascoutd: all clear")
+    assert lines[2] == "    /srv/x\\x1b[2J.chat"
