@@ -44,7 +44,7 @@ STATUS_TIMEOUT = 2.0
 class Serving(NamedTuple):
     """What is known of the daemon that serves a chat."""
 
-    where: str  # the config file or the daemon the roots come from, for messages
+    where: str  # the config file or the daemon the roots come from (or the socket tried)
     roots: tuple[str, ...] | None  # resolved; None: not known
     raw_roots: tuple[str, ...]  # as configured, for messages
     uid: int | None = None  # None: its account is not known
@@ -57,8 +57,8 @@ class Serving(NamedTuple):
             return None
         if self.roots is None:
             return (
-                f"{self.unread}; no daemon answered, so whether one would serve this chat"
-                " was not checked"
+                f"{self.unread}; no daemon answered at {self.where}, so whether one would"
+                " serve this chat was not checked"
             )
         return f"{self.unread}; the chat was checked against the {self.where} instead"
 
@@ -185,6 +185,6 @@ def serving(args: argparse.Namespace) -> Serving:
         where = f"allowed_roots of the daemon at {printable(socket_path)}"
         return Serving(where, tuple(roots), tuple(roots), uid, groups, unread)
     if unread is not None:
-        return Serving("no daemon", None, (), unread=unread)
+        return Serving(printable(socket_path), None, (), unread=unread)
     configured = DaemonConfig().allowed_roots  # no file named: the built-in ones
     return Serving("the built-in allowed_roots", resolve_roots(configured), tuple(configured))

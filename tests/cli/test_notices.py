@@ -211,7 +211,7 @@ def test_a_config_that_cannot_be_read_never_stops_the_file(
     assert (written.name == "abort") is (verb == "abort")
     warning = one_error_line(result)
     assert warning.startswith("scoutd: warning: ") and named in warning
-    assert "no daemon answered" in warning and "(the file is written)" in warning
+    assert "no daemon answered at /" in warning and "(the file is written)" in warning
 
 
 def test_an_abort_is_written_before_the_daemon_is_asked(home: Path) -> None:
