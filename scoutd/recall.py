@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from .formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES, scout_view
-from .strategies.tool_messages import ToolIndex, encode_json, index_tools
+from .strategies.tool_messages import ToolIndex, decode_body, encode_json, index_tools
 
 __all__ = [
     "RECALL_DESCRIPTION",
@@ -220,7 +220,7 @@ def _holds(count: int) -> str:
 
 def _output_text(index: ToolIndex, view: Sequence[Any], slot: int) -> str:
     """The original text of output ``slot``: its string content, else compact JSON."""
-    value = msgspec.json.decode(index.content(view, slot)).get("content")
+    value = decode_body(index.content(view, slot)).get("content")
     if type(value) is str:
         return value
     return "" if value is None else encode_json(value)

@@ -9,6 +9,7 @@ overrides with extreme numbers, wrong types and unknown keys
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -84,6 +85,20 @@ tool_json = st.one_of(
     st.integers(1, 20_000).map(deep),
     st.integers(1, 20_000).map(lambda d: '{"arguments":' + deep(d) + "}"),
     st.integers(1, 20_000).map(lambda d: '{"id":"a","content":' + deep(d) + "}"),
+    # numbers no double holds, where the index reads nothing and where it keeps the raw text
+    st.builds(
+        lambda number, field, size: (
+            '{"id":"a","name":"bash","arguments":{},'
+            + (
+                f'"z":{number},"content":"{"y" * size}"}}'
+                if field
+                else f'"content":["{"y" * size}",{number}]}}'
+            )
+        ),
+        st.sampled_from(["1e400", "-1e999", "1e-400"]),
+        st.booleans(),
+        st.integers(0, 600),
+    ),
     st.text(max_size=40),
 )
 tool_message = st.fixed_dictionaries(
@@ -142,8 +157,10 @@ def test_prepare_raises_only_value_errors(
     before = msgspec.json.encode(messages)
     try:
         prepared = prepare(messages, strategies, config=config)
-    except ValueError:
-        pass
+    except ValueError as exc:
+        # scoutd's own errors, which the daemon answers as bad input: a decoder's
+        # error (msgspec's are ValueErrors too) would be an internal error there
+        assert isinstance(exc, scoutd.ScoutdError), repr(exc)
     else:
         assert isinstance(prepared.messages, list)
         if strategies == "none":
@@ -240,3 +257,55 @@ def test_messages_nested_past_the_recursion_limit_are_refused_as_invalid() -> No
         with pytest.raises(InvalidMessages, match="nested too deeply"):
             session.prepare(deep)
         assert session.prepare(sane).messages == prepare(sane, format="anthropic").messages
+
+
+def _huge_numbers(where: str, pairs: int = 12) -> list[dict[str, Any]]:
+    """Long tool outputs whose bodies hold numbers no double can hold: in a field
+    scoutd does not read (``z``), or inside a non-string content."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(pairs):
+        call = f'{{"name":"bash","id":"c{i}","arguments":{{"command":"ls"}}}}'
+        if where == "field":
+            output = f'{{"id":"c{i}","content":"{"y" * 1000}","z":1e400}}'
+        else:
+            output = f'{{"id":"c{i}","content":["{"y" * 1000}",-1e999]}}'
+        messages += [
+            {"role": "function_call", "content": call},
+            {"role": "function_call_output", "content": output},
+        ]
+    return [*messages, {"role": "user", "content": "go on"}]  # none in the newest turn
+
+
+@pytest.mark.parametrize("where", ["field", "content"])
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        "shorten_tools",
+        "shorten_tools_cost_aware",
+        "shorten_tools_epoch",
+        "shorten_tools_epoch_increment",
+    ],
+)
+def test_numbers_no_double_holds_are_read_not_refused(where: str, strategy: str) -> None:
+    """A body the index accepted is read whole again when it is shortened and when it
+    is recalled: such a number reads as infinity (Python's own JSON reader, the
+    oracle, agrees) and is written as null; nothing raises."""
+    messages = _huge_numbers(where)
+    config = {**GROWING, "recall": True}
+    prepared = prepare(messages, strategy, config=config)
+    shortened = [
+        json.loads(m["content"])
+        for m in prepared.messages
+        if m["role"] == "function_call_output" and m not in messages
+    ]
+    assert shortened, "the conversation was compacted"
+    for body in shortened:
+        if where == "field":
+            assert body["z"] is None and "Truncated" in body["content"]
+        else:
+            assert "Truncated" in body["content"] and "null" in body["content"]
+    original = json.loads(messages[2]["content"])["content"]
+    with scoutd.Session(strategies=strategy, format="scout", config=config) as session:
+        session.prepare(messages)
+        compact = json.dumps([original[0], None], separators=(",", ":"))
+        assert session.recall("#1") == (original if where == "field" else compact)

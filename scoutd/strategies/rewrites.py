@@ -18,7 +18,14 @@ from typing import Any
 import msgspec
 
 from .text import shorten_string, truncate_string
-from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolBody, ToolIndex, encode_json
+from .tool_messages import (
+    ARGUMENT_SIZE,
+    OUTPUT_SIZE,
+    ToolBody,
+    ToolIndex,
+    decode_body,
+    encode_json,
+)
 
 __all__ = [
     "RewriteCache",
@@ -29,11 +36,9 @@ __all__ = [
     "shortened_output",
 ]
 
-_decode = msgspec.json.Decoder().decode
-
 
 def _full_body(content: str) -> dict[str, Any]:
-    body: dict[str, Any] = _decode(content)
+    body: dict[str, Any] = decode_body(content)
     return body
 
 

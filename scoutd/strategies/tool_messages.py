@@ -34,6 +34,7 @@ __all__ = [
     "ToolBody",
     "ToolIndex",
     "call_keys",
+    "decode_body",
     "encode_json",
     "Handed",
     "index_tools",
@@ -61,6 +62,10 @@ class ToolBody(msgspec.Struct, gc=False):
 
 
 _parse_body = msgspec.json.Decoder(ToolBody).decode
+# A whole body, read after the index accepted it. The index skips the fields it does
+# not read without checking their numbers, so a number no double can hold (1e400)
+# must read here too: as infinity, written back as null (docs/STRATEGIES.md).
+decode_body = msgspec.json.Decoder(float_hook=float).decode
 # msgspec writes compact JSON in the key order of the dict, raw UTF-8, `/`
 # unescaped and lowercase \u00xx escapes: byte-identical to the original's output.
 _encode = msgspec.json.Encoder().encode
