@@ -38,7 +38,8 @@ import msgspec
 
 from .. import protocol
 from ..config import FleetConfig
-from .deliver import Journal, deliver, find_chats
+from ..paths import printable
+from .deliver import Found, Journal, canonical_pattern, deliver, find_chats, over_limit
 from .link import BLOCK_MS, LinkErrors, connect
 from .select import Identity, chats_for
 from .wire import (
@@ -256,14 +257,23 @@ class FleetAgent:
                 raise ValueError("trimmed from the stream before this host read it")
             command = decode_command(data)
         except (ValueError, msgspec.DecodeError) as exc:
-            log.error("fleet: command %s ignored: %s", entry_id, exc)
+            # msgspec names an unknown field as the publisher spelt it: escaped
+            log.error("fleet: command %s ignored: %s", entry_id, printable(str(exc)))
             return Receipt(command=f"entry:{entry_id}", host=self.host, at=now, error=str(exc))
-        # the sessions are read here, on the event loop that owns them
-        me = Identity(self.host, self.config.labels, tuple(self._roots()))
-        views = _views(self._sessions())
-        if command.selector != "chat" and not chats_for(command, me, views, limit=1):
-            return Receipt(command=command.id, host=self.host, at=now)  # none here: no thread
-        receipt = await anyio.to_thread.run_sync(self._deliver, command, me, views, now)
+        try:
+            # the sessions are read here, on the event loop that owns them
+            me = Identity(self.host, self.config.labels, tuple(self._roots()))
+            views = _views(self._sessions())
+            if command.selector != "chat" and not chats_for(command, me, views, limit=1):
+                return Receipt(command=command.id, host=self.host, at=now)  # none: no thread
+            receipt = await anyio.to_thread.run_sync(self._deliver, command, me, views, now)
+        except Exception as exc:
+            # Never fatal, never read again: the entry is acknowledged with why, which
+            # the operator's receipts show (a command that kept failing here would
+            # otherwise stop this host at every start, and every command after it).
+            log.exception("fleet: %s %s not applied here", command.kind, command.id)
+            error = f"not applied on this host: {type(exc).__name__}: {exc}"
+            return Receipt(command=command.id, host=self.host, at=now, error=error)
         self.delivered += len(receipt.chats)
         log.info(
             "fleet: %s %s for %s=%r: %d chat(s) written, %d already, %d refused",
@@ -280,13 +290,22 @@ class FleetAgent:
     def _deliver(
         self, command: Command, me: Identity, views: list[SessionView], now: float
     ) -> Receipt:
-        """In a worker thread: the chats the command reaches here, then the delivery."""
-        found: list[str] = []
+        """In a worker thread: the chats the command reaches here, then the delivery.
+
+        At most ``max_chats`` of them; the receipt says so when more matched (the
+        others are not reached: never silently)."""
+        limit = self.config.max_chats
+        found = Found([])
         if command.selector == "chat":
-            found = find_chats(command.value, me.roots, self.config.max_chats)
-        chats = chats_for(command, me, views, found, limit=self.config.max_chats)
-        receipt = deliver(command, chats, self.journal, self.host, now)
+            command = msgspec.structs.replace(command, value=canonical_pattern(command.value))
+            found = find_chats(command.value, me.roots, limit)
+        chats = chats_for(command, me, views, found.chats, limit=limit + 1)
+        cut = found.cut if len(chats) <= limit else over_limit(limit)
+        receipt = deliver(command, chats[:limit], self.journal, self.host, now)
         self.journal.compact(now - 2 * self.config.command_max_age)
+        if cut is not None:
+            log.error("fleet: %s %s: %s", command.kind, command.id, cut)
+            receipt = msgspec.structs.replace(receipt, refused=[*receipt.refused, cut])
         return receipt
 
     # --- heartbeats and session events -----------------------------------------------

@@ -19,24 +19,40 @@ and a chat already aborted (its marker) is not written to again.
 from __future__ import annotations
 
 import contextlib
-import glob
 import logging
 import os
+import re
+import stat
 from collections.abc import Iterator, Sequence
+from fnmatch import fnmatchcase
+from typing import NamedTuple
 
 from ..inbox import inbox_dir, inbox_removed_dir, write_abort, write_notice
 from ..inbox.aborted import held
 from ..paths import printable
-from .select import check_pattern, within
+from .select import check_pattern, normal_pattern
 from .wire import Command, Receipt
 
-__all__ = ["Journal", "deliver", "find_chats", "notice_name"]
+__all__ = [
+    "MAX_LOOKED_AT",
+    "Found",
+    "Journal",
+    "canonical_pattern",
+    "deliver",
+    "find_chats",
+    "notice_name",
+]
 
 log = logging.getLogger("scoutd.fleet")
 
 # Journal lines kept after a compaction: commands older than the stream's
 # retention are never read again, so their lines can go.
 _COMPACT_EVERY = 10_000
+# The most directory entries one chat glob looks at on a host: the search is bounded
+# work in a worker thread, whatever the pattern and the tree (docs/OPERATIONS.md).
+MAX_LOOKED_AT = 500_000
+# A glob component's special characters (fnmatch's): one without them is a name.
+_MAGIC = re.compile(r"[*?[]")
 
 
 def notice_name(command: Command) -> str:
@@ -89,17 +105,100 @@ class Journal:
         os.replace(temp, self.path)
 
 
-def find_chats(pattern: str, roots: Sequence[str], limit: int) -> list[str]:
-    """Files matching the glob ``pattern``, resolved, inside ``roots``; ``limit`` at most."""
+class Found(NamedTuple):
+    """The chats a glob found on disk, and why the search stopped short (None: it did not)."""
+
+    chats: list[str]
+    cut: str | None = None
+
+
+def canonical_pattern(pattern: str) -> str:
+    """``pattern`` spelt as the paths of this host's chats are (docs/OPERATIONS.md, "A
+    fleet"): empty and ``.`` components dropped, and its leading directories without
+    glob characters resolved (a root reached through a symbolic link matches), the
+    file name as it is, as a session's save file keeps it."""
     check_pattern(pattern)
-    found: list[str] = []
-    for path in glob.iglob(pattern):
-        real = os.path.realpath(path)
-        if within(real, roots) and os.path.isfile(real):
-            found.append(real)
-            if len(found) >= limit:
-                break
-    return found
+    parts = normal_pattern(pattern).split("/")[1:]
+    literal = 0
+    while literal < len(parts) - 1 and not _MAGIC.search(parts[literal]):
+        literal += 1
+    if literal == 0:
+        return "/" + "/".join(parts)
+    head = os.path.realpath("/" + "/".join(parts[:literal]))
+    return "/".join([head.rstrip("/"), *parts[literal:]])
+
+
+def find_chats(pattern: str, roots: Sequence[str], limit: int) -> Found:
+    """Files matching the canonical glob ``pattern`` beneath ``roots``: at most ``limit``,
+    after looking at :data:`MAX_LOOKED_AT` directory entries at most.
+
+    Walks down from each root only, never through a symbolic link to a directory
+    (a link loop or a link out of the roots is not followed), and matches each
+    component as a session's path is matched (:func:`.select.glob_matches`: ``*``
+    stops at ``/`` and matches a leading dot), so that a chat is reached alike
+    with or without an open session.
+    """
+    check_pattern(pattern)
+    parts = pattern.split("/")[1:]
+    found: set[str] = set()
+    looked = 0
+    for root in roots:
+        under = [] if root == "/" else root.split("/")[1:]
+        if len(under) >= len(parts) or not all(map(fnmatchcase, under, parts)):
+            continue  # no file beneath this root has the pattern's depth and start
+        level = [root]
+        for depth, part in enumerate(parts[len(under) :], len(under) + 1):
+            last = depth == len(parts)
+            deeper: list[str] = []
+            for directory in level:
+                listed, paths = _entries(directory, part)
+                looked += listed
+                if looked > MAX_LOOKED_AT:
+                    return Found(
+                        sorted(found)[:limit],
+                        f"the pattern's search stopped after {MAX_LOOKED_AT} directory"
+                        " entries: chats past them were not looked for; narrow the pattern",
+                    )
+                for path in paths:
+                    if not last:
+                        if _is_directory(path):
+                            deeper.append(path)
+                    elif os.path.isfile(path):
+                        found.add(path)
+                        if len(found) > limit:
+                            return Found(sorted(found)[:limit], over_limit(limit))
+            level = deeper
+    return Found(sorted(found))
+
+
+def over_limit(limit: int) -> str:
+    """Why a command reached only ``limit`` of the chats it matched, for its receipt."""
+    return (
+        f"more than {limit} chats matched ([fleet] max_chats): the others were not reached;"
+        " narrow the target or raise max_chats"
+    )
+
+
+def _entries(directory: str, part: str) -> tuple[int, list[str]]:
+    """How many entries of ``directory`` were looked at, and the paths of those whose
+    names match the component ``part`` (a literal component is looked up, not listed)."""
+    if not _MAGIC.search(part):
+        path = os.path.join(directory, part)
+        return 1, [path] if os.path.lexists(path) else []
+    try:
+        with os.scandir(directory) as listing:
+            names = [entry.name for entry in listing]
+    except OSError:
+        return 1, []
+    return len(names), [os.path.join(directory, n) for n in names if fnmatchcase(n, part)]
+
+
+def _is_directory(path: str) -> bool:
+    """A directory, not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _names_there(save_file: str, name: str) -> Iterator[str]:

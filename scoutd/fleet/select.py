@@ -16,7 +16,7 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from .wire import Command, SessionView
+from .wire import Command, SessionView, TargetError, check_pattern
 
 __all__ = [
     "SELECTORS",
@@ -25,15 +25,12 @@ __all__ = [
     "check_pattern",
     "chats_for",
     "glob_matches",
+    "normal_pattern",
     "parse_target",
     "within",
 ]
 
 SELECTORS = ("all", "host", "label", "chat", "session")
-
-
-class TargetError(ValueError):
-    """A target that names no chats the way the fleet addresses them."""
 
 
 class Identity(NamedTuple):
@@ -42,14 +39,6 @@ class Identity(NamedTuple):
     host: str
     labels: tuple[str, ...]
     roots: tuple[str, ...]  # resolved
-
-
-def check_pattern(pattern: str) -> None:
-    """Refuse a chat glob that is not absolute, climbs (``..``) or holds a NUL."""
-    if not pattern.startswith("/"):
-        raise TargetError(f"chat pattern {pattern!r} is not an absolute path")
-    if "\0" in pattern or ".." in pattern.split("/"):
-        raise TargetError(f"chat pattern {pattern!r} holds '..' or a NUL")
 
 
 def parse_target(text: str) -> tuple[str, str]:
@@ -61,7 +50,14 @@ def parse_target(text: str) -> tuple[str, str]:
         raise TargetError(f"target {text!r}: all, host=NAME, label=NAME, chat=GLOB or session=ID")
     if selector == "chat":
         check_pattern(value)
+        value = normal_pattern(value)
     return selector, value
+
+
+def normal_pattern(pattern: str) -> str:
+    """An absolute chat glob without empty or ``.`` components (``/a//./b`` is ``/a/b``):
+    the spelling of the paths it is matched against."""
+    return "/" + "/".join(part for part in pattern.split("/") if part not in ("", "."))
 
 
 def glob_matches(pattern: str, path: str) -> bool:

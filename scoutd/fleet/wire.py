@@ -9,12 +9,16 @@ stream but these shapes, and acts on nothing but a notice or an abort
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ..paths import safe_value
+
 __all__ = [
     "FIELD",
+    "MAX_ISSUED",
+    "MAX_PATTERN_PARTS",
     "MAX_TEXT_BYTES",
     "Command",
     "HostBeat",
@@ -22,6 +26,8 @@ __all__ = [
     "Receipt",
     "SessionEvent",
     "SessionView",
+    "TargetError",
+    "check_pattern",
     "decode_command",
     "encode",
     "new_command_id",
@@ -35,8 +41,40 @@ MAX_TEXT_BYTES = 1024 * 1024
 # before the XADD returns, and a host keys its record of deliveries on it.
 CommandId = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
 Selector = Literal["all", "host", "label", "chat", "session"]
+# The latest issue time a command may carry (seconds since the epoch, in 2286): its
+# notice's name holds it in nanoseconds, in 20 digits.
+MAX_ISSUED = 1e10
+# The most components a chat glob may have: a host walks that deep at most.
+MAX_PATTERN_PARTS = 64
 
-encode = msgspec.json.Encoder().encode
+
+class TargetError(ValueError):
+    """A target that names no chats the way the fleet addresses them."""
+
+
+def check_pattern(pattern: str) -> None:
+    """Refuse a chat glob that is not absolute, climbs (``..``), holds a NUL or is
+    deeper than :data:`MAX_PATTERN_PARTS` components."""
+    if not pattern.startswith("/"):
+        raise TargetError(f"chat pattern {pattern!r} is not an absolute path")
+    parts = pattern.split("/")
+    if "\0" in pattern or ".." in parts:
+        raise TargetError(f"chat pattern {pattern!r} holds '..' or a NUL")
+    if len(parts) - 1 > MAX_PATTERN_PARTS:
+        raise TargetError(f"chat pattern has over {MAX_PATTERN_PARTS} components")
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def encode(value: Any) -> bytes:
+    """The JSON of ``value``, always: a string that cannot be UTF-8 (a path's
+    undecodable byte, as Python keeps it) is written escaped (``\\xNN``), so that
+    no name on a host can stop its receipts or heartbeats (docs/OPERATIONS.md)."""
+    try:
+        return _encode(value)
+    except UnicodeEncodeError:
+        return _encode(safe_value(msgspec.to_builtins(value)))
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -47,7 +85,8 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     selector: Selector
     value: Annotated[str, msgspec.Meta(max_length=4096)] = ""
     text: str = ""  # the notice, or the abort's reason
-    issued: float = 0.0  # the publisher's clock, seconds since the epoch
+    # the publisher's clock, seconds since the epoch
+    issued: Annotated[float, msgspec.Meta(ge=0, le=MAX_ISSUED)] = 0.0
     by: Annotated[str, msgspec.Meta(max_length=200)] = ""  # who published it (informative)
 
     def __post_init__(self) -> None:
@@ -57,6 +96,8 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
             raise ValueError("a notice needs a text")
         if (self.selector == "all") != (self.value == ""):
             raise ValueError("selector 'all' takes no value; every other selector needs one")
+        if self.selector == "chat":  # refused here, whoever published it, as by the CLI
+            check_pattern(self.value)
 
 
 class Receipt(msgspec.Struct, frozen=True, kw_only=True):

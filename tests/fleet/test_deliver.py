@@ -12,7 +12,17 @@ import os
 import time
 from typing import Any
 
-from scoutd.fleet.deliver import Journal, deliver, find_chats, notice_name
+import scoutd.fleet.deliver
+from scoutd.fleet.deliver import (
+    Found,
+    Journal,
+    canonical_pattern,
+    deliver,
+    find_chats,
+    notice_name,
+    over_limit,
+)
+from scoutd.fleet.select import glob_matches
 from scoutd.fleet.wire import Command, new_command_id
 from scoutd.inbox import Pickup, pick_up, write_abort
 from scoutd.inbox.aborted import claim_and_mark, held
@@ -125,15 +135,52 @@ def test_a_chat_that_cannot_be_written_is_refused_not_fatal(tmp_path: Any) -> No
 
 
 def test_a_glob_on_disk_stays_inside_the_roots(tmp_path: Any) -> None:
+    """Nothing outside the roots is looked at; a chat that is a symbolic link is reached
+    at its own path (its inbox is beside it, inside the roots), as its session would be;
+    a directory link out of the roots is not followed."""
     (tmp_path / "in").mkdir()
     inside = chats(tmp_path / "in", 2)
     outside_dir = tmp_path / "out"
     outside_dir.mkdir()
     (outside_dir / "agent.chat").write_text("[]")
-    os.symlink(outside_dir / "agent.chat", tmp_path / "in" / "a0" / "link.chat")
+    link = tmp_path / "in" / "a0" / "link.chat"
+    os.symlink(outside_dir / "agent.chat", link)
+    os.symlink(outside_dir, tmp_path / "in" / "elsewhere")
     found = find_chats(f"{tmp_path}/*/*/*.chat", [str(tmp_path / "in")], 100)
-    assert sorted(found) == sorted(inside)  # the symlink out of the roots is not followed out
-    assert find_chats(f"{tmp_path}/*/*/*.chat", [str(tmp_path / "in")], 1) == found[:1]
+    assert found == Found(sorted([*inside, str(link)]))
+    assert find_chats(f"{tmp_path}/*/*/*.chat", [str(tmp_path / "in")], 1) == Found(
+        found.chats[:1], over_limit(1)
+    )
+
+
+def test_a_glob_matches_on_disk_as_it_matches_sessions(tmp_path: Any) -> None:
+    """``*`` matches a leading dot (an agent cannot hide its chat from an abort by its
+    name), and a root spelt through a symbolic link, ``//`` or ``.`` is the same root."""
+    root = tmp_path / "roots"
+    (root / "job").mkdir(parents=True)
+    for name in ("w1.chat", ".w2.chat"):
+        (root / "job" / name).write_text("[]")
+    (tmp_path / "spelt").symlink_to(root)
+    real = [str(root / "job" / ".w2.chat"), str(root / "job" / "w1.chat")]
+    for spelling in (f"{root}/job/*.chat", f"{tmp_path}/spelt/job/*.chat", f"{root}//./job/*.chat"):
+        pattern = canonical_pattern(spelling)
+        assert find_chats(pattern, [str(root)], 100) == Found(real), spelling
+        assert all(glob_matches(pattern, chat) for chat in real)  # as a session's path
+
+
+def test_a_glob_search_is_bounded_and_never_loops(tmp_path: Any, monkeypatch: Any) -> None:
+    """A directory link to itself is not walked through; past MAX_LOOKED_AT entries the
+    search stops and says so."""
+    root = tmp_path / "roots"
+    root.mkdir()
+    (root / "loop").symlink_to(".")
+    for i in range(30):
+        (root / f"f{i}.chat").write_text("[]")
+    deep = canonical_pattern(f"{root}" + "/*" * 40)
+    assert find_chats(deep, [str(root)], 100) == Found([])
+    monkeypatch.setattr(scoutd.fleet.deliver, "MAX_LOOKED_AT", 10)
+    stopped = find_chats(f"{root}/*.chat", [str(root)], 100)
+    assert stopped.chats == [] and stopped.cut is not None and "10 directory entries" in stopped.cut
 
 
 def test_the_journal_forgets_commands_older_than_retention(tmp_path: Any) -> None:

@@ -13,11 +13,14 @@ import signal
 import time
 from typing import Any
 
+import msgspec
 import redis
 
 from scoutd import protocol
-from scoutd.fleet.wire import Command, Keys
-from scoutd.inbox import write_abort
+from scoutd.fleet.deliver import over_limit
+from scoutd.fleet.wire import FIELD, Command, Keys, encode, new_command_id
+from scoutd.inbox import inbox_dir, write_abort
+from scoutd.paths import display_path
 from scoutd.testing.fleet import RedisServer
 from tests.fleet.hosts import (
     WAIT,
@@ -191,3 +194,64 @@ def test_a_host_starts_and_serves_without_redis(tmp_path: Any) -> None:
             assert delivered_copies(chat, command) == 1
     finally:
         server.cleanup()
+
+
+def test_a_command_a_host_cannot_apply_is_acknowledged_with_why(
+    redis_server: RedisServer,
+) -> None:
+    """Entries a raw publisher wrote that the host refuses (a relative glob, an issue
+    time no notice name holds, a glob 1,000 components deep) each get an error receipt
+    and are acknowledged: the host keeps serving, and the abort after them applies."""
+    ops, keys = operator(redis_server), Keys("scoutd:fleet")
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        with fleet_host(redis_server, "h1") as host:
+            wait_connected(host)
+            (chat,) = chats_in(host.dir, 1)
+            base = {"kind": "abort", "selector": "chat", "value": chat, "text": "x"}
+            hostile = [
+                {**base, "value": "relative/*.chat"},
+                {**base, "kind": "notice", "issued": 1e300},
+                {**base, "value": "/*" * 1000},
+            ]
+            entries = [
+                client.xadd(keys.commands, {FIELD: encode({"id": new_command_id(), **fields})})
+                for fields in hostile
+            ]
+            command = publish_sync(ops, "abort", f"chat={chat}", "stop")
+            assert wait_receipts(ops, command.id, ["h1"]).receipts[0].chats == [chat]
+            for entry in entries:
+                receipt = client.hget(keys.receipts(f"entry:{entry.decode()}"), "h1")
+                assert receipt is not None and msgspec.json.decode(receipt)["error"], entry
+            assert pending(redis_server, "h1") == 0
+            assert host.status()["fleet"]["connected"] is True
+    finally:
+        client.close()
+
+
+def test_a_chat_glob_reaches_every_matching_chat_or_says_why_not(
+    redis_server: RedisServer,
+) -> None:
+    """A chat of no session is reached whatever its name (a leading dot, an undecodable
+    byte); past ``max_chats`` the receipt says that the others were not reached."""
+    ops = operator(redis_server)
+    with fleet_host(redis_server, "h1", max_chats=3) as host:
+        wait_connected(host)
+        job = os.path.join(host.dir, "job")
+        os.mkdir(job)
+        names = [b"w1.chat", b".w2.chat", b"w\xff.chat"]
+        chats = sorted(os.path.join(job, os.fsdecode(name)) for name in names)
+        for chat in chats:
+            with open(chat, "w") as handle:
+                handle.write("[]")
+        command = publish_sync(ops, "abort", f"chat={job}/*.chat", "stop")
+        receipt = wait_receipts(ops, command.id, ["h1"]).receipts[0]
+        assert receipt.chats == [display_path(chat) for chat in chats] and not receipt.refused
+        for chat in chats:
+            assert os.path.exists(os.path.join(inbox_dir(chat), "abort")), chat
+        with open(os.path.join(job, "w4.chat"), "w") as handle:
+            handle.write("[]")
+        command = publish_sync(ops, "notice", f"chat={job}/*.chat", "four chats now")
+        receipt = wait_receipts(ops, command.id, ["h1"]).receipts[0]
+        assert len(receipt.chats) + len(receipt.already) == 3
+        assert receipt.refused == [over_limit(3)]

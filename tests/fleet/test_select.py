@@ -13,7 +13,15 @@ from scoutd.fleet.select import (
     parse_target,
     within,
 )
-from scoutd.fleet.wire import Command, SessionView, decode_command, encode, new_command_id
+from scoutd.fleet.wire import (
+    MAX_ISSUED,
+    MAX_PATTERN_PARTS,
+    Command,
+    SessionView,
+    decode_command,
+    encode,
+    new_command_id,
+)
 
 ME = Identity(host="h1", labels=("gpu", "team-a"), roots=("/srv/agents",))
 SESSIONS = [
@@ -90,6 +98,7 @@ def test_a_command_reaches_at_most_limit_chats() -> None:
         ("label=gpu", ("label", "gpu")),
         ("session=abc", ("session", "abc")),
         ("chat=/srv/*.chat", ("chat", "/srv/*.chat")),
+        ("chat=/srv//./a/*.chat", ("chat", "/srv/a/*.chat")),  # spelt as paths are
     ],
 )
 def test_targets_parse(text: str, parsed: tuple[str, str]) -> None:
@@ -107,6 +116,7 @@ def test_targets_parse(text: str, parsed: tuple[str, str]) -> None:
         "chat=relative/*.chat",
         "chat=/srv/../etc/*.chat",
         "chat=/srv/\0x",
+        "chat=" + "/*" * (MAX_PATTERN_PARTS + 1),
     ],
 )
 def test_bad_targets_are_refused(text: str) -> None:
@@ -138,3 +148,29 @@ def test_a_host_decodes_only_commands() -> None:
         Command(id=new_command_id(), kind="notice", selector="all", text="  ")
     with pytest.raises(ValueError):
         Command(id=new_command_id(), kind="abort", selector="all", text="x" * (1024 * 1024 + 1))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"selector": "chat", "value": "relative/*.chat"},
+        {"selector": "chat", "value": "/srv/../etc/*.chat"},
+        {"selector": "chat", "value": "/*" * 1000},
+        {"issued": 1e300},
+        {"issued": -1.0},
+        {"issued": MAX_ISSUED * 1.01},
+    ],
+)
+def test_a_host_refuses_at_decoding_what_it_could_not_apply(change: dict[str, object]) -> None:
+    """Whoever published it: a chat glob the CLI would refuse, or an issue time no
+    notice name can hold, is refused when the entry is read (an error receipt)."""
+    sent = msgspec.to_builtins(command("all"))
+    sent.pop("value")
+    with pytest.raises((msgspec.ValidationError, ValueError)):
+        decode_command(encode({**sent, **change}))
+
+
+def test_whatever_a_host_writes_encodes() -> None:
+    """A path with an undecodable byte goes out escaped, never an encoding error."""
+    text = encode(SessionView(id="s1", save_file="/srv/\udcff.chat"))
+    assert msgspec.json.decode(text)["save_file"] == "/srv/\\xff.chat"
