@@ -132,6 +132,8 @@ class FleetAgent:
                 await self._catch_up()
             except LinkErrors.get() as exc:
                 await self._lost(exc)
+            except Exception:  # never the end of the daemon: the read loop tries again
+                log.exception("fleet: reading the pending commands failed")
         if scope.cancelled_caught:
             self.last_error = "pending commands not all read within startup_timeout"
             log.error("fleet: %s; serving local files meanwhile", self.last_error)
@@ -222,6 +224,13 @@ class FleetAgent:
                 backoff = FIRST_BACKOFF
             except LinkErrors.get() as exc:
                 await self._lost(exc)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, self.config.reconnect_max)
+            except Exception as exc:
+                # Never the end of the daemon (its other clients, its local aborts): the
+                # entries read and not acknowledged are read again, from the pending ones.
+                log.exception("fleet: reading commands failed; reading them again")
+                self.caught_up, self.last_error = False, f"{type(exc).__name__}: {exc}"
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, self.config.reconnect_max)
 
@@ -319,6 +328,8 @@ class FleetAgent:
                     await self._beat(views)
                 except LinkErrors.get() as exc:
                     log.debug("fleet: heartbeat not sent: %s", exc)
+                except Exception:  # never the end of the daemon: the next beat tries again
+                    log.exception("fleet: heartbeat not sent")
             await anyio.sleep(self.config.heartbeat_interval)
 
     def _note_events(self, views: list[SessionView]) -> None:

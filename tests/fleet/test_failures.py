@@ -13,12 +13,18 @@ import signal
 import time
 from typing import Any
 
+import anyio
 import msgspec
+import pytest
 import redis
 
 from scoutd import protocol
+from scoutd.config import FleetConfig
+from scoutd.fleet import agent as fleet_agent
+from scoutd.fleet.agent import FleetAgent
 from scoutd.fleet.deliver import over_limit
-from scoutd.fleet.wire import FIELD, Command, Keys, encode, new_command_id
+from scoutd.fleet.operator import publish, receipts
+from scoutd.fleet.wire import FIELD, Command, Keys, Receipt, encode, new_command_id
 from scoutd.inbox import inbox_dir, write_abort
 from scoutd.paths import display_path
 from scoutd.testing.fleet import RedisServer
@@ -255,3 +261,62 @@ def test_a_chat_glob_reaches_every_matching_chat_or_says_why_not(
         receipt = wait_receipts(ops, command.id, ["h1"]).receipts[0]
         assert len(receipt.chats) + len(receipt.already) == 3
         assert receipt.refused == [over_limit(3)]
+
+
+def test_an_unexpected_failure_on_a_host_never_ends_its_reading(
+    redis_server: RedisServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection, for the failures no input is known to cause any more: a
+    delivery that raises is acknowledged with an error receipt; a read that raises
+    reads its entry again, from the pending ones; the agent goes on either way."""
+    chat = tmp_path / "roots" / "a" / "agent.chat"
+    chat.parent.mkdir(parents=True)
+    chat.write_text("[]")
+    config = FleetConfig(
+        url=redis_server.url,
+        host="h1",
+        state_dir=str(tmp_path / "state"),
+        startup_timeout=5.0,
+        reconnect_max=0.2,
+    )
+    agent = FleetAgent(config, lambda: [], lambda: [str(tmp_path / "roots")])
+    ops, failures = operator(redis_server), {"deliver": 1, "apply": 1}
+    real_deliver, real_apply = fleet_agent.deliver, FleetAgent._apply
+
+    def deliver_failing_once(*args: Any) -> Receipt:
+        if failures["deliver"]:
+            failures["deliver"] -= 1
+            raise RuntimeError("boom")
+        return real_deliver(*args)
+
+    async def apply_failing_once(self: FleetAgent, *args: Any) -> Receipt:
+        if not failures["deliver"] and failures["apply"]:  # the second command's first read
+            failures["apply"] -= 1
+            raise RuntimeError("read failed")
+        return await real_apply(self, *args)
+
+    monkeypatch.setattr(fleet_agent, "deliver", deliver_failing_once)
+    monkeypatch.setattr(FleetAgent, "_apply", apply_failing_once)
+
+    async def answered(command: str) -> Receipt:
+        with anyio.fail_after(WAIT):
+            while True:
+                found = (await receipts(ops, command)).receipts
+                if found:
+                    return found[0]
+                await anyio.sleep(0.05)
+
+    async def main() -> tuple[Receipt, Receipt]:
+        async with anyio.create_task_group() as tg:
+            await tg.start(agent.run)
+            first, _ = await publish(ops, "notice", "chat", str(chat), "first", by="test")
+            failed = await answered(first.id)
+            second, _ = await publish(ops, "notice", "chat", str(chat), "second", by="test")
+            delivered = await answered(second.id)
+            tg.cancel_scope.cancel()
+        return failed, delivered
+
+    failed, delivered = anyio.run(main)
+    assert failed.error is not None and "RuntimeError: boom" in failed.error and not failed.chats
+    assert delivered.chats == [str(chat)] and failures == {"deliver": 0, "apply": 0}
+    assert pending(redis_server, "h1") == 0
