@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_ABORTED",
     "EXIT_ERROR",
+    "EXIT_INCOMPLETE",
     "EXIT_OK",
     "EXIT_USAGE",
     "CliError",
@@ -53,6 +54,9 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2  # also what argparse itself exits with on a bad command line
 EXIT_ABORTED = 3
+# `fleet receipts`: an answer says the command did not reach every chat it matched (a
+# refusal, an error, an unreadable receipt): final news, unlike 1 (not answered yet)
+EXIT_INCOMPLETE = 4
 
 
 def encode(value: Any) -> bytes:

@@ -7,6 +7,10 @@ TARGET is ``all``, ``host=NAME``, ``label=NAME``, ``chat=GLOB`` or
 backlog; ``scoutd fleet receipts ID`` which hosts answered a command, and
 with which chats (docs/OPERATIONS.md, "A fleet"). All of them read ``[fleet]``
 from the operator's config file (``--config``).
+
+``fleet receipts`` exits 0 when every known host answered cleanly,
+``EXIT_INCOMPLETE`` (4) when an answer says a chat was not reached (a refusal,
+an error, an unreadable receipt) and 1 while a known host has not answered.
 """
 
 from __future__ import annotations
@@ -19,10 +23,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError
 from ..paths import printable
-from .common import EXIT_OK, CliError, UsageError, Verb, add_config, found_config, write_json
+from .common import (
+    EXIT_ERROR,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    CliError,
+    UsageError,
+    Verb,
+    add_config,
+    found_config,
+    write_json,
+)
 
 if TYPE_CHECKING:  # the config code is the verbs' own: not for --help
     from ..config import FleetConfig
+    from ..fleet.operator import Receipts
 
 __all__ = ["FLEET", "add_fleet", "publish_command"]
 
@@ -136,6 +151,41 @@ def _status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _when(at: float) -> str:
+    """A receipt's time as UTC text; a host wrote it, so any float: one out of range says so."""
+    try:
+        moment = time.gmtime(at)
+    except (OverflowError, OSError, ValueError):  # past time_t, or NaN
+        return f"time out of range ({at!r})"
+    if not 1 <= moment.tm_year <= 9999:
+        return f"time out of range ({at!r})"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", moment)
+
+
+def _print_receipts(found: Receipts) -> None:
+    """The text form: a summary line, then each answer with its chats, every name escaped."""
+    answered = len(found.receipts) + len(found.unreadable)
+    print(
+        f"command {found.command}: {answered} host(s) answered,"
+        f" {found.chats} chat(s) reached; no answer yet from: "
+        + (", ".join(printable(h) for h in found.missing) or "none")
+        + "; refused, failed or unreadable on: "
+        + (", ".join(printable(h) for h in found.incomplete) or "none")
+    )
+    for receipt in found.receipts:
+        print(
+            f"  {printable(receipt.host)}  {_when(receipt.at)}  written {len(receipt.chats)}"
+            f"  already {len(receipt.already)}  refused {len(receipt.refused)}"
+            + (f"  error {printable(receipt.error)}" if receipt.error is not None else "")
+        )
+        for chat in receipt.chats + receipt.already:
+            print(f"    {printable(chat)}")
+        for refusal in receipt.refused:
+            print(f"    refused: {printable(refusal)}")
+    for bad in found.unreadable:
+        print(f"  {printable(bad.host)}  unreadable receipt: {printable(bad.reason)}")
+
+
 def _receipts(args: argparse.Namespace) -> int:
     from ..fleet.operator import receipts
 
@@ -144,23 +194,11 @@ def _receipts(args: argparse.Namespace) -> int:
     if args.json:
         write_json(found)
     else:
-        print(
-            f"command {found.command}: {len(found.receipts)} host(s) answered,"
-            f" {found.chats} chat(s) reached; no answer yet from: "
-            + (", ".join(printable(h) for h in found.missing) or "none")
-        )
-        for receipt in found.receipts:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(receipt.at))
-            print(
-                f"  {printable(receipt.host)}  {when} UTC  written {len(receipt.chats)}"
-                f"  already {len(receipt.already)}  refused {len(receipt.refused)}"
-                + (f"  error {printable(receipt.error)}" if receipt.error else "")
-            )
-            for chat in receipt.chats + receipt.already:
-                print(f"    {printable(chat)}")
-            for refusal in receipt.refused:
-                print(f"    refused: {printable(refusal)}")
-    return EXIT_OK if not found.missing else 1
+        _print_receipts(found)
+    # a chat not reached is final news; a host not answered yet may still answer
+    if found.incomplete:
+        return EXIT_INCOMPLETE
+    return EXIT_ERROR if found.missing else EXIT_OK
 
 
 def _configure_status(parser: argparse.ArgumentParser) -> None:
@@ -194,7 +232,8 @@ FLEET = Verb(
         Verb(
             name="receipts",
             help="which hosts answered a command and which chats it reached"
-            " (exit 1 while a known host has not answered)",
+            f" (exit {EXIT_INCOMPLETE} when an answer lists a refused chat or an error, or"
+            f" cannot be read; else {EXIT_ERROR} while a known host has not answered)",
             examples=("scoutd fleet receipts 5f0c...e1", "scoutd fleet receipts --json 5f0c...e1"),
             configure=_configure_receipts,
             run=_receipts,

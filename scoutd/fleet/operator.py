@@ -17,7 +17,15 @@ from ..config import FleetConfig
 from .link import connect
 from .wire import FIELD, Command, HostBeat, Keys, Receipt, encode, new_command_id
 
-__all__ = ["FleetView", "GroupView", "Receipts", "fleet_view", "publish", "receipts"]
+__all__ = [
+    "FleetView",
+    "GroupView",
+    "Receipts",
+    "Unreadable",
+    "fleet_view",
+    "publish",
+    "receipts",
+]
 
 
 class GroupView(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,12 +47,26 @@ class FleetView(msgspec.Struct, frozen=True, kw_only=True):
     recent: list[dict[str, Any]]  # the last commands and how many hosts answered
 
 
+class Unreadable(msgspec.Struct, frozen=True, kw_only=True):
+    """A receipt field that does not decode as a :class:`Receipt`: its field name, and why."""
+
+    host: str  # the hash field, undecodable bytes as \xNN
+    reason: str  # msgspec's message
+
+
 class Receipts(msgspec.Struct, frozen=True, kw_only=True):
-    """``scoutd fleet receipts ID``: who answered, and which known hosts have not."""
+    """``scoutd fleet receipts ID``: who answered, how cleanly, and which known hosts have not.
+
+    Any host account may write any field of the receipts hash, so each field is
+    decoded alone: a malformed one is listed under ``unreadable`` and never
+    hides the others.
+    """
 
     command: str
     receipts: list[Receipt]
+    unreadable: list[Unreadable]
     missing: list[str]  # hosts with a heartbeat but no receipt yet
+    incomplete: list[str]  # hosts whose answer is not clean: refused, error or unreadable
     chats: int  # chats written to, all hosts together
 
 
@@ -155,7 +177,18 @@ async def fleet_view(config: FleetConfig, *, recent: int = 10) -> FleetView:
     )
 
 
+def _field(name: bytes | str) -> str:
+    """A hash field's name as text: any bytes a host wrote, undecodable ones as ``\\xNN``."""
+    return name.decode("utf-8", "backslashreplace") if isinstance(name, bytes) else name
+
+
+def _clean(receipt: Receipt) -> bool:
+    """Every chat the host matched got the command: nothing refused, no error."""
+    return not receipt.refused and receipt.error is None
+
+
 async def receipts(config: FleetConfig, command: str) -> Receipts:
+    """Read the receipts of ``command``: each decoded alone, a malformed one listed as such."""
     keys = Keys(config.prefix)
     redis = connect(config)
     try:
@@ -163,11 +196,29 @@ async def receipts(config: FleetConfig, command: str) -> Receipts:
         beats = await _beats(redis, keys)
     finally:
         await redis.aclose()
-    found = sorted((_receipt.decode(data) for data in raw.values()), key=lambda r: r.host)
-    answered = {r.host for r in found}
+    found: list[Receipt] = []
+    unreadable: list[Unreadable] = []
+    for name, data in raw.items():
+        field = _field(name)
+        try:
+            receipt = _receipt.decode(data)
+        except msgspec.DecodeError as exc:  # ValidationError too: a hostile or newer host
+            unreadable.append(Unreadable(host=field, reason=str(exc)))
+            continue
+        if receipt.command != command or receipt.host != field:
+            unreadable.append(Unreadable(host=field, reason="a receipt of another command or host"))
+            continue
+        found.append(receipt)
+    found.sort(key=lambda r: r.host)
+    unreadable.sort(key=lambda u: u.host)
+    # an unreadable field still answers for the host it names: listed there, not as missing
+    answered = {r.host for r in found} | {u.host for u in unreadable}
+    incomplete = {r.host for r in found if not _clean(r)} | {u.host for u in unreadable}
     return Receipts(
         command=command,
         receipts=found,
+        unreadable=unreadable,
         missing=[b.host for b in beats if b.host not in answered],
+        incomplete=sorted(incomplete),
         chats=sum(len(r.chats) + len(r.already) for r in found),
     )

@@ -12,6 +12,7 @@ import anyio
 import msgspec
 import redis
 
+from scoutd.cli.common import EXIT_INCOMPLETE
 from scoutd.fleet.operator import fleet_view
 from scoutd.fleet.wire import FIELD, Keys, Receipt, SessionEvent
 from scoutd.testing.fleet import RedisServer
@@ -131,7 +132,7 @@ def test_receipts_are_printed_escaped(redis_server: RedisServer, tmp_path: objec
         text=True,
         timeout=WAIT,
     )
-    assert shown.returncode == 0, shown.stderr
+    assert shown.returncode == EXIT_INCOMPLETE, shown.stderr  # an error: not a clean answer
     assert "\x1b" not in shown.stdout
     lines = shown.stdout.splitlines()
     assert lines[1].endswith("error bad\\x0ascoutd: all clear")
