@@ -364,6 +364,8 @@ def _read_file(path: str, *, allow_empty: bool) -> _FileLayout:
         raise ConfigError(f"invalid config file {path}: {_where(exc, '')}") from exc
     except msgspec.DecodeError as exc:
         raise ConfigError(f"invalid config file {path}: {exc}") from exc
+    except RecursionError:  # tables or arrays nested past what the reader walks
+        raise ConfigError(f"invalid config file {path}: nested too deeply") from None
 
 
 def _fleet_table(table: Mapping[str, Any], source: str) -> FleetConfig:

@@ -292,6 +292,13 @@ def test_a_missing_or_empty_file_is_named(tmp_path: pathlib.Path) -> None:
     assert resolve_config(full, environ={}, allow_empty=False).prompt.epoch_size == 4
 
 
+def test_a_file_nested_too_deeply_is_invalid_not_an_internal_error(tmp_path: pathlib.Path) -> None:
+    deep = write(tmp_path / "deep.toml", "[prompt]\nx = " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(ConfigError) as caught:
+        resolve_config(deep, environ={})
+    assert str(caught.value) == f"invalid config file {deep}: nested too deeply"
+
+
 def test_environment_values_are_stripped_except_the_notice() -> None:
     config = resolve_config(
         environ={"EPOCH_SIZE": " 7\n", "COMPACTION_NOTICE": "  keep  ", "PROMPT_STRATEGY": " none "}

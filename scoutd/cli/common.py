@@ -149,6 +149,9 @@ def read_messages(source: str) -> list[Any]:
         document = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise _json_error(source, data, exc) from exc
+    except RecursionError:
+        name = "<stdin>" if source == "-" else source
+        raise CliError(f"invalid JSON in {name}: nested too deeply") from None
     if isinstance(document, dict) and "messages" in document:
         document = document["messages"]
     if not isinstance(document, list):
@@ -184,7 +187,7 @@ def _parse_setting(text: str) -> tuple[str, Any]:
 
     try:
         value: Any = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         value = raw
     return key, value
 

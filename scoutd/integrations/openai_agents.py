@@ -76,7 +76,7 @@ class ScoutdInputFilter(ClosedByWith):
         """The recall tool's answer to the model's JSON ``arguments``."""
         try:
             given = msgspec.json.decode(arguments or "{}")
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # what a model sent: never raised
             given = None
         if not isinstance(given, dict):
             return 'the recall arguments must be a JSON object: {"handle": "#37"}'

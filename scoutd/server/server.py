@@ -10,7 +10,6 @@ whole daemon inside an existing event loop (tests, embedding).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -207,8 +206,7 @@ class Server:
             async for signum in signals:
                 if signum == signal.SIGHUP:
                     log.info("SIGHUP: reloading the configuration")
-                    with contextlib.suppress(ConfigError):
-                        await self.reload()
+                    await self._reload_logged()
                 elif self._stop.is_set():
                     log.warning(
                         "second %s: not waiting for requests in flight", signal.Signals(signum).name
@@ -285,8 +283,17 @@ class Server:
                 if not self._config_event.is_set():
                     break
             log.info("configuration file changed: reloading")
-            with contextlib.suppress(ConfigError):
-                await self.reload()
+            await self._reload_logged()
+
+    async def _reload_logged(self) -> None:
+        """Reload for a file change or SIGHUP: a failure is logged, never raised, and the
+        last good configuration stays."""
+        try:
+            await self.reload()
+        except ConfigError:
+            pass  # logged by reload()
+        except Exception:  # a defect: never the end of the daemon, nor of its reloads
+            log.exception("reload failed, keeping generation %d", self.snapshot.generation)
 
     async def reload(self) -> int:
         """Re-read the configuration; swap it in if valid, else keep the old one.

@@ -79,7 +79,7 @@ def _value(text: str) -> Any:
     """A command-line value: JSON when it parses (numbers, booleans), else the string."""
     try:
         return msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return text
 
 

@@ -34,7 +34,7 @@ def _arguments(text: str) -> Any:
     """A call's arguments from their JSON text (an object), or the text itself."""
     try:
         return _decode(text)
-    except (msgspec.DecodeError, UnicodeError):
+    except (msgspec.DecodeError, UnicodeError, RecursionError):
         return text
 
 

@@ -281,7 +281,7 @@ class _Originals:
             return self._idents[content]
         try:
             data = msgspec.json.decode(content)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             data = None
         ident = data.get("id") if isinstance(data, dict) else None
         if not isinstance(ident, (str, int, float, bool)):

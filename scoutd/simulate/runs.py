@@ -78,6 +78,8 @@ def read_runs(path: str) -> Iterator[tuple[int, list[Any]]]:
                     data = msgspec.json.decode(line)
                 except msgspec.DecodeError as exc:
                     raise ChatError(f"{path}:{number}: not JSON: {exc}") from exc
+                except RecursionError:
+                    raise ChatError(f"{path}:{number}: JSON nested too deeply") from None
                 messages = data.get("messages") if isinstance(data, dict) else None
                 if not isinstance(messages, list):
                     raise ChatError(f"{path}:{number}: no 'messages' list")

@@ -143,7 +143,7 @@ def _scout(message: Mapping[str, Any]) -> list[Part]:
     if type(content) is str:
         try:
             data = _decode(content)
-        except (msgspec.DecodeError, UnicodeError):
+        except (msgspec.DecodeError, UnicodeError, RecursionError):
             data = None
     data = data if isinstance(data, dict) else {}
     ident = data.get("id")

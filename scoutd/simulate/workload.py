@@ -281,6 +281,8 @@ def load_chat(path: str) -> Workload:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise ChatError(f"chat {path} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ChatError(f"chat {path} is JSON nested too deeply") from None
     if isinstance(data, dict) and "messages" in data:
         data = data["messages"]
     if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):

@@ -93,6 +93,19 @@ def test_prepare_bad_json_exits_1_with_position(home: Path) -> None:
     assert result.returncode == 1
     line = one_error_line(result)
     assert "invalid JSON" in line and "line 2, column 19" in line, line
+
+
+def test_json_nested_too_deeply_is_invalid_input_not_an_unexpected_error(home: Path) -> None:
+    """Read by the CLI (prepare, explain) and by simulate: one line that says why."""
+    deep = "[" * 5000 + "]" * 5000
+    result = run(home, "prepare", "--local", input=deep)
+    assert result.returncode == 1
+    assert one_error_line(result) == "scoutd: invalid JSON in <stdin>: nested too deeply"
+    chat = home / "deep.json"
+    chat.write_text(deep)
+    result = run(home, "simulate", "--chat", str(chat))
+    assert result.returncode == 1, result.stderr  # as for any chat that cannot be read
+    assert result.stderr == f"scoutd simulate: chat {chat} is JSON nested too deeply\n"
     empty = run(home, "prepare", "--local", input="")
     assert empty.returncode == 1
     assert "empty" in one_error_line(empty)

@@ -213,6 +213,8 @@ def config_check(path: str) -> subprocess.CompletedProcess[str]:
         '[daemon]\nallowed_roots = ["/tmp/x", "/e',  # cut in the middle of a value
         '[daemon]\nallowed_roots = ["relative/dir"]\n',
         "[daemon]\nallowed_roots = []\n",
+        # nested past what the reader walks: a RecursionError stopped the daemon's reloads
+        '[daemon]\nallowed_roots = ["/tmp"]\n[prompt]\nx = ' + "[" * 3000 + "]" * 3000,
     ],
 )
 def test_a_partial_config_never_replaces_the_running_one(text: str) -> None:
