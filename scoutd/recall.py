@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from .formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES, scout_view
+from .protocol.messages import MAX_RECALL_SEARCH
 from .strategies.tool_messages import ToolIndex, decode_body, encode_json, index_tools
 
 __all__ = [
@@ -192,6 +193,11 @@ def find_output(
     assert search is not None
     if len(search) < MIN_SEARCH:
         return Recalled(f"search {search!r} is too short: give at least {MIN_SEARCH} characters")
+    if len(search) > MAX_RECALL_SEARCH:  # as the daemon's bound: one answer in every path
+        return Recalled(
+            f"search is too long ({len(search)} characters):"
+            f" give at most {MAX_RECALL_SEARCH} characters"
+        )
     shown = _shown_whole(visible, format)
     for slot in reversed(outputs):
         partner = index.partners[slot]

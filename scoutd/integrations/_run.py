@@ -35,7 +35,8 @@ from ..errors import Aborted
 from ..formats import check_format_name
 from ..inbox.aborted import check, held
 from ..inbox.names import ABORT_NAME, inbox_dir
-from ..recall import arguments_problem, find_output
+from ..protocol.messages import MAX_RECALL_SEARCH
+from ..recall import arguments_problem, find_output, parse_handle
 
 __all__ = [
     "ClosedByWith",
@@ -225,10 +226,22 @@ class _ThroughDaemon:
 
     def recall(self, handle: str | int | None, search: str | None) -> str:
         """Answered by the daemon from the session's conversation; without a session
-        (no save file), here from the last round's."""
+        (no save file), here from the last round's.
+
+        The daemon is asked what the in-process lookup would look up: a handle's
+        number (a padded ``"#2   "`` is output #2, as here), never what the wire's
+        bounds refuse, so what a model sends gets a text, never an exception.
+        """
         if self.session is None:
             return _recalled(self.held, handle, search)
-        return self.session.recall(handle, search)
+        if handle not in (None, ""):
+            number = parse_handle(handle)
+            if number is None:  # find_output's malformed-handle text, as in process
+                return find_output((), handle).text
+            return self.session.recall(number)
+        if search is not None and len(search) > MAX_RECALL_SEARCH:
+            return find_output((), None, search).text  # the in-process text, as above
+        return self.session.recall(None, search)
 
     def close(self) -> None:
         try:

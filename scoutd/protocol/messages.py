@@ -36,6 +36,11 @@ AnswerForm = Literal["messages", "indices"]
 # ``id`` may be a string, an integer or null; fractional numbers and booleans are refused.
 RequestId = int | str | None
 
+# The longest ``session.recall`` handle and search taken: a handle is a number, and a
+# search is a text to find, not an output to send back (docs/PROTOCOL.md).
+MAX_RECALL_HANDLE: Final = 64
+MAX_RECALL_SEARCH: Final = 4096
+
 
 # --- params -----------------------------------------------------------------------------
 
@@ -114,8 +119,8 @@ class SessionRecallParams(
     (``"#37"``, ``"37"`` or 37) or by a text it held (docs/PROTOCOL.md)."""
 
     session: str
-    handle: Annotated[str, msgspec.Meta(max_length=64)] | int | None = None
-    search: Annotated[str, msgspec.Meta(max_length=4096)] | None = None
+    handle: Annotated[str, msgspec.Meta(max_length=MAX_RECALL_HANDLE)] | int | None = None
+    search: Annotated[str, msgspec.Meta(max_length=MAX_RECALL_SEARCH)] | None = None
 
 
 class MetricsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -156,7 +156,7 @@ async def dispatch(server: Daemon, conn: PeerConnection, line: bytes) -> bytes |
         log.debug(
             "request %s session=%r pid=%d in=%dB out=%dB %.2fms",
             "?" if request is None else repr(request.method)[1:-1][:64],
-            session,
+            None if session is None else session[:64],
             conn.peer.pid,
             len(line),
             len(response),
@@ -226,14 +226,17 @@ async def session_recall(call: Call, params: protocol.SessionRecallParams) -> by
     """The recall tool's answer from the session's own stored conversation: a session
     of another uid is unknown here, like a closed one. Under the session's lock and
     one of its uid's prepare slots, in a worker thread (it reads the whole
-    conversation), after the room for the answer, which may be a large output."""
+    conversation), after the room for the answer, which may be a large output:
+    looked for first, then again before each slot (as ``prepare_prompt``), since
+    the answers made while this one waited may have filled the uid's bound."""
     server, uid = call.server, call.conn.peer.uid
     session = server.registry.get(params.session, uid, server.shared.own_uid)
     if session is None:
         raise call.unknown_session(params.session)
-    await call.conn.answer_room(call.id)
+    room = partial(call.conn.answer_room, call.id)
+    await room()
     session.last_used = time.monotonic()
-    async with session.lock, server.shared.quotas.computing(uid):
+    async with session.lock, server.shared.quotas.computing(uid, room):
         return await anyio.to_thread.run_sync(
             _recall_answer, session, params, call.id, limiter=server.limiter
         )
@@ -255,7 +258,7 @@ def _recall_answer(
             params.handle,
             params.search,
             format=session.prompt.format,
-            visible=session.encoder.prompt,
+            visible=session.shown,
         )
         found = protocol.SessionRecallResult(
             text=answer.text, handle=answer.handle, found=answer.found

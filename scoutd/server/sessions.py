@@ -37,10 +37,10 @@ import os
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 
@@ -101,6 +101,7 @@ class AgentSession:
     # incremental prompt state (docs/PROTOCOL.md, incremental sessions)
     prompt: SessionPrompt = field(default_factory=SessionPrompt)
     encoder: DeltaEncoder = field(default_factory=DeltaEncoder)
+    shown: Sequence[Any] = ()  # the last prompt answered, whole or not: what search passes over
     # the notices of the last answer, delivered again if its client did not use it
     delivered: tuple[str, ...] = ()
     # one prepare at a time; taken without a turn of the event loop when free
@@ -109,7 +110,7 @@ class AgentSession:
 
     def forget_conversation(self) -> None:
         """Drop the stored conversation; the client sends it whole next time."""
-        self.prompt, self.encoder = SessionPrompt(), DeltaEncoder()
+        self.prompt, self.encoder, self.shown = SessionPrompt(), DeltaEncoder(), ()
 
 
 @dataclass(slots=True)

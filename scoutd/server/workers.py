@@ -253,6 +253,7 @@ def run_session_prepare(
         raise
     session.prompt = state
     session.delivered = tuple(redelivery.delivered)
+    session.shown = prepared.messages
     redelivered = len(carried) - len(redelivery.carried)  # those the inbox strategy took
     delivered = sum(report.inbox_delivered for report in prepared.report) - redelivered
     _log_warnings(prepared)

@@ -15,8 +15,10 @@ import pytest
 import scoutd
 from scoutd.inbox.aborted import clear, held
 from scoutd.integrations._run import RunPreparer
+from scoutd.protocol.messages import MAX_RECALL_SEARCH
 from scoutd.strategies.inbox import write_abort, write_notice
 from tests.support.daemon import Daemon, wait_for
+from tests.test_recall import chat_outputs, chat_run
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -64,6 +66,31 @@ def test_recall_arguments_of_the_wrong_type_get_a_text(
         for handle, search in (({"n": 1}, None), (None, ["x"])):
             answer = preparer.recall(handle, search)
             assert answer == "handle and search must be strings"
+
+
+def test_recall_answers_alike_in_process_and_through_the_daemon(
+    daemon: Daemon, tmp_path: Any
+) -> None:
+    """What a model sends to the recall tool never becomes an exception: the daemon is
+    asked what the in-process lookup would look up, so arguments past the wire's bounds
+    (a padded handle, one that is no string, a long one) get the same answer."""
+    messages = chat_run(5, user_every=0)
+    there = os.path.join(daemon.dir, "alike.chat")
+    with (
+        RunPreparer(save_file=str(tmp_path / "alike.chat"), recall=True) as local,
+        RunPreparer(save_file=there, socket=daemon.socket_path, recall=True) as remote,
+    ):
+        local.prepare(messages)
+        remote.prepare(messages)
+        for handle in ("#2" + " " * 70, " 2 ", 2, True, "9" * 70, "#x" + "y" * 80, 10**30):
+            assert remote.recall(handle) == local.recall(handle), handle
+        assert local.recall("#2" + " " * 70) == chat_outputs(messages)[1]
+        assert local.recall(True).startswith("malformed handle 'True'")
+        # a search past the wire's bound is the same tool-error text, not a refusal
+        long = "line 5.1: " * (MAX_RECALL_SEARCH // 10 + 1)
+        too_long = f"search is too long ({len(long)} characters): give at most {MAX_RECALL_SEARCH}"
+        assert remote.recall(search=long) == local.recall(search=long) == too_long + " characters"
+        assert remote.recall(search="value_4_7") == local.recall(search="value_4_7")
 
 
 def test_a_strategy_callable_runs_in_process_only(daemon: Daemon) -> None:

@@ -4,11 +4,13 @@ The daemon answers from the session's stored conversation: the exact original
 output for a handle its prompts carry, a tool-error text for what finds
 nothing, an unknown session for another session's id once closed; and a handle
 answers the same after a restart, for a session re-opened with the same
-conversation.
+conversation. Its answers are held to the uid's bound of unread answers, like
+``prepare_prompt``'s.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 
@@ -18,7 +20,8 @@ import pytest
 from scoutd import protocol
 from scoutd.client import AsyncClient, Client
 from scoutd.errors import RemoteError
-from tests.support.daemon import Daemon
+from tests.server.test_quotas import MIB, _counts, _error
+from tests.support.daemon import Daemon, wait_for
 from tests.test_recall import RECALL, chat_outputs, chat_run, marked, removed
 
 
@@ -47,6 +50,32 @@ def test_a_handle_in_the_daemons_prompt_recalls_the_exact_output(daemon: Daemon)
         # search: the newest output not shown whole in the last prompt
         newest = max(handles)
         assert session.recall(search="of the run") == f"#{newest}\n{outputs[newest - 1]}"
+
+
+def test_search_passes_over_what_a_whole_answer_shows(daemon: Daemon) -> None:
+    """A prompt answered whole (``delta`` false, or the client sending the whole
+    conversation again after an earlier message changed) is still the last prompt:
+    search passes over the outputs it shows whole, as after a delta."""
+    messages = chat_run(80)
+    outputs = chat_outputs(messages)
+    with daemon.connect(20) as raw:
+        opened = raw.call("session.open", {"save_file": os.path.join(daemon.dir, "whole.chat")})
+        session = opened["result"]["session"]
+        params = {"session": session, "messages": messages, "config": RECALL}
+        prompt = raw.call("prepare_prompt", params)["result"]["messages"]
+        newest = max(marked(prompt))
+        assert newest < 80  # the newest outputs are shown whole, and hold the text too
+        reply = raw.call("session.recall", {"session": session, "search": "of the run"})
+        assert reply["result"]["text"] == f"#{newest}\n{outputs[newest - 1]}"
+    changed = [{"role": "system", "content": "be brief, please"}, *messages[1:]]
+    with (
+        Client(daemon.socket_path, timeout=20) as client,
+        client.session(os.path.join(daemon.dir, "replaced.chat")) as replaced,
+    ):
+        replaced.prepare_prompt(messages, config=RECALL)
+        prompt = replaced.prepare_prompt(changed, config=RECALL)  # sent whole, answered whole
+        newest = max(marked(prompt))
+        assert replaced.recall(search="of the run") == f"#{newest}\n{outputs[newest - 1]}"
 
 
 def test_two_sessions_reach_only_their_own_conversation(daemon: Daemon) -> None:
@@ -135,3 +164,66 @@ def test_unknown_session_is_a_remote_error(daemon: Daemon) -> None:
         with pytest.raises(RemoteError) as caught:
             session.recall("#1")
         assert caught.value.code == protocol.UNKNOWN_SESSION
+
+
+def test_recall_answers_count_against_the_uids_unread_answers() -> None:
+    """Recall answers, large outputs maybe, are held to ``max_queued_response_bytes_per_uid``
+    like prepare answers: of one uid's recalls waiting for the session and a slot on
+    connections that never read, those past the bound are refused with ``-32004``
+    naming it, and the others are answered whole once read."""
+    bound = 4 * MIB
+    output = "x" * (3 * MIB // 2)  # more than a socket buffer: held until read
+    answer = len(output) + 100  # its answer line
+    call = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": output},
+    ]
+    limits = {"max_queued_response_bytes_per_uid": bound, "max_prepares_per_uid": 1}
+    count = 12  # 18 MB of answers if all were held
+    with Daemon(daemon=limits) as d, d.connect(30) as owner:
+        opened = owner.call("session.open", {"save_file": os.path.join(d.dir, "big.chat")})
+        session = opened["result"]["session"]
+        params = {"session": session, "messages": messages, "strategies": "none"}
+        assert owner.call("prepare_prompt", params, timeout=30)["result"]
+
+        def answered() -> int:
+            """Requests the daemon answered since it started, ``status`` calls included."""
+            done: int = owner.call("status")["result"]["latency"]["count"]
+            return done
+
+        idle = [d.connect(30) for _ in range(count)]
+        try:
+            start, polls = answered(), itertools.count(1)
+            ids = [c.request("session.recall", {"session": session, "handle": "#1"}) for c in idle]
+            wait_for(lambda: answered() - start - next(polls) == count, 30, "every recall")
+            held = _counts(owner)["queued_response_bytes"]
+            assert held < bound + 2 * answer, held
+            replies = [c.response(rid, timeout=30) for c, rid in zip(idle, ids, strict=True)]
+        finally:
+            for client in idle:
+                client.close()
+    results = [reply["result"] for reply in replies if "result" in reply]
+    refused = [_error(reply) for reply in replies if "result" not in reply]
+    assert 1 <= len(results) <= bound // answer + 2, len(results)
+    assert all(result["text"] == output for result in results)
+    assert refused and all(error["code"] == protocol.TOO_LARGE for error in refused)
+    assert all(error["data"]["limit"] == bound for error in refused)
+    assert all("max_queued_response_bytes_per_uid" in error["message"] for error in refused)
+
+
+def test_the_request_log_line_cuts_a_long_session_id(daemon: Daemon) -> None:
+    """The debug line of each request cuts its session id to 64 characters, as its
+    method: a client's 100,000-character id is not written to the log whole."""
+    long = "q" * 100_000
+    with daemon.connect(20) as raw:
+        reply = raw.call("session.recall", {"session": long, "handle": "#1"})
+        assert reply["error"]["code"] == protocol.UNKNOWN_SESSION
+
+    def logged() -> list[str]:
+        return [line for line in daemon.log().splitlines() if "q" * 64 in line]
+
+    lines = wait_for(logged, 10, "the request's log line")
+    assert len(lines) == 1 and "request session.recall session='" + "q" * 64 + "' " in lines[0]
+    assert len(lines[0]) < 300, len(lines[0])
