@@ -312,9 +312,11 @@ class FleetAgent:
         cut = found.cut if len(chats) <= limit else over_limit(limit)
         receipt = deliver(command, chats[:limit], self.journal, self.host, now)
         self.journal.compact(now - 2 * self.config.command_max_age)
-        if cut is not None:
-            log.error("fleet: %s %s: %s", command.kind, command.id, cut)
-            receipt = msgspec.structs.replace(receipt, refused=[*receipt.refused, cut])
+        said = [*found.unlisted, *([] if cut is None else [cut])]
+        if said:  # a chat there may match: never silently (docs/OPERATIONS.md)
+            for line in said:
+                log.error("fleet: %s %s: %s", command.kind, command.id, printable(line))
+            receipt = msgspec.structs.replace(receipt, refused=[*receipt.refused, *said])
         return receipt
 
     # --- heartbeats and session events -----------------------------------------------

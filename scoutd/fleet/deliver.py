@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from ..inbox import inbox_dir, inbox_removed_dir, write_abort, write_notice
 from ..inbox.aborted import held
-from ..paths import printable
+from ..paths import display_path, printable
 from .select import check_pattern, normal_pattern
 from .wire import Command, Receipt
 
@@ -51,6 +51,8 @@ _COMPACT_EVERY = 10_000
 # The most directory entries one chat glob looks at on a host: the search is bounded
 # work in a worker thread, whatever the pattern and the tree (docs/OPERATIONS.md).
 MAX_LOOKED_AT = 500_000
+# The most directories a glob's receipt names as not looked into.
+MAX_UNLISTED = 100
 # A glob component's special characters (fnmatch's): one without them is a name.
 _MAGIC = re.compile(r"[*?[]")
 
@@ -106,10 +108,13 @@ class Journal:
 
 
 class Found(NamedTuple):
-    """The chats a glob found on disk, and why the search stopped short (None: it did not)."""
+    """The chats a glob found on disk, why the search stopped short (None: it did not),
+    and the directories it could not look into, each with why (at most
+    :data:`MAX_UNLISTED`: a chat in them may match, so each is said)."""
 
     chats: list[str]
     cut: str | None = None
+    unlisted: tuple[str, ...] = ()
 
 
 def canonical_pattern(pattern: str) -> str:
@@ -141,6 +146,7 @@ def find_chats(pattern: str, roots: Sequence[str], limit: int) -> Found:
     check_pattern(pattern)
     parts = pattern.split("/")[1:]
     found: set[str] = set()
+    unlisted: list[str] = []
     looked = 0
     for root in roots:
         under = [] if root == "/" else root.split("/")[1:]
@@ -151,13 +157,14 @@ def find_chats(pattern: str, roots: Sequence[str], limit: int) -> Found:
             last = depth == len(parts)
             deeper: list[str] = []
             for directory in level:
-                listed, paths = _entries(directory, part)
+                listed, paths = _entries(directory, part, unlisted)
                 looked += listed
                 if looked > MAX_LOOKED_AT:
                     return Found(
                         sorted(found)[:limit],
                         f"the pattern's search stopped after {MAX_LOOKED_AT} directory"
                         " entries: chats past them were not looked for; narrow the pattern",
+                        tuple(unlisted),
                     )
                 for path in paths:
                     if not last:
@@ -166,9 +173,9 @@ def find_chats(pattern: str, roots: Sequence[str], limit: int) -> Found:
                     elif os.path.isfile(path):
                         found.add(path)
                         if len(found) > limit:
-                            return Found(sorted(found)[:limit], over_limit(limit))
+                            return Found(sorted(found)[:limit], over_limit(limit), tuple(unlisted))
             level = deeper
-    return Found(sorted(found))
+    return Found(sorted(found), None, tuple(unlisted))
 
 
 def over_limit(limit: int) -> str:
@@ -179,18 +186,42 @@ def over_limit(limit: int) -> str:
     )
 
 
-def _entries(directory: str, part: str) -> tuple[int, list[str]]:
+def _entries(directory: str, part: str, unlisted: list[str]) -> tuple[int, list[str]]:
     """How many entries of ``directory`` were looked at, and the paths of those whose
-    names match the component ``part`` (a literal component is looked up, not listed)."""
+    names match the component ``part`` (a literal component is looked up, not listed).
+
+    A directory that cannot be looked into (its permissions, an I/O error: an
+    agent may chmod its own) is added to ``unlisted`` with why; one that is gone
+    is not (nothing in it can be a chat).
+    """
     if not _MAGIC.search(part):
         path = os.path.join(directory, part)
-        return 1, [path] if os.path.lexists(path) else []
+        try:
+            os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return 1, []
+        except OSError as exc:
+            _unlisted(unlisted, directory, exc)
+            return 1, []
+        return 1, [path]
     try:
         with os.scandir(directory) as listing:
             names = [entry.name for entry in listing]
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
+        return 1, []
+    except OSError as exc:
+        _unlisted(unlisted, directory, exc)
         return 1, []
     return len(names), [os.path.join(directory, n) for n in names if fnmatchcase(n, part)]
+
+
+def _unlisted(unlisted: list[str], directory: str, exc: OSError) -> None:
+    if len(unlisted) < MAX_UNLISTED:
+        why = (exc.strerror or str(exc)).lower()
+        unlisted.append(
+            f"{display_path(directory)}: cannot be looked into ({why}):"
+            " its chats were not looked for"
+        )
 
 
 def _is_directory(path: str) -> bool:

@@ -9,8 +9,12 @@ the agent; one that died after the line must write nothing.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from typing import Any
+
+import pytest
 
 import scoutd.fleet.deliver
 from scoutd.fleet.deliver import (
@@ -192,3 +196,42 @@ def test_the_journal_forgets_commands_older_than_retention(tmp_path: Any) -> Non
     reloaded = Journal(journal.path)
     reloaded.load()
     assert sorted(reloaded.done.values()) == [float(i) for i in range(9_990, 10_000)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to search as another uid")
+def test_a_directory_the_host_cannot_look_into_is_said(tmp_path: Any) -> None:
+    """A chat may hide in a directory the daemon's account cannot list (an agent may
+    chmod its own): the search names that directory and why, never passes it over."""
+    root = tempfile.mkdtemp()  # a tree another uid may walk: tmp_path's parent is 0700
+    try:
+        os.chmod(root, 0o755)
+        for name, mode in (("open", 0o755), ("shut", 0o700)):
+            os.mkdir(os.path.join(root, name), mode)
+            with open(os.path.join(root, name, "agent.chat"), "w") as handle:
+                handle.write("[]")
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child searches as uid 65534, with what is loaded already
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                found = find_chats(f"{root}/*/*.chat", [root], 100)
+                os.write(writer, repr(tuple(found)).encode())
+            finally:
+                os._exit(0)
+        os.close(writer)
+        with os.fdopen(reader) as pipe:
+            answer = pipe.read()
+        os.waitpid(pid, 0)
+        assert answer == repr(
+            (
+                [os.path.join(root, "open", "agent.chat")],
+                None,
+                (
+                    f"{root}/shut: cannot be looked into (permission denied):"
+                    " its chats were not looked for",
+                ),
+            )
+        )
+    finally:
+        shutil.rmtree(root)
