@@ -120,7 +120,7 @@ async def _beats(redis: Any, keys: Keys) -> list[HostBeat]:
     for data in raw.values():
         try:
             beats.append(_beat.decode(data))
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             continue  # a host of another version: left out rather than failing the view
     return sorted(beats, key=lambda b: b.host)
 
@@ -204,6 +204,9 @@ async def receipts(config: FleetConfig, command: str) -> Receipts:
             receipt = _receipt.decode(data)
         except msgspec.DecodeError as exc:  # ValidationError too: a hostile or newer host
             unreadable.append(Unreadable(host=field, reason=str(exc)))
+            continue
+        except RecursionError:  # an unknown field nested past what the decoder walks
+            unreadable.append(Unreadable(host=field, reason="nested too deeply"))
             continue
         if receipt.command != command or receipt.host != field:
             unreadable.append(Unreadable(host=field, reason="a receipt of another command or host"))

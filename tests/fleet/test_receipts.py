@@ -93,6 +93,29 @@ def test_a_malformed_receipt_hides_no_other(redis_server: RedisServer, tmp_path:
     assert found["missing"] == [] and found["chats"] == 1
 
 
+def test_receipts_and_beats_nested_too_deeply_hide_nothing(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """An unknown field nested past what the decoder walks: that receipt is unreadable,
+    that heartbeat left out, and the rest shown (``fleet status`` too)."""
+    nested = "[" * 5000 + "]" * 5000
+    deep = f'{{"command": "{COMMAND}", "host": "h2", "at": 1, "z": {nested}}}'
+    write(redis_server, {"h1": clean("h1"), "h2": deep}, beats=("h1",))
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        client.hset(KEYS.hosts, "h3", f'{{"host": "h3", "at": 1, "z": {nested}}}')
+    finally:
+        client.close()
+    shown = receipts_cli(redis_server, tmp_path, COMMAND, "--json")
+    assert shown.returncode == EXIT_INCOMPLETE, shown.stderr
+    found = json.loads(shown.stdout)
+    assert [r["host"] for r in found["receipts"]] == ["h1"]
+    assert found["unreadable"] == [{"host": "h2", "reason": "nested too deeply"}]
+    status = run(tmp_path, "fleet", "status", "--config", str(tmp_path / "ops.toml"), "--json")
+    assert status.returncode == 0, status.stderr
+    assert [h["host"] for h in json.loads(status.stdout)["hosts"]] == ["h1"]
+
+
 def test_a_receipt_filed_under_another_host_or_command_is_not_an_answer(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
