@@ -97,6 +97,13 @@ class _Checksummed:
         self.prompt, self.crcs, self.packed = [], [], bytearray()
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Whether two messages are sent as the same JSON. ``==`` alone is not enough: it
+    takes 1, 1.0 and True for one another, and two dicts in another key order, whose
+    JSON differs, so the receiver would rebuild a prompt that is not the one prepared."""
+    return a is b or (a == b and _encode(a) == _encode(b))
+
+
 def _changed(previous: list[Any], prompt: list[Any], start: int, end: int) -> list[int]:
     """The indices in ``[start, end)`` where the two prompts differ.
 
@@ -112,7 +119,7 @@ def _changed(previous: list[Any], prompt: list[Any], start: int, end: int) -> li
             at = same.index(False, at)
         except ValueError:
             return changed
-        if previous[start + at] != prompt[start + at]:
+        if not _same(previous[start + at], prompt[start + at]):
             changed.append(start + at)
         at += 1
 
@@ -138,9 +145,7 @@ class DeltaEncoder(_Checksummed):
             keep = 0
         limit = min(len(previous), len(prompt))
         if not replace:
-            while keep < limit and (
-                previous[keep] is prompt[keep] or previous[keep] == prompt[keep]
-            ):
+            while keep < limit and _same(previous[keep], prompt[keep]):
                 keep += 1
             checksum = self.prefix_crc(keep)
             append = prompt[keep:]

@@ -134,3 +134,35 @@ def test_a_running_decoder_refuses_the_replacing_form() -> None:
     encoder, decoder = DeltaEncoder(), DeltaDecoder()
     with pytest.raises(DeltaMismatch):
         decoder.apply(_wire(encoder.delta([_message(0)], replace=True)))
+
+
+def _twin(message: dict[str, Any], how: int) -> dict[str, Any]:
+    """A message ``==`` to ``message`` whose JSON differs: 1 for True, 1.0 for 1, or its
+    keys in another order."""
+    if how == 0:
+        return {**message, "flag": 1 if message["flag"] is True else True}
+    if how == 1:
+        return {**message, "n": float(message["n"]) if type(message["n"]) is int else 1}
+    return dict(reversed(message.items()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(min_value=1, max_value=12),
+    changes=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 2)), min_size=1, max_size=6),
+    replacing=st.booleans(),
+)
+def test_a_message_equal_but_sent_otherwise_travels_again(
+    size: int, changes: list[tuple[int, int]], replacing: bool
+) -> None:
+    """Python's ``==`` takes 1, 1.0 and True, and dicts in another key order, for one
+    another; the JSON sent does not: the rebuilt prompt must be the prepared one, byte
+    for byte (the oracle is the standard library's JSON of each message)."""
+    prompt = [{"role": "user", "content": f"m{i}", "flag": True, "n": 1} for i in range(size)]
+    encoder, decoder = DeltaEncoder(), DeltaDecoder(replacing=replacing)
+    decoder.apply(_wire(encoder.delta(prompt, replace=replacing)))
+    for position, how in changes:
+        prompt = list(prompt)
+        prompt[position % size] = _twin(prompt[position % size], how)
+        rebuilt = decoder.apply(_wire(encoder.delta(prompt, replace=replacing)))
+        assert [json.dumps(m) for m in rebuilt] == [json.dumps(m) for m in prompt]
