@@ -54,6 +54,7 @@ from ._common import (
     prepare_params,
     refused_indices,
     whole_params,
+    wire_path,
 )
 from ._reconnect import (
     backoff,
@@ -182,7 +183,7 @@ class AsyncClient:
         ``label`` names it for a fleet's ``session=LABEL`` commands (docs/OPERATIONS.md).
         """
         params = SessionOpenParams(
-            save_file=os.fspath(save_file),
+            save_file=wire_path(save_file),
             pid=pid,
             format=check_format_name(format),  # type: ignore[arg-type]
             label=label,

@@ -14,6 +14,7 @@ from ..config import OPERATOR_ONLY, Config, PromptConfig, refuse_operator_keys
 from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from ..discovery import discover_socket
 from ..errors import Aborted, RemoteError
+from ..paths import display_path
 from ..protocol import PreparePromptParams
 from ..protocol.client_state import ClientState, Incoming
 from ..protocol.error_table import about_field, about_replace, exception_for
@@ -129,6 +130,20 @@ def _overrides(config: Overrides) -> dict[str, Any] | None:
     )
 
 
+def wire_path(save_file: str | os.PathLike[str]) -> str:
+    """``save_file`` as the protocol carries it, UTF-8 text: a path with bytes that are
+    not UTF-8 is refused here with why, rather than failing to encode the request."""
+    path = os.fspath(save_file)
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"save_file {display_path(path)} is not UTF-8: the daemon's protocol carries"
+            " UTF-8 text only (scoutd in process takes any path)"
+        ) from None
+    return path
+
+
 def prepare_params(
     messages: Sequence[Any],
     strategies: str | Sequence[str] | None,
@@ -155,7 +170,7 @@ def prepare_params(
     return PreparePromptParams(
         messages=messages,  # type: ignore[arg-type]  # encoded as is, any sequence of mappings
         strategies=names,
-        save_file=None if save_file is None else os.fspath(save_file),
+        save_file=None if save_file is None else wire_path(save_file),
         session=session,
         config=_overrides(config),
         format=None if format is None else check_format_name(format),  # type: ignore[arg-type]

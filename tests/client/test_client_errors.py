@@ -94,6 +94,24 @@ def test_callable_strategy_is_refused_before_sending(daemon: Daemon) -> None:
         client.prepare_prompt([], lambda messages: messages)  # type: ignore[arg-type]
 
 
+@pytest.mark.anyio
+async def test_a_save_file_that_is_not_utf8_is_refused_with_why(daemon: Daemon) -> None:
+    """The protocol carries UTF-8 text: such a path is refused before anything is sent,
+    by name, in every way a client names a chat (not a UnicodeEncodeError)."""
+    save_file = os.path.join(daemon.dir, os.fsdecode(b"run-\xff.chat"))
+    why = r"save_file .*run-\\xff\.chat is not UTF-8"
+    with Client(daemon.socket_path) as client:
+        with pytest.raises(ValueError, match=why):
+            client.prepare_prompt([], save_file=save_file)
+        with pytest.raises(ValueError, match=why), client.session(save_file):
+            pass
+        assert client.status()["counts"]["connections"] >= 1  # the connection still serves
+    async with AsyncClient(daemon.socket_path) as aclient:
+        with pytest.raises(ValueError, match=why):
+            async with aclient.session(save_file):
+                pass
+
+
 def test_daemon_not_running() -> None:
     root = tempfile.mkdtemp(prefix="sd")
     try:
