@@ -15,7 +15,7 @@ from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from ..discovery import discover_socket
 from ..errors import Aborted, RemoteError
 from ..paths import display_path
-from ..protocol import PreparePromptParams
+from ..protocol import PreparePromptParams, SessionOpenParams
 from ..protocol.client_state import ClientState, Incoming
 from ..protocol.error_table import about_field, about_replace, exception_for
 from ..protocol.format_names import check_format_name
@@ -31,10 +31,12 @@ __all__ = [
     "WholePrepared",
     "WholePrompt",
     "default_socket_path",
+    "open_params",
     "prepare_params",
     "refused_indices",
     "result_of",
     "whole_params",
+    "wire_path",
 ]
 
 log = logging.getLogger("scoutd.client")
@@ -142,6 +144,18 @@ def wire_path(save_file: str | os.PathLike[str]) -> str:
             " UTF-8 text only (scoutd in process takes any path)"
         ) from None
     return path
+
+
+def open_params(
+    save_file: str | os.PathLike[str], pid: int | None, format: str, label: str | None
+) -> SessionOpenParams:
+    """The ``session.open`` params; refuses what cannot go over the wire first."""
+    return SessionOpenParams(
+        save_file=wire_path(save_file),
+        pid=pid,
+        format=check_format_name(format),  # type: ignore[arg-type]
+        label=label,
+    )
 
 
 def prepare_params(

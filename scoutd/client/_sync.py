@@ -25,14 +25,12 @@ from ..protocol import (
     MetricsResult,
     PreparePromptParams,
     SessionCloseParams,
-    SessionOpenParams,
     SessionOpenResult,
     SessionRecallParams,
     SessionRecallResult,
     StatusParams,
 )
 from ..protocol.error_table import about_base
-from ..protocol.format_names import check_format_name
 from ..protocol.report import Prepared
 from ._backend_socket import Lock, Stream, close_scope, connect_unix, sleep
 from ._common import (
@@ -44,10 +42,10 @@ from ._common import (
     WholePrepared,
     WholePrompt,
     default_socket_path,
+    open_params,
     prepare_params,
     refused_indices,
     whole_params,
-    wire_path,
 )
 from ._reconnect import (
     backoff,
@@ -176,12 +174,7 @@ class Client:
         ``format`` is the message format of the session's conversation (docs/FORMATS.md);
         ``label`` names it for a fleet's ``session=LABEL`` commands (docs/OPERATIONS.md).
         """
-        params = SessionOpenParams(
-            save_file=wire_path(save_file),
-            pid=pid,
-            format=check_format_name(format),  # type: ignore[arg-type]
-            label=label,
-        )
+        params = open_params(save_file, pid, format, label)
         conn = self._connection()
         opened = self._call("session.open", params, SessionOpenResult, conn)
         return Session(self, conn, opened.session, params.save_file, pid)
