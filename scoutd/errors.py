@@ -80,9 +80,11 @@ class StillAborted(Aborted):
 class AbortNotTaken(Aborted):
     """An ``abort`` entry waits in the inbox, but this call could not take it.
 
-    It is still being written, or it cannot be examined. It aborts all the same
-    (fail closed), with a generic reason, and stays in place for the consumer
-    that can take it: nothing was consumed by this call.
+    It is still being written, or it cannot be examined (a generic reason), or
+    no marker could be written for it, as on a full disk (its own reason). It
+    aborts all the same (fail closed) and stays in place, for the consumer that
+    can take it and as the chat's durable signal: nothing was consumed by this
+    call.
     """
 
 

@@ -14,22 +14,32 @@ abort were still waiting. Only an operator lifts it: :func:`clear`
 
 * :func:`held` tells whether a chat is aborted, and why; an entry of any kind
   under a marker's name counts (fail closed), but only a regular file is read.
+  One that exists but cannot be reached or read aborts with a generic
+  reason: never "not aborted".
 * :func:`mark` writes the marker; a marker already there is kept with its
-  first reason. It never raises: a marker that cannot be written anywhere is
-  logged at error level (the process that consumed the abort still stays
-  aborted).
+  first reason. It never raises: a marker that cannot be written anywhere
+  (a full disk) is logged at error level, and None tells the consumer so.
 * the consumers mark the chat *before* the abort leaves the inbox (the
   ``before_abort`` of :func:`~scoutd.inbox.pickup.pick_up` and
   :func:`~scoutd.inbox.pickup.claim_abort`, read in place): at every moment
-  the entry or the marker exists, so a hook that looks meanwhile aborts;
+  the entry or the marker exists, so a hook that looks meanwhile aborts. An
+  abort no marker could be written for is not consumed at all: it stays in
+  the inbox, and every call aborts (:class:`~scoutd.errors.AbortNotTaken`,
+  its own reason) until a marker can be written or an operator clears it;
 * nothing marks the chat *after* the abort has left: an operator's
   :func:`clear` in between stands (the marker was written before the move);
 * :func:`claim_and_mark` marks the chat and consumes a waiting ``abort``;
   :func:`check` is what a hook asks before each model call: the marker, else a
   waiting abort.
 
-Directories are opened without following a symlink, as everywhere in the
-inbox. A marker is as safe as the directory holding it: whoever may delete
+A marker's directory is reached as every consumer reaches the inbox
+(:meth:`InboxDirs.of <scoutd.inbox.files.InboxDirs.of>`): the chat directory
+one component at a time, following a symlink only when root or the caller
+made it (:mod:`scoutd.inbox.walk`), the inbox within it never followed, and
+the marker itself never followed. So a chat named through the operator's own
+symlink (``~/chats`` to ``/data/chats``) has the marker the daemon wrote
+through the resolved path, while a symlink the agent planted leads nowhere.
+A marker is as safe as the directory holding it: whoever may delete
 entries there can clear it (docs/OPERATIONS.md, "An aborted chat stays
 aborted", says who can).
 """
@@ -37,13 +47,15 @@ aborted", says who can).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 from functools import partial
 from typing import NamedTuple
 
+from ..errors import AbortNotTaken
 from .entries import entry_kind
-from .files import WRITE_FLAGS, open_dir, open_regular, place, read_text
+from .files import WRITE_FLAGS, lexists, open_dir, open_regular, place, read_text
 from .names import ABORT_NAME, inbox_dir
 from .pickup import claim_abort
 from .walk import open_directory
@@ -76,38 +88,71 @@ def marker_paths(save_file: str | os.PathLike[str]) -> tuple[str, str]:
     return inbox + SUFFIX, os.path.join(inbox, MARKER)
 
 
-def _open_parent(path: str) -> int | None:
-    """The marker's directory, open without following; None when it is not usable."""
+def _reach(directory: str, *, inbox: bool) -> int:
+    """``directory``, open as every consumer reaches an inbox (:meth:`InboxDirs.of`).
+
+    A chat directory (``inbox`` False) is walked, its trusted symlinks followed
+    (:func:`~scoutd.inbox.walk.open_directory`: an ``O_PATH`` descriptor, enough
+    for the ``*at`` calls); an inbox is opened within its walked chat
+    directory, never followed itself. Raises ``OSError``.
+    """
+    if not inbox:
+        return open_directory(directory or ".").fd
+    chat, name = os.path.split(directory)
+    walked = open_directory(chat or ".")
     try:
-        return open_dir(os.path.dirname(path))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # a symlink or a file in its place, no permission
-        log.debug("abort marker directory of %r not usable: %s", path, exc)
-        return None
+        return open_dir(name, dir_fd=walked.fd, shown=directory)
+    finally:
+        os.close(walked.fd)
 
 
-def _read_marker(path: str) -> str | None:
-    """The reason the marker at ``path`` gives; None when there is none."""
+# What the kernel's lstat of a marker says when there is none: a missing entry, a file
+# on the way, a name longer than any file system allows (as InboxDirs.of judges).
+_ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG})
+
+
+def _unreachable(path: str, exc: OSError, *, seen: bool) -> str | None:
+    """What a marker that cannot be looked at the consumers' way means; None: no abort.
+
+    ``seen``: the kernel's own ``lstat`` found an entry there. It aborts then,
+    unread, with a generic reason: it lies behind what no consumer follows (a
+    symlink another user made, a symlink in the inbox's place), or cannot be
+    examined. Not seen (no search permission, a symlink loop: the kernel could
+    not tell either), or gone meanwhile (``ENOENT``): None, and every pickup
+    and claim fails closed on such a directory itself, with a reason naming it
+    (:meth:`InboxDirs.of <scoutd.inbox.files.InboxDirs.of>`).
+    """
+    if not seen or exc.errno == errno.ENOENT:  # not ENOTDIR: open_dir's "a symlink here"
+        log.debug("abort marker %r cannot be examined: %s", path, exc)
+        return None
+    log.error("abort marker %r cannot be examined (the chat is aborted): %s", path, exc)
+    return f"aborted by operator (the abort marker {path} cannot be read: {exc.strerror or exc})"
+
+
+def _read_marker(path: str, *, inbox: bool) -> str | None:
+    """The reason the marker at ``path`` gives; None when there is none.
+
+    ``inbox``: the marker in the inbox (else the one beside the chat). An entry
+    there that cannot be reached the way consumers reach it, or examined, or
+    read, aborts with a generic reason (fails closed; see :func:`_unreachable`).
+    """
     try:  # the common case, one system call: no marker
         os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError:
-        pass  # looked at again below, without following its directory
-    dfd = _open_parent(path)
-    if dfd is None:
-        return None
+        seen = True
+    except OSError as exc:
+        if exc.errno in _ABSENT:
+            return None
+        seen = False  # it may be there (no search permission, a symlink loop): look below
+    try:
+        dfd = _reach(os.path.dirname(path), inbox=inbox)
+    except OSError as exc:
+        return _unreachable(path, exc, seen=seen)
     try:
         name = os.path.basename(path)
         try:
             kind = entry_kind(os.lstat(name, dir_fd=dfd).st_mode)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:  # cannot be examined (no search bit, a name too long):
-            # as a directory that cannot be opened; a pickup fails closed on such an inbox
-            log.debug("abort marker %r cannot be examined: %s", path, exc)
-            return None
+        except OSError as exc:
+            return _unreachable(path, exc, seen=seen)
         if kind is not None:  # made by hand, or by the agent: aborted all the same, unread
             return f"aborted by operator (the abort marker {path} is {kind}; not read)"
         try:
@@ -127,8 +172,10 @@ def _read_marker(path: str) -> str | None:
 def held(save_file: str | os.PathLike[str] | None) -> str | None:
     """The reason ``save_file``'s chat was aborted with, while its marker exists; else None.
 
-    Never raises ``OSError``: a directory that cannot be opened holds no marker
-    as far as this caller can tell.
+    Never raises ``OSError``. A marker that exists but cannot be reached the
+    way every consumer reaches the inbox (a symlink another user made on the
+    way, a symlink in the inbox's place), examined or read gives a generic
+    reason: it aborts all the same, unread.
     """
     if save_file is None or not os.fspath(save_file).strip():
         return None
@@ -136,18 +183,33 @@ def held(save_file: str | os.PathLike[str] | None) -> str | None:
         paths = marker_paths(save_file)
     except ValueError:  # no file name: no inbox
         return None
-    for path in paths:
-        reason = _read_marker(path)
+    for path, inbox in zip(paths, (False, True), strict=True):
+        reason = _read_marker(path, inbox=inbox)
         if reason is not None:
             return reason
     return None
 
 
-def _write(path: str, reason: str) -> str:
-    """Write the marker ``path``, or keep the one there; its path. Raises ``OSError``."""
-    directory = os.path.dirname(path)
-    dfd = open_dir(directory)
+def _sync(dfd: int) -> None:
+    """Make the entries of directory ``dfd`` (``O_PATH`` too) durable, best effort."""
+    with contextlib.suppress(OSError):
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write(path: str, reason: str, *, inbox: bool) -> str:
+    """Write the marker ``path``, or keep the one there; its path. Raises ``OSError``.
+
+    ``inbox``: the marker in the inbox (else the one beside the chat).
+    """
+    directory, name = os.path.split(path)
+    dfd = _reach(directory, inbox=inbox)
     try:
+        if lexists(name, dfd):  # kept as it is, with nothing to write (a full disk too)
+            return path
         temp = f".tmp-{os.getpid()}-{os.urandom(8).hex()}"
         fd = os.open(temp, WRITE_FLAGS, 0o666, dir_fd=dfd)
         try:
@@ -157,7 +219,7 @@ def _write(path: str, reason: str) -> str:
                     data = data[os.write(fd, data) :]
                 # Seen first, made durable after: a hook that looks between the
                 # abort's consumption and the marker finds it a few writes sooner.
-                written = place(temp, directory, [os.path.basename(path)], keep=True, dir_fd=dfd)
+                written = place(temp, directory, [name], keep=True, dir_fd=dfd)
                 with contextlib.suppress(OSError):  # best effort, as for the directory
                     os.fsync(fd)
             finally:
@@ -165,8 +227,7 @@ def _write(path: str, reason: str) -> str:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp, dir_fd=dfd)
-        with contextlib.suppress(OSError):  # make the new entry durable (best effort)
-            os.fsync(dfd)
+        _sync(dfd)
     finally:
         os.close(dfd)
     return written
@@ -177,13 +238,14 @@ def mark(save_file: str | os.PathLike[str], reason: str) -> str | None:
 
     Beside the chat, else in its inbox; a marker already in either place
     stays as it is (the first reason is kept). None, logged at error level,
-    when neither can take it: only the processes that saw the abort stay
-    aborted then.
+    when neither can take it (a full disk): the consumers then leave the
+    abort in the inbox, where it aborts every call (docs/RELIABILITY.md, "An
+    abort fails closed").
     """
     problems: list[str] = []
-    for path in marker_paths(save_file):
+    for path, inbox in zip(marker_paths(save_file), (False, True), strict=True):
         try:
-            written = _write(path, reason)
+            written = _write(path, reason, inbox=inbox)
         except OSError as exc:
             problems.append(f"{path}: {exc.strerror or exc}")
             continue
@@ -191,8 +253,7 @@ def mark(save_file: str | os.PathLike[str], reason: str) -> str | None:
             log.error("abort marker written to %r instead (%s)", written, "; ".join(problems))
         return written
     log.error(
-        "the chat of %r is aborted, but no abort marker could be written (%s): a later"
-        " run will not know; remove the cause and abort it again",
+        "the chat of %r is aborted, but no abort marker could be written (%s)",
         os.fspath(save_file),
         "; ".join(problems),
     )
@@ -202,7 +263,13 @@ def mark(save_file: str | os.PathLike[str], reason: str) -> str | None:
 def claim_and_mark(
     save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False, wait: bool = True
 ) -> str | None:
-    """:func:`~scoutd.inbox.pickup.claim_abort`, the chat marked before the abort leaves."""
+    """:func:`~scoutd.inbox.pickup.claim_abort`, the chat marked before the abort leaves.
+
+    Raises:
+        InboxUnusable: as :func:`~scoutd.inbox.pickup.claim_abort`.
+        AbortNotTaken: as :func:`~scoutd.inbox.pickup.claim_abort`; also when no
+            marker could be written (the abort stays in place, with its reason).
+    """
     return claim_abort(
         save_file,
         max_bytes=max_bytes,
@@ -213,10 +280,25 @@ def claim_and_mark(
 
 
 def check(save_file: str | None, *, max_bytes: int = 1 << 20) -> str | None:
-    """Why ``save_file``'s chat is aborted: its marker, else a waiting abort (consumed now)."""
+    """Why ``save_file``'s chat is aborted: its marker, else a waiting abort.
+
+    The waiting abort is consumed now, or, when it cannot be taken (no marker
+    could be written, an entry that cannot be examined), left in place: its
+    reason is returned all the same, so that the hook asking remembers it
+    (an object that saw an abort stays aborted for its life).
+
+    Raises:
+        InboxUnusable: the inbox exists but cannot be used (nothing seen to remember).
+    """
     if save_file is None:
         return None
-    return held(save_file) or claim_and_mark(save_file, max_bytes=max_bytes)
+    reason = held(save_file)
+    if reason is not None:
+        return reason
+    try:
+        return claim_and_mark(save_file, max_bytes=max_bytes)
+    except AbortNotTaken as exc:
+        return exc.reason
 
 
 class Cleared(NamedTuple):
@@ -228,25 +310,21 @@ class Cleared(NamedTuple):
     still: str | None
 
 
-def _remove(directory: str, name: str) -> bool:
-    """Remove entry ``name`` of ``directory``, never following it; False: it was not there.
+def _remove(path: str, *, inbox: bool) -> bool:
+    """Remove the entry ``path``, never following it; False: it was not there.
 
-    Raises ``OSError`` when it is there and cannot be removed (a directory is
-    removed only when empty), or when a symlink on the way was made by
-    another user than root or the caller (:mod:`scoutd.inbox.walk`: the agent
-    cannot point an operator's clear at another agent's chat).
+    ``inbox``: an entry of the inbox (else one beside the chat), reached as
+    :func:`_reach` does. Raises ``OSError`` when it is there and cannot be
+    removed (a directory is removed only when empty), or when a symlink on the
+    way was made by another user than root or the caller
+    (:mod:`scoutd.inbox.walk`: the agent cannot point an operator's clear at
+    another agent's chat), or the inbox is one.
     """
-    parent, last = os.path.split(directory)
+    directory, name = os.path.split(path)
     try:
-        chat = open_directory(parent or ".")
+        dfd = _reach(directory, inbox=inbox)
     except (FileNotFoundError, NotADirectoryError):
         return False
-    try:
-        dfd = open_dir(last, dir_fd=chat.fd, shown=directory)  # never followed itself
-    except FileNotFoundError:
-        return False
-    finally:
-        os.close(chat.fd)
     try:
         try:
             os.unlink(name, dir_fd=dfd)
@@ -262,25 +340,27 @@ def _remove(directory: str, name: str) -> bool:
 def clear(save_file: str | os.PathLike[str]) -> Cleared:
     """Lift ``save_file``'s abort: remove a waiting ``abort`` entry, then both markers.
 
-    Never follows a symlink; a directory is removed only when empty. ``still``
+    Follows no symlink another user made on the way (:func:`_reach`), never
+    the entries it removes; a directory is removed only when empty. ``still``
     says whether the chat is aborted after all (an entry that could not be
     removed, or an abort consumed meanwhile).
 
     Raises:
         ValueError: ``save_file`` has no file name.
     """
-    inbox = inbox_dir(save_file)
-    entries = [os.path.join(inbox, ABORT_NAME), *marker_paths(save_file)]
+    beside, in_inbox = marker_paths(save_file)
+    abort = os.path.join(inbox_dir(save_file), ABORT_NAME)
+    entries = [(abort, True), (beside, False), (in_inbox, True)]
     removed: list[str] = []
     failed: list[tuple[str, str]] = []
-    for path in entries:
+    for path, inbox in entries:
         try:
-            if _remove(os.path.dirname(path), os.path.basename(path)):
+            if _remove(path, inbox=inbox):
                 removed.append(path)
                 log.info("abort entry %r removed by an operator's clear", path)
         except OSError as exc:
             failed.append((path, exc.strerror or str(exc)))
     still = held(save_file)
-    if still is None and os.path.lexists(entries[0]):
-        still = f"an abort entry is still waiting: {entries[0]}"
+    if still is None and os.path.lexists(abort):
+        still = f"an abort entry is still waiting: {abort}"
     return Cleared(removed, failed, still)

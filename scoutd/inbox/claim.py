@@ -21,7 +21,9 @@ operator in control of a hostile agent:
   aborts, and the failure is logged at error level. An ``abort`` that is not a
   regular file (directory, symlink, FIFO, socket, device) aborts too, at once
   and with a generic reason naming its kind: it is moved like any abort but
-  never opened, followed or read.
+  never opened, followed or read. An abort is never moved before the
+  caller's ``before_claim`` has made it durable: when that raises (no marker
+  could be written), the abort stays where it is.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ class Taken(NamedTuple):
 # Told an abort's text and, when not a regular file, its kind, just before it is
 # claimed: the caller makes the abort durable first (scoutd.inbox.aborted), so
 # that at every moment its entry or its marker exists (an abort always aborts).
+# What it raises reaches take's caller with the abort still in place, unmoved: a
+# caller that could not make it durable raises (scoutd.inbox.pickup._reasoned).
 BeforeClaim = Callable[[str, "str | None"], object]
 
 
@@ -124,7 +128,8 @@ def take(
     the inbox or another consumer took it. Raises ``OSError`` for a failure
     before the claim; the file is then still in the inbox. An ``abort`` goes
     to :func:`_take_abort`: it never stays in the inbox unclaimed; ``before_claim``
-    is told what it says before it leaves its place.
+    is told what it says before it leaves its place, and what it raises
+    leaves the abort in place and reaches the caller.
     """
     if name == ABORT_NAME:
         return _take_abort(dirs, max_bytes, complete=complete, wait=wait, before=before_claim)
@@ -202,6 +207,7 @@ def _take_abort(
             raise NotSettled(source)
         wait_complete(ABORT_NAME, dirs.ifd, st)  # still changing: taken as it is
     if before is not None:  # read in place, as it will be claimed: durable before it moves
+        # (raises, the abort unmoved, when it cannot be made durable)
         before(*_read_abort(ABORT_NAME, dirs.ifd, max_bytes, source))
     claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
     try:

@@ -14,8 +14,11 @@ searched or listed may hold an abort nobody can see, so the pickup raises
 :class:`~scoutd.errors.InboxUnusable` (an :class:`~scoutd.errors.Aborted`)
 until an operator repairs it; an ``abort`` entry seen but still being
 written, or not examinable, raises :class:`~scoutd.errors.AbortNotTaken` (an
-``Aborted``) at once with a generic reason and stays in place. No ``OSError`` escapes this
-module, and nothing here sleeps.
+``Aborted``) at once with a generic reason and stays in place. So does an
+abort the caller could not make durable (``before_abort`` gave None: no marker
+could be written, a full disk), with its own reason: consumed, it would stop
+this call alone (docs/RELIABILITY.md, "An aborted chat stays aborted"). No
+``OSError`` escapes this module, and nothing here sleeps.
 """
 
 from __future__ import annotations
@@ -67,16 +70,35 @@ def record_problem(save_file: str | os.PathLike[str]) -> str | None:
     return removed_dir_problem(inbox_dir(save_file), inbox_removed_dir(save_file))
 
 
-# Told the reason of an abort just before it is claimed (see claim.BeforeClaim).
-BeforeAbort = Callable[[str], object]
+# Told the reason of an abort just before it is claimed (see claim.BeforeClaim); gives
+# what makes it durable (the marker's path), None when nothing could: it is not claimed.
+BeforeAbort = Callable[[str], str | None]
 
 
 def _reasoned(before: BeforeAbort | None, inbox: str) -> BeforeClaim | None:
-    """``before`` told the reason :func:`abort_reason` will give for the text and kind."""
+    """``before`` told the reason :func:`abort_reason` will give for the text and kind.
+
+    The one rule of every consumer: an abort that ``before`` could not make
+    durable is never consumed. The claim raises
+    :class:`~scoutd.errors.AbortNotTaken` with its reason, before anything
+    moves: it stays in the inbox and aborts every later call, in any process,
+    until a marker can be written or an operator clears it.
+    """
     if before is None:
         return None
     where = os.path.join(inbox, ABORT_NAME)
-    return lambda text, unread: before(abort_reason(Taken(where, text, unread)))
+
+    def durable_first(text: str, unread: str | None) -> None:
+        reason = abort_reason(Taken(where, text, unread))
+        if before(reason) is None:
+            log.error(
+                "abort file %r left in place, not consumed: it aborts every call until its"
+                " marker can be written or an operator clears it",
+                where,
+            )
+            raise AbortNotTaken(reason)
+
+    return durable_first
 
 
 def abort_reason(taken: Taken) -> str:
@@ -166,12 +188,14 @@ def pick_up(
     ``save_file`` or an inbox directory nothing is touched or created.
     ``ticket``: the daemon's prepare call this pickup belongs to
     (:mod:`scoutd.inbox.gate`); None in the library. ``before_abort`` is told
-    an abort's reason before the abort leaves the inbox (the chat's marker).
+    an abort's reason before the abort leaves the inbox (the chat's marker);
+    when it gives None, the abort stays (:func:`_reasoned`).
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened, searched or listed.
         AbortNotTaken: an ``abort`` still being written, or one that cannot be
-            examined (neither is consumed: see :func:`_take_abort`); in a
+            examined, or one ``before_abort`` could not make durable (none is
+            consumed: see :func:`_take_abort`); in a
             daemon's prepare call, one its watcher took since the call began
             (:class:`~scoutd.errors.StillAborted`, :mod:`scoutd.inbox.gate`).
     """
@@ -194,7 +218,8 @@ def _take_abort(dirs: InboxDirs, max_bytes: int, before: BeforeAbort | None) -> 
     Raises:
         AbortNotTaken: an abort still being written, or one that cannot be examined:
             it aborts at once, with a generic reason, and stays in place (not
-            consumed: its reason comes with the consumer that takes it).
+            consumed: its reason comes with the consumer that takes it); one
+            ``before`` could not make durable, with its reason, stays too.
     """
     try:
         taken = take(dirs, ABORT_NAME, max_bytes, before_claim=_reasoned(before, dirs.inbox))
@@ -254,7 +279,8 @@ def claim_abort(
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened or searched.
-        AbortNotTaken: the ``abort`` entry cannot be examined (not consumed).
+        AbortNotTaken: the ``abort`` entry cannot be examined, or
+            ``before_abort`` could not make it durable (not consumed).
     """
     dirs = open_inbox(save_file)
     if dirs is None:

@@ -142,7 +142,8 @@ class _InProcess:
         )
 
     def check(self) -> str | None:
-        """The chat's marker, else a waiting abort, consumed now (the chat is then marked)."""
+        """The chat's marker, else a waiting abort: consumed now and the chat marked, or,
+        when it cannot be taken or marked, left in place and aborting all the same."""
         return check(self.save_file, max_bytes=self.max_bytes)
 
     def prepare(self, messages: Sequence[Any]) -> Prepared:

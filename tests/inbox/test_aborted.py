@@ -163,10 +163,10 @@ def test_the_marker_goes_into_the_inbox_when_the_chat_directory_refuses_it(
 ) -> None:
     write_write = aborted._write
 
-    def refusing(path: str, reason: str) -> str:
+    def refusing(path: str, reason: str, *, inbox: bool) -> str:
         if path == beside(save_file):
             raise PermissionError(13, "Permission denied", path)
-        return write_write(path, reason)
+        return write_write(path, reason, inbox=inbox)
 
     monkeypatch.setattr(aborted, "_write", refusing)
     write_abort(save_file, "inside")
@@ -186,7 +186,7 @@ def test_the_marker_goes_into_the_inbox_when_the_chat_directory_refuses_it(
 def test_a_marker_that_cannot_be_written_is_logged(
     save_file: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def refusing(path: str, reason: str) -> str:
+    def refusing(path: str, reason: str, *, inbox: bool) -> str:
         raise OSError(28, "No space left on device", path)
 
     monkeypatch.setattr(aborted, "_write", refusing)
@@ -197,11 +197,16 @@ def test_a_marker_that_cannot_be_written_is_logged(
 
 
 def test_a_symlinked_inbox_is_not_followed_for_its_marker(save_file: str, tmp_path: Any) -> None:
+    """A marker seen through a symlink in the inbox's place aborts, unread (fails closed)."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / MARKER).write_text("from outside")
     os.symlink(elsewhere, inbox_dir(save_file))
-    assert held(save_file) is None
+    in_inbox = marker_paths(save_file)[1]
+    assert held(save_file) == (
+        f"aborted by operator (the abort marker {in_inbox} cannot be read:"
+        " is a symbolic link, not followed)"
+    )
 
 
 def test_clear_takes_a_waiting_abort_and_both_markers(save_file: str) -> None:
