@@ -185,7 +185,8 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     session_idle_timeout: Duration = 3600 * SECONDS
     max_connections_per_uid: Positive = 128
     max_queued_response_bytes: Positive = 64 * MIB  # per connection: answers not yet read
-    max_pending_request_bytes: Positive = 256 * MIB  # all connections: requests not yet decoded
+    # all connections: request lines not yet complete or not yet answered
+    max_pending_request_bytes: Positive = 256 * MIB
 
     # Sessions one uid may hold at once: each one costs watches and memory, and a
     # client decides how many it opens (docs/OPERATIONS.md).

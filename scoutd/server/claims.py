@@ -27,7 +27,10 @@ import logging
 import os
 import pwd
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import anyio
 
 from ..errors import Aborted, InboxUnusable
 from ..inbox import ABORT_NAME
@@ -36,7 +39,7 @@ from ..inbox.gate import InboxGate
 from ..inbox.pickup import open_inbox
 from ..security import may_take_abort
 
-__all__ = ["Candidate", "ClaimFunction", "Claimed", "claim_for", "holding_abort"]
+__all__ = ["Candidate", "ClaimFunction", "Claimed", "RunningClaim", "claim_for", "holding_abort"]
 
 log = logging.getLogger("scoutd.sessions")
 
@@ -63,6 +66,14 @@ class Claimed(NamedTuple):
     reason: str | None = None
     sessions: tuple[str, ...] = ()
     consumed: bool = False
+
+
+@dataclass(slots=True)
+class RunningClaim:
+    """A claim of one inbox's abort running now (the registry's, on the event loop)."""
+
+    again: bool = False  # another claim was asked for meanwhile: run once more after
+    done: anyio.Event = field(default_factory=anyio.Event)  # set when the claim ends
 
 
 def _could_take(save_file: str, candidate: Candidate, own_uid: int) -> bool:

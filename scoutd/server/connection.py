@@ -66,6 +66,7 @@ class PeerConnection:
         self.last_activity = time.monotonic()
         self.in_flight = 0
         self.queued = 0  # bytes of answers produced and not yet written to the socket
+        self._waiting = 0  # bytes of complete request lines read, waiting for a slot
         self._send_lock = anyio.Lock()
         self._slots = anyio.Semaphore(MAX_IN_FLIGHT)
         self._producing = anyio.Semaphore(MAX_PRODUCING)
@@ -167,13 +168,10 @@ class PeerConnection:
             self._tg = None
             self.closed = True
             self._drained.set()
-            self.shared.pending_request_bytes -= reader.pending
+            self.shared.pending_request_bytes -= reader.pending + self._waiting
+            self._waiting = 0
             with anyio.CancelScope(shield=True):
-                registry = self.registry
-                mine = [s.id for s in registry.sessions.values() if s.owner is self]
-                await registry.close_owner(self)
-                for session in mine:
-                    self.shared.quotas.release_session(session)
+                await self.registry.close_owner(self)  # which releases their bytes
                 await self.stream.aclose()
 
     async def _read_loop(self, tg: anyio.abc.TaskGroup, reader: protocol.LineReader) -> None:
@@ -212,7 +210,11 @@ class PeerConnection:
             self.last_activity = time.monotonic()
             before = reader.pending
             lines = reader.feed(data, self.last_activity)
-            shared.pending_request_bytes += reader.pending - before
+            # A complete line stays counted until it is answered (``_handle``): it may
+            # wait long for a slot here, behind 64 answers its client does not read.
+            complete = sum(len(line) for line in lines if line is not None)
+            self._waiting += complete
+            shared.pending_request_bytes += reader.pending - before + complete
             if shared.pending_request_bytes > daemon.max_pending_request_bytes:
                 await self._too_much_pending(daemon.max_pending_request_bytes)
                 return
@@ -232,15 +234,15 @@ class PeerConnection:
                     continue
                 await _acquire(self._slots)
                 self.in_flight += 1
-                shared.pending_request_bytes += len(line)
+                self._waiting -= len(line)  # counted on: its task uncounts it
                 tg.start_soon(self._handle, line)
 
     async def _too_much_pending(self, limit: int) -> None:
-        log.warning("closing a connection of pid %d: unfinished requests too large", self.peer.pid)
+        log.warning("closing a connection of pid %d: request lines held too large", self.peer.pid)
         await self._send_error(
             protocol.TOO_LARGE,
-            f"too large: requests not yet complete on all connections exceed "
-            f"max_pending_request_bytes ({limit}); closing",
+            f"too large: request lines not yet complete or not yet answered on all"
+            f" connections exceed max_pending_request_bytes ({limit}); closing",
             protocol.TooLargeData(limit=limit),
         )
 
@@ -248,7 +250,7 @@ class PeerConnection:
         shared = self.shared
         shared.in_flight += 1
         response: bytes | None = None
-        held = len(line)  # counted in pending_request_bytes until decoded and answered
+        held = len(line)  # counted in pending_request_bytes since complete, until answered
         try:
             await _acquire(self._producing)
             try:

@@ -11,9 +11,10 @@ handler here, one entry in :data:`HANDLERS` (docs/ARCHITECTURE.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
@@ -217,8 +218,7 @@ async def session_close(call: Call, params: protocol.SessionCloseParams) -> byte
     registry = call.server.registry
     if registry.get(params.session, call.conn.peer.uid, call.server.shared.own_uid) is None:
         raise call.unknown_session(params.session)
-    await registry.close(params.session)
-    call.server.shared.quotas.release_session(params.session)
+    await registry.close(params.session)  # (not waiting for its rounds: see _turn)
     return protocol.encode_result(call.id, protocol.SessionCloseResult())
 
 
@@ -236,10 +236,23 @@ async def session_recall(call: Call, params: protocol.SessionRecallParams) -> by
     room = partial(call.conn.answer_room, call.id)
     await room()
     session.last_used = time.monotonic()
-    async with session.lock, server.shared.quotas.computing(uid, room):
+    async with _turn(call, session), server.shared.quotas.computing(uid, room):
         return await anyio.to_thread.run_sync(
             _recall_answer, session, params, call.id, limiter=server.limiter
         )
+
+
+@contextlib.asynccontextmanager
+async def _turn(call: Call, session: AgentSession) -> AsyncIterator[None]:
+    """Hold ``session``'s lock: one round (or recall) at a time. A call that waited for
+    it while the session was closed gets ``-32006`` like any call naming a closed
+    session, and nothing runs: ``session.close`` never waits for the rounds in flight,
+    and a round already past this check counts nothing once the session is closed
+    (:meth:`~scoutd.server.quotas.Quotas.reserve_session`)."""
+    async with session.lock:
+        if session.closed:
+            raise call.unknown_session(session.id)
+        yield
 
 
 def _recall_answer(
@@ -376,7 +389,7 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                             )
                 else:
                     session.last_used = time.monotonic()
-                    async with session.lock, quotas.computing(uid, room):
+                    async with _turn(call, session), quotas.computing(uid, room):
                         started = time.perf_counter()  # waiting for lock or slot: not preparing
                         line, delivered = await anyio.to_thread.run_sync(
                             partial(workers.run_session_prepare, quotas=quotas, ticket=ticket),

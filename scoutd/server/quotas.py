@@ -8,7 +8,9 @@ Three resources, each bounded per uid and for the whole daemon
 * **unread answers**: bytes of answers produced and not yet taken by the
   client, per uid and in total (per connection: :mod:`.connection`);
 * **stored sessions**: what a session's conversation really holds in memory,
-  :func:`held_bytes`, per session, per uid and in total.
+  :func:`held_bytes`, per session, per uid and in total. A session is counted
+  from the round that stores its conversation until the registry drops it
+  (closed, or forgotten while idle), never for a session already closed.
 
 A request that would pass a bound gets ``-32004`` (``TOO_LARGE``) naming the
 bound, before anything is changed: the refusal reaches that client only, and
@@ -21,14 +23,21 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from .. import protocol
 from ..config import DaemonConfig
 
-__all__ = ["HELD_PER_JSON_BYTE", "HELD_PER_VALUE", "Quotas", "held_bytes", "json_values"]
+__all__ = [
+    "HELD_PER_JSON_BYTE",
+    "HELD_PER_VALUE",
+    "Quotas",
+    "StoredSession",
+    "held_bytes",
+    "json_values",
+]
 
 # What a stored conversation holds, measured as the growth of the daemon's
 # resident memory (docs/RELIABILITY.md, "CPU and memory"): each byte of its JSON
@@ -60,6 +69,14 @@ def json_values(messages: Sequence[Any]) -> int:
 def held_bytes(messages: Sequence[Any], json_bytes: int) -> int:
     """The memory a session holds for ``messages`` (``json_bytes`` of JSON)."""
     return HELD_PER_JSON_BYTE * json_bytes + HELD_PER_VALUE * json_values(messages)
+
+
+class StoredSession(Protocol):
+    """A session as its count sees it (:class:`~scoutd.server.sessions.AgentSession`)."""
+
+    id: str
+    uid: int
+    closed: bool  # set when it is closed, before its count is released
 
 
 def _too_large(message: str, limit: int, rid: protocol.RequestId) -> protocol.ProtocolError:
@@ -186,13 +203,25 @@ class Quotas:
         with self._lock:
             return self._sessions.get(session, (0, 0))[1]
 
-    def reserve_session(self, session: str, uid: int, held: int, rid: protocol.RequestId) -> int:
-        """Count ``held`` bytes for ``session`` (of ``uid``) from now on, if every bound
-        allows it (``TOO_LARGE`` otherwise, nothing counted); returns what it held
-        before, for :meth:`restore_session`."""
+    def reserve_session(self, session: StoredSession, held: int, rid: protocol.RequestId) -> int:
+        """Count ``held`` bytes for ``session`` from now on, if every bound allows it
+        (``TOO_LARGE`` otherwise, nothing counted); returns what it held before, for
+        :meth:`restore_session`.
+
+        A session closed meanwhile is ``UNKNOWN_SESSION``, nothing counted: a round
+        that looked it up before its ``session.close`` must not count bytes that
+        nothing would release. The registry sets ``closed`` before it releases the
+        count, and this check and that release both hold this lock: a round counts
+        before the release (which uncounts it) or not at all.
+        """
         limits = self._limits()
+        uid = session.uid
         with self._lock:
-            before = self._sessions.get(session, (uid, 0))[1]
+            if session.closed:
+                raise protocol.ProtocolError(
+                    protocol.UNKNOWN_SESSION, f"unknown session {session.id!r}", id=rid
+                )
+            before = self._sessions.get(session.id, (uid, 0))[1]
             grows = held - before
             if held > limits.max_session_bytes:
                 raise _too_large(
@@ -216,27 +245,23 @@ class Quotas:
                     limits.max_total_session_bytes,
                     rid,
                 )
-            self._set(session, uid, held)
+            self._set(session.id, uid, held)
             return before
 
-    def restore_session(self, session: str, uid: int, held: int) -> None:
-        """Count ``held`` bytes for ``session`` again (a round that failed)."""
+    def restore_session(self, session: StoredSession, held: int) -> None:
+        """Count ``held`` bytes for ``session`` again (a round that failed), unless it
+        was closed meanwhile (its close released it for good)."""
         with self._lock:
-            self._set(session, uid, held)
+            if not session.closed:
+                self._set(session.id, session.uid, held)
 
     def release_session(self, session: str) -> None:
-        """Stop counting a session (closed, or its conversation forgotten)."""
+        """Stop counting a session: the registry closed it or dropped its conversation
+        (:class:`~scoutd.server.sessions.SessionRegistry`, ``released``)."""
         with self._lock:
             found = self._sessions.get(session)
             if found is not None:
                 self._set(session, found[0], 0)
-
-    def keep_sessions(self, alive: Callable[[str], bool]) -> None:
-        """Stop counting every session for which ``alive`` is false."""
-        with self._lock:
-            gone = [s for s in self._sessions if not alive(s)]
-            for session in gone:
-                self._set(session, self._sessions[session][0], 0)
 
     def _set(self, session: str, uid: int, held: int) -> None:
         before = self._sessions.get(session, (uid, 0))[1]

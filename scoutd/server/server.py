@@ -118,7 +118,13 @@ class Server:
         self.started = time.monotonic()
         self.notifier = Notifier()
         self.watcher = FsWatcher(config.daemon.watch_mode)
-        self.registry = SessionRegistry(self.watcher, self.shared.current, limiter=self.limiter)
+        # a session's bytes are released where its conversation is dropped, nowhere else
+        self.registry = SessionRegistry(
+            self.watcher,
+            self.shared.current,
+            limiter=self.limiter,
+            released=self.quotas.release_session,
+        )
         self.config_watch = ConfigFileWatch(self.watcher, self.config_file)
         self.fleet: FleetAgent | None = None  # with a [fleet] table (docs/OPERATIONS.md)
         self.abandoned = False
@@ -220,18 +226,7 @@ class Server:
         while True:
             timeout = self.snapshot.config.daemon.session_idle_timeout
             await anyio.sleep(min(timeout / 4, IDLE_SWEEP_MAX))
-            self.registry.forget_idle(timeout)
-            self.release_sessions()
-
-    def release_sessions(self) -> None:
-        """Stop counting the memory of sessions closed or whose conversation was forgotten."""
-        sessions = self.registry.sessions
-
-        def holding(session: str) -> bool:
-            found = sessions.get(session)
-            return found is not None and bool(found.prompt.messages)
-
-        self.quotas.keep_sessions(holding)
+            self.registry.forget_idle(timeout)  # releases what it drops (never a round's)
 
     async def _watchdog_loop(self, interval: float) -> None:
         while True:

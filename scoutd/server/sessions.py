@@ -54,7 +54,7 @@ from ..inbox.names import ABORT_NAME, inbox_dir
 from ..security import PeerCred
 from ..watcher import Batch, FsWatcher
 from .abort_signal import parse_signal, send_abort_signal
-from .claims import Candidate, Claimed, claim_for, holding_abort
+from .claims import Candidate, Claimed, RunningClaim, claim_for, holding_abort
 from .daemon_config import Snapshot
 
 __all__ = [
@@ -107,18 +107,11 @@ class AgentSession:
     # one prepare at a time; taken without a turn of the event loop when free
     lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     last_used: float = field(default_factory=time.monotonic)
+    closed: bool = False  # by SessionRegistry.close: rounds waiting for it get -32006
 
     def forget_conversation(self) -> None:
         """Drop the stored conversation; the client sends it whole next time."""
         self.prompt, self.encoder, self.shown = SessionPrompt(), DeltaEncoder(), ()
-
-
-@dataclass(slots=True)
-class _Claim:
-    """A claim of one inbox's abort running now."""
-
-    again: bool = False  # another claim was asked for meanwhile: run once more after
-    done: anyio.Event = field(default_factory=anyio.Event)  # set when the claim ends
 
 
 class SessionRegistry:
@@ -130,7 +123,8 @@ class SessionRegistry:
     periodic rescan until cancelled; watches are reference-counted per
     directory and dropped with the last session that needs them.
     Error handling: a failing claim is logged and retried at the next event or
-    rescan; it never ends :meth:`run`.
+    rescan; it never ends :meth:`run`. ``released`` is called with a session's id
+    wherever its conversation is dropped (closed, or forgotten while idle).
     """
 
     def __init__(
@@ -139,6 +133,7 @@ class SessionRegistry:
         snapshot: Callable[[], Snapshot],
         *,
         limiter: anyio.CapacityLimiter | None = None,
+        released: Callable[[str], None],
     ) -> None:
         self.watcher = watcher
         self.sessions: dict[str, AgentSession] = {}
@@ -146,7 +141,7 @@ class SessionRegistry:
         self.aborts = 0
         self.rescans = 0  # periodic rescans completed since start (shown by status)
         self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
-        self._claiming: dict[str, _Claim] = {}  # inbox -> its claim running now
+        self._claiming: dict[str, RunningClaim] = {}  # inbox -> its claim running now
         self._claim_limiters: dict[int, anyio.CapacityLimiter] = {}  # uid -> its claims' threads
         self._rescan_limiter = anyio.CapacityLimiter(1)  # the rescan's look: never the prepare pool
         self._chat_dirs: dict[str, int] = {}  # the inboxes' directories -> how many inboxes
@@ -157,6 +152,7 @@ class SessionRegistry:
         self._per_uid: dict[int, int] = {}
         self._snapshot = snapshot  # the configuration generation now: its limits and signal
         self._limiter = limiter
+        self._released = released  # the memory a session's conversation held: given back
         self._tg: anyio.abc.TaskGroup | None = None
 
     # --- sessions --------------------------------------------------------------------
@@ -218,6 +214,8 @@ class SessionRegistry:
         session = self.sessions.pop(session_id, None)
         if session is None:
             return False
+        session.closed = True  # first: a round that has not counted its bytes yet never will
+        self._released(session_id)
         left = self._per_uid.get(session.uid, 1) - 1
         if left > 0:
             self._per_uid[session.uid] = left
@@ -264,6 +262,7 @@ class SessionRegistry:
         for session in self.sessions.values():
             if session.last_used < limit and session.prompt.messages and not session.lock.locked():
                 session.forget_conversation()
+                self._released(session.id)  # no round runs: its lock is free
                 forgotten += 1
         if forgotten:
             log.info("dropped the stored conversation of %d idle session(s)", forgotten)
@@ -387,7 +386,7 @@ class SessionRegistry:
         if inbox in self._claiming:
             self._claiming[inbox].again = True
             return
-        claim = self._claiming[inbox] = _Claim()
+        claim = self._claiming[inbox] = RunningClaim()
         try:
             while inbox in self.by_inbox:
                 sessions = [self.sessions[i] for i in sorted(self.by_inbox[inbox])]

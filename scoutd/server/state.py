@@ -40,7 +40,7 @@ class Shared:
         # what each uid and the daemon hold: prepare slots, unread answers, sessions
         self.quotas = Quotas(self.daemon, workers)
         self.in_flight = 0  # requests being handled or answered, on all connections
-        self.pending_request_bytes = 0  # unfinished or undecoded request lines, all connections
+        self.pending_request_bytes = 0  # request lines, first byte to answer, all connections
         self.connections_by_uid: dict[int, int] = {}
         self.shutting_down = False
         self.drained = anyio.Event()

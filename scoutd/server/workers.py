@@ -156,11 +156,11 @@ def store_opening(
 ) -> None:
     """Store the conversation a ``session.open`` brings, if the bounds allow it."""
     size, held = check_session_size(session, messages, config, rid, quotas)
-    before = quotas.reserve_session(session.id, session.uid, held, rid)
+    before = quotas.reserve_session(session, held, rid)
     try:
         session.prompt.extend(messages, size)
     except BaseException:
-        quotas.restore_session(session.id, session.uid, before)
+        quotas.restore_session(session, before)
         raise
 
 
@@ -197,8 +197,9 @@ def run_session_prepare(
     ``recheck`` (save file, roots, peer, daemon uid): check the session's save
     file here first (:func:`checked_path`; Forbidden) and prepare with it; it
     must still resolve to the session's. ``quotas`` counts what the
-    conversation holds (TOO_LARGE beyond a bound, nothing changed); ``ticket``
-    the call's hold on the daemon's inbox gate (``inbox/gate.py``).
+    conversation holds (TOO_LARGE beyond a bound, nothing changed;
+    UNKNOWN_SESSION once the session is closed); ``ticket`` the call's hold on
+    the daemon's inbox gate (``inbox/gate.py``).
     """
     if recheck is not None:
         save_file = checked_path(*recheck)
@@ -207,12 +208,12 @@ def run_session_prepare(
     state = session.prompt
     if params.messages is not None:
         size, held = check_session_size(session, params.messages, config, rid, quotas)
-        before = quotas.reserve_session(session.id, session.uid, held, rid)
+        before = quotas.reserve_session(session, held, rid)
         try:
             state = SessionPrompt(format=session.prompt.format)
             state.reset(params.messages, size)
         except BaseException:
-            quotas.restore_session(session.id, session.uid, before)
+            quotas.restore_session(session, before)
             raise
     else:
         if params.base is not None and params.base != len(state.messages):
@@ -229,11 +230,11 @@ def run_session_prepare(
         append = params.append or []
         kept = len(state.messages)
         size, held = check_session_size(session, append, config, rid, quotas, kept=kept)
-        before = quotas.reserve_session(session.id, session.uid, held, rid)
+        before = quotas.reserve_session(session, held, rid)
         try:
             state.extend(append, size)
         except BaseException:
-            quotas.restore_session(session.id, session.uid, before)
+            quotas.restore_session(session, before)
             raise
     carried = session.delivered if params.redeliver else ()
     redelivery = Redelivery(tuple(carried))
@@ -249,7 +250,7 @@ def run_session_prepare(
     except BaseException:
         if state is session.prompt and params.append:
             state.truncate(len(state.messages) - len(params.append))
-        quotas.restore_session(session.id, session.uid, before)
+        quotas.restore_session(session, before)
         raise
     session.prompt = state
     session.delivered = tuple(redelivery.delivered)
