@@ -21,6 +21,15 @@ an ordinary answer; the prepare inside ``wrap_model_call`` raises it as a
 non-retryable model error (:class:`ModelCallAborted`), and ``after_model``
 raises it again should an outer wrapper have swallowed it anyway.
 
+The abort is checked once per model call *as scoutd's* ``wrap_model_call``
+*sees it*. LangChain nests the model-call wrappers in ``middleware=[...]``
+order, the first outermost: a wrapper listed after scoutd's runs inside it,
+and the further attempts it makes of one call (``ModelRetryMiddleware``'s
+retries, ``ModelFallbackMiddleware``'s other models) reach the model without
+passing scoutd again, even after an abort appeared during the first. So
+scoutd's middleware goes last whenever a retry or fallback middleware is
+present; it logs a warning, once, when it finds one of those inside it.
+
 Recall (docs/STRATEGIES.md, "Recall") is on by default: shortened outputs
 carry their handles, and the middleware registers the ``recall`` tool with the
 agent (``tools``), answered from the run's scoutd session (in this process or
@@ -31,6 +40,7 @@ Needs the extra ``scoutd[langchain]``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack, cast
 
@@ -42,7 +52,13 @@ from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
 from ._run import HookOptions, RunPreparer, missing_extra
 
 try:
-    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ModelFallbackMiddleware,
+        ModelRequest,
+        ModelRetryMiddleware,
+    )
     from langchain.agents.middleware.types import ModelCallResult, ModelResponse
     from langchain_core.exceptions import ModelError
     from langchain_core.messages import AnyMessage
@@ -54,6 +70,52 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise missing_extra(__name__, "langchain", exc) from None
 
 __all__ = ["ModelCallAborted", "ScoutdMiddleware"]
+
+log = logging.getLogger(__name__)
+
+# LangChain's model-call wrappers that call the model more than once in one call of
+# theirs: listed after scoutd's middleware, their further attempts skip its check.
+_RETRYING: tuple[type[AgentMiddleware[Any, Any, Any]], ...] = (
+    ModelRetryMiddleware,
+    ModelFallbackMiddleware,
+)
+# The most handlers read on the way down a composed chain: a bound, however it is built.
+_MAX_HANDLERS = 1_000
+
+
+def _wrappers_inside(handler: Callable[..., Any]) -> list[AgentMiddleware[Any, Any, Any]]:
+    """The middleware whose model-call wrappers ``handler`` runs: those inside the one
+    that was handed ``handler`` (listed after it in ``middleware=[...]``).
+
+    LangChain composes the wrappers, the first listed outermost
+    (``_chain_model_call_handlers`` and its async twin in ``langchain.agents.factory``):
+    each gets a ``handler`` that closes over the rest, ``inner`` (and, for a
+    pair, ``outer``), down to each middleware's traced ``wrap_model_call``
+    (``__wrapped__``: the method bound to the middleware). That shape is
+    LangChain's, not an API: a handler of another shape gives what could be
+    read of it, perhaps nothing, never an error.
+    """
+    found: list[AgentMiddleware[Any, Any, Any]] = []
+    pending: list[object] = [handler]
+    seen: set[int] = set()
+    while pending and len(seen) < _MAX_HANDLERS:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        owner = getattr(getattr(item, "__wrapped__", item), "__self__", None)
+        if isinstance(owner, AgentMiddleware):
+            found.append(owner)
+            continue
+        code = getattr(item, "__code__", None)
+        names = getattr(code, "co_freevars", ())
+        for name, cell in zip(names, getattr(item, "__closure__", None) or (), strict=False):
+            if name in ("inner", "outer"):
+                try:
+                    pending.append(cell.cell_contents)
+                except ValueError:  # a cell not filled yet
+                    continue
+    return found
 
 
 class ModelCallAborted(Aborted, ModelError):
@@ -85,6 +147,7 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         options.setdefault("recall", True)
         self._options = options
         self.preparer = self._new_preparer()
+        self._order_checked = False
         self.tools: list[BaseTool] = []
         if options["recall"]:
             self.tools.append(
@@ -157,12 +220,29 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         chosen = cast("list[AnyMessage]", from_chat(prepared, sent, messages))
         return request.override(messages=chosen)
 
+    def _check_order(self, handler: Callable[..., Any]) -> None:
+        """Warn, once, when a retry or fallback middleware runs inside this one: its
+        further attempts of a model call would reach the model unchecked."""
+        if self._order_checked:
+            return
+        self._order_checked = True
+        for inside in _wrappers_inside(handler):
+            if isinstance(inside, _RETRYING):
+                log.warning(
+                    "scoutd: %s is listed after ScoutdMiddleware in middleware=[...], so it "
+                    "runs inside it: its further attempts of a model call reach the model "
+                    "without scoutd's abort check; list ScoutdMiddleware last "
+                    "(docs/INTEGRATIONS.md, LangChain)",
+                    type(inside).__name__,
+                )
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
         """Call the model with the prepared messages."""
+        self._check_order(handler)
         return handler(self.prepared_request(request))
 
     async def awrap_model_call(
@@ -171,4 +251,5 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
         """Call the model with the prepared messages (the async agent loop)."""
+        self._check_order(handler)
         return await handler(await anyio.to_thread.run_sync(self.prepared_request, request))

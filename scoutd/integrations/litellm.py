@@ -9,18 +9,21 @@ Before the proxy forwards a request, its pre-call hook prepares the request's
 conversation with scoutd: ``messages`` on the OpenAI-compatible route
 (``/v1/chat/completions``) and the Anthropic-compatible one (``/v1/messages``,
 whose ``system`` passes through), ``input`` on the Responses route
-(``/v1/responses``). Any agent that takes a base URL gets compaction, notices
-and aborts without a code change.
+(``/v1/responses``; an ``input`` string is one user item). Any agent that
+takes a base URL gets compaction, notices and aborts without a code change.
 
-A request names its chat with the header ``x-scoutd-chat: <save file>``,
-which must lie under the roots the operator configured
-(``SCOUTD_LITELLM_ROOTS``): the chat's inbox beside it brings notices and
-aborts, and the chat keeps one incremental session from request to request,
-in a bounded LRU of this process (or a daemon session with
-``SCOUTD_LITELLM_SOCKET``). Without the header a request is only compacted:
-no inbox, no state. An abort answers the agent with HTTP 403, a non-retryable
-error saying that the operator aborted the chat, and the chat stays aborted
-(its marker, docs/RELIABILITY.md) until an operator runs ``scoutd clear``.
+A request names its chat with the header ``x-scoutd-chat: <save file>``
+(the path's bytes), which must lie under the roots the operator configured
+(``SCOUTD_LITELLM_ROOTS``), in a directory that exists: the chat's inbox
+beside it brings notices and aborts, and the chat keeps one incremental
+session from request to request, in a bounded LRU of this process (or a
+daemon session with ``SCOUTD_LITELLM_SOCKET``). Without the header a request
+is only compacted: no inbox, no state. An abort answers the agent with HTTP
+403, a non-retryable error saying that the operator aborted the chat, and the
+chat stays aborted (its marker, docs/RELIABILITY.md) until an operator runs
+``scoutd clear``. An abort that exists always aborts: a request that names the
+chat is checked whatever its route and body, with a conversation to prepare
+or not (a completion, an embedding, an empty ``input``).
 
 Needs the extra ``scoutd[litellm]``.
 """
@@ -30,16 +33,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TypeVar
 
 import anyio.to_thread
 import msgspec
 
 from ..errors import Aborted, Forbidden
-from ..formats import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ..formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES
 from ..paths import display_path
 from ..protocol.report import Prepared
 from ..security import check_save_file, resolve_roots
@@ -74,6 +78,8 @@ ROUTES: Mapping[str, tuple[str, str]] = {
 MAX_CHATS_LIMIT = 10_000
 # Rounds a request tries when other requests evict its chat's session meanwhile.
 _TRIES = 3
+
+_T = TypeVar("_T")
 
 
 class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,14 +142,53 @@ def aborted_error(reason: str, chat: str) -> HTTPException:
 
 
 def chat_header(data: Mapping[str, Any]) -> str | None:
-    """The ``x-scoutd-chat`` header of the request, if any."""
+    """The ``x-scoutd-chat`` header of the request, if any, as the path its bytes name.
+
+    A header carries bytes (curl sends a path's UTF-8); Starlette decodes each as
+    latin-1, which made ``josé-run.chat`` the chat ``josÃ©-run.chat``, with no
+    inbox. The bytes are recovered and decoded as a path (``os.fsdecode``), so
+    bytes that are not UTF-8 name their own file too. A value with characters
+    beyond latin-1 never came from the wire as such: it is taken as it is.
+    """
     request = data.get("proxy_server_request")
     headers = request.get("headers") if isinstance(request, Mapping) else None
     if not isinstance(headers, Mapping):
         return None
     for name, value in headers.items():
         if isinstance(name, str) and name.lower() == CHAT_HEADER and value:
-            return str(value)
+            text = str(value)
+            try:
+                return os.fsdecode(text.encode("latin-1"))
+            except UnicodeEncodeError:
+                return text
+    return None
+
+
+class Conversation(NamedTuple):
+    """A request's conversation: its format, its key in the body, its messages."""
+
+    format: str
+    key: str
+    messages: list[Any]
+
+
+def conversation(data: Mapping[str, Any], call_type: str) -> Conversation | None:
+    """The request's conversation for scoutd to prepare.
+
+    A non-empty list, or a Responses ``input`` string (the OpenAI SDK's
+    ``responses.create(input="...")``), which is one user item. None for any
+    other call type or body (absent, empty, another shape): there is nothing to
+    prepare, but a request that names a chat is checked for its abort all the same.
+    """
+    route = ROUTES.get(call_type)
+    if route is None:
+        return None
+    format, key = route
+    value = data.get(key)
+    if format == OPENAI_RESPONSES and isinstance(value, str) and value:
+        return Conversation(format, key, [{"role": "user", "content": value}])
+    if isinstance(value, list) and value:
+        return Conversation(format, key, value)
     return None
 
 
@@ -180,18 +225,42 @@ class ScoutdProxyHook(CustomLogger):
     def save_file(self, data: Mapping[str, Any]) -> str | None:
         """The chat the request names, confined to the configured roots.
 
+        Its directory must exist. Such a chat has no inbox and never had one (an
+        operator's ``scoutd abort`` or ``notify`` makes the directories), so the
+        header names a chat no operator watches: a typo, or a path mis-encoded
+        on the way. It is refused rather than served unsupervised. A directory
+        that exists but cannot be looked at is left to the inbox's own check,
+        which fails closed (docs/RELIABILITY.md, "An abort fails closed").
+
         Raises:
-            HTTPException: 400 if it names a file outside the roots.
+            HTTPException: 400 if it names a file outside the roots, or in a
+                directory that does not exist.
         """
         named = chat_header(data)
         if named is None:
             return None
         roots = resolve_roots(self.settings.roots)
         try:
-            return check_save_file(os.path.expanduser(named), roots)
+            save_file = check_save_file(os.path.expanduser(named), roots)
         except Forbidden as exc:
             message = f"scoutd refused the header {CHAT_HEADER}: {exc} (SCOUTD_LITELLM_ROOTS)"
             raise api_error(400, message, "invalid_request_error") from None
+        directory = os.path.dirname(save_file)
+        try:
+            missing = not stat.S_ISDIR(os.stat(directory).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            missing = True
+        except OSError:  # EACCES, ELOOP...: the inbox's check fails closed on it
+            missing = False
+        if missing:
+            message = (
+                f"scoutd refused the header {CHAT_HEADER}: the chat's directory "
+                f"{display_path(directory)} does not exist, so no operator's abort can reach "
+                "the chat (a mistyped path, or one not sent as its bytes? a new chat's "
+                "directory must be made first)"
+            )
+            raise api_error(400, message, "invalid_request_error")
+        return save_file
 
     def _preparer(self, save_file: str, format: str) -> RunPreparer:
         """The chat's preparer, most recently used now; the oldest beyond the bound closed."""
@@ -230,10 +299,23 @@ class ScoutdProxyHook(CustomLogger):
         if save_file is None:  # no chat: compaction only, nothing kept
             with self._new(None, format) as preparer:
                 return preparer.prepare(messages)
+        return self._round(save_file, format, lambda preparer: preparer.prepare(messages))
+
+    def check(self, save_file: str) -> None:
+        """Raise the chat's abort, for a request with no conversation to prepare
+        (blocking). The chat's session of format ``auto`` checks it, kept as any other.
+
+        Raises:
+            Aborted: an operator aborted the chat.
+        """
+        self._round(save_file, AUTO, RunPreparer.check)
+
+    def _round(self, save_file: str, format: str, round: Callable[[RunPreparer], _T]) -> _T:
+        """``round`` of the chat's preparer; an aborted chat's session is ended."""
         for _ in range(_TRIES):  # bounded: another request may evict it meanwhile
             preparer = self._preparer(save_file, format)
             try:
-                return preparer.prepare(messages)
+                return round(preparer)
             except HookClosed:  # evicted and closed between the lookup and the round
                 continue
             except Aborted:
@@ -246,25 +328,31 @@ class ScoutdProxyHook(CustomLogger):
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
     ) -> dict[str, Any]:
-        """The hook: the request with its conversation prepared; other calls untouched.
+        """The hook: the request with its conversation prepared; other bodies untouched.
+
+        Every request that names a chat is checked for its abort, whatever its
+        call type and body: an abort that exists always aborts.
 
         Raises:
-            HTTPException: 403 for an aborted chat, 400 for a chat outside the roots.
+            HTTPException: 403 for an aborted chat; 400 for a chat outside the
+                roots or in a directory that does not exist.
         """
-        route = ROUTES.get(call_type)
-        messages = data.get(route[1]) if route is not None else None
-        if route is None or not isinstance(messages, list) or not messages:
-            return data
-        format, key = route
         save_file = self.save_file(data)
+        found = conversation(data, call_type)
         chat = "no chat" if save_file is None else display_path(save_file)
         try:
-            prepared = await anyio.to_thread.run_sync(self.prepare, save_file, format, messages)
+            if found is None:  # nothing to prepare: a named chat's abort is checked all the same
+                if save_file is not None:
+                    await anyio.to_thread.run_sync(self.check, save_file)
+                return data
+            prepared = await anyio.to_thread.run_sync(
+                self.prepare, save_file, found.format, found.messages
+            )
         except Aborted as exc:
             log.warning("scoutd: %s: request refused, the chat is aborted: %s", chat, exc.reason)
             raise aborted_error(exc.reason, chat) from None
-        log.info("scoutd: %s: %s", chat, round_summary(len(messages), prepared))
-        data[key] = prepared.messages  # a new list: the request's own is left as it came
+        log.info("scoutd: %s: %s", chat, round_summary(len(found.messages), prepared))
+        data[found.key] = prepared.messages  # a new list: the request's own is left as it came
         return data
 
     def close(self) -> None:

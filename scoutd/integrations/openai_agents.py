@@ -9,8 +9,9 @@ Responses format) and the instructions; the filter returns the prepared items
 and the instructions unchanged. The SDK's own history (``RunResult``,
 ``to_input_list()``, sessions) is never touched: only what the model sees
 changes. An operator's ``abort`` raises :class:`scoutd.Aborted` out of
-``Runner.run`` before the next model call (the filter runs before the SDK's
-model call and its retries, and the SDK re-raises what it raises), and an
+``Runner.run`` before the next model call (the filter runs once before each
+model call, not again before the SDK's retries of it: docs/INTEGRATIONS.md,
+"Retries and fallbacks"; the SDK re-raises what it raises), and an
 aborted chat stays aborted (docs/RELIABILITY.md): a later run, with this
 filter or a new one for that chat, fails the same way until an operator
 clears it.

@@ -162,19 +162,24 @@ def run_replay(
     events: Events,
     use_async: bool,
     between: Sequence[AgentMiddleware] = (),  # type: ignore[type-arg]
+    inside: Sequence[AgentMiddleware] = (),  # type: ignore[type-arg]
+    model: ScriptedChatModel | None = None,
 ) -> tuple[Any, ScriptedChatModel, Recorder]:
     """Run the agent graph; return its final state (or the exception), the model, the recorder.
 
     ``between``: middleware placed after the recorder and before scoutd's, so
-    that its model-call wrappers run around scoutd's.
+    that its model-call wrappers run around scoutd's; ``inside``: placed after
+    scoutd's, so that they run inside it. ``model``: another scripted model
+    than the replay's plain one.
     """
-    model = ScriptedChatModel(replay=replay, events=events)
+    if model is None:
+        model = ScriptedChatModel(replay=replay, events=events)
     recorder = Recorder()
     agent = create_agent(
         model,
         [bash_tool(replay)],
         system_prompt=replay.system,
-        middleware=[recorder, *between, middleware],
+        middleware=[recorder, *between, middleware, *inside],
     )
     payload = {"messages": [{"role": "user", "content": replay.task}]}
     config = {"recursion_limit": 1000}

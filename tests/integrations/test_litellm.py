@@ -59,7 +59,7 @@ from tests.integrations.replay import (
 # extras among them, and its ReadOnly TypedDicts, of which pydantic warns); the
 # suite turns warnings into errors, not LiteLLM's here.
 pytestmark = [
-    pytest.mark.filterwarnings("ignore:Items .* the `ReadOnly` qualifier:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Items? .* the `ReadOnly` qualifier:UserWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
 ]
