@@ -10,6 +10,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import Aborted, ConfigError, FormatError, ScoutdError, UnknownStrategy
+from ..paths import printable
 from .common import (
     EXIT_ABORTED,
     EXIT_ERROR,
@@ -144,14 +145,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or exc}")
+        return _fail(_os_error(exc))
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             import traceback  # only here: a light verb never pays for it
 
             traceback.print_exc()
-        return _fail(f"unexpected error: {type(exc).__name__}: {exc}")
+        return _fail(f"unexpected error: {type(exc).__name__}: {printable(str(exc))}")
+
+
+def _os_error(exc: OSError) -> str:
+    """``exc`` in one line, its file names escaped: an agent may have chosen them
+    (docs/RELIABILITY.md, "An abort fails closed", rule 7)."""
+    names = [
+        printable(name if isinstance(name, (str, bytes)) else str(name))
+        for name in (exc.filename, exc.filename2)
+        if name is not None and name != ""
+    ]
+    where = f"{' -> '.join(names)}: " if names else ""
+    if exc.strerror:
+        return f"{where}{exc.strerror}"
+    return f"{where}{printable(str(exc))}"
 
 
 def _silence_stdout() -> None:

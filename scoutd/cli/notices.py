@@ -68,6 +68,54 @@ def _unseen(daemon: Serving, written: str, what: str) -> None:
         )
 
 
+def _owner_cannot_use(written: str) -> None:
+    """Warn when the chat directory's owner (the agent, as a rule) could not empty the inbox.
+
+    Its claims act only as it could (docs/RELIABILITY.md, "An abort fails
+    closed", rule 3): in an inbox it may not list, write and search (one root
+    made, say) a notice is never delivered. A warning only: the owner of the
+    directory is a guess at the agent's account.
+    """
+    import pwd
+
+    from ..security import groups_of, reach_problem
+
+    inbox = os.path.dirname(written)
+    try:
+        owner = os.stat(os.path.dirname(inbox))
+    except OSError:
+        return
+    try:
+        gid = pwd.getpwuid(owner.st_uid).pw_gid
+    except KeyError:  # an account without an entry: grant it the directory's group
+        gid = owner.st_gid
+    groups = groups_of(owner.st_uid, gid)
+    problem = reach_problem(inbox, owner.st_uid, groups, os.R_OK | os.W_OK | os.X_OK)
+    if problem is not None:
+        warn(
+            f"the chat directory's owner (uid {owner.st_uid}) cannot empty the inbox"
+            f" ({problem}): an agent running as that account never gets its notices"
+            " or takes its abort itself; see docs/OPERATIONS.md"
+        )
+
+
+def _unrecorded(save_file: str, written: str) -> str | None:
+    """Where and why files of the inbox ``written`` to cannot be recorded; None: they can.
+
+    Checked against the save file beside the inbox really written to (a
+    symlink on the way resolved).
+    """
+    # not record_problem: the same check, without loading the pickup code (light verbs)
+    from ..inbox.entries import removed_dir_problem
+    from ..inbox.names import inbox_dir, inbox_removed_dir
+
+    real = os.path.join(os.path.dirname(os.path.dirname(written)), os.path.basename(save_file))
+    problem = removed_dir_problem(inbox_dir(real), inbox_removed_dir(real))
+    if problem is None:
+        return None
+    return f"{printable(inbox_removed_dir(real))!r} ({problem})"
+
+
 def _notify(args: argparse.Namespace) -> int:
     from ..inbox import write_notice
 
@@ -95,6 +143,15 @@ def _notify(args: argparse.Namespace) -> int:
     _where_it_went(save_file, path)
     _warn_doubt(daemon)
     _unseen(daemon, path, "the notice")
+    _owner_cannot_use(path)
+    problem = _unrecorded(save_file, path)
+    if problem is not None:
+        # A notice is moved to its record before it is read: none is ever delivered.
+        raise CliError(
+            f"the notice was written to {printable(path)}, but its record cannot be written"
+            f" to {problem}: every prepare leaves it in the inbox, undelivered, until that"
+            " is repaired; see docs/OPERATIONS.md"
+        )
     return EXIT_OK
 
 
@@ -127,12 +184,15 @@ NOTIFY = Verb(
 )
 
 
-def _waiting_reason(path: str) -> str | None:
-    """The start of the reason in the regular ``abort`` file at ``path``, if it can be read.
+def _waiting_reason(path: str, reason: str) -> str | None:
+    """The start of the reason in the regular ``abort`` file at ``path``, to show.
 
-    Opened without following symlinks and without blocking, as the inbox is
-    the agent's to tamper with.
+    None when it cannot be read, or when it is ``reason`` itself (the same
+    reason again is not worth a warning), however long. Opened without
+    following symlinks and without blocking, as the inbox is the agent's to
+    tamper with.
     """
+    mine = reason.encode("utf-8", "surrogateescape")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -140,17 +200,20 @@ def _waiting_reason(path: str) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = os.read(fd, _SHOWN_REASON_BYTES + 1)
+        data = os.read(fd, max(_SHOWN_REASON_BYTES, len(mine)) + 1)
     except OSError:
         return None
     finally:
         os.close(fd)
+    if data == mine:
+        return None
     text = data[:_SHOWN_REASON_BYTES].decode("utf-8", "replace")
     return text + ("..." if len(data) > _SHOWN_REASON_BYTES else "")
 
 
 def _abort(args: argparse.Namespace) -> int:
-    from ..inbox import AbortNotWritten, inbox_removed_dir, record_problem, write_abort
+    from ..inbox import AbortNotWritten
+    from ..inbox.writers import place_abort
 
     if args.fleet:
         return publish_command(args, "abort", args.reason)
@@ -158,7 +221,7 @@ def _abort(args: argparse.Namespace) -> int:
     # Written before anything is asked of the configuration or the daemon: nothing
     # they could fail with may stop an abort (docs/OPERATIONS.md).
     try:
-        path = write_abort(save_file, args.reason)
+        path, written = place_abort(save_file, args.reason)
     except AbortNotWritten as exc:
         # Fails closed all the same: the entry already there aborts the agent.
         shown = printable(str(exc.filename))
@@ -172,8 +235,9 @@ def _abort(args: argparse.Namespace) -> int:
     _where_it_went(save_file, path)
     _warn_doubt(daemon)
     _unseen(daemon, path, "the abort")
-    waiting = _waiting_reason(path)
-    if waiting is not None and waiting != args.reason:
+    _owner_cannot_use(path)
+    waiting = None if written else _waiting_reason(path, args.reason)
+    if waiting is not None:
         # An abort was already waiting: it is kept, with its reason (docs/OPERATIONS.md).
         warn(
             f"an abort is already waiting in {printable(os.path.dirname(path))!r} with the"
@@ -185,16 +249,13 @@ def _abort(args: argparse.Namespace) -> int:
             f"the daemon (uid {daemon.uid}) cannot read {printable(path)}: the agent is"
             " stopped with a generic reason instead of yours"
         )
-    # the save file beside the inbox really written to
-    real = os.path.join(os.path.dirname(os.path.dirname(path)), os.path.basename(save_file))
-    problem = record_problem(real)
+    problem = _unrecorded(save_file, path)
     if problem is not None:
         # The abort still stops the agent (it fails closed), but the operator must know
         # that its record will not be in the removed directory, and why.
-        removed = inbox_removed_dir(real)
         raise CliError(
-            f"the abort stops the agent, but its record cannot be written to"
-            f" {printable(removed)!r} ({problem}): it goes to a hidden"
+            f"the abort stops the agent, but its record cannot be written to {problem}: it goes"
+            " to a hidden"
             " .abort-* file in the inbox, or the abort stays in place; see docs/OPERATIONS.md"
         )
     return EXIT_OK

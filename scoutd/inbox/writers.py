@@ -6,6 +6,7 @@ symlink on the way only when root or the writer's own user made it
 symlink to another agent's cannot redirect an operator's abort. It creates
 the inbox if needed (with at least the group access of its chat directory, so
 that a daemon sharing that group can list it whatever the writer's umask;
+made by root, the chat directory's owner too, so that the agent can empty it;
 files get the read bits of their inbox),
 writes and fsyncs a dotfile there (readers ignore dotfiles) and renames it to
 its final name without replacing one (``renameat2``; a hard link where that is
@@ -21,14 +22,16 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from ..errors import AbortNotWritten
+from ..paths import safe_text
 from .entries import entry_kind
 from .files import SETTLE_TIME, WRITE_FLAGS, open_dir, place
 from .names import ABORT_NAME, MAX_NAMES, inbox_dir, notice_names
 from .walk import open_directory
 
-__all__ = ["AbortNotWritten", "write_abort", "write_notice"]
+__all__ = ["AbortNotWritten", "AbortPlaced", "place_abort", "write_abort", "write_notice"]
 
 # The group bits of the chat directory an inbox created here gets too.
 _GROUP_RWX = 0o070
@@ -43,7 +46,9 @@ def _make_inbox(name: str, chat_fd: int, shown: str) -> int:
     the group of its chat directory (best effort): an operator's umask of 077
     must not lock a daemon of the shared group out, which would stop the chat
     (it fails closed), not even for the moment between a ``mkdir`` and a
-    ``chmod``.
+    ``chmod``. Made by root, it gets the owner of its chat directory too: a
+    root-owned inbox in an agent's directory is one the agent's own claims may
+    not empty, so its notices would never be delivered.
     """
     try:
         return open_dir(name, dir_fd=chat_fd, shown=shown)
@@ -58,8 +63,10 @@ def _make_inbox(name: str, chat_fd: int, shown: str) -> int:
                 chat, mine = os.fstat(chat_fd), os.fstat(tfd)
                 if chat.st_mode & _GROUP_RWX & ~mine.st_mode:
                     os.chmod(tfd, stat.S_IMODE(mine.st_mode) | (chat.st_mode & _GROUP_RWX))
-                if mine.st_gid != chat.st_gid:
-                    os.chown(tfd, -1, chat.st_gid)
+                # On the descriptor (fchown): a name swapped meanwhile is never followed.
+                owner = chat.st_uid if os.geteuid() == 0 else -1
+                if mine.st_gid != chat.st_gid or owner not in (-1, mine.st_uid):
+                    os.chown(tfd, owner, chat.st_gid)
         finally:
             os.close(tfd)
         with contextlib.suppress(FileExistsError):  # made meanwhile: that one is used
@@ -86,14 +93,33 @@ def _readable_like(fd: int, dfd: int) -> None:
             os.chown(fd, -1, inbox.st_gid)
 
 
+def _encoded(text: str) -> bytes:
+    """``text`` as the bytes the operator gave: undecodable bytes of the command line
+    (``surrogateescape``) are written as they came, as the abort markers do.
+
+    Any other lone surrogate (only a library caller can pass one) is escaped
+    (``\\uNNNN``) rather than refused: an abort must always be written.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return safe_text(text).encode("utf-8", "surrogateescape")
+
+
+class _Dropped(NamedTuple):
+    path: str  # the final entry's real path
+    kind: str | None  # None: a regular file (with ``keep``, one there may be of another kind)
+    written: bool  # False: ``keep`` kept an entry already there; ours was dropped
+
+
 def _drop(
     save_file: str, text: str, names: Callable[[int], Iterable[str]], *, keep: bool = False
-) -> tuple[str, str | None]:
+) -> _Dropped:
     """Write ``text`` to a dotfile in the inbox, fsync it, then give it a final name.
 
     ``names`` gives the names to try, from the inbox's open descriptor.
-    Returns the final entry's real path and its kind (None: a regular file;
-    with ``keep``, an entry already there may be of another kind).
+    Whether the final entry is the one written is told by its inode, not its
+    text: a waiting abort may hold the same reason, or only start with it.
     """
     inbox_path = inbox_dir(save_file)
     chat = open_directory(os.path.dirname(inbox_path) or ".", create=True)
@@ -108,7 +134,8 @@ def _drop(
         try:
             try:
                 _readable_like(fd, dfd)
-                data = memoryview(text.encode("utf-8"))
+                ours = os.fstat(fd)
+                data = memoryview(_encoded(text))
                 while data:
                     data = data[os.write(fd, data) :]
                 # Dated back past the settle time: a reader that finds the file by a
@@ -126,12 +153,15 @@ def _drop(
         with contextlib.suppress(OSError):  # make the new entry durable (best effort)
             os.fsync(dfd)
         try:
-            kind = entry_kind(os.lstat(os.path.basename(final), dir_fd=dfd).st_mode)
+            found = os.lstat(os.path.basename(final), dir_fd=dfd)
         except FileNotFoundError:  # consumed already: it was what we wrote
-            kind = None
+            kind, written = None, True
+        else:
+            kind = entry_kind(found.st_mode)
+            written = (found.st_dev, found.st_ino) == (ours.st_dev, ours.st_ino)
     finally:
         os.close(dfd)
-    return final, kind
+    return _Dropped(final, kind, written)
 
 
 def _fresh_names(dfd: int) -> Iterator[str]:
@@ -166,10 +196,30 @@ def write_notice(save_file: str, text: str, *, name: str | None = None) -> str:
             symlink on the way that neither root nor the caller made.
     """
     if name is None:
-        return _drop(save_file, text, _fresh_names)[0]
+        return _drop(save_file, text, _fresh_names).path
     if not name or name.startswith(".") or "/" in name or "\0" in name or name == ABORT_NAME:
         raise ValueError(f"invalid notice name {name!r}: a plain file name, not hidden nor 'abort'")
-    return _drop(save_file, text, _arrival_names(name))[0]
+    return _drop(save_file, text, _arrival_names(name)).path
+
+
+class AbortPlaced(NamedTuple):
+    """What :func:`place_abort` did."""
+
+    path: str  # the real path of the ``abort`` file
+    written: bool  # False: an abort was already waiting, and kept (``reason`` dropped)
+
+
+def place_abort(save_file: str, reason: str = "") -> AbortPlaced:
+    """:func:`write_abort`, telling also whether this reason was written or one was waiting.
+
+    Raises:
+        AbortNotWritten: as :func:`write_abort`.
+        OSError: as :func:`write_notice`.
+    """
+    dropped = _drop(save_file, reason, lambda dfd: [ABORT_NAME], keep=True)
+    if dropped.kind is not None:
+        raise AbortNotWritten(dropped.path, dropped.kind)
+    return AbortPlaced(dropped.path, dropped.written)
 
 
 def write_abort(save_file: str, reason: str = "") -> str:
@@ -178,13 +228,11 @@ def write_abort(save_file: str, reason: str = "") -> str:
     Returns the real path of the ``abort`` file. When a regular abort is
     already waiting, it stays as it is and ``reason`` is dropped: the agent is
     aborted once, with the first reason (docs/OPERATIONS.md, "Aborting an agent").
+    Undecodable bytes of ``reason`` (``surrogateescape``) are written as they are.
 
     Raises:
         AbortNotWritten: the waiting ``abort`` is not a regular file (it aborts,
             with a generic reason).
         OSError: as :func:`write_notice`.
     """
-    path, kind = _drop(save_file, reason, lambda dfd: [ABORT_NAME], keep=True)
-    if kind is not None:
-        raise AbortNotWritten(path, kind)
-    return path
+    return place_abort(save_file, reason).path

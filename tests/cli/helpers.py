@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +42,18 @@ def run(
     *args: str,
     input: str | bytes | None = None,
     env: Mapping[str, str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m scoutd ARGS`` with a clean environment; stdout/stderr as text."""
+    """``python -m scoutd ARGS`` with a clean environment; stdout/stderr as text.
+
+    ``prefix``: a command that runs it (``setpriv ...``, to act as another user).
+    """
     environ = clean_environ()
     environ["SCOUTD_CONFIG"] = str(home / "empty.toml")
     environ.update(env or {})
     data = input.encode() if isinstance(input, str) else input
     proc = subprocess.run(
-        [sys.executable, "-m", "scoutd", *args],
+        [*prefix, sys.executable, "-m", "scoutd", *args],
         input=data,
         capture_output=True,
         env=environ,
