@@ -13,6 +13,11 @@ worker-thread hop, and says what the registry must do
   the sticky bit), and pushed only to them; when none could, it is left for
   its owner (an agent in its own process, another session) and nothing reads
   it;
+* *no hiding from it*: a session whose uid could not take the abort only for
+  the mode bits of directories it owns (an agent that ran ``chmod 0070`` on
+  its own inbox) could give itself those rights back at any time: the abort
+  is left in place, unread, but that session is aborted all the same (fails
+  closed, :func:`hidden_from`);
 * otherwise the abort is claimed (moved, read, recorded) and pushed.
 
 Claims never run on the prepare pool: the registry gives each uid a small
@@ -26,6 +31,7 @@ import errno
 import logging
 import os
 import pwd
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -36,10 +42,20 @@ from ..errors import Aborted, InboxUnusable
 from ..inbox import ABORT_NAME
 from ..inbox.files import lexists
 from ..inbox.gate import InboxGate
+from ..inbox.names import inbox_dir
 from ..inbox.pickup import open_inbox
-from ..security import may_take_abort
+from ..paths import display_path
+from ..security import groups_of, may_take_abort
 
-__all__ = ["Candidate", "ClaimFunction", "Claimed", "RunningClaim", "claim_for", "holding_abort"]
+__all__ = [
+    "Candidate",
+    "ClaimFunction",
+    "Claimed",
+    "RunningClaim",
+    "claim_for",
+    "hidden_from",
+    "holding_abort",
+]
 
 log = logging.getLogger("scoutd.sessions")
 
@@ -61,11 +77,14 @@ class Claimed(NamedTuple):
     ``sessions``: the sessions to abort and push to. ``consumed``: an abort
     entry was taken (an abort to count, and to report to the inbox's next
     session-less call); otherwise the claim failed closed and took nothing.
+    ``hidden``: sessions whose uid locked itself out of the waiting abort; they
+    fail closed with :func:`hidden_from`'s reason, whatever else happened.
     """
 
     reason: str | None = None
     sessions: tuple[str, ...] = ()
     consumed: bool = False
+    hidden: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -76,17 +95,72 @@ class RunningClaim:
     done: anyio.Event = field(default_factory=anyio.Event)  # set when the claim ends
 
 
+def _gid(candidate: Candidate) -> int:
+    """The candidate's gid: the peer's, else its user's primary group."""
+    if candidate.gid is not None:
+        return candidate.gid
+    try:
+        return pwd.getpwuid(candidate.uid).pw_gid
+    except KeyError:
+        return candidate.uid
+
+
 def _could_take(save_file: str, candidate: Candidate, own_uid: int) -> bool:
     """Whether ``candidate``'s uid could take the waiting abort itself."""
     if candidate.uid in (0, own_uid):
         return True  # the kernel checks the daemon's own rights, which are the caller's
-    gid = candidate.gid
-    if gid is None:
+    return may_take_abort(save_file, candidate.uid, _gid(candidate))
+
+
+def _grants(st: os.stat_result, groups: frozenset[int], want: int) -> bool:
+    """Whether the group or other bits grant ``want`` to a user who does not own the entry."""
+    bits = (st.st_mode >> 3) & 7 if st.st_gid in groups else st.st_mode & 7
+    return bits & want == want
+
+
+def _hid_it(save_file: str, candidate: Candidate) -> bool:
+    """Whether ``candidate``'s uid is kept from the waiting abort only by its own directories.
+
+    Asked when :func:`_could_take` said no. A directory's owner may change its
+    mode bits at any time (``chmod``), so the rights it took from itself on its
+    own inbox, chat directory or ancestors do not make the abort any less its
+    own: the same checks as :func:`~scoutd.security.may_take_abort`, with every
+    directory of that uid passing. False when anything else refuses it (another
+    user's directory, a sticky inbox of another user) or cannot be examined.
+    """
+    uid = candidate.uid
+    groups = groups_of(uid, _gid(candidate))
+    chat = os.path.dirname(save_file)
+    inbox = inbox_dir(save_file)
+    rwx = os.R_OK | os.W_OK | os.X_OK
+    checks = [(chat, rwx), (inbox, rwx)]  # after every ancestor: the inbox is checked last
+    parent = chat
+    while (up := os.path.dirname(parent)) != parent:
+        checks.insert(0, (up, os.X_OK))
+        parent = up
+    for path, want in checks:
         try:
-            gid = pwd.getpwuid(candidate.uid).pw_gid
-        except KeyError:
-            gid = candidate.uid
-    return may_take_abort(save_file, candidate.uid, gid)
+            st = os.stat(path)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        if st.st_uid != uid and not _grants(st, groups, want):
+            return False
+    if st.st_mode & stat.S_ISVTX == 0 or st.st_uid == uid:  # st: the inbox's
+        return True
+    try:  # another user's sticky inbox: only an abort of its own is for it (the kernel's rule)
+        return os.lstat(os.path.join(inbox, ABORT_NAME)).st_uid == uid
+    except OSError:
+        return False
+
+
+def hidden_from(inbox: str) -> str:
+    """The reason a session gets whose uid locked itself out of ``inbox``'s abort."""
+    return (
+        f"aborted by operator (an abort waits in {display_path(inbox)!r}, which this"
+        " session's user has made unusable for itself; not read)"
+    )
 
 
 def claim_for(
@@ -120,9 +194,10 @@ def claim_for(
         if not present:
             return Claimed()
         allowed = tuple(c.id for c in candidates if _could_take(save_file, c, own_uid))
-        if not allowed:
+        hidden = tuple(c.id for c in candidates if c.id not in allowed and _hid_it(save_file, c))
+        if not allowed:  # left in place, unread; those who hid it fail closed (logged there)
             log.debug("abort in %r left for its owner: no session here may take it", inbox)
-            return Claimed()
+            return Claimed(hidden=hidden)
         with gate.holding(inbox):
             reason = claim(save_file, max_bytes=max_bytes, complete=complete, wait=False)
             if reason is not None:
@@ -138,7 +213,7 @@ def claim_for(
         )
     if reason is None:
         return Claimed()
-    return Claimed(reason, allowed, consumed=True)
+    return Claimed(reason, allowed, consumed=True, hidden=hidden)
 
 
 def holding_abort(inboxes: Sequence[str]) -> list[str]:

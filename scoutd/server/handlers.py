@@ -364,7 +364,7 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
     resolved, config = request.resolved, request.config
     quotas = server.shared.quotas
     async with server.registry.preparing(inbox) as ticket:
-        reason = server.registry.pending_abort(session, inbox)
+        reason = await server.registry.pending_abort(session, inbox, resolved)
         if reason is None:
             started = time.perf_counter()
             try:

@@ -22,8 +22,8 @@ closed"): claims run on a small thread limiter per uid, never on the prepare
 pool, and nothing in them sleeps; a prepare call never holds a claim off (the
 call's pickup and the claim race for the abort by rename, exactly one takes
 it). A claim takes an abort only for the sessions whose uid could take it
-itself, and pushes it only to them; an inbox that exists but cannot be used
-aborts its sessions unconsumed (:mod:`scoutd.server.claims`).
+itself and pushes it only to them; an inbox that cannot be used, or that a
+session's user locked itself out of, aborts them unconsumed (claims.py).
 
 Each uid may hold at most ``max_sessions_per_uid`` sessions (docs/OPERATIONS.md):
 a client decides how many directories are watched, so it must not decide alone.
@@ -36,7 +36,6 @@ import logging
 import os
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -54,8 +53,9 @@ from ..inbox.names import ABORT_NAME, inbox_dir
 from ..security import PeerCred
 from ..watcher import Batch, FsWatcher
 from .abort_signal import parse_signal, send_abort_signal
-from .claims import Candidate, Claimed, RunningClaim, claim_for, holding_abort
+from .claims import Candidate, Claimed, RunningClaim, claim_for, hidden_from, holding_abort
 from .daemon_config import Snapshot
+from .pending import MAX_PENDING_ABORTS, PendingAborts
 
 __all__ = [
     "ABORT_THREADS_PER_UID",
@@ -68,9 +68,6 @@ __all__ = [
 
 log = logging.getLogger("scoutd.sessions")
 
-# Aborts claimed for inboxes whose next session-less prepare_prompt has not come yet.
-# Bounded so that abandoned save files cannot grow the daemon's memory.
-MAX_PENDING_ABORTS = 4096
 # Abort claims of one uid running at once, in threads of their own (never the prepare
 # pool): one user's slow inboxes hold up only that user's claims.
 ABORT_THREADS_PER_UID = 2
@@ -140,7 +137,7 @@ class SessionRegistry:
         self.by_inbox: dict[str, set[str]] = {}
         self.aborts = 0
         self.rescans = 0  # periodic rescans completed since start (shown by status)
-        self._pending: OrderedDict[str, str] = OrderedDict()  # inbox -> reason
+        self._pending = PendingAborts()  # for the inboxes' next session-less calls
         self._claiming: dict[str, RunningClaim] = {}  # inbox -> its claim running now
         self._claim_limiters: dict[int, anyio.CapacityLimiter] = {}  # uid -> its claims' threads
         self._rescan_limiter = anyio.CapacityLimiter(1)  # the rescan's look: never the prepare pool
@@ -273,16 +270,20 @@ class SessionRegistry:
 
     # --- aborts ----------------------------------------------------------------------
 
-    def pending_abort(self, session: AgentSession | None, inbox: str | None) -> str | None:
+    async def pending_abort(
+        self, session: AgentSession | None, inbox: str | None, resolved: str | None
+    ) -> str | None:
         """The abort a ``prepare_prompt`` must fail with, if any.
 
-        A session, once aborted, stays aborted. For a call without a session,
-        an abort claimed by the watcher is reported once, then forgotten.
+        A session, once aborted, stays aborted. For a call without a session
+        (``resolved``: its save file), an abort claimed by the watcher is
+        reported once while the chat is still marked, then forgotten
+        (:class:`~scoutd.server.pending.PendingAborts`).
         """
         if session is not None and session.aborted is not None:
             return session.aborted
         if session is None and inbox is not None:
-            return self._pending.pop(inbox, None)
+            return await self._pending.take(inbox, resolved)
         return None
 
     def abort(
@@ -306,10 +307,7 @@ class SessionRegistry:
         if consumed:
             self.aborts += 1
         if claimed_by_watcher:
-            self._pending[inbox] = reason
-            self._pending.move_to_end(inbox)
-            while len(self._pending) > MAX_PENDING_ABORTS:
-                self._pending.popitem(last=False)
+            self._pending.add(inbox, reason)
         signum = self._snapshot().abort_signal
         ids = sorted(i for i in self.by_inbox.get(inbox, ()) if only is None or i in only)
         # One line per abort; repr() keeps a reason with line breaks on one line.
@@ -425,6 +423,8 @@ class SessionRegistry:
                     )
                 elif claimed.reason is not None:
                     self._fail_closed(inbox, claimed.reason, claimed.sessions)
+                if claimed.hidden:  # their uid locked itself out: the abort stays, unread
+                    self._fail_closed(inbox, hidden_from(inbox), claimed.hidden)
                 if not claim.again:
                     break
                 claim.again = False

@@ -15,7 +15,7 @@ from typing import Any
 from scoutd import protocol
 from scoutd.inbox import write_abort
 from scoutd.inbox.aborted import clear, held, mark, marker_paths
-from tests.support.daemon import Daemon, InProcessDaemon, LineClient
+from tests.support.daemon import Daemon, InProcessDaemon, LineClient, wait_for
 
 PUSH_TIMEOUT = 10.0
 HELLO = [{"role": "user", "content": "hello"}]
@@ -89,3 +89,28 @@ def test_a_chat_marked_by_the_library_is_aborted_in_the_daemon() -> None:
         session = open_session(c, save_file)
         assert c.notification("session.aborted", PUSH_TIMEOUT)["params"]["session"] == session
         assert refused(c, {"session": session})["reason"] == "from the agent's own process"
+
+
+def test_a_clear_lifts_the_abort_the_watcher_kept_for_session_less_calls() -> None:
+    """While the chat is marked, a session-less call gets the abort the watcher took
+    (the newest), then the marker's first reason. Cleared before such a call came, the
+    next one is served, not refused once more; the session stays aborted for its life."""
+    with Daemon() as daemon, daemon.connect() as c:
+        save_file = os.path.join(daemon.dir, "agent.chat")
+        mark(save_file, "first")
+        session = open_session(c, save_file)
+        c.notification("session.aborted", PUSH_TIMEOUT)  # aborted at open, by the marker
+
+        def claimed(count: int) -> bool:
+            return bool(c.call("status")["result"]["counts"]["aborts"] == count)
+
+        write_abort(save_file, "second")
+        wait_for(lambda: claimed(1), PUSH_TIMEOUT, "the watcher's claim")
+        assert refused(c, {"save_file": save_file})["reason"] == "second"
+        assert refused(c, {"save_file": save_file})["reason"] == "first"
+        write_abort(save_file, "third")
+        wait_for(lambda: claimed(2), PUSH_TIMEOUT, "the watcher's claim")
+        assert clear(save_file).still is None
+        reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file})
+        assert reply.get("result", {}).get("messages") == HELLO, reply
+        assert refused(c, {"session": session})["reason"] == "third"  # the last pushed to it
