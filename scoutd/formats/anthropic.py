@@ -139,7 +139,8 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
         ):
             pending = bool(uses) and answer is None
             result.malformed += 0 if pending else 1 + (results is not None)
-            result.passthrough(message)
+            # its calls go, or stay, with their results (calls still waiting: after every result)
+            result.passthrough(message, not pending)
             if results is not None:
                 result.passthrough(answer)
             i += 1 + (results is not None)
@@ -150,7 +151,7 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
         except Malformed:
             result.rollback(*saved)
             result.malformed += 2
-            result.passthrough(message)
+            result.passthrough(message, True)
             result.passthrough(answer)
         i += 2
     texts.keep(kept)

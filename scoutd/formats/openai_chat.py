@@ -69,6 +69,19 @@ def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
     return calls
 
 
+def _holds_calls(message: Any) -> bool:
+    """Whether an assistant message holds tool calls, of any shape: ``tool_calls``
+    (custom ones too) or a legacy ``function_call`` (``null`` is none)."""
+    if type(message) is not dict and not isinstance(message, Mapping):
+        return False
+    if message.get("role") != "assistant":
+        return False
+    entries = message.get("tool_calls")
+    if entries is not None and (type(entries) is not list or len(entries) > 0):
+        return True
+    return message.get("function_call") is not None
+
+
 def _same_group(message: dict[str, Any], entry: dict[str, Any], answer: Any, found: Known) -> bool:
     """Whether a one-call group without text holds the very strings of ``found``."""
     function = entry.get("function")
@@ -236,9 +249,8 @@ def _add_plain_group(
     out = result.messages
     entries = message.get("tool_calls")
     if type(entries) is not list or not entries:
-        out.append(message)  # an assistant message without calls: as it is
-        result.refs.append(PASSTHROUGH)
-        result.starts.append(len(out))
+        # an assistant message without calls it can read: as it is
+        result.passthrough(message, _holds_calls(message))
         return i + 1
     end = i + 1 + len(entries)
     if end >= len(messages):
@@ -322,7 +334,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
         calls = []
     if calls is None:
         result.malformed += _is_tool(message)
-        result.passthrough(message)
+        result.passthrough(message, _holds_calls(message))
         return i + 1
     count = len(messages)
     end = i + 1
@@ -343,7 +355,9 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
     if not _answered(calls, ids, texts):
         pending = bool(calls) and end == i + 1 and end == count
         result.malformed += 0 if pending else end - i
-        for passed in messages[i:end]:
+        # its calls go, or stay, with their answers (calls still waiting: after every answer)
+        result.passthrough(message, not pending)
+        for passed in messages[i + 1 : end]:
             result.passthrough(passed)
         return end
     saved = len(result.messages), len(result.starts)
@@ -352,7 +366,8 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
     except Malformed:
         result.rollback(*saved)
         result.malformed += end - i
-        for passed in messages[i:end]:
+        result.passthrough(message, True)
+        for passed in messages[i + 1 : end]:
             result.passthrough(passed)
     return end
 

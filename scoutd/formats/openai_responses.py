@@ -166,6 +166,20 @@ def _rewritten(item: Mapping[str, Any], fate: Any) -> Any:
     return changed
 
 
+def _bare_reasoning(messages: Sequence[Any], turns: list[int], fates: list[Any]) -> set[int]:
+    """The ``reasoning`` items whose turn had other items and keeps none of them.
+
+    A reasoning item must be followed by an item of its turn: when the
+    strategies dropped them all (an assistant's answer without calls, dropped
+    as a remark), the reasoning goes with them, as the turn goes as a whole.
+    """
+    others: dict[int, bool] = {}  # a turn's reasoning item -> whether an item after it stays
+    for position, turn in enumerate(turns):
+        if turn != position and _kind(messages[turn]) == _REASONING:
+            others[turn] = others.get(turn, False) or fates[position] is not None
+    return {turn for turn, stays in others.items() if not stays}
+
+
 def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     """Responses input items from the strategies' result over ``shape``."""
     # One view message per item: view message p stands for item p.
@@ -181,6 +195,7 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
             if fates[position] is not None:
                 kept.add(turns[position])
     gone = called - kept
+    bare = _bare_reasoning(messages, turns, fates) if any(f is None for f in fates) else set()
     before: dict[int, list[Any]] = {}
     for position, added in result.before.items():
         before.setdefault(turns[position], []).extend(added)
@@ -193,7 +208,7 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
         if gone and turns[position] in gone:  # its calls all dropped: the rest goes too
             narration += isinstance(item, Mapping) and item.get("role") == "assistant"
             continue
-        if fate is None:
+        if fate is None or position in bare:
             continue
         if fate is KEPT:
             out.append(item)

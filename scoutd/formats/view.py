@@ -101,15 +101,22 @@ class View:
         """Forget what was added after the view had ``messages`` messages and ``starts`` starts."""
         del self.messages[messages:], self.refs[messages:], self.starts[starts:]
 
-    def passthrough(self, message: Any) -> None:
+    def passthrough(self, message: Any, calls: bool = False) -> None:
         """Put a provider message in the view as it is.
 
         A message carrying a scout tool role (foreign traffic in a provider
         format) is shown to the strategies as a neutral stand-in, so that they
         never take it for one of their tool messages; it comes back as it was.
+        So is, with ``calls``, a message holding tool calls the adapter passes
+        through (custom or legacy calls, a malformed group): as an assistant
+        message the strategies would drop it as a remark and keep the messages
+        answering it. Its stand-in keeps its content, which the strategies count.
         """
-        if isinstance(message, Mapping) and message.get("role") in SCOUT_TOOL_ROLES:
-            message = {"role": "passthrough"}
+        if isinstance(message, Mapping):
+            if message.get("role") in SCOUT_TOOL_ROLES:
+                message = {"role": "passthrough"}
+            elif calls:
+                message = {"role": "passthrough", "content": message.get("content")}
         self.messages.append(message)
         self.refs.append(PASSTHROUGH)
         self.starts.append(len(self.messages))
@@ -198,8 +205,9 @@ def _identity_from(positions: list[int], start: int) -> int:
 
 
 def blocks_text(content: Any, image: str = "[image]") -> str | None:
-    """The text of a tool output: a string as it is, text blocks joined, images as
-    a short placeholder; None when ``content`` is neither a string nor a block list.
+    """The text of a tool output: a string as it is, text blocks joined (a search
+    result's too), images, files and documents as a short placeholder; None when
+    ``content`` is neither a string nor a list of such blocks.
     """
     if type(content) is str:
         return content
@@ -217,8 +225,28 @@ def blocks_text(content: Any, image: str = "[image]") -> str | None:
             parts.append(image)
         elif type(kind) is str and kind.endswith("file"):
             parts.append("[file]")
+        elif kind == "document":  # a PDF or text document: its data is never shown
+            parts.append("[document]")
+        elif kind == "search_result":  # its own text blocks (not read further: no recursion)
+            found = _texts(block.get("content"))
+            if found is None:
+                return None
+            parts.append(found)
         else:
             return None
+    return "\n".join(parts)
+
+
+def _texts(content: Any) -> str | None:
+    """The text blocks of ``content`` joined; None unless it is a list of text blocks."""
+    if type(content) is not list:
+        return None
+    parts = []
+    for block in content:
+        text = block.get("text") if isinstance(block, Mapping) else None
+        if type(text) is not str:
+            return None
+        parts.append(text)
     return "\n".join(parts)
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from scoutd import Config, prepare
 from scoutd.formats import anthropic as adapter
-from scoutd.formats.view import PASSTHROUGH, TEXT_PART, VIEW_KEY
+from scoutd.formats.view import PASSTHROUGH, TEXT_PART, VIEW_KEY, blocks_text
 from scoutd.strategies.inbox import write_notice
 
 from .conversations import anthropic, epoch_window
@@ -320,8 +320,11 @@ def test_what_the_view_takes_and_what_it_counts_as_malformed(
     view = adapter.view(messages, True)
     assert view.malformed == malformed
     assert any(ref != PASSTHROUGH for ref in view.refs) is viewed
-    for at, ref in enumerate(view.refs):  # what passes through is the message itself
-        assert ref != PASSTHROUGH or view.messages[at] is messages[view.owner(at)]
+    for at, ref in enumerate(view.refs):  # what passes through is the message itself,
+        given = messages[view.owner(at)]  # or a stand-in for a turn holding calls
+        if ref == PASSTHROUGH and view.messages[at] is not given:
+            assert given["role"] == "assistant" and "tool_use" in str(given["content"])
+            assert view.messages[at] == {"role": "passthrough", "content": given["content"]}
     if viewed:
         assert view.messages[1]["content"].startswith('{"name":"bash","id":"a","arguments":{')
         output = view.messages[2]["content"]
@@ -376,3 +379,54 @@ def test_a_read_only_turn_is_read_like_a_dict() -> None:
     results = MappingProxyType({"role": "user", "content": [_result("a")]})
     view = adapter.view([{"role": "user", "content": "go"}, turn, results], True)
     assert view.malformed == 0 and view.refs == [PASSTHROUGH, 0, 0]
+
+
+PDF = {
+    "type": "document",
+    "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x" * 200},
+    "title": "report.pdf",
+}
+SEARCH = {
+    "type": "search_result",
+    "source": "https://example.com/guide",
+    "title": "Guide",
+    "content": [{"type": "text", "text": "alpha " * 150}, {"type": "text", "text": "omega"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ([{"type": "text", "text": "a"}, PDF], "a\n[document]"),
+        ([SEARCH], "alpha " * 150 + "\nomega"),
+        (
+            [{"type": "text", "text": "a"}, SEARCH, PDF],
+            "a\n" + "alpha " * 150 + "\nomega\n[document]",
+        ),
+        ([{**SEARCH, "content": [{"type": "image"}]}], None),  # not its text blocks: unread
+        ([{**SEARCH, "content": "plain"}], None),
+    ],
+)
+def test_the_text_of_documents_and_search_results(content: list[Any], expected: Any) -> None:
+    """A document is a placeholder; a search result is its text blocks, nothing else."""
+    assert blocks_text(content) == expected
+
+
+@pytest.mark.parametrize("block", [PDF, SEARCH], ids=["document", "search_result"])
+def test_a_shortened_result_with_a_document_or_search_result_is_text(block: Any) -> None:
+    """Only the text is truncated: no raw block, no base64 data, in what is sent."""
+    messages = anthropic(4, output=[{"type": "text", "text": "y" * 900}, block])
+    prepared = prepare(messages, "shorten_tools_epoch", config=KEEP_THREE)
+    assert not new_problems("anthropic", messages, prepared.messages)
+    results = [b for m in prepared.messages for b in m["content"] if b.get("type") == "tool_result"]
+    shortened = [r for r in results if r["content"][0]["text"].startswith("Truncated")]
+    assert len(shortened) == 2 and all(len(r["content"]) == 1 for r in shortened)
+    for result in shortened:
+        text = result["content"][0]["text"]
+        assert "JVBER" not in text and '"type"' not in text and "example.com" not in text
+        # the length of the text read: "y" * 900, a line break, the block's text
+        assert text.startswith("Truncated (911): " if block is PDF else "Truncated (1807): ")
+        assert len(text) < 500
+    if block is PDF:  # the placeholder is at the end, kept by the truncation
+        assert all(r["content"][0]["text"].endswith("\n[document]") for r in shortened)
+    assert results[-1]["content"][1] is block  # the newest is verbatim

@@ -12,7 +12,8 @@ from typing import Any
 
 
 def chat_problems(messages: list[Any]) -> Counter[tuple[str, str]]:
-    """OpenAI Chat: calls answered right after their assistant message, exactly once."""
+    """OpenAI Chat: calls answered right after their assistant message, exactly once;
+    a legacy ``function`` message right after the ``function_call`` it answers."""
     problems: Counter[tuple[str, str]] = Counter()
     i = 0
     while i < len(messages):
@@ -21,6 +22,15 @@ def chat_problems(messages: list[Any]) -> Counter[tuple[str, str]]:
         if role == "tool":
             problems["tool message without its call", str(message.get("tool_call_id"))] += 1
             i += 1
+            continue
+        if role == "function":
+            problems["function message without its call", str(message.get("name"))] += 1
+            i += 1
+            continue
+        legacy = message.get("function_call") if role == "assistant" else None
+        if legacy is not None:  # answered by the one function message right after it
+            following = messages[i + 1] if i + 1 < len(messages) else {}
+            i += 1 + (following.get("role") == "function")
             continue
         calls = message.get("tool_calls") if role == "assistant" else None
         if role == "assistant" and not calls and not message.get("content"):
@@ -31,6 +41,8 @@ def chat_problems(messages: list[Any]) -> Counter[tuple[str, str]]:
         ids = []
         for call in calls:
             ids.append(call.get("id"))
+            if call.get("type", "function") != "function":
+                continue  # a custom call: its input is free text
             arguments = call.get("function", {}).get("arguments")
             if not isinstance(arguments, str):
                 problems["arguments not a string", str(call.get("id"))] += 1
