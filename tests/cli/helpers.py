@@ -81,3 +81,13 @@ def write_json(path: Path, value: Any) -> Path:
 
 def empty_snapshot(home: Path) -> scoutd.Config:
     return resolve_config(home / "empty.toml", environ={})
+
+
+def break_record(save_file: Path, how: str) -> None:
+    """Put what an agent could plant in place of the chat's record directory of taken
+    entries: a regular file, or a dangling symlink."""
+    removed = Path(scoutd.inbox_removed_dir(str(save_file)))
+    if how == "regular-file":
+        removed.write_text("planted by the agent")
+    else:
+        removed.symlink_to(save_file.parent / "nowhere")

@@ -15,6 +15,7 @@ from scoutd.testing import conversation
 
 from .helpers import (
     CLI_TIMEOUT,
+    break_record,
     clean_environ,
     one_error_line,
     run,
@@ -87,11 +88,7 @@ def test_notify_and_abort_write_into_inbox(home: Path) -> None:
 def test_abort_says_when_its_record_cannot_be_written(home: Path, sabotage: str) -> None:
     """The abort is written and still stops the agent; exit 1 tells the operator to act."""
     save_file = home / "agent.chat"
-    removed = Path(scoutd.inbox_removed_dir(str(save_file)))
-    if sabotage == "regular-file":
-        removed.write_text("planted by the agent")
-    else:
-        removed.symlink_to(home / "nowhere")
+    break_record(save_file, sabotage)
     aborted = run(home, "abort", str(save_file), "stop anyway")
     assert aborted.returncode == 1
     assert Path(aborted.stdout.strip()) == Path(scoutd.inbox_dir(str(save_file))) / "abort"

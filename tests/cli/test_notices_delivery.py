@@ -23,7 +23,7 @@ import pytest
 import scoutd
 from tests.reliability.harness import NOBODY, unprivileged_prefix
 
-from .helpers import one_error_line, run
+from .helpers import break_record, one_error_line, run
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as uid 65534")
 
@@ -53,11 +53,7 @@ def test_the_writer_escapes_a_lone_surrogate_rather_than_lose_an_abort(home: Pat
 def test_notify_says_when_its_notice_can_never_be_delivered(home: Path, sabotage: str) -> None:
     """No record can be written: every prepare leaves the notice; exit 1, file written."""
     save_file = home / "agent.chat"
-    removed = Path(scoutd.inbox_removed_dir(str(save_file)))
-    if sabotage == "regular-file":
-        removed.write_text("planted by the agent")
-    else:
-        removed.symlink_to(home / "nowhere")
+    break_record(save_file, sabotage)
     noticed = run(home, "notify", str(save_file), "wrap up")
     assert noticed.returncode == 1
     written = Path(noticed.stdout.strip())

@@ -55,6 +55,48 @@ def unprivileged_prefix() -> list[str]:
     return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 
 
+# An agent's own client, standard library only (it runs as uid 65534, which may not
+# read this checkout's virtual environment): opens a session on argv[2] with its own
+# pid and prints the session id; then, for each JSON [method, params] line on stdin,
+# makes that call and prints {"answer": ..., "pushed": [the reasons of the
+# session.aborted that came first]}.
+AGENT = r"""
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(20)
+s.connect(sys.argv[1])
+reader = s.makefile("rb")
+def call(n, method, params):
+    s.sendall(json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+              .encode() + b"\n")
+    pushed = []
+    while True:
+        message = json.loads(reader.readline())
+        if message.get("method") == "session.aborted":
+            pushed.append(message["params"]["reason"])
+        elif message.get("id") == n:
+            return message, pushed
+answer, _ = call(0, "session.open", {"save_file": sys.argv[2], "pid": os.getpid()})
+print(json.dumps(answer["result"]["session"]), flush=True)
+for n, line in enumerate(sys.stdin, 1):
+    answer, pushed = call(n, *json.loads(line))
+    print(json.dumps({"answer": answer, "pushed": pushed}), flush=True)
+"""
+
+
+def unprivileged_python(code: str, *args: str) -> subprocess.Popen[str]:
+    """``python -c code args...`` as :func:`unprivileged_prefix`'s user, this checkout on
+    its path, lines on its stdin and stdout: an agent's own process."""
+    return subprocess.Popen(
+        [*unprivileged_prefix(), sys.executable, "-c", code, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+
+
 def give_away(top: str) -> None:
     """Let the unprivileged user of :func:`unprivileged_prefix` use the tree under ``top``."""
     if os.geteuid() != 0:

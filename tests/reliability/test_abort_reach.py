@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -24,56 +23,20 @@ import pytest
 
 from scoutd import Aborted, PromptConfig
 from scoutd.strategies.inbox import inbox, inbox_dir, inbox_removed_dir, write_abort
-from tests.reliability.harness import NOBODY, ROOT, unprivileged_prefix
+from tests.reliability.harness import AGENT, NOBODY, unprivileged_python
 from tests.support.daemon import Daemon, LineClient, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to uid 65534 needs root")
 
 PUSH = 10.0
 
-# Runs as uid 65534: opens a session, says "open"; at each "check" on stdin sends a
-# status request and says whether a session.aborted came before its answer.
-KEEPER = r"""
-import json, socket, sys
-path, save_file = sys.argv[1], sys.argv[2]
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(20)
-s.connect(path)
-reader = s.makefile("rb")
-def call(n, method, params):
-    request = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
-    s.sendall(json.dumps(request).encode() + b"\n")
-    pushed = []
-    while True:
-        message = json.loads(reader.readline())
-        if message.get("method") == "session.aborted":
-            pushed.append(message["params"]["reason"])
-        elif message.get("id") == n:
-            return message, pushed
-answer, _ = call(1, "session.open", {"save_file": save_file})
-assert "result" in answer, answer
-print("open", flush=True)
-n = 1
-for line in sys.stdin:
-    n += 1
-    _, pushed = call(n, "status", {})
-    print(json.dumps(pushed), flush=True)
-"""
-
 
 @contextmanager
 def nobody_session(d: Daemon, save_file: str) -> Iterator[subprocess.Popen[str]]:
-    keeper = subprocess.Popen(
-        [*unprivileged_prefix(), sys.executable, "-c", KEEPER, d.socket_path, save_file],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd="/",
-        env={**os.environ, "PYTHONPATH": ROOT},
-    )
+    keeper = unprivileged_python(AGENT, d.socket_path, save_file)
     try:
         assert keeper.stdout is not None
-        assert keeper.stdout.readline().strip() == "open"
+        json.loads(keeper.stdout.readline())  # its session's id: open
         yield keeper
     finally:
         keeper.kill()
@@ -86,9 +49,9 @@ def nobody_session(d: Daemon, save_file: str) -> Iterator[subprocess.Popen[str]]
 def pushed_to(keeper: subprocess.Popen[str]) -> list[str]:
     """The reasons pushed to the keeper's session so far (a round trip: nothing in flight)."""
     assert keeper.stdin is not None and keeper.stdout is not None
-    keeper.stdin.write("check\n")
+    keeper.stdin.write(json.dumps(["status", {}]) + "\n")
     keeper.stdin.flush()
-    pushed: list[str] = json.loads(keeper.stdout.readline())
+    pushed: list[str] = json.loads(keeper.stdout.readline())["pushed"]
     return pushed
 
 

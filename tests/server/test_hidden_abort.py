@@ -21,7 +21,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,39 +29,13 @@ import pytest
 
 from scoutd import protocol
 from scoutd.inbox import inbox_dir, inbox_removed_dir, write_abort
-from tests.reliability.harness import NOBODY, ROOT, unprivileged_prefix
+from tests.reliability.harness import AGENT, NOBODY, unprivileged_python
 from tests.support.daemon import Daemon, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to uid 65534 needs root")
 
 PUSH = 10.0
 SLOW_RESCAN = 60.0  # never reached here: pushes come from file events
-
-# Runs as uid 65534: opens a session on argv[2] with its own pid and prints the
-# session id; then, for each JSON [method, params] line on stdin, makes that call and
-# prints {"answer": ..., "pushed": [reasons of the session.aborted that came first]}.
-AGENT = r"""
-import json, os, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(20)
-s.connect(sys.argv[1])
-reader = s.makefile("rb")
-def call(n, method, params):
-    s.sendall(json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
-              .encode() + b"\n")
-    pushed = []
-    while True:
-        message = json.loads(reader.readline())
-        if message.get("method") == "session.aborted":
-            pushed.append(message["params"]["reason"])
-        elif message.get("id") == n:
-            return message, pushed
-answer, _ = call(0, "session.open", {"save_file": sys.argv[2], "pid": os.getpid()})
-print(json.dumps(answer["result"]["session"]), flush=True)
-for n, line in enumerate(sys.stdin, 1):
-    answer, pushed = call(n, *json.loads(line))
-    print(json.dumps({"answer": answer, "pushed": pushed}), flush=True)
-"""
 
 
 class Agent:
@@ -91,14 +64,7 @@ class Agent:
 
 @contextmanager
 def agent_session(d: Daemon, save_file: str) -> Iterator[Agent]:
-    proc = subprocess.Popen(
-        [*unprivileged_prefix(), sys.executable, "-c", AGENT, d.socket_path, save_file],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd="/",
-        env={**os.environ, "PYTHONPATH": ROOT},
-    )
+    proc = unprivileged_python(AGENT, d.socket_path, save_file)
     try:
         yield Agent(proc)
     finally:
