@@ -86,13 +86,34 @@ def reported(reports: Sequence[Any]) -> tuple[int, int]:
     return delivered, sum(r.calls_protected + r.outputs_protected for r in reports)
 
 
+def _marked(prompt: Sequence[Any]) -> bool:
+    """Whether a block of the prompt's messages, or of a tool result's content in them,
+    already carries a ``cache_control`` (a walk, not a recursion: any depth)."""
+    pending = [m.get("content") for m in prompt if isinstance(m, Mapping)]
+    while pending:
+        value = pending.pop()
+        if type(value) is not list:
+            continue
+        for block in value:
+            if isinstance(block, Mapping):
+                if "cache_control" in block:
+                    return True
+                pending.append(block.get("content"))
+    return False
+
+
 def with_cache_control(prompt: list[Any], prefix: int) -> list[Any]:
     """``prompt`` with ``cache_control: {"type": "ephemeral"}`` on the last block of
     its first ``prefix`` messages (thinking blocks skipped: they cannot carry it;
     so are malformed blocks, whose ``type`` is not a string).
 
-    Only the message that gets the hint is copied; an existing hint is left alone.
+    Only the message that gets the hint is copied. A prompt whose messages carry
+    a mark of the agent's own gets none: Anthropic refuses a fifth mark (system
+    and tools, which scoutd does not see, count too) and a shorter-lived mark
+    before a longer one, so an agent that places its own marks places them all.
     """
+    if _marked(prompt):
+        return prompt
     for position in range(min(prefix, len(prompt)) - 1, -1, -1):
         message = prompt[position]
         if not isinstance(message, Mapping):
@@ -114,8 +135,6 @@ def with_cache_control(prompt: list[Any], prefix: int) -> list[Any]:
             text = block.get("text", "")
             if kind == "text" and type(text) is str and not text.strip():
                 continue  # an empty text block cannot be cached
-            if "cache_control" in block:
-                return prompt
             marked = dict(block)
             marked["cache_control"] = {"type": "ephemeral"}
             blocks[slot] = marked

@@ -83,3 +83,40 @@ def test_any_prompt_gets_at_most_one_hint_on_a_well_formed_block(
         block = now[differ[0]]
         assert block == {**was[differ[0]], "cache_control": EPHEMERAL}
         assert type(block["type"]) is str and "thinking" not in block["type"]
+
+
+def test_a_prompt_with_marks_of_its_own_gets_none() -> None:
+    """Anthropic refuses a fifth mark (system and tools count too, unseen here) and a
+    5-minute mark before a 1-hour one: an agent that marks its own messages, even
+    inside a tool result, places every mark itself."""
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    prompts: list[list[Any]] = [
+        [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "a", "cache_control": EPHEMERAL}],
+            },
+            {"role": "assistant", "content": "b"},
+        ],
+        [
+            {"role": "user", "content": "a"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "content": [{"type": "text", "text": "out", "cache_control": hour}],
+                    }
+                ],
+            },
+        ],
+    ]
+    for prompt in prompts:
+        assert with_cache_control(prompt, len(prompt)) is prompt
+        unmarked = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+        assert with_cache_control(unmarked, 2)[1]["content"][0]["cache_control"] == EPHEMERAL
