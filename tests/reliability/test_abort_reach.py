@@ -141,8 +141,11 @@ def test_a_chat_directory_swapped_for_a_symlink_fails_closed(daemon: Daemon) -> 
     with d.connect() as c:
         session = open_session(c, mine)
         os.rename(a1, a1 + ".real")  # what the agent (uid 65534) does in its own tree
-        os.symlink(a2, a1)
-        os.lchown(a1, NOBODY, NOBODY)
+        # made aside and renamed in, so that it appears as the agent's: a symlink of
+        # root's (the test's), even for an instant, is one the daemon may follow
+        os.symlink(a2, a1 + ".new")
+        os.lchown(a1 + ".new", NOBODY, NOBODY)
+        os.rename(a1 + ".new", a1)
         note = c.notification("session.aborted", PUSH)
         assert note["params"]["session"] == session
         assert "symbolic link owned by uid 65534" in note["params"]["reason"]
