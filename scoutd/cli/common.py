@@ -44,7 +44,9 @@ __all__ = [
     "add_strategies",
     "client_socket",
     "config_path",
+    "find_socket",
     "found_config",
+    "notice_text",
     "read_messages",
     "snapshot",
     "write_json",
@@ -119,6 +121,15 @@ def read_input(source: str) -> bytes:
             return handle.read()
     except OSError as exc:
         raise CliError(f"cannot read {source}: {exc.strerror or exc}") from exc
+
+
+def notice_text(text: str) -> str:
+    """A notice's TEXT argument, or stdin's bytes when it is ``-``.
+
+    Bytes as given, from stdin as from the command line: what is not UTF-8 is
+    kept as it came (``surrogateescape``), never refused.
+    """
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if text == "-" else text
 
 
 _BYTE_POSITION = re.compile(r"\(byte (\d+)\)")
@@ -238,14 +249,40 @@ def snapshot(args: argparse.Namespace) -> Config:
     return with_overrides(resolve_config(path), overrides(args))
 
 
-def client_socket(args: argparse.Namespace, *, read_config: bool = True) -> str:
+def find_socket(args: argparse.Namespace, *, read_config: bool = True) -> str:
     """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon");
-    ``read_config`` false: found without the config file."""
+    ``read_config`` false: found without the config file.
+
+    Raises:
+        ConfigError: the config file named cannot be read (``read_config`` only).
+    """
     from ..discovery import discover_socket
 
     return discover_socket(
         getattr(args, "socket", None), config_path=config_path(args), read_config=read_config
     )
+
+
+def client_socket(args: argparse.Namespace, *, config_optional: bool = False) -> str:
+    """:func:`find_socket`; ``config_optional``: for the verbs that only look at the daemon
+    (``status``, ``metrics``).
+
+    For those, a config file that cannot be read does not stop the verb: the
+    daemon keeps its last good configuration and reports the reload error in
+    its ``status``, which is what the operator then needs to see. The socket is
+    found without the file, and a warning says so. A verb whose answer depends
+    on the daemon's configuration (``prepare``) stops instead: it must not be
+    served by another daemon than the one the file names.
+    """
+    from ..errors import ConfigError
+
+    try:
+        return find_socket(args)
+    except ConfigError as exc:
+        if not config_optional:
+            raise
+        warn(f"{exc}; looking for the daemon without it (or name it with --socket)")
+        return find_socket(args, read_config=False)
 
 
 def add_config(parser: argparse.ArgumentParser, *, overrides: bool = True) -> None:

@@ -78,9 +78,9 @@ def _status(args: argparse.Namespace) -> int:
     from ..client import Client
 
     if args.print_socket:
-        print(client_socket(args))
+        print(client_socket(args, config_optional=True))
         return EXIT_OK
-    with Client(client_socket(args), timeout=args.timeout) as client:
+    with Client(client_socket(args, config_optional=True), timeout=args.timeout) as client:
         status = client.status()
     if args.json:
         write_json(status)
@@ -120,7 +120,7 @@ STATUS = Verb(
 def _metrics(args: argparse.Namespace) -> int:
     from ..client import Client
 
-    with Client(client_socket(args), timeout=args.timeout) as client:
+    with Client(client_socket(args, config_optional=True), timeout=args.timeout) as client:
         sys.stdout.write(client.metrics())
     return EXIT_OK
 

@@ -32,6 +32,7 @@ from .common import (
     Verb,
     add_config,
     found_config,
+    notice_text,
     write_json,
 )
 
@@ -94,11 +95,8 @@ def publish_command(args: argparse.Namespace, kind: str, text: str) -> int:
         selector, value = parse_target(args.save_file)
     except TargetError as exc:
         raise UsageError(str(exc)) from exc
-    if text == "-" and kind == "notice":
-        try:
-            text = sys.stdin.buffer.read().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CliError(f"the notice on stdin is not UTF-8: {exc}") from exc
+    if kind == "notice":
+        text = notice_text(text)
     config = _fleet_config(args)
     import getpass  # the fleet verbs' own: not for the light ones
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import stat
-import sys
 
 from ..paths import printable
 from .common import (
@@ -25,6 +24,7 @@ from .common import (
     UsageError,
     Verb,
     add_config,
+    notice_text,
     warn,
     write_json,
 )
@@ -126,13 +126,7 @@ def _notify(args: argparse.Namespace) -> int:
     problem = daemon.outside(save_file)
     if problem is not None:
         raise UsageError(f"refusing to write a notice the daemon would never deliver: {problem}")
-    if args.text == "-":
-        try:
-            text = sys.stdin.buffer.read().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CliError(f"the notice on stdin is not UTF-8: {exc}") from exc
-    else:
-        text = args.text
+    text = notice_text(args.text)
     if not text.strip():
         raise UsageError("the notice is empty")
     try:

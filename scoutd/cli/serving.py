@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from ..errors import Forbidden
 from ..paths import printable
-from .common import client_socket, config_path
+from .common import config_path, find_socket
 
 __all__ = ["STATUS_TIMEOUT", "Serving", "serving"]
 
@@ -154,10 +154,10 @@ def serving(args: argparse.Namespace) -> Serving:
 
     unread: str | None = None
     try:
-        socket_path = client_socket(args)
+        socket_path = find_socket(args)
     except ConfigError as exc:
         unread = str(exc)
-        socket_path = client_socket(args, read_config=False)
+        socket_path = find_socket(args, read_config=False)
     status = _status(socket_path)
     info = status.get("daemon") if status is not None else None
     identity: tuple[int, frozenset[int]] | None = None

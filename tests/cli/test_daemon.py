@@ -17,7 +17,7 @@ import scoutd
 from scoutd.config import resolve_config
 from scoutd.discovery import user_socket
 
-from ..support.daemon import Daemon
+from ..support.daemon import Daemon, wait_for
 from .helpers import (
     _CONFIG_ENV,
     CLI_TIMEOUT,
@@ -48,6 +48,25 @@ def test_status(home: Path, daemon: Daemon) -> None:
     status = json.loads(as_json.stdout)
     assert status["version"] == scoutd.__version__
     assert status["config"]["path"] == daemon.config_path
+
+
+def test_status_reaches_the_daemon_whose_config_file_is_broken(home: Path, daemon: Daemon) -> None:
+    """The daemon keeps its last good config and reports the reload error in ``status``:
+    an unreadable file must not stop ``status`` (it exited 2), only the verbs it serves."""
+    runtime = home / "x"
+    (runtime / "scoutd").mkdir(parents=True, mode=0o700)
+    os.link(daemon.socket_path, runtime / "scoutd" / "scoutd.sock")  # the user's socket, found
+    with open(daemon.config_path, "a") as config:
+        config.write("rescan_interval = 1\n")  # in [daemon], twice: not TOML
+    wait_for(lambda: daemon.status()["config"]["last_reload_error"] is not None, 10, "a reload")
+    env = {"SCOUTD_CONFIG": daemon.config_path, "XDG_RUNTIME_DIR": str(runtime)}
+    shown = run(home, "status", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "Cannot overwrite" in json.loads(shown.stdout)["config"]["last_reload_error"]
+    assert "looking for the daemon without it" in one_error_line(shown)
+    # prepare is the daemon's configuration at work: it must not go to another daemon
+    prepared = run(home, "prepare", input="[]", env=env)
+    assert prepared.returncode == 2 and "Cannot overwrite" in prepared.stderr
 
 
 def test_daemon_unavailable_exits_1(home: Path) -> None:

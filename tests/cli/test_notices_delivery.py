@@ -43,6 +43,14 @@ def test_an_abort_and_a_notice_keep_bytes_that_are_not_utf8(home: Path) -> None:
     assert stopped.returncode == 3, stopped.stderr
 
 
+def test_a_notice_on_stdin_keeps_bytes_that_are_not_utf8(home: Path) -> None:
+    """``notify -`` as the command line does: the bytes given, exit 0 (was exit 1)."""
+    save_file = home / "agent.chat"
+    noticed = run(home, "notify", "--name", "n.txt", str(save_file), "-", input=b"wrap up \xff\n")
+    assert noticed.returncode == 0, noticed.stderr
+    assert (Path(scoutd.inbox_dir(str(save_file))) / "n.txt").read_bytes() == b"wrap up \xff\n"
+
+
 def test_the_writer_escapes_a_lone_surrogate_rather_than_lose_an_abort(home: Path) -> None:
     """A library caller's lone surrogate (no byte behind it) is escaped, never refused."""
     path = scoutd.write_abort(str(home / "agent.chat"), "stop \ud800")

@@ -11,9 +11,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 
 import pytest
 
+from scoutd.inbox import inbox_dir
 from scoutd.testing.fleet import RedisServer
 from tests.fleet.hosts import (
     WAIT,
@@ -149,6 +151,18 @@ def test_the_cli_publishes_and_reads_receipts(
         check=True,
     )
     assert "hosts: 3 known, 3 alive" in status.stdout
+    # a notice on stdin whose bytes are not UTF-8 is published, as from the command line
+    piped = subprocess.run(
+        [*cli, "notify", "--fleet", "--config", config, f"chat={chat}", "-"],
+        input=b"from stdin \xff",
+        capture_output=True,
+        timeout=WAIT,
+    )
+    assert piped.returncode == 0, piped.stderr
+    wait_receipts(operator(redis_server), piped.stdout.decode().strip(), fleet)
+    inbox = inbox_dir(chat)
+    texts = sorted(Path(inbox, name).read_bytes() for name in os.listdir(inbox))
+    assert len(texts) == 2 and texts[0].startswith(b"from stdin "), texts
     refused = subprocess.run(
         [*cli, "abort", "--fleet", "--config", config, "chat=relative/*.chat", "x"],
         capture_output=True,
