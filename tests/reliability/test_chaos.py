@@ -32,5 +32,6 @@ def test_a_killed_consumer_never_delivers_twice_and_loses_at_most_one_per_kill(
         + run["lost_between_move_and_read"]
         + run["still_in_inbox"]
     )
-    assert accounted == run["notices"] == 300
-    assert run["delivered"] > 0
+    assert accounted == run["notices"] == 303  # 3 of them dropped after the last kill
+    assert run["final_delivered"] == 3  # the consumer left running delivers
+    assert run["delivered"] >= 3
