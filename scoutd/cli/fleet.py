@@ -33,6 +33,7 @@ from .common import (
     add_config,
     found_config,
     notice_text,
+    warn,
     write_json,
 )
 
@@ -146,7 +147,17 @@ def _status(args: argparse.Namespace) -> int:
             f"  {command['id']}  {command['kind']}  {printable(command['target'])}"
             f"  {age:.0f} s ago  receipts {command['receipts']}"
         )
-    return EXIT_OK
+    return _conflicted(view.conflicts)
+
+
+def _conflicted(hosts: list[str]) -> int:
+    """Warn of each host name two daemons share; EXIT_INCOMPLETE if any (else EXIT_OK)."""
+    for host in hosts:
+        warn(
+            f"two daemons beat as host {printable(host)}: each command reaches only one of"
+            " them (give each daemon its own [fleet] host; one name, one daemon)"
+        )
+    return EXIT_INCOMPLETE if hosts else EXIT_OK
 
 
 def _when(at: float) -> str:
@@ -194,7 +205,7 @@ def _receipts(args: argparse.Namespace) -> int:
     else:
         _print_receipts(found)
     # a chat not reached is final news; a host not answered yet may still answer
-    if found.incomplete:
+    if _conflicted(found.conflicts) or found.incomplete:
         return EXIT_INCOMPLETE
     return EXIT_ERROR if found.missing else EXIT_OK
 
@@ -222,7 +233,8 @@ FLEET = Verb(
     actions=(
         Verb(
             name="status",
-            help="hosts alive, sessions per host, commands pending, recent commands",
+            help="hosts alive, sessions per host, commands pending, recent commands"
+            f" (exit {EXIT_INCOMPLETE} when two daemons beat under one host name)",
             examples=("scoutd fleet status", "scoutd fleet status --json"),
             configure=_configure_status,
             run=_status,
@@ -231,7 +243,8 @@ FLEET = Verb(
             name="receipts",
             help="which hosts answered a command and which chats it reached"
             f" (exit {EXIT_INCOMPLETE} when an answer lists a refused chat or an error, or"
-            f" cannot be read; else {EXIT_ERROR} while a known host has not answered)",
+            " cannot be read, or two daemons beat under one host name; else"
+            f" {EXIT_ERROR} while a known host has not answered)",
             examples=("scoutd fleet receipts 5f0c...e1", "scoutd fleet receipts --json 5f0c...e1"),
             configure=_configure_receipts,
             run=_receipts,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -100,6 +101,10 @@ class FleetAgent:
         self.host = config.host or socket.gethostname()
         self.keys = Keys(config.prefix)
         self.group = Keys.group(self.host)
+        self.instance = secrets.token_hex(8)  # tells this run's beats from any other's
+        self.conflict: str | None = None  # another daemon beats under this name (see _note_beat)
+        self._beaten = False  # a beat of this run was written
+        self._foreign_at = 0.0  # when another instance's beat was last found
         self.journal = Journal(os.path.join(config.state_dir, f"delivered-{self.host}.log"))
         self.connected = False
         self.caught_up = False
@@ -155,7 +160,7 @@ class FleetAgent:
             host=self.host,
             connected=self.connected,
             caught_up=self.caught_up,
-            last_error=self.last_error,
+            last_error="; ".join(e for e in (self.conflict, self.last_error) if e) or None,
             disconnected_for=round(lost, 3),
             commands=self.commands,
             delivered=self.delivered,
@@ -365,8 +370,11 @@ class FleetAgent:
             listed=views[:MAX_LISTED],
             delivered=self.delivered,
             version=self._version,
+            instance=self.instance,
+            conflict=self.conflict or "",
         )
         pipe = self._redis.pipeline(transaction=False)
+        pipe.hget(self.keys.hosts, self.host)  # the beat this one replaces
         pipe.hset(self.keys.hosts, self.host, encode(beat))
         for event in self._unsent:
             pipe.xadd(
@@ -376,8 +384,57 @@ class FleetAgent:
                 approximate=True,
             )
         sent = len(self._unsent)
-        await pipe.execute()
+        replaced, *_ = await pipe.execute()
         del self._unsent[:sent]
+        self._note_beat(replaced)
+
+    def _note_beat(self, replaced: bytes | None) -> None:
+        """Tell a second daemon under this host name from this daemon's own restart.
+
+        Both read through the name's one consumer group, so Redis gives each
+        command to one of them only: an abort for every host reaches the chats
+        of one. At its first beat a daemon replaces whatever beat was there (its
+        own from before a restart, say); after that, a beat of another instance
+        in its place was written since its own last one: another daemon, live.
+        Said in ``status`` and in the beats (``fleet status``, ``fleet
+        receipts``) until none is seen for three intervals.
+        """
+        other = _instance_of(replaced)
+        now = time.monotonic()
+        if self._beaten and other and other != self.instance:
+            if self.conflict is None:
+                log.error(
+                    "fleet: another daemon (instance %s) beats as host %r: commands are split"
+                    " between them; give each daemon its own [fleet] host",
+                    other,
+                    self.host,
+                )
+            self._foreign_at = now
+            self.conflict = (
+                f"another scoutd daemon beats as host {self.host!r} (instance {other}): each"
+                " command reaches only one of the daemons under one name; give each its own"
+                " [fleet] host"
+            )
+        elif (
+            self.conflict is not None
+            and now - self._foreign_at > 3 * self.config.heartbeat_interval
+        ):
+            log.info("fleet: no other daemon beats as host %r any more", self.host)
+            self.conflict = None
+        self._beaten = True
+
+
+def _instance_of(beat: bytes | None) -> str:
+    """The ``instance`` of a stored beat; "" when there is none or it does not decode."""
+    if beat is None:
+        return ""
+    try:
+        return _beat_decoder.decode(beat).instance
+    except (msgspec.DecodeError, RecursionError):  # another version, or not a beat at all
+        return ""
+
+
+_beat_decoder = msgspec.json.Decoder(HostBeat)
 
 
 def metrics_text(status: protocol.FleetStatus) -> str:

@@ -42,6 +42,7 @@ class FleetView(msgspec.Struct, frozen=True, kw_only=True):
     at: float
     hosts: list[HostBeat]
     alive: list[str]  # hosts whose last heartbeat is within 3 intervals
+    conflicts: list[str]  # live host names two daemons beat under (each command reaches one)
     groups: list[GroupView]
     commands: int  # entries in the command stream
     recent: list[dict[str, Any]]  # the last commands and how many hosts answered
@@ -67,6 +68,7 @@ class Receipts(msgspec.Struct, frozen=True, kw_only=True):
     unreadable: list[Unreadable]
     missing: list[str]  # hosts with a heartbeat but no receipt yet
     incomplete: list[str]  # hosts whose answer is not clean: refused, error or unreadable
+    conflicts: list[str]  # host names two daemons beat under: the command reached one of them
     chats: int  # chats written to, all hosts together
 
 
@@ -129,6 +131,11 @@ def _alive(beat: HostBeat, now: float) -> bool:
     return now - beat.at <= 3 * beat.interval
 
 
+def _conflicts(beats: list[HostBeat], now: float) -> list[str]:
+    """The live host names that two daemons beat under (:meth:`FleetAgent._note_beat`)."""
+    return [b.host for b in beats if b.conflict and _alive(b, now)]
+
+
 async def fleet_view(config: FleetConfig, *, recent: int = 10) -> FleetView:
     keys = Keys(config.prefix)
     redis = connect(config)
@@ -171,6 +178,7 @@ async def fleet_view(config: FleetConfig, *, recent: int = 10) -> FleetView:
         at=now,
         hosts=beats,
         alive=[b.host for b in beats if _alive(b, now)],
+        conflicts=_conflicts(beats, now),
         groups=groups,
         commands=int(length),
         recent=latest,
@@ -217,11 +225,13 @@ async def receipts(config: FleetConfig, command: str) -> Receipts:
     # an unreadable field still answers for the host it names: listed there, not as missing
     answered = {r.host for r in found} | {u.host for u in unreadable}
     incomplete = {r.host for r in found if not _clean(r)} | {u.host for u in unreadable}
+    conflicts = _conflicts(beats, time.time())
     return Receipts(
         command=command,
         receipts=found,
         unreadable=unreadable,
         missing=[b.host for b in beats if b.host not in answered],
-        incomplete=sorted(incomplete),
+        incomplete=sorted(incomplete | set(conflicts)),
+        conflicts=conflicts,
         chats=sum(len(r.chats) + len(r.already) for r in found),
     )

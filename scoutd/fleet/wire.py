@@ -133,6 +133,8 @@ class HostBeat(msgspec.Struct, frozen=True, kw_only=True):
     listed: list[SessionView] = msgspec.field(default_factory=list)  # the first MAX_LISTED
     delivered: int = 0  # commands delivered since start
     version: str = ""
+    instance: str = ""  # this run of the daemon: random at each start
+    conflict: str = ""  # why another daemon is seen beating under this name; "": none
 
 
 class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
