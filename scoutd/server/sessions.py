@@ -14,7 +14,7 @@ connections at once; the claim marks the chat aborted for good, and a session
 opened on a chat so marked is aborted at once (:mod:`scoutd.inbox.aborted`).
 An abort that cannot be moved still aborts (it fails closed, see
 :mod:`scoutd.inbox.claim`); one that cannot be moved at all stays
-in place and is pushed again at every event or rescan until an operator
+in place and is pushed again at every event, open or rescan until an operator
 removes it.
 
 Aborts never wait behind prepare calls (docs/RELIABILITY.md, "An abort fails
@@ -198,7 +198,7 @@ class SessionRegistry:
             self._chat_dirs[chat] = self._chat_dirs.get(chat, 0) + 1
             for directory in (chat, inbox):
                 await self.watcher.add(directory)
-            self._spawn_claim(inbox)  # an abort may already be waiting
+        self._spawn_claim(inbox)  # a waiting abort (left for its owner, say) may be this one's
         log.info("session %s opened for %s (pid %s, uid %d)", session.id, resolved, pid, uid)
         reason = await anyio.to_thread.run_sync(held, resolved, limiter=self._claim_limiter(uid))
         if reason is not None:  # an aborted chat stays aborted (docs/RELIABILITY.md)

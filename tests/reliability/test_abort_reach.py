@@ -155,3 +155,24 @@ def test_a_chat_directory_swapped_for_a_symlink_fails_closed(daemon: Daemon) -> 
         reply = c.call("prepare_prompt", {"messages": [], "session": session})
         assert reply["error"]["data"]["reason"] == note["params"]["reason"]
     assert os.listdir(inbox_dir(theirs)) == ["abort"]  # a2's abort: untouched, unread
+
+
+def test_an_abort_left_for_its_owner_reaches_the_owners_session_opened_later() -> None:
+    """At its open, not at the next rescan: an inbox already watched is claimed again."""
+    with Daemon(
+        daemon={"allowed_uids": [0, NOBODY], "socket_mode": 0o666, "rescan_interval": 60.0}
+    ) as d:
+        os.chmod(d.dir, 0o755)
+        save_file = shared_chat(d)
+        with nobody_session(d, save_file) as keeper, d.connect() as c:
+            write_abort(save_file, "meant for my agent")  # my inbox: 0755, mine
+            wait_for(lambda: "left for its owner" in d.log(), PUSH, "the claim to pass it by")
+            mine = open_session(c, save_file)
+            note = c.notification("session.aborted", PUSH)
+            assert note["params"] == {
+                "session": mine,
+                "save_file": save_file,
+                "reason": "meant for my agent",
+            }
+            assert pushed_to(keeper) == []
+        assert os.listdir(inbox_removed_dir(save_file)) == ["abort"]
