@@ -309,3 +309,59 @@ def test_numbers_no_double_holds_are_read_not_refused(where: str, strategy: str)
         session.prepare(messages)
         compact = json.dumps([original[0], None], separators=(",", ":"))
         assert session.recall("#1") == (original if where == "field" else compact)
+
+
+class _Opaque:
+    """An object JSON has no form for, with a stable ``repr``."""
+
+    def __repr__(self) -> str:
+        return "<opaque>"
+
+
+# Values an in-process caller may put deep inside a message, which no JSON text holds.
+NOT_JSON = {
+    "none key": {"k": {None: 1}},
+    "tuple key": [{"type": "text", "text": "a"}, {"type": "x", "v": {(1, 2): 3}}],
+    "object": {"k": _Opaque()},
+    "lone surrogate": {"k": "\ud800"},
+}
+
+
+def _not_json(fmt: str, value: Any) -> list[dict[str, Any]]:
+    """A conversation of ``fmt`` with ``value`` as a tool output's (or a user's) content."""
+    if fmt == "anthropic":
+        messages = anthropic(8)
+        messages[2]["content"][0]["content"] = value
+    elif fmt == "openai-chat":
+        messages = chat(8)
+        messages[1]["content"] = value
+    elif fmt == "openai-responses":
+        messages = responses(8)
+        messages[0]["content"] = value
+    else:
+        messages = conversation(16, output_size=900)
+        messages[0]["content"] = value
+    return messages
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "scout"])
+@pytest.mark.parametrize("value", NOT_JSON, ids=list(NOT_JSON))
+@pytest.mark.parametrize("strategy", [None, "none", "shorten_tools", "shorten_tools_epoch"])
+def test_values_json_cannot_hold_are_served_in_process(
+    fmt: str, value: str, strategy: str | None
+) -> None:
+    """A key that is not a string, an object or a lone surrogate deep in a message
+    (only an in-process caller can send one): the prompt is served, the message
+    passes through, and the session round answers as the whole prepare does;
+    never a ``TypeError`` or ``UnicodeEncodeError`` out of an encoder."""
+    messages = _not_json(fmt, NOT_JSON[value])
+    before = repr(messages)
+    config = {**GROWING, "context_window": 3000, "cache_control": False}
+    prepared = prepare(messages, strategy, config=config, format=fmt)
+    assert repr(messages) == before
+    if strategy == "none":
+        assert all(a is b for a, b in zip(prepared.messages, messages, strict=True))
+    with scoutd.Session(strategies=strategy, config=config, format=fmt) as session:
+        session.prepare(messages[:3])
+        assert repr(session.prepare(messages).messages) == repr(prepared.messages)
+    assert repr(messages) == before

@@ -223,6 +223,32 @@ def test_a_bad_runs_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "no 'messages' list" in capsys.readouterr().err
 
 
+def test_a_corrupt_gzip_runs_file_is_an_error_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A gzip stream whose deflate data is damaged raises ``zlib.error`` (no ``OSError``):
+    it is a file that cannot be read, said so, exit 1."""
+    data = bytearray(gzip.compress((json.dumps({"messages": openai_run(3)}) + "\n").encode()))
+    data[30] ^= 0xFF
+    data[40] ^= 0xFF
+    path = tmp_path / "corrupt.jsonl.gz"
+    path.write_bytes(bytes(data))
+    assert main(["--runs", str(path)]) == 1
+    assert "cannot read runs" in capsys.readouterr().err
+
+
+def test_a_run_that_bills_nothing_has_no_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run with no messages bills nothing under ``none``: its ratio is shown as ``-``."""
+    path = tmp_path / "empty.jsonl"
+    path.write_text('{"messages": []}\n' + json.dumps({"messages": openai_run(3)}) + "\n")
+    assert main(["--runs", str(path), "--strategies", "shorten_tools_cost_aware"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    header = rows.index(next(r for r in rows if r.split()[:2] == ["run", "format"]))
+    assert rows[header + 1].split() == ["1", "scout", "0", "-", "-"]
+
+
 class FakeTerminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -38,6 +38,7 @@ from ..strategies.epoch_rounds import EpochState, Repeats, epoch_state, move_pro
 from ..strategies.reasons import round_reason
 from ..strategies.report import StrategyReport, apply_changes, content_chars
 from ..strategies.rewrites import RewriteCache
+from ..strategies.text import ENCODE_ERRORS, json_text
 from ..strategies.tool_messages import ToolIndex, index_tools, output_handles
 from .prepare import Prepared, prepare_with
 from .view_tracker import ViewTracker, rebuilt
@@ -440,11 +441,22 @@ def json_size(messages: Sequence[Any]) -> int:
         return 0
     try:
         encoded = len(_encode(messages))
-    except UnicodeEncodeError:
+    except ENCODE_ERRORS:
         # A lone surrogate in a caller's string (JSON text cannot hold one): count
-        # it as the escape the daemon would send in its place (docs/PROTOCOL.md).
-        encoded = len(_encode(safe_value(messages)))
+        # it as the escape the daemon would send in its place (docs/PROTOCOL.md);
+        # an in-process key that is not a string, or another object, as text.
+        encoded = _lenient_size(messages)
     return encoded - len(messages) - 1  # "[" + ",".join(items) + "]"
+
+
+def _lenient_size(messages: Sequence[Any]) -> int:
+    """:func:`json_size`'s count of messages msgspec cannot encode: strings made safe,
+    keys made strings, and any other object counted as its ``repr`` (never an exception)."""
+    safe = safe_value(messages)
+    try:
+        return len(_encode(safe))
+    except ENCODE_ERRORS:
+        return len(json_text(safe).encode("utf-8", "surrogatepass"))
 
 
 def _bands(window: Window | None) -> tuple[int, int] | None:

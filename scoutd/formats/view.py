@@ -251,8 +251,16 @@ def _texts(content: Any) -> str | None:
 
 
 def encode_arguments(arguments: Any) -> str:
-    """Compact JSON text of a call's arguments object."""
-    return _encode(arguments).decode("utf-8")
+    """Compact JSON text of a call's arguments object (or of an output's content).
+
+    Raises:
+        Malformed: a value JSON cannot hold (a lone surrogate, a key that is not a
+            string, another object): the message passes through, as malformed.
+    """
+    try:
+        return _encode(arguments).decode("utf-8")
+    except ENCODE_ERRORS as exc:
+        raise Malformed(str(exc)) from None
 
 
 def call_message(name: Any, ident: Any, arguments: Any) -> dict[str, Any]:

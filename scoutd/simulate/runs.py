@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import statistics
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -84,7 +85,7 @@ def read_runs(path: str) -> Iterator[tuple[int, list[Any]]]:
                 if not isinstance(messages, list):
                     raise ChatError(f"{path}:{number}: no 'messages' list")
                 yield number, messages
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt gzip stream
         raise ChatError(f"cannot read runs {path}: {exc}") from exc
 
 
@@ -247,7 +248,7 @@ def format_runs(rows: Sequence[RunRow], strategies: Sequence[str]) -> str:
                 row.format,
                 str(row.outputs),
                 *(
-                    ("FAILED " if figures[n]["failed"] else "") + f"{figures[n]['ratio']:.3f}"
+                    ("FAILED " if figures[n]["failed"] else "") + _ratio(figures[n]["ratio"])
                     for n in names
                 ),
             ]
@@ -271,6 +272,11 @@ def format_runs(rows: Sequence[RunRow], strategies: Sequence[str]) -> str:
     header = ["outputs", "strategy", "runs", "mean vs none", "worst", "failed"]
     lines.append(_columns([*header, "hidden facts", "calls hiding"], table))
     return "\n".join(lines)
+
+
+def _ratio(ratio: float | None) -> str:
+    """A run's ratio to ``none``; ``-`` when ``none`` billed nothing (a run without rounds)."""
+    return "-" if ratio is None else f"{ratio:.3f}"
 
 
 def _columns(header: list[str], cells: list[list[str]]) -> str:

@@ -35,7 +35,6 @@ before the whole ones, up to ``cost_keep_share`` of what it removes
 from __future__ import annotations
 
 import importlib
-import json
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -58,6 +57,7 @@ from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
 from .retention import NOTHING, Kept, PairCalls
 from .rewrites import RewriteCache, recall_notice, shortened
+from .text import ENCODE_ERRORS, json_text
 from .tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -148,10 +148,6 @@ def effective_prices(config: PromptConfig, format_name: str | None = None) -> Ca
     )
 
 
-# Compact JSON like msgspec's, for the contents msgspec cannot encode.
-_encode_surrogates = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
 def _text(message: Any) -> str:
     content = message.get("content") if isinstance(message, dict) else message
     if type(content) is str:
@@ -160,8 +156,8 @@ def _text(message: Any) -> str:
         return ""
     try:
         return msgspec.json.encode(content).decode()
-    except UnicodeEncodeError:  # a lone surrogate, which JSON text may hold as an escape
-        return _encode_surrogates(content)
+    except ENCODE_ERRORS:  # a lone surrogate, a key that is not a string, another object
+        return json_text(content)
 
 
 _get_content = itemgetter("content")

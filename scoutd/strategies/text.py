@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from typing import Any
 
-__all__ = ["shorten_string", "truncate_string"]
+import msgspec
+
+__all__ = ["ENCODE_ERRORS", "json_text", "shorten_string", "truncate_string"]
+
+# What encoding a value JSON cannot hold raises (msgspec's and the json module's).
+ENCODE_ERRORS = (msgspec.EncodeError, TypeError, UnicodeError, ValueError, OverflowError)
+
+_lenient = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr).encode
 
 
 def truncate_string(s: str, max: int = 150) -> str:
@@ -39,3 +48,24 @@ def shorten_string(s: str, size: int = 200, warning: str = "Truncated") -> str:
     if len(cut) < len(s):
         return f"{warning} ({len(s)}): {cut}"
     return s
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON text of any value, for measuring what JSON cannot hold.
+
+    An in-process caller's message may hold a lone surrogate (kept as it is),
+    a key that is not a string (written as ``str(key)``) or an object JSON
+    has no form for (written as its ``repr`` string): its size is still
+    counted, never an exception (docs/FORMATS.md: such a message passes
+    through). Nesting past the recursion limit raises ``RecursionError``,
+    which ``prepare`` refuses as invalid messages.
+    """
+    return _lenient(_keyed(value))
+
+
+def _keyed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k if type(k) is str else str(k): _keyed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_keyed(v) for v in value]
+    return value
