@@ -15,8 +15,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .config_rules import PROMPT_ACCESS, access_of, check_numbers
+from .config_rules import PROMPT_ACCESS, access_of, check_numbers, read_config_bytes
 from .errors import ConfigError
+from .paths import printable
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_STRATEGIES",
     "MAX_COUNT",
     "MAX_FACTOR",
+    "MAX_STRATEGIES",
     "NOTICE_MAX_BYTES",
     "OPERATOR_ONLY",
     "TIGHTEN_ONLY",
@@ -60,6 +62,8 @@ SECONDS = 1.0
 # MAX_FACTOR, so a product of a few of them with a count stays far below 1e308.
 MAX_COUNT = 2**63 - 1
 MAX_FACTOR = 1e6
+# Strategies one call runs, one after the other, each over the whole conversation.
+MAX_STRATEGIES = 32
 # The compaction notice is a message to the model, not a payload: its UTF-8 bytes.
 NOTICE_MAX_BYTES = 64 * 1024
 
@@ -137,6 +141,8 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     def __post_init__(self) -> None:
         check_numbers(self)
+        if isinstance(self.prompt_strategies, (str, tuple)):
+            strategy_names(self.prompt_strategies)  # at most MAX_STRATEGIES
         notice = self.compaction_notice
         if isinstance(notice, str):
             size = len(notice.encode("utf-8", "surrogatepass"))
@@ -293,17 +299,22 @@ class _FileLayout(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def strategy_names(value: str | Sequence[str] | None) -> list[str] | None:
-    """Normalise a strategy list: a comma-separated string or a list of names."""
+    """Normalise a strategy list: a comma-separated string or a list of names, at most
+    :data:`MAX_STRATEGIES` (each runs over the whole conversation; ConfigError)."""
     if value is None:
         return None
     parts = value.split(",") if isinstance(value, str) else list(value)
-    return [name.strip() for name in parts if name.strip()]
+    names = [name.strip() for name in parts if name.strip()]
+    if len(names) > MAX_STRATEGIES:
+        raise ConfigError(f"{len(names)} strategies named: at most {MAX_STRATEGIES}")
+    return names
 
 
 def _where(error: msgspec.ValidationError, table: str) -> str:
     """msgspec's error with its ``$`` root named as the table (a key of the file when '')."""
     inside = f"`{table}." if table else "`"
-    return str(error).replace("`$.", inside).replace("`$`", f"`{table}`")
+    # printable: a key's name is the file's (or the client's), and may hold a newline
+    return printable(str(error).replace("`$.", inside).replace("`$`", f"`{table}`"))
 
 
 def _validated_layer(
@@ -350,23 +361,20 @@ def _config_path(path: str | os.PathLike[str] | None, environ: Mapping[str, str]
 
 
 def _read_file(path: str, *, allow_empty: bool) -> _FileLayout:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    raw = read_config_bytes(path)  # a bounded regular file (ConfigError otherwise)
+    shown = printable(path)
     if not allow_empty and not raw.strip():
         # An empty file is what the daemon sees in the middle of many writes: never
         # take it for "all defaults", which would widen allowed_roots to "/".
-        raise ConfigError(f"config file {path} is empty")
+        raise ConfigError(f"config file {shown} is empty")
     try:
         return msgspec.toml.decode(raw, type=_FileLayout)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid config file {path}: {_where(exc, '')}") from exc
+        raise ConfigError(f"invalid config file {shown}: {_where(exc, '')}") from exc
     except msgspec.DecodeError as exc:
-        raise ConfigError(f"invalid config file {path}: {exc}") from exc
+        raise ConfigError(f"invalid config file {shown}: {printable(str(exc))}") from exc
     except RecursionError:  # tables or arrays nested past what the reader walks
-        raise ConfigError(f"invalid config file {path}: nested too deeply") from None
+        raise ConfigError(f"invalid config file {shown}: nested too deeply") from None
 
 
 def _fleet_table(table: Mapping[str, Any], source: str) -> FleetConfig:
@@ -389,7 +397,8 @@ def read_fleet_table(path: str) -> FleetConfig | None:
             ``[fleet]`` table is invalid.
     """
     layout = _read_file(path, allow_empty=True)
-    return None if layout.fleet is None else _fleet_table(layout.fleet, f"config file {path}")
+    source = f"config file {printable(path)}"
+    return None if layout.fleet is None else _fleet_table(layout.fleet, source)
 
 
 def resolve_config(
@@ -417,7 +426,7 @@ def resolve_config(
     fleet: FleetConfig | None = None
     if file_path is not None:
         layout = _read_file(file_path, allow_empty=allow_empty)
-        source = f"config file {file_path}"
+        source = f"config file {printable(file_path)}"
         file_prompt = _validated_layer(layout.prompt, PromptConfig, "prompt", source)
         daemon_layer = _validated_layer(layout.daemon, DaemonConfig, "daemon", source)
         plugins = dict(layout.plugins)

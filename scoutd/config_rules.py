@@ -1,16 +1,22 @@
 """What a configuration may hold and who may set it (docs/RELIABILITY.md).
 
-Two rules, one per half of this module. Every ``[prompt]`` key has an access
-class in :data:`PROMPT_ACCESS`, which :func:`scoutd.config.with_overrides`
-enforces on every per-call override; and every number of a configuration is
-bounded (its msgspec ``Meta``), which :func:`check_numbers` also enforces on a
-Struct built in code, where msgspec does not look.
+Three rules. Every ``[prompt]`` key has an access class in
+:data:`PROMPT_ACCESS`, which :func:`scoutd.config.with_overrides` enforces on
+every per-call override; every number of a configuration is bounded (its
+msgspec ``Meta``), which :func:`check_numbers` also enforces on a Struct built
+in code, where msgspec does not look; and the config file itself is read only
+as a bounded regular file (:func:`read_config_bytes`), and by the daemon only
+when no one but root and the daemon's own user may change it
+(:func:`untrusted_writer`): whoever writes it names code and access.
 """
 
 from __future__ import annotations
 
 import functools
+import grp
 import math
+import os
+import stat
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -18,7 +24,22 @@ from typing import Any, Final, Literal
 import msgspec
 import msgspec.inspect
 
-__all__ = ["PROMPT_ACCESS", "Access", "access_of", "check_numbers"]
+from .errors import ConfigError
+from .paths import printable
+
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "PROMPT_ACCESS",
+    "Access",
+    "access_of",
+    "check_numbers",
+    "read_config_bytes",
+    "untrusted_writer",
+]
+
+# A config file is a few KiB (the longest value, the compaction notice, is 64 KiB):
+# anything larger is a mistake, never read whole into memory.
+MAX_CONFIG_BYTES = 1024 * 1024
 
 # Who may set each [prompt] key (docs/RELIABILITY.md, "What a client may configure"):
 #   client    any value within the key's bounds, per call (the library's config=
@@ -138,3 +159,104 @@ def check_numbers(struct: msgspec.Struct) -> None:
             signs = ((">=", ge), (">", gt), ("<=", le), ("<", lt))
             bounds = " and ".join(f"{sign} {bound}" for sign, bound in signs if bound is not None)
             raise ValueError(f"{name} = {_shown(value)} is out of bounds ({bounds})")
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_config_bytes(path: str) -> bytes:
+    """The bytes of the config file at ``path``: a regular file of at most
+    :data:`MAX_CONFIG_BYTES`, opened without blocking (a FIFO never holds the
+    reader, a 1 GB file is never read whole). ConfigError otherwise."""
+    shown = printable(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            why = f"it is {_kind(mode)}, not a regular file"
+            raise ConfigError(f"cannot read config file {shown}: {why}")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"cannot read config file {shown}: over {MAX_CONFIG_BYTES} bytes")
+    return b"".join(chunks)
+
+
+def _group_trusted(gid: int) -> bool:
+    """Whether members of ``gid`` are root or the daemon's user alone: root's group,
+    or (for a daemon not run by root) its own group when no one else is named in it."""
+    if gid == 0:
+        return True
+    if os.geteuid() == 0 or gid != os.getegid():
+        return False
+    try:
+        return not grp.getgrgid(gid).gr_mem
+    except KeyError:
+        return True
+
+
+def _writable_by_others(entry: os.stat_result) -> str | None:
+    """Why others than root and the daemon's user may change ``entry``, or None."""
+    if entry.st_uid not in (0, os.geteuid()):
+        return f"owned by uid {entry.st_uid}"
+    if stat.S_ISLNK(entry.st_mode):
+        return None  # a link's own mode means nothing; its owner and directory do
+    sticky = stat.S_ISDIR(entry.st_mode) and entry.st_mode & stat.S_ISVTX
+    if entry.st_mode & 0o002 and not sticky:
+        return "writable by every user"
+    if entry.st_mode & 0o020 and not sticky and not _group_trusted(entry.st_gid):
+        return f"writable by group {entry.st_gid}"
+    return None
+
+
+def untrusted_writer(path: str) -> str | None:
+    """Why someone other than root or the daemon's user could change the config file
+    at ``path`` (None: no one can).
+
+    Its contents name code (``[plugins]``, ``tokenizer``) and who may connect, so a
+    daemon reads it only when no one else can write it, nor any directory above it
+    (a sticky directory such as /tmp protects the entries of others), nor swap a
+    symbolic link on the way: the path as given and the path it resolves to, each
+    directory from ``/`` down (as sshd's StrictModes does for its keys).
+    """
+    given = os.path.abspath(path)
+    real = os.path.realpath(path)
+    seen: set[str] = set()
+    for name in (given, real):
+        parts = name.split(os.sep)[1:]
+        for depth in range(len(parts) + 1):
+            entry = os.sep + os.sep.join(parts[:depth])
+            if entry in seen:
+                continue
+            seen.add(entry)
+            try:
+                found = os.lstat(entry)
+            except OSError:
+                continue  # gone meanwhile: reading it fails on its own
+            why = _writable_by_others(found)
+            if why is not None:
+                return f"{printable(entry)} is {why}"
+    return None

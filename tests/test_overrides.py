@@ -215,3 +215,17 @@ def test_overrides_never_reach_the_operator_tables() -> None:
     for key in ("plugins", "allowed_roots", "socket_path", "abort_signal"):
         with pytest.raises(ConfigError, match="per-call overrides"):
             with_overrides(Config(), {key: "os:system"})
+
+
+def test_a_call_names_at_most_32_strategies_in_process() -> None:
+    """The library holds a strategy list to the daemon's bound: a list, a comma
+    string, an override and a PromptConfig built in code (each name is a pass)."""
+    messages = [{"role": "user", "content": "hello"}]
+    many = ["shorten_tools"] * 33
+    with pytest.raises(scoutd.ConfigError, match="33 strategies named: at most 32"):
+        scoutd.prepare(messages, strategies=many)
+    with pytest.raises(scoutd.ConfigError, match="33 strategies named: at most 32"):
+        scoutd.prepare(messages, config={"prompt_strategies": ",".join(many)})
+    with pytest.raises(ValueError, match="33 strategies named"):
+        scoutd.PromptConfig(prompt_strategies=tuple(many))
+    assert len(scoutd.prepare(messages, strategies=many[:32]).report) == 32

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..config import Config, DaemonConfig, FleetConfig, PromptConfig
+from ..paths import printable
 from .common import EXIT_OK, Verb, add_config, encode, found_config, snapshot, write_json
 
 __all__ = ["CONFIG"]
@@ -55,11 +56,11 @@ def _show(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if config.path is None:
-        print(f"# config file: none ({found}): built-in defaults and environment")
+        print(f"# config file: none ({printable(found)}): built-in defaults and environment")
     else:
-        print(f"# config file: {config.path} ({found})")
-    for key, value, origin in rows:
-        print(f"{key} = {_render(key, value)}  ({origin})")
+        print(f"# config file: {printable(config.path)} ({printable(found)})")
+    for key, value, origin in rows:  # a plugin's name is the file's: escaped
+        print(f"{printable(key)} = {_render(key, value)}  ({origin})")
     return EXIT_OK
 
 
@@ -74,8 +75,11 @@ def _check(args: argparse.Namespace) -> int:
 
     config, _, _ = load_daemon_config(args.file, environ={})
     for root in missing_roots(config):
-        print(f"warning: allowed_roots entry {root} is not an existing directory", file=sys.stderr)
-    print(f"ok: {args.file}")
+        print(
+            f"warning: allowed_roots entry {printable(root)} is not an existing directory",
+            file=sys.stderr,
+        )
+    print(f"ok: {printable(args.file)}")
     return EXIT_OK
 
 

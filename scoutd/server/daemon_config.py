@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..config import Config, DaemonConfig, resolve_config
+from ..config_rules import untrusted_writer
 from ..errors import ConfigError
+from ..paths import printable
 from ..security import resolve_roots
 from .abort_signal import parse_signal
 
@@ -53,8 +55,18 @@ def load_daemon_config(
     """Read and fully validate what the daemon runs with (ConfigError otherwise).
 
     The one validation behind startup, every reload and ``scoutd config check``.
+    A file that anyone but root and the daemon's user could change is refused
+    (``config_rules.untrusted_writer``): it names code the daemon imports and
+    who may connect, so its writers would run code as the daemon.
     """
     config = resolve_config(path, environ=environ, allow_empty=False)
+    if config.path is not None:
+        why = untrusted_writer(config.path)
+        if why is not None:
+            raise ConfigError(
+                f"config file {printable(config.path)} is not used: {why}; only root and"
+                " the daemon's user may be able to change it (it names code to run)"
+            )
     try:
         signum = parse_signal(config.daemon.abort_signal)
     except ValueError as exc:
@@ -74,7 +86,7 @@ def missing_roots(config: Config) -> list[str]:
 def warn_missing_roots(config: Config) -> None:
     """Log one warning per ``allowed_roots`` entry that is not a directory."""
     for root in missing_roots(config):
-        log.warning("[daemon] allowed_roots entry %s is not an existing directory", root)
+        log.warning("[daemon] allowed_roots entry %s is not an existing directory", printable(root))
 
 
 def restart_changes(in_use: DaemonConfig, new: DaemonConfig) -> list[str]:
@@ -97,6 +109,7 @@ def check_not_partial(running: Config, new: Config) -> None:
         origin = f"daemon.{key}"
         if running.origins.get(origin) == "file" and new.origins.get(origin) != "file":
             raise ConfigError(
-                f"[daemon] {key} is no longer set in {new.path}: the file looks partly"
-                " written; keeping the running configuration (restart to remove the key)"
+                f"[daemon] {key} is no longer set in {printable(new.path or '')}: the file"
+                " looks partly written; keeping the running configuration (restart to"
+                " remove the key)"
             )

@@ -72,3 +72,15 @@ def test_config_check(home: Path) -> None:
     missing = run(home, "config", "check", str(home / "absent.toml"))
     assert missing.returncode == 2
     assert "absent.toml" in one_error_line(missing)
+
+
+def test_config_show_escapes_the_names_a_file_holds(home: Path) -> None:
+    """A ``[plugins]`` name (a key of the file) holding a newline and an escape
+    sequence forged a line of ``config show``; it is shown escaped."""
+    config = home / "scoutd.toml"
+    config.write_text('[plugins]\n"p\\nprompt.forged = 1\\u001b[2J" = "m:f"\n')
+    result = run(home, "config", "show", "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout
+    assert not any(line.startswith("prompt.forged") for line in result.stdout.splitlines())
+    assert 'plugins.p\\x0aprompt.forged = 1\\x1b[2J = "m:f"  (file)' in result.stdout

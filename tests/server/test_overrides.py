@@ -161,3 +161,29 @@ def test_the_operators_tokenizer_runs_in_a_worker_thread(monkeypatch: pytest.Mon
     assert "result" in reply, reply
     assert CALLED and all(name.startswith("AnyIO worker thread") for name in CALLED)
     assert inline == [False]
+
+
+def test_a_call_names_at_most_32_strategies(daemon: InProcessDaemon) -> None:
+    """Each name runs over the whole conversation: 5,000 names in a 184 KB request
+    cost 5.8 s of CPU (a 64 MiB request, hours). Now more than 32 are refused, in
+    the request's ``strategies``, in a ``prompt_strategies`` override and in a
+    session round, before anything runs; 32 are served."""
+    messages = conversation(20)
+    many = ["shorten_tools"] * 33
+    with daemon.connect() as c:
+        error = error_of(c.call("prepare_prompt", {"messages": messages, "strategies": many}))
+        assert error["code"] == protocol.CONFIG_INVALID
+        assert error["message"] == "33 strategies named: at most 32"
+        override = {"prompt_strategies": ",".join(many)}
+        error = error_of(c.call("prepare_prompt", {"messages": messages, "config": override}))
+        assert error["code"] == protocol.INVALID_PARAMS
+        assert "33 strategies named: at most 32" in error["message"]
+        save_file = os.path.join(daemon.dir, "many.chat")
+        session = c.call("session.open", {"save_file": save_file})["result"]["session"]
+        error = error_of(
+            c.call("prepare_prompt", {"session": session, "messages": messages, "strategies": many})
+        )
+        assert error["code"] == protocol.CONFIG_INVALID
+        served = c.call("prepare_prompt", {"messages": messages, "strategies": many[:32]})
+        assert len(served["result"]["report"]) == 32
+    assert "Traceback" not in daemon.log()
