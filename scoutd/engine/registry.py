@@ -10,8 +10,6 @@ once, when it is registered or its plugin loaded; an object that follows the
 
 from __future__ import annotations
 
-import importlib
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,8 +17,8 @@ from ..config import Config, load_config
 from ..errors import ConfigError, UnknownStrategy
 from ..paths import printable
 from ..strategies import BUILTINS
-from ..strategies.base import FunctionStrategy, PrepareContext, Rounds, Strategy
-from ..strategies.report import StrategyReport
+from ..strategies.base import FunctionStrategy, Rounds, Strategy
+from ..strategies.named_code import Contained, contained, import_named
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -51,55 +49,33 @@ def _adapted(name: str, found: Any, plugin: bool) -> Strategy:
     return FunctionStrategy(name, found, plugin=plugin)
 
 
-def _contained(name: str, target: str, exc: BaseException) -> BaseException:
-    """What a plugin raised, as the error of one call: off the main thread (the
-    daemon's workers) an exit or interrupt it raises would end the whole process
-    (anyio re-raises it on the event loop), so it becomes a RuntimeError there."""
-    if isinstance(exc, Exception) or threading.current_thread() is threading.main_thread():
-        return exc
-    return RuntimeError(f"plugin strategy {name!r} ({target}) raised {type(exc).__name__}")
-
-
 class _Plugin:
-    """An operator's plugin strategy, held so that nothing it raises ends the daemon."""
+    """An operator's plugin strategy, held so that nothing it raises ends the daemon
+    (:mod:`scoutd.strategies.named_code`)."""
 
-    def __init__(self, name: str, target: str, inner: Strategy) -> None:
-        self.name = name
-        self.target = target
+    def __init__(self, label: str, inner: Strategy) -> None:
+        self.name = inner.name
         self.inner = inner
         self.appends_only = inner.appends_only is True
         self.keeps_prefix = inner.keeps_prefix is True
         self.rounds: Rounds | None = inner.rounds  # what the plugin declares, as it is
-
-    def run(self, messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
-        try:
-            return self.inner.run(messages, ctx)
-        except BaseException as exc:
-            contained = _contained(self.name, self.target, exc)
-            if contained is exc:
-                raise
-            raise contained from None
+        self.run = Contained(label, inner.run)
 
 
 def _load_plugin(name: str, target: str) -> Strategy:
     """Import ``target`` (``module:attribute``) now; ConfigError naming the plugin for
     anything its import or adaptation raises (an exit included: never the daemon's)."""
-    module_name, _, attribute = target.partition(":")
+    label = f"plugin strategy {name!r} ({printable(target)})"
+    found = import_named(label, target)
+    if not callable(found) and not isinstance(found, Strategy):
+        raise ConfigError(f"{label} cannot be loaded: not callable")
     try:
-        found: Any = importlib.import_module(module_name.strip())
-        for part in attribute.strip().split(".") if attribute.strip() else []:
-            found = getattr(found, part)
-        if not callable(found) and not isinstance(found, Strategy):
-            raise TypeError("not callable")
-        return _Plugin(name, target, _adapted(name, found, plugin=True))
+        adapted = _adapted(name, found, plugin=True)
     except BaseException as exc:
-        if _contained(name, target, exc) is exc and not isinstance(exc, Exception):
+        if contained(label, exc) is exc and not isinstance(exc, Exception):
             raise  # an interrupt of the main thread (the library's caller): its own
-        known = isinstance(exc, (ImportError, AttributeError))
-        why = printable(str(exc) if known else f"{type(exc).__name__}: {exc}")
-        raise ConfigError(
-            f"plugin strategy {name!r} ({printable(target)}) cannot be loaded: {why}"
-        ) from None
+        raise ConfigError(f"{label} cannot be loaded: {type(exc).__name__}: {exc}") from None
+    return _Plugin(label, adapted)
 
 
 class Registry:

@@ -34,7 +34,6 @@ before the whole ones, up to ``cost_keep_share`` of what it removes
 
 from __future__ import annotations
 
-import importlib
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -53,6 +52,7 @@ from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns, known_columns
 from .cost_plan import Plan, plan_compaction
 from .epoch import Window
+from .named_code import Contained, import_named
 from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
 from .retention import NOTHING, Kept, PairCalls
@@ -99,22 +99,17 @@ REMARK_ROLE = "assistant"
 
 
 def load_tokenizer(target: str) -> TokenCounter:
-    """The callable named ``module:attribute`` (the module imported once, by Python's
-    own ``sys.modules``: no cache of scoutd's, docs/ARCHITECTURE.md).
+    """The callable named ``module:attribute``, its calls contained
+    (:mod:`.named_code`: nothing it raises ends the daemon).
 
     Raises:
         ConfigError: it cannot be imported or is not callable.
     """
-    module_name, _, attribute = target.partition(":")
-    try:
-        found: Any = importlib.import_module(module_name.strip())
-        for part in attribute.split(".") if attribute else []:
-            found = getattr(found, part)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"tokenizer {target!r} cannot be loaded: {exc}") from exc
+    label = f"tokenizer {target!r}"
+    found = import_named(label, target)
     if not callable(found):
-        raise ConfigError(f"tokenizer {target!r} is not callable")
-    counter: TokenCounter = found
+        raise ConfigError(f"{label} is not callable")
+    counter: TokenCounter = Contained(label, found)
     return counter
 
 
