@@ -11,7 +11,7 @@ A directory that does not exist (yet) is *anchored*: its nearest existing
 ancestor is watched, and when something appears there the directory is armed
 and reported as changed, so an abort dropped in a chat directory created after
 ``session.open`` is seen at once, not at the next rescan. A watched directory
-that is deleted, moved or replaced is re-armed (or anchored) the same way.
+deleted, moved or replaced (by a symlink and back too) is re-armed the same way.
 
 Failures (no inotify instance or thread: instance limit, ``can't start new
 thread``; a watch refused: ``ENOSPC``; the reader thread died) are logged at
@@ -219,6 +219,8 @@ class FsWatcher:
                     self._deliver([child], complete=bool(mask & _COMPLETE))
                 for directory in reg.waiting.get(child, ()):  # the next step appeared (or went)
                     self._queue_rearm(directory)
+                if child in self._watches:  # made, removed, swapped: a symlink's target is mute
+                    self._queue_rearm(child)
             if mask & _SELF_GONE:
                 self._reanchor(reg)
 
@@ -349,9 +351,8 @@ class FsWatcher:
     async def _rearm_loop(self) -> None:
         """Re-arm the directories events said moved, went or appeared.
 
-        Runs in the watcher's task group, whose scope encloses its owner's
-        code: an exception here must not end it, so it is logged and the
-        periodic rescan repairs what was left.
+        Runs in the watcher's task group, whose scope encloses its owner's code:
+        an exception here must not end it, so it is logged; the rescan repairs.
         """
         while True:
             await self._rearm_wakeup.wait()

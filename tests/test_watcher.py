@@ -6,13 +6,17 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 
 import anyio
 import pytest
 from watchdog.observers.inotify_c import InotifyEvent
 
+from scoutd.inbox import inbox_dir, write_abort
+from scoutd.watch_state import inode_of
 from scoutd.watcher import MAX_PENDING_PATHS, Batch, FsWatcher
+from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.anyio
 WAIT = 5.0
@@ -97,6 +101,60 @@ async def test_recreated_directory_is_rearmed(base: str, mode: str) -> None:
         await watcher.ensure(inbox, force=True)
         touch(os.path.join(inbox, "abort"))
         await wait_path(watcher, os.path.join(inbox, "abort"))
+
+
+@pytest.mark.parametrize("first", ["renamed", "removed"])
+async def test_a_directory_swapped_for_a_symlink_and_back_is_rearmed_at_once(
+    base: str, first: str
+) -> None:
+    """No rescan: the inbox replaced by a symlink, then by a directory, is watched at once.
+
+    The watch followed the symlink to its target, which gets no event when
+    the symlink goes: the new directory stayed unwatched until the periodic
+    rescan, so an abort dropped there waited for it.
+    """
+    inbox, other = os.path.join(base, "a.inbox"), os.path.join(base, "other")
+    os.mkdir(inbox)
+    os.mkdir(other)
+    async with FsWatcher("native") as watcher:
+        await watcher.add(base)
+        await watcher.add(inbox)
+        if first == "renamed":
+            os.rename(inbox, inbox + ".old")
+        else:
+            shutil.rmtree(inbox)
+        os.symlink(other, inbox)
+        await wait_path(watcher, inbox)
+        await anyio.sleep(0.2)  # the re-arm after the swap ran
+        os.unlink(inbox)
+        os.mkdir(inbox)
+        await wait_path(watcher, inbox)
+        for _ in range(100):  # bounded: 1 s for the loop to re-arm (no ensure: no rescan)
+            if watcher.armed(inbox) and watcher._watches[inbox].reg.inode == inode_of(inbox):  # type: ignore[union-attr]
+                break
+            await anyio.sleep(0.01)
+        touch(os.path.join(inbox, "abort"))
+        await wait_path(watcher, os.path.join(inbox, "abort"))
+
+
+def test_the_daemon_pushes_an_abort_in_an_inbox_swapped_for_a_symlink_and_back() -> None:
+    """The real daemon, rescans 60 s apart: the operator's abort is pushed at once."""
+    with Daemon(daemon={"rescan_interval": 60.0}) as daemon, daemon.connect() as client:
+        save_file = os.path.join(daemon.dir, "a.chat")
+        inbox, other = inbox_dir(save_file), os.path.join(daemon.dir, "other")
+        os.mkdir(inbox)
+        os.mkdir(other)
+        client.call("session.open", {"save_file": save_file})
+        os.rename(inbox, inbox + ".old")
+        os.symlink(other, inbox)
+        unusable = client.notification("session.aborted", WAIT)  # fails closed meanwhile
+        assert "symbolic link" in unusable["params"]["reason"]
+        os.unlink(inbox)
+        os.mkdir(inbox)
+        time.sleep(0.3)  # the swap back is seen (or, before the fix, missed)
+        write_abort(save_file, "stop now")
+        pushed = client.notification("session.aborted", WAIT)
+        assert pushed["params"]["reason"] == "stop now"
 
 
 async def test_handler_errors_never_stop_watching(base: str) -> None:

@@ -156,7 +156,7 @@ def take(
         log.debug("inbox file %r was taken by another consumer", source)
         return None
     try:
-        fd, st = open_regular(claim, rfd)
+        fd, st = open_regular(claim, rfd, rights_of=dirs.ifd)  # what the inbox's owner may read
         try:
             text = read_text(fd, st.st_size, max_bytes)
         finally:
@@ -224,7 +224,7 @@ def _take_abort(
                 dirs, max_bytes, complete=complete, wait=wait, before=before, retries=retries - 1
             )
         return _claim_abort_in_inbox(dirs, max_bytes, exc)
-    text, unread = _read_abort(claim, rfd, max_bytes, source)
+    text, unread = _read_abort(claim, rfd, max_bytes, source, rights_of=dirs.ifd)
     return Taken(_record(dirs, claim, ABORT_NAME, rfd, by_rename=unread is not None), text, unread)
 
 
@@ -288,10 +288,13 @@ def _signature(st: os.stat_result) -> tuple[int, int, int]:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _read_abort(name: str, dir_fd: int, max_bytes: int, shown: str) -> tuple[str, str | None]:
+def _read_abort(
+    name: str, dir_fd: int, max_bytes: int, shown: str, *, rights_of: int | None = None
+) -> tuple[str, str | None]:
     """The text of abort entry ``name`` and, when it is not a regular file, its kind.
 
-    ``shown``: the entry's inbox path, for the log.
+    ``shown``: the entry's inbox path, for the log; ``rights_of``: as for
+    :func:`~scoutd.inbox.files.open_regular`.
 
     A non-regular entry is never opened. A regular one that cannot be read
     gives "" (logged): it aborts all the same.
@@ -301,7 +304,7 @@ def _read_abort(name: str, dir_fd: int, max_bytes: int, shown: str) -> tuple[str
         if kind is not None:
             log.error("abort entry %r is %s: it aborts all the same, unread", shown, kind)
             return "", kind
-        fd, st = open_regular(name, dir_fd)
+        fd, st = open_regular(name, dir_fd, rights_of=rights_of)
         try:
             return read_text(fd, st.st_size, max_bytes), None
         finally:

@@ -142,9 +142,37 @@ class InboxDirs:
         if self._rfd is None:
             name = self.removed if self._chat_fd is None else os.path.basename(self.removed)
             with contextlib.suppress(FileExistsError):
-                os.mkdir(name, dir_fd=self._chat_fd)
+                if os.geteuid() == 0 and os.fstat(self.ifd).st_uid != 0:
+                    self._make_removed_for_owner(name)
+                else:
+                    os.mkdir(name, dir_fd=self._chat_fd)
             self._rfd = open_dir(name, dir_fd=self._chat_fd, shown=self.removed)
         return self._rfd
+
+    def _make_removed_for_owner(self, name: str) -> None:
+        """Root makes the removed directory of another user's inbox: it is that user's.
+
+        With the inbox's owner, group and mode, and it appears whole (made under
+        a hidden name, then renamed without replacing): a root-owned one, made
+        by the daemon's first claim, refused every later claim of the agent's
+        own process (the library), so its notices were never delivered again.
+        Raises ``FileExistsError`` when one exists (made meanwhile).
+        """
+        parent = os.path.dirname(self.removed) if self._chat_fd is None else ""
+        temp = os.path.join(parent, f".inbox_removed-{os.getpid()}-{os.urandom(8).hex()}")
+        os.mkdir(temp, 0o700, dir_fd=self._chat_fd)
+        try:
+            tfd = open_dir(temp, dir_fd=self._chat_fd)
+            try:
+                inbox = os.fstat(self.ifd)
+                os.chown(tfd, inbox.st_uid, inbox.st_gid)  # the descriptor: never followed
+                os.chmod(tfd, stat.S_IMODE(inbox.st_mode))
+            finally:
+                os.close(tfd)
+            place(temp, parent, [os.path.basename(name)], dir_fd=self._chat_fd, by_rename=True)
+        finally:
+            with contextlib.suppress(OSError):
+                os.rmdir(temp, dir_fd=self._chat_fd)
 
     def close(self) -> None:
         os.close(self.ifd)
@@ -154,13 +182,62 @@ class InboxDirs:
             os.close(self._chat_fd)
 
 
-def open_regular(name: str, dir_fd: int) -> tuple[int, os.stat_result]:
+class _Reader:
+    """A user whose rights a read stands for; its groups looked up once, when needed."""
+
+    __slots__ = ("_groups", "gid", "uid")
+
+    def __init__(self, uid: int, gid: int) -> None:
+        self.uid, self.gid = uid, gid
+        self._groups: frozenset[int] | None = None
+
+    def may_read(self, st: os.stat_result) -> bool:
+        """Whether the mode bits let this user read (owner, else group, else other)."""
+        if self.uid == 0:
+            return True
+        if st.st_uid == self.uid:
+            return bool(st.st_mode & stat.S_IRUSR)
+        if self._groups is None:
+            self._groups = _groups(self.uid, self.gid)
+        if st.st_gid in self._groups:
+            return bool(st.st_mode & stat.S_IRGRP)
+        return bool(st.st_mode & stat.S_IROTH)
+
+
+def _groups(uid: int, gid: int) -> frozenset[int]:
+    """``uid``'s groups; the directory's ``gid`` alone for a user the database lacks."""
+    import pwd
+
+    try:
+        user = pwd.getpwuid(uid)
+        return frozenset((user.pw_gid, *os.getgrouplist(user.pw_name, user.pw_gid)))
+    except (KeyError, OSError):
+        return frozenset((gid,))
+
+
+def _reader_of(st: os.stat_result) -> _Reader | None:
+    """The owner of directory ``st``; None when it is this process's user."""
+    return None if st.st_uid == os.geteuid() else _Reader(st.st_uid, st.st_gid)
+
+
+def open_regular(
+    name: str, dir_fd: int, *, rights_of: int | None = None
+) -> tuple[int, os.stat_result]:
     """Open ``name`` in ``dir_fd`` for reading without following, blocking or opening non-files.
 
     The ``lstat`` comes first so that a FIFO or device is never opened at all (an
     open, even non-blocking, releases a writer waiting on a FIFO and may have side
     effects on a device); ``fstat`` then checks what was actually opened, in case
     the entry was swapped in between.
+
+    A file that the owner of directory ``rights_of`` (default ``dir_fd``: the
+    inbox, for a file moved on into the removed directory) could not read by
+    its mode bits raises ``PermissionError``, checked on what was opened, when
+    that owner is not this process's user: the agent can rename into its own
+    inbox (or beside its chat) a file it may not read, one of root's in a
+    directory it owns, and a reader of another uid (the daemon, usually root)
+    never reads it for the agent. Mode bits as the kernel applies them (no
+    ACLs), the groups from the user database.
     """
     if not stat.S_ISREG(os.lstat(name, dir_fd=dir_fd).st_mode):
         raise OSError(errno.EINVAL, "not a regular file", name)
@@ -169,6 +246,10 @@ def open_regular(name: str, dir_fd: int) -> tuple[int, os.stat_result]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", name)
+        reader = _reader_of(os.fstat(dir_fd if rights_of is None else rights_of))
+        if reader is not None and not reader.may_read(st):
+            words = f"uid {reader.uid}, whose directory it is in, may not read it"
+            raise PermissionError(errno.EACCES, words, name)
     except BaseException:
         os.close(fd)
         raise
@@ -218,20 +299,29 @@ def lexists(name: str, dir_fd: int | None) -> bool:
 
 
 def read_text(fd: int, size: int, max_bytes: int) -> str:
-    """At most ``max_bytes`` as text, with a visible note when there was more."""
+    """At most ``max_bytes`` as text, with a visible note when there was more.
+
+    The limit counts the bytes delivered (the text's UTF-8), not only those
+    read: each byte that is not UTF-8 becomes U+FFFD, three bytes, so a file
+    of such bytes would otherwise deliver three times its limit.
+    """
     data = bytearray()  # grows in place: linear in what is read
     while len(data) <= max_bytes:
         chunk = os.read(fd, min(max_bytes + 1 - len(data), 1 << 20))
         if not chunk:
             break
         data += chunk
-    if len(data) <= max_bytes:
-        return data.decode("utf-8", "replace")
+    cut = len(data) > max_bytes
     # final=False holds back a character cut in half by the limit instead of
     # turning it into a replacement character.
-    head = codecs.getincrementaldecoder("utf-8")("replace").decode(data[:max_bytes], final=False)
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(data[:max_bytes], final=not cut)
+    encoded = text.encode("utf-8")
+    if len(encoded) > max_bytes:  # replacement characters: cut on a character boundary
+        text, cut = encoded[:max_bytes].decode("utf-8", "ignore"), True
+    if not cut:
+        return text
     total = max(size, len(data))
-    return f"{head}\n[scoutd: notice truncated at {max_bytes} of {total} bytes]"
+    return f"{text}\n[scoutd: notice truncated at {max_bytes} of {total} bytes]"
 
 
 _AT_FDCWD = -100

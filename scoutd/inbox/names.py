@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 __all__ = [
     "ABORT_NAME",
     "MAX_NAMES",
+    "NAME_MAX",
     "delivery_order",
     "inbox_dir",
     "inbox_removed_dir",
@@ -66,12 +67,26 @@ def delivery_order(name: str) -> bytes:
     return os.fsencode(name)
 
 
+# The longest file name (bytes) of Linux file systems.
+NAME_MAX = 255
+
+
 def numbered(name: str, n: int) -> str:
-    """The ``n``-th record name: ``note.txt`` -> ``note.1.txt``, ``abort`` -> ``abort.1``."""
+    """The ``n``-th record name: ``note.txt`` -> ``note.1.txt``, ``abort`` -> ``abort.1``.
+
+    Never longer than :data:`NAME_MAX` bytes when ``name`` is not: the root
+    is shortened (the number and extension kept). A record that cannot be
+    named stays under its ``.claim-*`` name, which reads as a notice lost.
+    """
     if n == 0:
         return name
     root, ext = os.path.splitext(name)
-    return f"{root}.{n}{ext}"
+    suffix = f".{n}{ext}"
+    raw = os.fsencode(root)
+    over = len(raw) + len(os.fsencode(suffix)) - NAME_MAX
+    if over > 0:
+        root = os.fsdecode(raw[: max(0, len(raw) - over)])
+    return f"{root}{suffix}"
 
 
 def _sequenced(name: str, n: int) -> str:

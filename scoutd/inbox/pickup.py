@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple
 from ..errors import AbortNotTaken, InboxUnusable
 from .claim import BeforeClaim, NotSettled, Taken, take
 from .entries import removed_dir_problem
-from .files import InboxDirs
+from .files import InboxDirs, lexists
 from .gate import Ticket, guarded
 from .names import ABORT_NAME, delivery_order, inbox_dir, inbox_removed_dir
 
@@ -240,9 +240,17 @@ def _unexamined(inbox: str, exc: OSError) -> AbortNotTaken:
 
 
 def _take_notices(dirs: InboxDirs, names: list[str], max_bytes: int, budget: int) -> list[str]:
+    """Take ``names`` in order within ``budget``; stop at once when an ``abort`` arrives.
+
+    An abort dropped meanwhile leaves the rest pending, as one found by the
+    listing would: the notices taken are delivered, the abort goes to the
+    next pickup, and a claim waiting for this pickup (the daemon's watcher,
+    :mod:`scoutd.inbox.gate`) waits one take, not for thousands of empty
+    notices (they cost no bytes of the budget).
+    """
     notices: list[str] = []
     for name in names:
-        if budget <= 0:
+        if budget <= 0 or _abort_arrived(dirs):
             break  # the rest stays for the next pickup
         try:
             taken = take(dirs, name, min(max_bytes, budget))
@@ -255,6 +263,14 @@ def _take_notices(dirs: InboxDirs, names: list[str], max_bytes: int, budget: int
             log.info("notice %r delivered (%d bytes), recorded as %r", name, size, taken.record)
             budget -= size
     return notices
+
+
+def _abort_arrived(dirs: InboxDirs) -> bool:
+    """Whether an ``abort`` is in the inbox now; True when that cannot be told."""
+    try:
+        return lexists(ABORT_NAME, dirs.ifd)
+    except OSError:
+        return True  # stop taking: the next pickup looks again, and fails closed
 
 
 def claim_abort(

@@ -7,7 +7,7 @@ symlink to another agent's cannot redirect an operator's abort. It creates
 the inbox if needed (with at least the group access of its chat directory, so
 that a daemon sharing that group can list it whatever the writer's umask;
 made by root, the chat directory's owner too, so that the agent can empty it;
-files get the read bits of their inbox),
+files get the read bits and group of their inbox, and written by root its owner),
 writes and fsyncs a dotfile there (readers ignore dotfiles) and renames it to
 its final name without replacing one (``renameat2``; a hard link where that is
 missing): no partial notice is ever visible, and the daemon's watcher sees it
@@ -82,15 +82,22 @@ def _readable_like(fd: int, dfd: int) -> None:
 
     The read bits the inbox grants its group and others, and its group: a
     daemon of the shared group must read a notice or an abort's reason,
-    whatever the writer's umask.
+    whatever the writer's umask. Written by root, the file gets the inbox's
+    owner too (as :func:`_make_inbox` gives the inbox its chat directory's):
+    a root file of mode 0600 (umask 077) in an agent's inbox is one the
+    agent's own pickup cannot read, so the notice would never be delivered.
+    Owning it gives the agent nothing new: it owns the inbox, so it can
+    already remove or replace any entry. No bit is granted to others.
     """
     with contextlib.suppress(OSError):
         inbox, mine = os.fstat(dfd), os.fstat(fd)
         wanted = inbox.st_mode & _READ_BITS & ~mine.st_mode
         if wanted:
             os.chmod(fd, stat.S_IMODE(mine.st_mode) | wanted)
-        if mine.st_gid != inbox.st_gid:
-            os.chown(fd, -1, inbox.st_gid)
+        # On the descriptor (fchown): a name swapped meanwhile is never followed.
+        owner = inbox.st_uid if os.geteuid() == 0 and mine.st_uid != inbox.st_uid else -1
+        if owner != -1 or mine.st_gid != inbox.st_gid:
+            os.chown(fd, owner, inbox.st_gid)
 
 
 def _encoded(text: str) -> bytes:

@@ -13,6 +13,8 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -222,3 +224,62 @@ def test_an_abort_another_consumer_takes_first_still_leaves_the_notices(
     assert pending(save_file) == ["a.txt"]
     monkeypatch.setattr(pickup, "take", real_take)
     assert texts(inbox([], PromptConfig(), save_file=save_file)[0]) == ["kept"]
+
+
+def test_an_abort_dropped_during_a_pickup_stops_it(
+    save_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notices taken are delivered, the rest stay with the abort for the next pickup."""
+    from scoutd.inbox import pickup
+
+    for name in ("a.txt", "b.txt", "c.txt"):
+        write_notice(save_file, name, name=name)
+    real_take = pickup.take
+
+    def operator_aborts_meanwhile(dirs: Any, name: str, max_bytes: int, **kwargs: Any) -> Any:
+        taken = real_take(dirs, name, max_bytes, **kwargs)
+        if name == "a.txt":
+            write_abort(save_file, "stop")
+        return taken
+
+    monkeypatch.setattr(pickup, "take", operator_aborts_meanwhile)
+    out, _ = inbox([], PromptConfig(), save_file=save_file)
+    assert texts(out) == ["a.txt"]
+    assert pending(save_file) == ["abort", "b.txt", "c.txt"]
+    with pytest.raises(Aborted, match="stop"):
+        inbox([], PromptConfig(), save_file=save_file)
+
+
+def test_empty_notices_by_thousands_do_not_hold_up_the_daemons_abort(daemon: Daemon) -> None:
+    """An abort dropped while a prepare call takes 20,000 empty notices: the pickup stops.
+
+    Empty notices cost no bytes of the budget, so one call took them all, while
+    the watcher's claim of the abort waited for that pickup (60,000: a 27 s wait
+    for the push). Now the pickup stops at the abort: the rest stay pending.
+    """
+    save_file = os.path.join(daemon.dir, "flood.chat")
+    inbox_path, removed = inbox_dir(save_file), inbox_removed_dir(save_file)
+    os.makedirs(inbox_path)
+    count = 20_000
+    for n in range(count):
+        path = os.path.join(inbox_path, f"n{n:05d}.txt")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.utime(path, (0, 0))  # complete: no settle wait
+    answers: list[dict[str, Any]] = []
+    with daemon.connect() as watching, daemon.connect() as agent:
+        watching.call("session.open", {"save_file": save_file})
+        caller = threading.Thread(
+            target=lambda: answers.append(prepare_over_socket(agent, save_file)), daemon=True
+        )
+        caller.start()
+        for _ in range(2000):  # bounded (20 s): the pickup has begun
+            if os.path.exists(os.path.join(removed, "n00000.txt")):
+                break
+            time.sleep(0.01)
+        write_abort(save_file, "stop")
+        note = watching.notification("session.aborted", 60)
+        assert note["params"]["reason"] == "stop"
+        caller.join(60)
+    delivered = answers[0]["result"]["report"][-1]["inbox_delivered"]
+    assert 0 < delivered < count
+    assert len(pending(save_file)) == count - delivered  # nothing lost: the rest waits

@@ -7,7 +7,8 @@ import os
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoutd.inbox.names import MAX_NAMES, delivery_order, notice_names, numbered
+from scoutd.inbox import inbox_dir, inbox_removed_dir, pick_up
+from scoutd.inbox.names import MAX_NAMES, NAME_MAX, delivery_order, notice_names, numbered
 
 # Plain visible file names, with and without extensions, some not valid UTF-8.
 _PLAIN = st.text(
@@ -81,3 +82,27 @@ def test_delivery_order_compares_bytes_not_code_points() -> None:
 def test_record_names_keep_their_extension() -> None:
     assert [numbered("note.txt", n) for n in range(3)] == ["note.txt", "note.1.txt", "note.2.txt"]
     assert numbered("abort", 1) == "abort.1"
+
+
+def test_a_record_of_a_longest_name_is_named_again_not_left_as_a_claim(tmp_path: object) -> None:
+    """Two notices of a 255-byte name: the second record was ``name.1``, too long,
+    so it stayed a ``.claim-*`` entry, what a consumer killed mid-delivery leaves."""
+    save_file = os.path.join(str(tmp_path), "a.chat")
+    os.mkdir(inbox_dir(save_file))
+    name = b"\xc3\xa9" * 125 + b"\xff.txt"  # 255 bytes, multi-byte and not UTF-8
+    for text in (b"one", b"two"):
+        path = os.path.join(os.fsencode(inbox_dir(save_file)), name)
+        with open(path, "wb") as handle:
+            handle.write(text)
+        os.utime(path, (0, 0))
+        assert pick_up(save_file, max_bytes=10, max_total_bytes=10).notices == [text.decode()]
+    records = os.listdir(os.fsencode(inbox_removed_dir(save_file)))
+    assert len(records) == 2 and not [r for r in records if r.startswith(b".")]
+    assert all(len(r) <= NAME_MAX for r in records)
+
+
+@given(NAMES, st.integers(min_value=1, max_value=MAX_NAMES))
+def test_record_names_fit_a_file_name(stem: str, n: int) -> None:
+    name = os.fsdecode(os.fsencode(stem * 255)[: NAME_MAX - 4]) + ".txt"  # the longest
+    assert len(os.fsencode(numbered(name, n))) <= NAME_MAX
+    assert numbered(name, n).endswith(f".{n}.txt")

@@ -97,6 +97,30 @@ def test_inbox_cuts_one_notice_at_inbox_max_bytes(tmp_path: pathlib.Path) -> Non
     assert report.inbox_delivered == 2
 
 
+_NOTE = "\n[scoutd: notice truncated at"
+
+
+@pytest.mark.parametrize("size", [10, 30])
+def test_bytes_that_are_not_utf8_count_as_the_bytes_delivered(
+    tmp_path: pathlib.Path, size: int
+) -> None:
+    """Each byte that is not UTF-8 is delivered as U+FFFD (3 bytes): the limits count those.
+
+    A notice of ``size`` bytes 0xFF under ``inbox_max_bytes`` = 10 was delivered
+    as 30 bytes (3 times the limit), and one call's total went 3 times over too.
+    """
+    save_file = _save(tmp_path, ["\udcff" * size, "\udcff" * size, "\udcff" * size])
+    config = PromptConfig(inbox_max_bytes=10, inbox_max_total_bytes=20)
+    out, _ = inbox([], config, save_file=save_file)
+    texts = [m["content"] for m in out]
+    assert texts[0] == "\ufffd" * 3 + f"{_NOTE} 10 of {size} bytes]"
+    heads = [text.split(_NOTE)[0] for text in texts]
+    assert all(set(head) == {"\ufffd"} and len(head.encode()) <= 10 for head in heads)
+    assert sum(len(head.encode()) for head in heads) <= 20
+    out, _ = inbox([], PromptConfig(), save_file=save_file)  # nothing lost: the rest waited
+    assert len(texts) + len(out) == 3
+
+
 def test_inbox_leaves_what_passes_inbox_max_total_bytes_for_the_next_call(
     tmp_path: pathlib.Path,
 ) -> None:
