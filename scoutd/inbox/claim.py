@@ -170,13 +170,36 @@ def take(
 
 def _record(dirs: InboxDirs, claim: str, name: str, rfd: int, *, by_rename: bool = False) -> str:
     """Give the claimed entry its record name (``name``, ``name.1``, ...); its path."""
-    names = (numbered(name, n) for n in range(MAX_NAMES))
+    names = (numbered(name, n) for n in range(_first_free(name, rfd), MAX_NAMES))
     try:
         return place(claim, dirs.removed, names, dir_fd=rfd, by_rename=by_rename)
     except OSError as exc:
         record = os.path.join(dirs.removed, claim)
         log.warning("inbox file %r delivered, recorded as %r: %s", name, record, exc)
         return record
+
+
+def _first_free(name: str, rfd: int) -> int:
+    """About the first free record number of ``name``, in O(log n) looks.
+
+    Records of one name are numbered from 0 without gaps, as a rule: found by
+    doubling, then halving, it costs 2 log n looks where trying each number
+    in turn cost n (0.4 s a delivery with 50,000 records of one name). A gap
+    an operator made, or a record made meanwhile, only moves where
+    :func:`~scoutd.inbox.files.place` starts trying: it never replaces one.
+    """
+    if not lexists(numbered(name, 0), rfd):
+        return 0
+    taken, free = 0, 1
+    while free < MAX_NAMES and lexists(numbered(name, free), rfd):
+        taken, free = free, min(free * 2, MAX_NAMES)
+    while taken + 1 < free:
+        middle = (taken + free) // 2
+        if lexists(numbered(name, middle), rfd):
+            taken = middle
+        else:
+            free = middle
+    return free
 
 
 def _take_abort(

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoutd.inbox import inbox_dir, inbox_removed_dir, pick_up
+from scoutd.inbox import claim, inbox_dir, inbox_removed_dir, pick_up
+from scoutd.inbox.files import lexists
 from scoutd.inbox.names import MAX_NAMES, NAME_MAX, delivery_order, notice_names, numbered
 
 # Plain visible file names, with and without extensions, some not valid UTF-8.
@@ -106,3 +110,51 @@ def test_record_names_fit_a_file_name(stem: str, n: int) -> None:
     name = os.fsdecode(os.fsencode(stem * 255)[: NAME_MAX - 4]) + ".txt"  # the longest
     assert len(os.fsencode(numbered(name, n))) <= NAME_MAX
     assert numbered(name, n).endswith(f".{n}.txt")
+
+
+@pytest.mark.parametrize("records", [0, 1, 2, 3, 100, 1000])
+@pytest.mark.parametrize("gap", [None, 0, 1, 57])
+def test_a_record_is_named_after_those_of_its_name_and_replaces_none(
+    tmp_path: object, records: int, gap: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by halving (claim._first_free), the record still never replaces one and is
+    the first free number when the numbers have no gap; with a gap, some free number."""
+    save_file = os.path.join(str(tmp_path), "a.chat")
+    os.mkdir(inbox_dir(save_file))
+    removed = inbox_removed_dir(save_file)
+    os.mkdir(removed)
+    for n in range(records):
+        with open(os.path.join(removed, numbered("status.txt", n)), "w") as handle:
+            handle.write(f"old {n}")
+    if gap is not None and gap < records:
+        os.unlink(os.path.join(removed, numbered("status.txt", gap)))
+    before = _texts(removed)
+    path = os.path.join(inbox_dir(save_file), "status.txt")
+    with open(path, "w") as handle:
+        handle.write("new")
+    os.utime(path, (0, 0))
+    looks: list[str] = []
+
+    def counted(name: str, dir_fd: int | None) -> bool:
+        looks.append(name)
+        return lexists(name, dir_fd)
+
+    def link(source: str, target: str, **kwargs: Any) -> None:
+        looks.append(target)
+        real_link(source, target, **kwargs)
+
+    real_link = os.link
+    monkeypatch.setattr(claim, "lexists", counted)
+    monkeypatch.setattr(os, "link", link)
+    assert pick_up(save_file, max_bytes=10, max_total_bytes=10).notices == ["new"]
+    # about 2 log2(n) looks and one link for the number, where trying each cost n links
+    assert sum(name.startswith("status") for name in looks) <= 2 * records.bit_length() + 3
+    after = _texts(removed)
+    [added] = set(after) - set(before)
+    assert after[added] == "new" and all(after[name] == text for name, text in before.items())
+    if gap is None or gap >= records:
+        assert added == numbered("status.txt", records)  # the plain linear answer
+
+
+def _texts(directory: str) -> dict[str, str]:
+    return {name: Path(directory, name).read_text() for name in os.listdir(directory)}
