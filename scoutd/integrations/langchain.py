@@ -41,8 +41,9 @@ Needs the extra ``scoutd[langchain]``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, Unpack, cast
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, NotRequired, Unpack, cast
 
 import anyio.to_thread
 
@@ -59,10 +60,12 @@ try:
         ModelRequest,
         ModelRetryMiddleware,
     )
-    from langchain.agents.middleware.types import ModelCallResult, ModelResponse
+    from langchain.agents.middleware.types import ModelCallResult, ModelResponse, PrivateStateAttr
     from langchain_core.exceptions import ModelError
     from langchain_core.messages import AnyMessage
     from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.channels.untracked_value import UntrackedValue
+    from langgraph.prebuilt import ToolRuntime
     from langgraph.runtime import Runtime
 
     from ._langchain_messages import from_chat, to_chat
@@ -129,7 +132,21 @@ class ModelCallAborted(Aborted, ModelError):
     is_retryable = False
 
 
-class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class ScoutdState(AgentState[Any]):
+    """The agent's state with the run's scoutd preparer: each run (``invoke``) its own,
+    so concurrent runs of one agent never share a session, a conversation or handles.
+    Private (neither input nor output) and untracked (never checkpointed)."""
+
+    scoutd_run: NotRequired[Annotated[RunPreparer, UntrackedValue, PrivateStateAttr]]
+
+
+def _run_of(state: Mapping[str, Any] | None) -> RunPreparer | None:
+    """The run's preparer held in ``state``, if any."""
+    found = state.get("scoutd_run") if isinstance(state, Mapping) else None
+    return found if isinstance(found, RunPreparer) else None
+
+
+class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
     """LangChain agent middleware that prepares each model call's messages with scoutd.
 
     The keyword arguments are those of
@@ -139,14 +156,19 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     (``[prompt]`` overrides for every call), ``timeout`` and ``recall``
     (default True: the middleware registers the recall tool; ``recall=False``
     registers none and leaves the prompts without handles). One middleware
-    serves one chat: its runs follow one another, each with a fresh session.
+    serves one chat; each run gets a fresh session, its own even when runs of the
+    agent overlap (``abatch``, concurrent ``ainvoke``): it lives in the run's state.
     """
+
+    state_schema = ScoutdState
 
     def __init__(self, **options: Unpack[HookOptions]) -> None:
         super().__init__()
         options.setdefault("recall", True)
         self._options = options
-        self.preparer = self._new_preparer()
+        self._lock = threading.Lock()
+        self._aborted: str | None = None  # once any run saw the chat's abort
+        self.preparer = self._new_preparer()  # the latest run's (its ``.last``, ``.aborted``)
         self._order_checked = False
         self.tools: list[BaseTool] = []
         if options["recall"]:
@@ -160,49 +182,96 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 )
             )
 
-    def _recall(self, handle: str | None = None, search: str | None = None) -> str:
-        """The recall tool: answered from the current run's session."""
-        return self.preparer.recall(handle, search)
+    def _recall(
+        self,
+        handle: str | None = None,
+        search: str | None = None,
+        runtime: ToolRuntime | None = None,
+    ) -> str:
+        """The recall tool: answered from the session of the run that called it (its
+        state, which the agent's tool node injects as ``runtime``)."""
+        state = runtime.state if runtime is not None else None
+        return (_run_of(state) or self.preparer).recall(handle, search)
 
-    async def _arecall(self, handle: str | None = None, search: str | None = None) -> str:
+    async def _arecall(
+        self,
+        handle: str | None = None,
+        search: str | None = None,
+        runtime: ToolRuntime | None = None,
+    ) -> str:
         """:meth:`_recall` for the async agent loop (in a thread: it may ask the daemon)."""
-        return await anyio.to_thread.run_sync(self.preparer.recall, handle, search)
+        return await anyio.to_thread.run_sync(self._recall, handle, search, runtime)
 
     def _new_preparer(self) -> RunPreparer:
         return RunPreparer(format=OPENAI_CHAT, **self._options)
 
-    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """A run starts: a fresh scoutd session (the previous run's is ended).
+    def _remember(self, preparer: RunPreparer | None) -> str | None:
+        """The abort any run of this middleware saw, ``preparer``'s included."""
+        with self._lock:
+            if preparer is not None and preparer.aborted is not None:
+                self._aborted = self._aborted or preparer.aborted
+            return self._aborted
+
+    def _raise_if_aborted(self, preparer: RunPreparer | None = None) -> None:
+        """Raise the abort any run of this middleware saw (``preparer``'s included)."""
+        reason = self._remember(preparer)
+        if reason is not None:
+            raise Aborted(reason)
+
+    def _checked(self, preparer: RunPreparer) -> None:
+        """``preparer.check()``, an abort it raises remembered for every run."""
+        self._raise_if_aborted()
+        try:
+            preparer.check()
+        finally:
+            self._raise_if_aborted(preparer)
+
+    def before_agent(self, state: ScoutdState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """A run starts: a fresh scoutd session, in the run's state.
 
         Raises:
             Aborted: an earlier run of this middleware was aborted: it stays so.
         """
-        if self.preparer.aborted is not None:
+        if self._remember(self.preparer) is not None:
             self.preparer.close()  # its daemon session ends; the abort stays
-            raise Aborted(self.preparer.aborted)
-        previous, self.preparer = self.preparer, self._new_preparer()
-        previous.close()
+            self._raise_if_aborted()
+        preparer = self._new_preparer()
+        with self._lock:
+            self.preparer = preparer
+        return {"scoutd_run": preparer}
 
-    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """Raise :class:`scoutd.Aborted` before the model call if the chat is aborted."""
-        self.preparer.check()
+    def before_model(self, state: ScoutdState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Raise :class:`scoutd.Aborted` before the model call if the chat is aborted.
 
-    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        A run resumed from a checkpoint (its state holds no preparer) gets a fresh one.
+        """
+        preparer = _run_of(state)
+        if preparer is not None:
+            self._checked(preparer)
+            return None
+        preparer = self._new_preparer()
+        self._checked(preparer)
+        return {"scoutd_run": preparer}
+
+    async def abefore_model(
+        self, state: ScoutdState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
         """:meth:`before_model` for the async agent loop (its file reads in a thread)."""
-        await anyio.to_thread.run_sync(self.preparer.check)
+        return await anyio.to_thread.run_sync(self.before_model, state, runtime)
 
-    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+    def after_model(self, state: ScoutdState, runtime: Runtime[Any]) -> None:
         """Raise the abort a model-call wrapper outside this middleware may have swallowed."""
-        if self.preparer.aborted is not None:
-            raise Aborted(self.preparer.aborted)
+        self._raise_if_aborted(_run_of(state))
 
-    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+    async def aafter_model(self, state: ScoutdState, runtime: Runtime[Any]) -> None:
         """:meth:`after_model` for the async agent loop."""
         self.after_model(state, runtime)
 
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+    def after_agent(self, state: ScoutdState, runtime: Runtime[Any]) -> None:
         """The run is over: end its scoutd session."""
-        self.preparer.close()
+        preparer = _run_of(state)
+        if preparer is not None:
+            preparer.close()
 
     def prepared_request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """``request`` with the prepared messages (blocking; the async hook uses a thread).
@@ -212,9 +281,12 @@ class ScoutdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """
         messages = list(request.messages)
         sent = to_chat(messages)
+        preparer = _run_of(request.state) or self.preparer
         try:
-            prepared = self.preparer.prepare(sent).messages
+            self._raise_if_aborted()
+            prepared = preparer.prepare(sent).messages
         except Aborted as exc:
+            self._remember(preparer)
             raise ModelCallAborted(exc.reason) from None
         # The agent's own message objects, or copies of them: the same union of types.
         chosen = cast("list[AnyMessage]", from_chat(prepared, sent, messages))

@@ -23,7 +23,8 @@ is only compacted: no inbox, no state. An abort answers the agent with HTTP
 chat stays aborted (its marker, docs/RELIABILITY.md) until an operator runs
 ``scoutd clear``. An abort that exists always aborts: a request that names the
 chat is checked whatever its route and body, with a conversation to prepare
-or not (a completion, an embedding, an empty ``input``).
+or not (a completion, an embedding, an empty ``input``), and again before each
+further attempt the proxy's router makes of it (a retry, a fallback model).
 
 Needs the extra ``scoutd[litellm]``.
 """
@@ -354,6 +355,43 @@ class ScoutdProxyHook(CustomLogger):
         log.info("scoutd: %s: %s", chat, round_summary(len(found.messages), prepared))
         data[found.key] = prepared.messages  # a new list: the request's own is left as it came
         return data
+
+    def recheck(self, save_file: str) -> None:
+        """Raise the chat's abort again, for a further attempt of a request (blocking).
+
+        Asked of the chat's session kept most recently, whatever its format, so that
+        a daemon session is not opened for a check alone; of the ``auto`` one if
+        none is kept (evicted meanwhile).
+
+        Raises:
+            Aborted: an operator aborted the chat.
+        """
+        with self._lock:
+            kept = [format for file, format in self._chats if file == save_file]
+        self._round(save_file, kept[-1] if kept else AUTO, RunPreparer.check)
+
+    async def async_pre_call_deployment_hook(
+        self, kwargs: dict[str, Any], call_type: Any
+    ) -> dict[str, Any] | None:
+        """Each attempt of a request, as the proxy's router makes it: the first, each
+        retry (``num_retries``) and each fallback model. The pre-call hook runs once per
+        request, before all of them; an abort written while an attempt was in flight
+        must stop the next one, so a request that names a chat is checked again here.
+        The request is left as it is (``None``).
+
+        Raises:
+            HTTPException: 403 for an aborted chat; 400 as :meth:`save_file` says.
+        """
+        save_file = self.save_file(kwargs)
+        if save_file is None:
+            return None
+        try:
+            await anyio.to_thread.run_sync(self.recheck, save_file)
+        except Aborted as exc:
+            chat = display_path(save_file)
+            log.warning("scoutd: %s: attempt refused, the chat is aborted: %s", chat, exc.reason)
+            raise aborted_error(exc.reason, chat) from None
+        return None
 
     def close(self) -> None:
         """End every chat's session (idempotent); the hook stays usable. A proxy that

@@ -9,6 +9,7 @@ and through a real daemon subprocess, with ``invoke`` (``wrap_model_call``) and
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,6 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    HumanMessage,
     SystemMessage,
     ToolMessage,
     convert_to_openai_messages,
@@ -382,3 +384,79 @@ def test_an_abort_met_inside_the_model_call_still_ends_the_run(
     assert dropper.calls == (ABORT_AT + 1 if retry_on == "default" else ABORT_AT + 3)
     assert len(recorder.full) == ABORT_AT + 1
     middleware.preparer.close()
+
+
+class TwoRunsModel(BaseChatModel):
+    """Answers two overlapping runs of one agent, told apart by their task ("A", "B").
+
+    A: ``bash``, then (once B made two calls) ``recall`` of output #1, then its
+    answer. B: two ``bash`` calls, then (once A finished) one more, then its answer.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    calls: dict[str, int] = Field(default_factory=dict)
+    b_ready: Any = None  # asyncio.Event: B made its two calls
+    a_done: Any = None  # asyncio.Event: A answered
+
+    @property
+    def _llm_type(self) -> str:
+        return "two-runs"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise NotImplementedError("async only")
+
+    async def _agenerate(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> ChatResult:
+        who = str(messages[0].content)
+        n = self.calls[who] = self.calls.get(who, 0) + 1
+        name, args_ = "bash", {"command": f"{who}{n}"}
+        if who == "A" and n == 2:
+            await asyncio.wait_for(self.b_ready.wait(), 10)
+            name, args_ = "recall", {"handle": "#1"}
+        if who == "B" and n == 3:
+            self.b_ready.set()
+            await asyncio.wait_for(self.a_done.wait(), 10)
+        if (who, n) in (("A", 3), ("B", 4)):
+            self.a_done.set()
+            message = AIMessage(content=f"{who} done")
+        else:
+            call = {"name": name, "args": args_, "id": f"{who}-{n}", "type": "tool_call"}
+            message = AIMessage(content="", tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def test_overlapping_runs_of_one_agent_keep_their_own_sessions(
+    socket: tuple[str | None, str],
+) -> None:
+    """Two ``ainvoke`` of one agent at once (one middleware): each run its own session.
+
+    They shared one: the run that started last replaced the other's, the first to end
+    closed it, so the other died with ``HookClosed``; and a recall answered from the
+    other run's conversation (A got B's output)."""
+    socket_path, directory = socket
+    save_file = os.path.join(directory, "run.chat")
+    middleware = ScoutdMiddleware(save_file=save_file, socket=socket_path, config=RECALL_CONFIG)
+
+    @tool
+    async def bash(command: str) -> str:
+        """Run a shell command and return its output."""
+        return f"secret of {command[0]}: {command}\n" + "a line of output\n" * 300
+
+    async def main() -> list[Any]:
+        model = TwoRunsModel(b_ready=asyncio.Event(), a_done=asyncio.Event())
+        agent = create_agent(model, tools=[bash], middleware=[middleware])
+        runs = [agent.ainvoke({"messages": [HumanMessage(who)]}) for who in "AB"]
+        return await asyncio.wait_for(asyncio.gather(*runs, return_exceptions=True), 60)
+
+    try:
+        first, second = asyncio.run(main())
+    finally:
+        middleware.preparer.close()
+    assert not isinstance(first, BaseException), repr(first)
+    recalled = [m for m in first["messages"] if isinstance(m, ToolMessage) and m.name == "recall"]
+    assert len(recalled) == 1 and "secret of B" not in str(recalled[0].content)
+    assert str(recalled[0].content).startswith("secret of A: A1\n")  # A's own output #1
+    assert not isinstance(second, BaseException), repr(second)
+    assert [first["messages"][-1].content, second["messages"][-1].content] == ["A done", "B done"]

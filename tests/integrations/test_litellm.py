@@ -73,6 +73,14 @@ model_list:
   - model_name: scripted
     litellm_params:
       model: scripted/replay
+  # A provider failing once (litellm_model.py): the router retries, or falls back.
+  - model_name: flaky
+    litellm_params: {model: scripted/flaky, num_retries: 1}
+  - model_name: flaky-fallback
+    litellm_params: {model: scripted/flaky, num_retries: 0}
+router_settings:
+  retry_after: 0
+  fallbacks: [{"flaky-fallback": ["scripted"]}]
 litellm_settings:
   custom_provider_map:
     - {"provider": "scripted", "custom_handler": tests.integrations.litellm_model.scripted_model}

@@ -48,6 +48,12 @@ SHAPES = {
 }
 # A request with a conversation list, on /v1/chat/completions.
 LISTED = {"model": "scripted", "messages": [{"role": "user", "content": "go on"}]}
+# A request of each route that prepares a conversation.
+ATTEMPTED: dict[str, dict[str, Any]] = {
+    CHAT_PATH: LISTED,
+    "/v1/messages": {"max_tokens": 64, "messages": LISTED["messages"]},
+    "/v1/responses": {"input": LISTED["messages"]},
+}
 
 
 def post(proxy: TestClient, path: str, body: dict[str, Any], save_file: str) -> Any:
@@ -159,3 +165,26 @@ def test_a_chat_whose_directory_does_not_exist_is_refused(
         assert CHAT_HEADER in message and "no-such-dir" in message
     assert scripted_model.seen == []
     assert not os.path.lexists(os.path.dirname(missing))
+
+
+@pytest.mark.parametrize("path", [CHAT_PATH, "/v1/messages", "/v1/responses"])
+@pytest.mark.parametrize("model", ["flaky", "flaky-fallback"], ids=["retry", "fallback"])
+def test_a_router_attempt_after_an_abort_never_reaches_a_model(
+    proxy: TestClient, chat: tuple[str | None, str], model: str, path: str
+) -> None:
+    """The proxy's router makes further attempts of one request after the pre-call hook:
+    a retry (``num_retries``), a fallback model (``fallbacks``). The first attempt fails
+    after the operator's abort arrived during it; the next attempt must not reach a model,
+    and the request's answer names the abort (403 for a retry; for a fallback, LiteLLM's
+    own error carries it). Unchecked, the retry or the fallback answered: 200."""
+    _, save_file = chat
+    scripted_model.start(load_replay(), Events(save_file), fail_once=True)
+    body = ATTEMPTED[path] | {"model": model}
+    response = post(proxy, path, body, save_file)
+    assert len(scripted_model.seen) == 1, response.text  # the failed attempt only
+    assert response.status_code != 200 and ABORT_REASON in response.text, response.text
+    if model == "flaky":
+        check_refused(response)
+    assert held(save_file) == ABORT_REASON
+    check_refused(post(proxy, CHAT_PATH, LISTED, save_file))  # and every later request
+    assert len(scripted_model.seen) == 1
