@@ -37,6 +37,7 @@ from ..protocol import (
     StatusParams,
 )
 from ..protocol.error_table import about_base
+from ..protocol.layout import LayoutError
 from ..protocol.report import Prepared
 from ._async_connection import AsyncConnection
 from ._backend_anyio import Lock, Stream, close_scope, connect_unix, sleep
@@ -143,8 +144,7 @@ class AsyncClient:
         )
         if session_id is not None:
             return (await self._call("prepare_prompt", params, Messages)).messages
-        answer, sent = await self._prepare_whole(params, WholePrompt)
-        return answer.prompt(sent)
+        return (await self._prepare_whole(params, WholePrompt))[1]
 
     async def prepare(
         self,
@@ -164,8 +164,8 @@ class AsyncClient:
         )
         if session_id is not None:
             return await self._call("prepare_prompt", params, Prepared)
-        answer, sent = await self._prepare_whole(params, WholePrepared)
-        return Prepared(messages=answer.prompt(sent), report=answer.report)
+        answer, prompt = await self._prepare_whole(params, WholePrepared)
+        return Prepared(messages=prompt, report=answer.report)
 
     async def open_session(
         self,
@@ -316,16 +316,21 @@ class AsyncClient:
         self, params: PreparePromptParams, kind: type[W]
     ) -> tuple[W, list[Any]]:
         """A session-less prepare, answered with indices (docs/PROTOCOL.md) unless
-        the daemon refuses them: then, once per connection, the whole answer."""
+        the daemon refuses them: then, once per connection, the whole answer.
+        Returns the answer and the prompt rebuilt from it over the messages sent."""
         conn = await self._connection()
         asked, sent = whole_params(params, conn.state)
         try:
-            return await self._call("prepare_prompt", asked, kind, conn), sent
+            answer = await self._call("prepare_prompt", asked, kind, conn)
         except RemoteError as exc:
             if not refused_indices(exc, asked, conn.state):
                 raise
-        whole = msgspec.structs.replace(asked, answer="messages")
-        return await self._call("prepare_prompt", whole, kind, conn), sent
+            whole = msgspec.structs.replace(asked, answer="messages")
+            answer = await self._call("prepare_prompt", whole, kind, conn)
+        try:
+            return answer, answer.prompt(sent)
+        except LayoutError as exc:  # a layout that does not fit what was sent
+            raise await conn.unreadable("answer to prepare_prompt", exc) from None
 
     async def _close_session(self, session: AsyncSession) -> None:
         conn = session._conn

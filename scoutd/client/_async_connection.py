@@ -82,7 +82,18 @@ class AsyncConnection:
                 )
         finally:
             self.state.forget_request(request_id)
-        return result_of(answer, kind, self.state, params)
+        try:
+            return result_of(answer, kind, self.state, params)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise await self.unreadable(f"answer to {method}", exc) from None
+
+    async def unreadable(self, what: str, exc: Exception) -> DaemonUnavailable:
+        """The error for a line or answer this client cannot read (not JSON-RPC, not the
+        result asked for, nested past the decoder's depth): the peer is no daemon of
+        this protocol (an impostor on the socket path, another version), so the
+        connection is given up rather than trusted for the next call."""
+        await self.lose(f"unreadable {what} from the daemon: {exc}")
+        return self.lost_error()
 
     async def _send(
         self,
@@ -174,9 +185,8 @@ class AsyncConnection:
     async def _route(self, data: bytes) -> None:
         try:
             self.state.receive_data(data)
-        except msgspec.DecodeError as exc:
-            await self.lose(f"invalid line from the daemon: {exc}")
-            raise self.lost_error() from exc
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise await self.unreadable("line", exc) from None
 
     def read_nowait(self) -> None:
         """Route what has already arrived, if no one else is reading; never waits."""
@@ -188,7 +198,7 @@ class AsyncConnection:
                     self.state.connection_lost("the daemon closed the connection")
                     break
                 self.state.receive_data(data)
-        except (OSError, msgspec.DecodeError) as exc:
+        except (OSError, msgspec.DecodeError, RecursionError) as exc:
             self.state.connection_lost(str(exc) or type(exc).__name__)
         finally:
             self.read_lock.release()

@@ -31,6 +31,7 @@ from ..protocol import (
     StatusParams,
 )
 from ..protocol.error_table import about_base
+from ..protocol.layout import LayoutError
 from ..protocol.report import Prepared
 from ._backend_socket import Lock, Stream, close_scope, connect_unix, sleep
 from ._common import (
@@ -137,8 +138,7 @@ class Client:
         )
         if session_id is not None:
             return (self._call("prepare_prompt", params, Messages)).messages
-        answer, sent = self._prepare_whole(params, WholePrompt)
-        return answer.prompt(sent)
+        return (self._prepare_whole(params, WholePrompt))[1]
 
     def prepare(
         self,
@@ -158,8 +158,8 @@ class Client:
         )
         if session_id is not None:
             return self._call("prepare_prompt", params, Prepared)
-        answer, sent = self._prepare_whole(params, WholePrepared)
-        return Prepared(messages=answer.prompt(sent), report=answer.report)
+        answer, prompt = self._prepare_whole(params, WholePrepared)
+        return Prepared(messages=prompt, report=answer.report)
 
     def open_session(
         self,
@@ -308,16 +308,21 @@ class Client:
 
     def _prepare_whole(self, params: PreparePromptParams, kind: type[W]) -> tuple[W, list[Any]]:
         """A session-less prepare, answered with indices (docs/PROTOCOL.md) unless
-        the daemon refuses them: then, once per connection, the whole answer."""
+        the daemon refuses them: then, once per connection, the whole answer.
+        Returns the answer and the prompt rebuilt from it over the messages sent."""
         conn = self._connection()
         asked, sent = whole_params(params, conn.state)
         try:
-            return self._call("prepare_prompt", asked, kind, conn), sent
+            answer = self._call("prepare_prompt", asked, kind, conn)
         except RemoteError as exc:
             if not refused_indices(exc, asked, conn.state):
                 raise
-        whole = msgspec.structs.replace(asked, answer="messages")
-        return self._call("prepare_prompt", whole, kind, conn), sent
+            whole = msgspec.structs.replace(asked, answer="messages")
+            answer = self._call("prepare_prompt", whole, kind, conn)
+        try:
+            return answer, answer.prompt(sent)
+        except LayoutError as exc:  # a layout that does not fit what was sent
+            raise conn.unreadable("answer to prepare_prompt", exc) from None
 
     def _close_session(self, session: Session) -> None:
         conn = session._conn

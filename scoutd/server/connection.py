@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 import anyio
@@ -67,6 +68,11 @@ class PeerConnection:
         self.in_flight = 0
         self.queued = 0  # bytes of answers produced and not yet written to the socket
         self._waiting = 0  # bytes of complete request lines read, waiting for a slot
+        # Notifications not yet handed to the socket, written in order by one task
+        # (``_push_all``) and counted in ``queued`` from the moment they are pushed.
+        self._pushes: deque[bytes] = deque()
+        self._pushed = 0  # their bytes
+        self._uid_slots = 0  # request slots of the uid taken by this connection's requests
         self._send_lock = anyio.Lock()
         self._slots = anyio.Semaphore(MAX_IN_FLIGHT)
         self._producing = anyio.Semaphore(MAX_PRODUCING)
@@ -75,24 +81,75 @@ class PeerConnection:
         self._sock: socket.socket = stream.extra(anyio.abc.SocketAttribute.raw_socket)
 
     def push(self, line: bytes) -> None:
-        """Queue a notification for this connection (never waits)."""
-        if self._tg is not None and not self.closed:
-            self._tg.start_soon(self.send, line)
+        """Queue a notification for this connection (never waits).
+
+        Pushes are held in one queue, written by one task: a client that never
+        reads holds at most ``max_queued_response_bytes`` of them (or stops at
+        its uid's unread bound), then its connection is closed, since a
+        notification cannot be refused like a request (docs/RELIABILITY.md).
+        """
+        if self._tg is None or self.closed:
+            return
+        size = len(line)
+        limit = self.shared.snapshot.config.daemon.max_queued_response_bytes
+        if self._pushes and (
+            self._pushed + size > limit or self.shared.quotas.answers_over(self.peer.uid)
+        ):
+            log.warning(
+                "closing a connection of pid %d: it does not read its notifications"
+                " (%d bytes waiting)",
+                self.peer.pid,
+                self._pushed,
+            )
+            self.close()
+            return
+        self._count(size)
+        self._pushed += size
+        self._pushes.append(line)
+        if len(self._pushes) == 1:
+            self._tg.start_soon(self._push_all)
+
+    async def _push_all(self) -> None:
+        """Write the queued notifications in order (a line leaves the queue once written;
+        what is left when the connection ends is uncounted by :meth:`serve`)."""
+        while self._pushes:
+            line = self._pushes[0]
+            await self._write(line)
+            if self.closed:
+                return
+            self._pushes.popleft()
+            self._pushed -= len(line)
+            self._count(-len(line))
 
     async def send(self, line: bytes) -> None:
         """Write one line; a peer that does not take it within ``idle_timeout`` is dropped.
+
+        The line counts as an unread answer until it is written.
+        """
+        if self.closed:
+            return
+        size = len(line)
+        self._count(size)
+        try:
+            await self._write(line)
+        finally:
+            self._count(-size)
+
+    def _count(self, size: int) -> None:
+        """Count ``size`` more (negative: fewer) bytes of unread answers."""
+        self.queued += size
+        self.shared.quotas.add_queued(self.peer.uid, size)
+        if size < 0 and not self._full():
+            self._drained.set()
+
+    async def _write(self, line: bytes) -> None:
+        """Write ``line`` whole, or close the connection.
 
         Fast path: when no other answer is being written, the line goes out
         in one ``send`` right away (a Unix socket's buffer takes a small
         answer whole), with no checkpoint, lock wait or timer; only what the
         socket did not take waits, under the lock, for the peer to read.
         """
-        if self.closed:
-            return
-        size = len(line)
-        quotas = self.shared.quotas
-        self.queued += size
-        quotas.add_queued(self.peer.uid, size)
         try:
             if self._send_lock.locked():
                 await self._send_lock.acquire()
@@ -107,11 +164,6 @@ class PeerConnection:
                 self._send_lock.release()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, TimeoutError):
             self.close()
-        finally:
-            self.queued -= size
-            quotas.add_queued(self.peer.uid, -size)
-            if not self._full():
-                self._drained.set()
 
     def _send_now(self, line: bytes) -> bytes:
         """Write what the socket takes now (never waits); return the rest."""
@@ -170,6 +222,13 @@ class PeerConnection:
             self._drained.set()
             self.shared.pending_request_bytes -= reader.pending + self._waiting
             self._waiting = 0
+            for _ in range(self._uid_slots):  # requests whose task never ran
+                self.shared.quotas.end_request(self.peer.uid)
+            self._uid_slots = 0
+            if self._pushed:  # notifications never written
+                self._count(-self._pushed)
+                self._pushes.clear()
+                self._pushed = 0
             with anyio.CancelScope(shield=True):
                 await self.registry.close_owner(self)  # which releases their bytes
                 await self.stream.aclose()
@@ -233,6 +292,12 @@ class PeerConnection:
                     )
                     continue
                 await _acquire(self._slots)
+                try:  # and one of its uid's (MAX_REQUESTS_PER_UID over its connections)
+                    await shared.quotas.start_request(self.peer.uid)
+                except BaseException:
+                    self._slots.release()
+                    raise
+                self._uid_slots += 1  # given back by its task, or at the end (serve)
                 self.in_flight += 1
                 self._waiting -= len(line)  # counted on: its task uncounts it
                 tg.start_soon(self._handle, line)
@@ -277,6 +342,8 @@ class PeerConnection:
             shared.request_ended()
             self.in_flight -= 1
             self.last_activity = time.monotonic()
+            self._uid_slots -= 1
+            shared.quotas.end_request(self.peer.uid)
             self._slots.release()
 
 

@@ -1,8 +1,9 @@
 """The listening socket: bind it safely, or take the one systemd passes.
 
 Binding refuses to replace a live daemon's socket or anything that is not a
-socket, removes a stale one, and never leaves the file wider than its mode
-(docs/OPERATIONS.md, the socket). Under socket activation the passed socket is
+socket, removes a stale one, never leaves the file wider than its mode, never
+follows a link put in its place, and refuses a directory another user may
+write (docs/OPERATIONS.md, the socket). Under socket activation the passed socket is
 used as it is and no file is ever removed by this process.
 """
 
@@ -76,12 +77,33 @@ def _probe_existing(path: str) -> None:
     raise StartupError(f"another scoutd is already serving on {path}; not starting")
 
 
+def _check_directory(directory: str) -> None:
+    """Refuse a socket directory that another user may write: whoever may rename
+    entries there may replace the socket with one of their own and receive every
+    agent's prompts, or swap it for a link while it is being bound. Writable by
+    others is allowed with the sticky bit (``/tmp``): only the owner of the
+    socket may then move it."""
+    st = os.stat(directory)
+    if st.st_uid not in (0, os.geteuid()):
+        raise StartupError(
+            f"socket directory {directory} belongs to uid {st.st_uid}, who could replace"
+            " the socket; use a directory of this user or root"
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        raise StartupError(
+            f"socket directory {directory} is writable by other users (mode"
+            f" {stat.S_IMODE(st.st_mode):#o}) without the sticky bit: they could replace"
+            " the socket; use a directory only its owner may write"
+        )
+
+
 def open_listener(path: str, mode: int, group: str | None, backlog: int = 128) -> Listener:
     """Bind and listen on ``path`` with file mode ``mode`` and group ``group``.
 
     Raises:
         StartupError: the directory is missing, the path is too long, a live
-            daemon owns the socket, or binding/chmod/chown failed.
+            daemon owns the socket, another user may write its directory, or
+            binding or chown failed (or the file was replaced meanwhile).
     """
     if len(os.fsencode(path)) > SUN_PATH_MAX:
         raise StartupError(f"socket path is longer than {SUN_PATH_MAX} bytes: {path}")
@@ -94,12 +116,14 @@ def open_listener(path: str, mode: int, group: str | None, backlog: int = 128) -
             gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
         except KeyError:
             raise StartupError(f"socket_group {group!r} does not exist") from None
+    _check_directory(directory)
     _probe_existing(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        # Bind under a restrictive umask so the file is never wider than wanted, even
-        # for the instant before chmod; then set the exact mode.
-        old_umask = os.umask(0o177)
+        # Bind under the umask that gives the exact mode: nothing is changed through
+        # the path afterwards but the group, without following a link. A chmod or
+        # chown by path would follow a symlink put in the socket's place meanwhile.
+        old_umask = os.umask(0o777 & ~mode)
         try:
             sock.bind(path)
         finally:
@@ -107,13 +131,22 @@ def open_listener(path: str, mode: int, group: str | None, backlog: int = 128) -
         st = os.lstat(path)
         listener = Listener(sock=sock, path=path, created=(st.st_dev, st.st_ino))
         try:
-            os.chmod(path, mode)
+            if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+                listener.created = None  # not ours: never removed by this process
+                raise StartupError(f"{path} was replaced while binding; not starting")
             if gid >= 0:
-                os.chown(path, -1, gid)
+                os.chown(path, -1, gid, follow_symlinks=False)
+                now = os.lstat(path)
+                if (now.st_dev, now.st_ino) != listener.created:
+                    listener.created = None
+                    raise StartupError(f"{path} was replaced while binding; not starting")
             sock.listen(backlog)
-        except OSError:
+        except (OSError, StartupError):
             listener.remove_file()
             raise
+    except StartupError:
+        sock.close()
+        raise
     except OSError as exc:
         sock.close()
         raise StartupError(f"cannot listen on {path}: {exc.strerror or exc}") from None

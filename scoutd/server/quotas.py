@@ -48,6 +48,11 @@ __all__ = [
 # entries it leads to). Rounded up: no conversation measured held more.
 HELD_PER_JSON_BYTE = 5
 HELD_PER_VALUE = 320
+# Requests of one uid handled at once, over all its connections (64 each): beyond,
+# its connections are not read. Every request, even one refused at once, is a turn
+# of the one event loop: 64 connections of tiny invalid lines (4,096 in flight) made
+# another uid's `status` take 0.7 s (p50) to 12 s (docs/RELIABILITY.md).
+MAX_REQUESTS_PER_UID = 256
 
 
 def json_values(messages: Sequence[Any]) -> int:
@@ -104,6 +109,26 @@ class Quotas:
         self.held_by_uid: dict[int, int] = {}
         self._sessions: dict[str, tuple[int, int]] = {}  # session id -> (uid, bytes held)
         self._lock = threading.Lock()  # the session counts: changed from worker threads
+        self._requests: dict[int, anyio.Semaphore] = {}  # uids with requests in flight
+
+    # --- requests in flight -----------------------------------------------------------
+
+    async def start_request(self, uid: int) -> None:
+        """Take one of ``uid``'s :data:`MAX_REQUESTS_PER_UID` request slots (waits while
+        it holds them all); :meth:`end_request` gives it back."""
+        slots = self._requests.get(uid)
+        if slots is None:
+            slots = self._requests[uid] = anyio.Semaphore(MAX_REQUESTS_PER_UID)
+        try:
+            slots.acquire_nowait()  # the common case: no checkpoint
+        except anyio.WouldBlock:
+            await slots.acquire()
+
+    def end_request(self, uid: int) -> None:
+        slots = self._requests[uid]
+        slots.release()
+        if slots.value == MAX_REQUESTS_PER_UID:  # none held, none waiting
+            del self._requests[uid]
 
     # --- prepares computing ---------------------------------------------------------
 

@@ -299,3 +299,80 @@ def test_a_refusal_written_before_the_close_is_reported(tmp_path: Path) -> None:
     finally:
         thread.join(5)
         listener.close()
+
+
+# ---------------------------------------------------------------- a peer that is no daemon
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+LAYOUT = b'{"layout":[99],"report":[]}}'  # an index past the one message sent
+# What an impostor on the socket path (or a daemon of another protocol) answers:
+# the request's id goes where ``%d`` is.
+UNREADABLE = {
+    "result of another type": b'{"jsonrpc":"2.0","id":%d,"result":42}',
+    "neither result nor error": b'{"jsonrpc":"2.0","id":%d}',
+    "result nested too deeply": b'{"jsonrpc":"2.0","id":%d,"result":' + DEEP + b"}",
+    "error data nested too deeply": (
+        b'{"jsonrpc":"2.0","id":%d,"error":{"code":1,"message":"x","data":' + DEEP + b"}}"
+    ),
+    "push nested too deeply": b'{"jsonrpc":"2.0","method":"session.aborted","params":'
+    + DEEP
+    + b"}",
+    "layout outside the messages": b'{"jsonrpc":"2.0","id":%d,"result":' + LAYOUT,
+}
+
+
+def _impostor(path: str, answer: bytes) -> tuple[socket.socket, threading.Thread]:
+    """A peer on ``path`` that reads one request line and answers ``answer`` with its id."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        with peer, peer.makefile("rb") as lines:
+            request = lines.readline()
+            rid = int(request.split(b'"id":')[1].split(b",")[0])
+            peer.sendall((answer % rid if b"%d" in answer else answer) + b"\n")
+            lines.readline()  # until the client closes
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_an_answer_that_is_not_the_protocol_is_daemon_unavailable(
+    case: str, tmp_path: Path
+) -> None:
+    """A client raises its own error for what it cannot read, never msgspec's errors,
+    a ``RecursionError`` or the layout's ``ValueError``, and gives up the connection."""
+    path = str(tmp_path / "impostor.sock")
+    listener, thread = _impostor(path, UNREADABLE[case])
+    try:
+        with Client(path, timeout=5) as client, pytest.raises(DaemonUnavailable, match="unread"):
+            if "layout" in case:
+                client.prepare_prompt([{"role": "user", "content": "hi"}])
+            else:
+                client.status()
+    finally:
+        thread.join(5)
+        listener.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+async def test_async_an_answer_that_is_not_the_protocol_is_daemon_unavailable(
+    case: str, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "impostor.sock")
+    listener, thread = _impostor(path, UNREADABLE[case])
+    try:
+        async with AsyncClient(path, timeout=5) as client:
+            with pytest.raises(DaemonUnavailable, match="unreadable"):
+                if "layout" in case:
+                    await client.prepare_prompt([{"role": "user", "content": "hi"}])
+                else:
+                    await client.status()
+    finally:
+        await anyio.to_thread.run_sync(thread.join, 5)
+        listener.close()

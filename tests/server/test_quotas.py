@@ -20,7 +20,7 @@ from scoutd import protocol
 from scoutd.config import DaemonConfig
 from scoutd.engine.incremental import json_size
 from scoutd.protocol.framing import LineReader
-from scoutd.server.quotas import Quotas, held_bytes, json_values
+from scoutd.server.quotas import MAX_REQUESTS_PER_UID, Quotas, held_bytes, json_values
 
 from ..support.daemon import InProcessDaemon, LineClient, wait_for
 
@@ -233,3 +233,79 @@ def test_a_line_trickled_in_byte_by_byte_holds_about_its_bytes() -> None:
     assert reader.pending == 100_000
     assert held <= 2 * reader.pending + 64 * 1024, held
     assert reader.feed(b"\n", 0.0) == [b"x" * 100_000]
+
+
+def test_notifications_a_client_never_reads_are_bounded() -> None:
+    """``session.aborted`` pushes to a client that never reads count as unread answers
+    and stop at its bound: the connection is then closed. Before, every push was a
+    task of its own holding its line: 200 sessions and 200 aborts held 14 MB of
+    pushes under a 1 MiB bound, and the daemon grew 175 MB."""
+    bound = 64 * 1024
+    with InProcessDaemon(daemon={"max_queued_response_bytes": bound}) as d:
+        chat = os.path.join(d.dir, "chats", "a.chat")
+        inbox = os.path.join(d.dir, "chats", "a.inbox")
+        os.makedirs(inbox)
+        with d.connect(30) as agent, d.connect(30) as other:
+            for _ in range(100):
+                assert "result" in agent.call("session.open", {"save_file": chat})
+            assert _counts(other)["connections"] == 2
+            closed = False
+            for n in range(60):  # the agent never reads again; each abort pushes 100 lines
+                with open(os.path.join(inbox, "abort.tmp"), "w") as handle:
+                    handle.write(f"stop {n} " + "x" * 1000)
+                os.rename(os.path.join(inbox, "abort.tmp"), os.path.join(inbox, "abort"))
+                wait_for(
+                    lambda: (
+                        not os.path.exists(os.path.join(inbox, "abort"))
+                        or _counts(other)["connections"] == 1
+                    ),
+                    10,
+                    "the abort claimed",
+                )
+                counts = _counts(other)
+                # the bound, plus one push (a line is counted before it is refused)
+                assert counts["queued_response_bytes"] <= bound + 2048, counts
+                if counts["connections"] == 1:
+                    closed = True
+                    break
+            assert closed, "the connection of a client that never reads stayed open"
+            assert wait_for(lambda: _counts(other)["queued_response_bytes"] == 0 or None, 10, "0")
+            assert "does not read its notifications" in d.log()
+
+
+def test_one_uid_has_at_most_its_share_of_requests_in_flight() -> None:
+    """Every request is a turn of the one event loop, even one refused at once: 64
+    connections of one uid sending tiny invalid lines (4,096 in flight) made another
+    uid's ``status`` take 0.7 s (p50) and up to 12 s; now 42 ms and 130 ms. Counted,
+    not timed: over its connections a uid has at most ``MAX_REQUESTS_PER_UID``
+    requests in flight, and every request is still answered."""
+    conns, per_conn = 8, 64  # 512 requests that wait for the uid's one prepare slot
+    big = [{"role": "user", "content": "x" * 70_000}]  # not inline: in a worker, in turn
+    params = {"messages": big, "strategies": "none", "answer": "indices"}  # a short answer
+    line = {"jsonrpc": "2.0", "method": "prepare_prompt", "params": params}
+    lines = b"".join(json.dumps({**line, "id": i}).encode() + b"\n" for i in range(per_conn))
+    with InProcessDaemon(daemon={"max_prepares_per_uid": 1}) as d:
+        shared = d._server.shared
+        clients = [d.connect(60) for _ in range(conns)]
+        senders = [client.sock.dup() for client in clients]  # the daemon may stop reading
+        try:
+            writers = [threading.Thread(target=s.sendall, args=(lines,)) for s in senders]
+            for writer in writers:
+                writer.start()
+            most, deadline = 0, time.monotonic() + 30
+            while time.monotonic() < deadline and any(w.is_alive() for w in writers):
+                most = max(most, shared.in_flight)
+                time.sleep(0.001)
+            most = max(most, shared.in_flight)
+            assert most <= MAX_REQUESTS_PER_UID, most
+            for client in clients:  # nothing lost
+                for rid in range(per_conn):
+                    assert "result" in client.response(rid, timeout=60)
+            for writer in writers:
+                writer.join(10)
+            assert wait_for(lambda: shared.in_flight == 0, 10, "no request in flight")
+            assert shared.quotas._requests == {}  # every slot given back
+        finally:
+            for client, sender in zip(clients, senders, strict=True):
+                sender.close()
+                client.close()
