@@ -305,8 +305,16 @@ class Server:
                 )
                 check_not_partial(self.snapshot.config, config)
             except ConfigError as exc:
+                # once per error: an editor's burst of writes, or a file left broken
+                # while it is fixed, must not fill the log with the same line
+                again = str(exc) == self.last_reload_error
                 self.last_reload_error = str(exc)
-                log.error("reload failed, keeping generation %d: %s", self.snapshot.generation, exc)
+                log.log(
+                    logging.DEBUG if again else logging.ERROR,
+                    "reload failed, keeping generation %d: %s",
+                    self.snapshot.generation,
+                    exc,
+                )
                 raise
             finally:
                 self.notifier.ready()

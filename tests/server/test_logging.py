@@ -77,3 +77,19 @@ def test_startup_warns_about_a_missing_root(tmp_path: Path) -> None:
         assert d.status()["config"]["generation"] == 1
         log = d.log()
     assert f"allowed_roots entry {missing} is not an existing directory" in log
+
+
+def test_the_same_reload_error_is_logged_once_at_error_level() -> None:
+    """A file left broken while it is fixed, or an editor's burst of writes, used to
+    log one error line per reload; the next different error is logged again."""
+    with Daemon() as d, d.connect() as c:
+        with open(d.config_path, "a", encoding="utf-8") as handle:
+            handle.write("max_request_bytes = 'big'\n")
+        for _ in range(4):
+            assert "error" in c.call("config.reload")
+        with open(d.config_path, "a", encoding="utf-8") as handle:
+            handle.write("[nonsense\n")
+        assert "error" in c.call("config.reload")
+        errors = [line for line in d.log().splitlines() if "ERROR" in line and "reload" in line]
+        assert len(errors) == 2, errors
+        assert "max_request_bytes" in errors[0] and "max_request_bytes" not in errors[1]
