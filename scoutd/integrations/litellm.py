@@ -98,6 +98,10 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
         max_chats: chats whose session is kept between requests
             (``SCOUTD_LITELLM_MAX_CHATS``).
         timeout: seconds allowed for each daemon answer.
+        passthrough: serve LiteLLM's passthrough routes (``/anthropic/...``,
+            ``/openai/...``) although chats are supervised (``roots``): their
+            requests reach the hook without headers, so no chat's abort can be
+            checked there (``SCOUTD_LITELLM_PASSTHROUGH=allow``). Off: refused.
     """
 
     roots: tuple[str, ...] = ()
@@ -105,6 +109,7 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
     config: dict[str, Any] | None = None
     max_chats: int = 256
     timeout: float = 60.0
+    passthrough: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_chats <= MAX_CHATS_LIMIT:
@@ -124,7 +129,20 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
         if config is not None and not isinstance(config, dict):
             raise ValueError(f"SCOUTD_LITELLM_CONFIG must be a JSON object: {raw}")
         max_chats = int(environ.get("SCOUTD_LITELLM_MAX_CHATS", "256"))
-        return cls(roots=roots, socket=socket, config=config, max_chats=max_chats)
+        passthrough = environ.get("SCOUTD_LITELLM_PASSTHROUGH", "")
+        if passthrough not in ("", "allow"):
+            raise ValueError(f"SCOUTD_LITELLM_PASSTHROUGH must be 'allow' or unset: {passthrough}")
+        return cls(
+            roots=roots,
+            socket=socket,
+            config=config,
+            max_chats=max_chats,
+            passthrough=passthrough == "allow",
+        )
+
+
+# The call type of LiteLLM's passthrough routes (``/anthropic/...``, ``/openai/...``).
+PASSTHROUGH = "pass_through_endpoint"
 
 
 def api_error(status: int, message: str, kind: str) -> HTTPException:
@@ -338,6 +356,15 @@ class ScoutdProxyHook(CustomLogger):
             HTTPException: 403 for an aborted chat; 400 for a chat outside the
                 roots or in a directory that does not exist.
         """
+        if call_type == PASSTHROUGH and self.settings.roots and not self.settings.passthrough:
+            # No headers reach the hook there: an aborted chat would be served.
+            raise api_error(
+                ABORT_STATUS,
+                "scoutd: LiteLLM's passthrough routes cannot be checked for a chat's abort;"
+                " use /v1/chat/completions, /v1/messages or /v1/responses (or start the"
+                " proxy with SCOUTD_LITELLM_PASSTHROUGH=allow)",
+                "scoutd_passthrough_refused",
+            )
         save_file = self.save_file(data)
         found = conversation(data, call_type)
         chat = "no chat" if save_file is None else display_path(save_file)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -188,3 +191,77 @@ def test_a_router_attempt_after_an_abort_never_reaches_a_model(
     assert held(save_file) == ABORT_REASON
     check_refused(post(proxy, CHAT_PATH, LISTED, save_file))  # and every later request
     assert len(scripted_model.seen) == 1
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    """A provider on loopback for LiteLLM's passthrough route: answers any POST."""
+
+    bodies: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:
+        self.bodies.append(self.rfile.read(int(self.headers.get("content-length", 0))))
+        answer = json.dumps(
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-3-haiku-20240307",
+                "content": [{"type": "text", "text": "upstream answered"}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def upstream(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
+    """What LiteLLM's ``/anthropic/...`` passthrough route forwards, as the provider gets it."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("ANTHROPIC_API_BASE", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    _Upstream.bodies = []
+    try:
+        yield _Upstream.bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_a_passthrough_route_is_refused_while_chats_are_supervised(
+    proxy: TestClient, chat: tuple[str | None, str], upstream: list[bytes]
+) -> None:
+    """LiteLLM's passthrough routes run the hook without the request's headers: no
+    chat's abort can be checked there. A request naming an aborted chat on
+    ``/anthropic/v1/messages`` reached the provider (200); now every passthrough
+    request is refused (403) unless the operator allows them."""
+    socket_path, save_file = chat
+    write_abort(save_file, ABORT_REASON)
+    body = {"model": "claude-x", "max_tokens": 64, "messages": LISTED["messages"]}
+    refused = post(proxy, "/anthropic/v1/messages", body, save_file)
+    assert refused.status_code == 403, refused.text
+    assert "passthrough" in refused.text and "SCOUTD_LITELLM_PASSTHROUGH" in refused.text
+    assert upstream == []
+    check_refused(post(proxy, "/v1/messages", body, save_file))  # the route to use
+    test_litellm.proxy_handler.configure(
+        ProxySettings(roots=(os.path.dirname(save_file),), socket=socket_path, passthrough=True)
+    )
+    allowed = post(proxy, "/anthropic/v1/messages", body, save_file)
+    assert allowed.status_code == 200 and len(upstream) == 1, allowed.text  # as asked
+
+
+def test_passthrough_is_read_from_the_environment() -> None:
+    assert ProxySettings.from_env({}).passthrough is False
+    assert ProxySettings.from_env({"SCOUTD_LITELLM_PASSTHROUGH": "allow"}).passthrough is True
+    with pytest.raises(ValueError, match="SCOUTD_LITELLM_PASSTHROUGH"):
+        ProxySettings.from_env({"SCOUTD_LITELLM_PASSTHROUGH": "yes"})
