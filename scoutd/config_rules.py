@@ -25,7 +25,7 @@ import msgspec
 import msgspec.inspect
 
 from .errors import ConfigError
-from .paths import printable
+from .paths import file_kind, printable
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -161,19 +161,6 @@ def check_numbers(struct: msgspec.Struct) -> None:
             raise ValueError(f"{name} = {_shown(value)} is out of bounds ({bounds})")
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def read_config_bytes(path: str) -> bytes:
     """The bytes of the config file at ``path``: a regular file of at most
     :data:`MAX_CONFIG_BYTES`, opened without blocking (a FIFO never holds the
@@ -186,7 +173,7 @@ def read_config_bytes(path: str) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            why = f"it is {_kind(mode)}, not a regular file"
+            why = f"it is {file_kind(mode)}, not a regular file"
             raise ConfigError(f"cannot read config file {shown}: {why}")
         chunks: list[bytes] = []
         size = 0

@@ -34,6 +34,7 @@ import stat
 from collections.abc import Mapping
 
 from .config import DaemonConfig, resolve_config
+from .paths import file_kind
 
 __all__ = [
     "SOCKET_ENV",
@@ -136,18 +137,6 @@ def discover_socket(
     return FoundSocket(user if _private_socket(user) else system, candidates)
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISFIFO, "a FIFO"),
-    ):
-        if test(mode):
-            return name
-    return "a device"
-
-
 def path_state(path: str) -> str:
     """Why nothing was reached at ``path``, judged from the file system alone."""
     try:
@@ -157,7 +146,7 @@ def path_state(path: str) -> str:
     except OSError as exc:
         return (exc.strerror or str(exc)).lower()
     if not stat.S_ISSOCK(entry.st_mode):
-        return f"not a socket: {_kind(entry.st_mode)}"
+        return f"not a socket: {file_kind(entry.st_mode)}"
     if not _private_socket(path) and path != SYSTEM_SOCKET:
         return "in a directory that is not yours alone: not trusted"
     return "a socket"

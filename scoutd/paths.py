@@ -8,15 +8,33 @@ person or a peer goes through :func:`display_path` (or :func:`safe_text` for a
 sentence that embeds one), which escapes what cannot be encoded and leaves
 valid text untouched. docs/PROTOCOL.md describes the escapes. A name or path
 an agent may have chosen, shown on an operator's terminal, goes through
-:func:`printable`, which escapes control characters as well.
+:func:`printable`, which escapes control characters as well; what a file is,
+in words, is :func:`file_kind`.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
-__all__ = ["display_path", "printable", "safe_text", "safe_value"]
+__all__ = ["display_path", "file_kind", "printable", "safe_text", "safe_value"]
+
+_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words ("a FIFO"), for messages."""
+    return next((words for test, words in _KINDS if test(mode)), "an unknown kind of file")
+
 
 _SURROGATES = range(0xD800, 0xE000)
 _ESCAPED_BYTES = range(0xDC80, 0xDD00)  # what surrogateescape makes of bytes 0x80-0xff

@@ -10,21 +10,12 @@ from __future__ import annotations
 import os
 import stat
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISLNK, "a symbolic link"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
+from ..paths import file_kind
 
 
 def entry_kind(mode: int) -> str | None:
     """What an entry of ``st_mode`` ``mode`` is, in words; None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+    return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
 def removed_dir_problem(inbox_path: str, removed: str) -> str | None:
