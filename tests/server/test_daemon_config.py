@@ -182,23 +182,18 @@ def test_config_check_escapes_names_it_prints(tmp_path: Path) -> None:
     (in the daemon's log, on the operator's terminal); now they are escaped."""
     bad = tmp_path / "a\nERROR forged.toml"
     bad.write_text('[prompt]\n"x\\nERROR scoutd.server: forged\\u001b[2J" = 1\n')
-    run = subprocess.run(
-        [sys.executable, "-m", "scoutd", "config", "check", str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = _config_check(bad)
     assert run.returncode == 2, run.stderr
     assert run.stderr.count("\n") == 1 and "\x1b" not in run.stderr, run.stderr
     assert "x\\x0aERROR scoutd.server: forged\\x1b[2J" in run.stderr
     assert "a\\x0aERROR forged.toml" in run.stderr
     good = tmp_path / "ok\x1b[2J.toml"
     good.write_text(f"[daemon]\nallowed_roots = [{json.dumps(str(tmp_path))}]\n")
-    run = subprocess.run(
-        [sys.executable, "-m", "scoutd", "config", "check", str(good)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = _config_check(good)
     assert run.returncode == 0, run.stderr
     assert "\x1b" not in run.stdout and "ok\\x1b[2J.toml" in run.stdout
+
+
+def _config_check(path: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "scoutd", "config", "check", str(path)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
