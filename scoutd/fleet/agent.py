@@ -51,6 +51,7 @@ from .wire import (
     Receipt,
     SessionEvent,
     SessionView,
+    decode_beat,
     decode_command,
     encode,
 )
@@ -429,12 +430,9 @@ def _instance_of(beat: bytes | None) -> str:
     if beat is None:
         return ""
     try:
-        return _beat_decoder.decode(beat).instance
+        return decode_beat(beat).instance
     except (msgspec.DecodeError, RecursionError):  # another version, or not a beat at all
         return ""
-
-
-_beat_decoder = msgspec.json.Decoder(HostBeat)
 
 
 def metrics_text(status: protocol.FleetStatus) -> str:

@@ -15,7 +15,7 @@ import msgspec
 
 from ..config import FleetConfig
 from .link import connect
-from .wire import FIELD, Command, HostBeat, Keys, Receipt, encode, new_command_id
+from .wire import FIELD, Command, HostBeat, Keys, Receipt, decode_beat, encode, new_command_id
 
 __all__ = [
     "FleetView",
@@ -72,7 +72,6 @@ class Receipts(msgspec.Struct, frozen=True, kw_only=True):
     chats: int  # chats written to, all hosts together
 
 
-_beat = msgspec.json.Decoder(HostBeat)
 _receipt = msgspec.json.Decoder(Receipt)
 
 
@@ -121,7 +120,7 @@ async def _beats(redis: Any, keys: Keys) -> list[HostBeat]:
     beats = []
     for data in raw.values():
         try:
-            beats.append(_beat.decode(data))
+            beats.append(decode_beat(data))
         except (msgspec.DecodeError, RecursionError):
             continue  # a host of another version: left out rather than failing the view
     return sorted(beats, key=lambda b: b.host)

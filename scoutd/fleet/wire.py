@@ -28,6 +28,7 @@ __all__ = [
     "SessionView",
     "TargetError",
     "check_pattern",
+    "decode_beat",
     "decode_command",
     "encode",
     "new_command_id",
@@ -148,6 +149,13 @@ class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _command_decoder = msgspec.json.Decoder(Command)
+_beat_decoder = msgspec.json.Decoder(HostBeat)
+
+
+def decode_beat(data: bytes | str) -> HostBeat:
+    """A heartbeat as a host wrote it (``msgspec.DecodeError``, or ``RecursionError`` for
+    an unknown field nested past the decoder's depth, otherwise)."""
+    return _beat_decoder.decode(data)
 
 
 def decode_command(data: bytes) -> Command:
