@@ -125,7 +125,15 @@ def _changed(previous: list[Any], prompt: list[Any], start: int, end: int) -> li
 
 
 class DeltaEncoder(_Checksummed):
-    """Sender side: turns each new prepared prompt into a :class:`PromptDelta`."""
+    """Sender side: turns each new prepared prompt into a :class:`PromptDelta`.
+
+    ``writer``: who last set the conversation these prompts are prepared from
+    (the daemon's connection); set and read by the caller, None for nobody yet.
+    """
+
+    def __init__(self, replacing: bool = False) -> None:
+        super().__init__(replacing)
+        self.writer: object = None
 
     def delta(self, prompt: list[Any], stable: int = 0, *, replace: bool = False) -> PromptDelta:
         """The delta from the previous prompt to ``prompt``.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +163,67 @@ def test_a_replaced_earlier_message_recomputes_the_prompt() -> None:
     got = session.prepare(edited)
     assert got.messages == prepare(edited, config=CONFIGS["epoch"]).messages
     assert got.messages != prepare(run, config=CONFIGS["epoch"]).messages
+
+
+def _json(messages: list[Any]) -> bytes:
+    return msgspec.json.encode(messages)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [(1, True), (1, 1.0), (0, False), ({"a": 1, "b": 2}, {"b": 2, "a": 1})],
+    ids=["1-true", "1-1.0", "0-false", "key-order"],
+)
+def test_a_message_replaced_by_an_equal_one_with_other_json_recomputes(old: Any, new: Any) -> None:
+    """``==`` takes 1 for true and ignores key order: the round must still answer the
+    caller's message, as ``prepare`` does, not the one the session held."""
+    run = agent_run(40)
+    first = list(run)
+    first[1] = {**run[1], "meta": old}
+    session = Session(config=CONFIGS["epoch"])
+    session.prepare(first)
+    second = list(first)
+    second[1] = {**run[1], "meta": new}
+    got = session.prepare(second)
+    assert _json(got.messages) == _json(prepare(second, config=CONFIGS["epoch"]).messages)
+    swapped = list(first)
+    swapped[1] = dict(reversed(list(first[1].items())))
+    got = session.prepare(swapped)
+    assert _json(got.messages) == _json(prepare(swapped, config=CONFIGS["epoch"]).messages)
+
+
+def test_threads_sharing_a_session_take_turns_and_each_gets_its_prompt() -> None:
+    """Rounds from several threads at once: each answer is ``prepare`` of its own
+    conversation (without the lock they interleaved: wrong prompts, IndexError)."""
+    run = agent_run(160)
+    config = Config(prompt=SMALL)
+    session = Session(config=config)
+    rounds = [run[:n] for n in range(4, len(run), 3)]
+    wanted = {len(m): _json(prepare(m, config=config).messages) for m in rounds}
+    wrong: list[object] = []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def play(offset: int) -> None:
+        for messages in rounds[offset::2] + rounds[: offset + 1]:
+            try:
+                got = session.prepare_prompt(messages)
+            except Exception as exc:  # an interleaved round breaks the held state
+                wrong.append(exc)
+                continue
+            if _json(got) != wanted[len(messages)]:
+                wrong.append(len(messages))
+
+    try:
+        threads = [threading.Thread(target=play, args=(i % 2,)) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads)
+    finally:
+        sys.setswitchinterval(switch)
+    assert wrong == []
 
 
 def _inbox_twins(tmp_path: Path) -> tuple[str, str]:

@@ -8,15 +8,20 @@ to what is new, and answers exactly what :func:`scoutd.prepare` answers for
 the same conversation (docs/PERFORMANCE.md, in-process sessions).
 
 Messages are values: a message the session has seen must not be changed in
-place. Replacing one (a new object that is not equal to the old one) is
-noticed, and the round is then computed from scratch.
+place. Replacing one (a new object whose JSON differs from the old one's: also
+1 by true or 1.0, or keys in another order) is noticed, and the round is then
+computed from scratch.
 """
 
 from __future__ import annotations
 
+import operator
+import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
+
+import msgspec
 
 from ..config import Config, PromptConfig
 from ..errors import Aborted, SessionClosed
@@ -42,9 +47,10 @@ class Session:
     every later round raises :class:`~scoutd.Aborted` again (an abort is never
     forgotten).
 
-    One round at a time: a session is not shared between threads. A round is
-    CPU work plus the inbox's small file reads, so an asyncio agent runs it in
-    a worker thread (``anyio.to_thread.run_sync(session.prepare_prompt, messages)``).
+    One round at a time: threads that share a session take turns (a lock), as
+    the client sessions' calls queue. A round is CPU work plus the inbox's
+    small file reads, so an asyncio agent runs it in a worker thread
+    (``anyio.to_thread.run_sync(session.prepare_prompt, messages)``).
     """
 
     def __init__(
@@ -67,6 +73,9 @@ class Session:
         self.closed = False
         self._state = SessionPrompt(format=format)
         self._shown: list[Any] = []  # the last prompt prepared, which recall's search skips
+        # Rounds, recalls and close take turns: two rounds at once would interleave
+        # their changes to the held conversation and answer wrong prompts.
+        self._lock = threading.Lock()
 
     def prepare_prompt(self, messages: Sequence[Any]) -> list[Any]:
         """The prepared prompt of the whole conversation ``messages``: the list to send.
@@ -99,6 +108,10 @@ class Session:
                 deeper than the interpreter walks are refused the same way, and the
                 session then forgets its conversation (the next round starts over).
         """
+        with self._lock:
+            return self._prepare(messages)
+
+    def _prepare(self, messages: Sequence[Any]) -> Prepared:
         if self.closed:
             raise SessionClosed("the session is closed")
         if self.aborted:
@@ -130,12 +143,12 @@ class Session:
         Raises:
             SessionClosed: the session was closed.
         """
-        if self.closed:
-            raise SessionClosed("the session is closed")
-        state = self._state
-        return find_output(
-            state.messages, handle, search, format=self.format, visible=self._shown
-        ).text
+        with self._lock:
+            if self.closed:
+                raise SessionClosed("the session is closed")
+            return find_output(
+                self._state.messages, handle, search, format=self.format, visible=self._shown
+            ).text
 
     def _absorb(self, messages: Sequence[Any]) -> None:
         """Bring the session's conversation to ``messages``: extend it, or start over."""
@@ -152,9 +165,10 @@ class Session:
 
     def close(self) -> None:
         """Forget the conversation (idempotent); the session prepares nothing more."""
-        self.closed = True
-        self._state = SessionPrompt(format=self.format)
-        self._shown = []
+        with self._lock:
+            self.closed = True
+            self._state = SessionPrompt(format=self.format)
+            self._shown = []
 
     def __enter__(self) -> Session:
         return self
@@ -168,14 +182,52 @@ class Session:
         self.close()
 
 
+def _enc_hook(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+_encode = msgspec.json.Encoder(enc_hook=_enc_hook).encode
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two equal messages have the same JSON (a value JSON cannot carry: the
+    equality stands, as the session cannot tell more)."""
+    try:
+        return _encode(a) == _encode(b)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return True
+
+
 def _same_prefix(messages: Sequence[Any], held: list[Any]) -> bool:
-    """Whether ``messages`` starts with ``held`` (identity first, as list equality does)."""
+    """Whether ``messages`` starts with ``held``: the very same objects, or messages
+    with the same JSON. ``==`` alone takes 1, 1.0 and true for one another, and
+    dicts with their keys in another order, so the round would answer the held
+    message where :func:`scoutd.prepare` answers the caller's (only the messages
+    that are not the held objects are encoded)."""
     if not held:
         return True
     try:
         head = messages[: len(held)]
         if type(head) is not list:
             head = list(head)
-        return bool(head == held)
+        if head != held:
+            return False
+        same = list(map(operator.is_, head, held))
+        return all(_same_json(head[at], held[at]) for at in _false_at(same))
     except Exception:  # a message whose comparison fails: treat it as changed
         return False
+
+
+def _false_at(flags: list[bool]) -> list[int]:
+    """The indices of the False entries of ``flags`` (the search runs in C)."""
+    found: list[int] = []
+    at = 0
+    while True:
+        try:
+            at = flags.index(False, at)
+        except ValueError:
+            return found
+        found.append(at)
+        at += 1

@@ -255,6 +255,28 @@ async def _turn(call: Call, session: AgentSession) -> AsyncIterator[None]:
         yield
 
 
+def _check_writer(call: Call, params: protocol.PreparePromptParams, session: AgentSession) -> None:
+    """Refuse an ``append`` on a conversation another connection set last (at
+    ``$.params.base``, so that the client sends its conversation whole): ``base``
+    counts messages only, and a second client of the uid that replaced the
+    conversation with as many messages would have this round prepared on its
+    messages, under a delta that cannot show it (``keep`` 0)."""
+    writer = session.encoder.writer
+    if params.messages is not None or writer is None or writer is call.conn:
+        return
+    held = len(session.prompt.messages)
+    error = (
+        "another connection set the session's conversation since this one's last"
+        " call: send the whole conversation as `messages`"
+    )
+    raise protocol.ProtocolError(
+        protocol.INVALID_PARAMS,
+        f"invalid params: {error} - at `$.params.base`",
+        {"path": "$.params.base", "error": error, "messages": held},
+        id=call.id,
+    )
+
+
 def _recall_answer(
     session: AgentSession, params: protocol.SessionRecallParams, rid: protocol.RequestId
 ) -> bytes:
@@ -390,6 +412,7 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                 else:
                     session.last_used = time.monotonic()
                     async with _turn(call, session), quotas.computing(uid, room):
+                        _check_writer(call, params, session)
                         started = time.perf_counter()  # waiting for lock or slot: not preparing
                         line, delivered = await anyio.to_thread.run_sync(
                             partial(workers.run_session_prepare, quotas=quotas, ticket=ticket),
@@ -401,6 +424,7 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                             request.recheck,
                             limiter=server.limiter,
                         )
+                        session.encoder.writer = call.conn
             except Forbidden as exc:
                 raise call.forbidden(exc) from None
             except Aborted as exc:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import time
 
+import msgspec
 import pytest
 
 import scoutd
 from scoutd.client import AsyncClient, Client
+from scoutd.client._common import prepare_params
 from scoutd.errors import RemoteError
 from scoutd.protocol import UNKNOWN_SESSION
 from scoutd.strategies.inbox import write_abort, write_notice
@@ -71,6 +73,63 @@ def test_session_resends_a_conversation_changed_behind_its_back(daemon: Daemon) 
         messages.append({"role": "user", "content": "again"})
         assert s.prepare_prompt(messages, "none") == messages
         assert s.prepare_prompt(messages, "none") == messages  # unchanged: appends nothing
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [(1, True), (1, 1.0), ({"a": 1, "b": 2}, {"b": 2, "a": 1})],
+    ids=["1-true", "1-1.0", "key-order"],
+)
+def test_session_resends_a_message_replaced_by_an_equal_one_of_other_json(
+    daemon: Daemon, old: object, new: object
+) -> None:
+    """``==`` takes 1 for true and ignores key order: a message replaced by such an
+    equal one is still a change, and the prompt is that of the caller's messages."""
+    config = daemon_config(daemon)
+    messages = [
+        {"role": "user", "content": "task", "meta": old},
+        {"role": "assistant", "content": "ok"},
+    ]
+    with Client(daemon.socket_path) as client, client.session(chat_path(daemon, "json")) as s:
+        s.prepare_prompt(messages, "none")
+        messages[0] = {**messages[0], "meta": new}
+        messages.append({"role": "user", "content": "next"})
+        got = s.prepare_prompt(messages, "none")
+        wanted = scoutd.prepare_prompt(messages, "none", config=config)
+        assert msgspec.json.encode(got) == msgspec.json.encode(wanted)
+        messages[1] = {"content": "ok", "role": "assistant"}  # keys in another order
+        messages.append({"role": "user", "content": "again"})
+        got = s.prepare_prompt(messages, "none")
+        assert msgspec.json.encode(got) == msgspec.json.encode(messages)
+
+
+def test_a_conversation_another_connection_replaced_is_sent_whole(daemon: Daemon) -> None:
+    """A second client of the uid replaces the session's conversation with as many
+    messages: the owner's next round is prepared on its own messages, never on
+    the other's (``base`` counts only, and the delta after it carries ``keep`` 0)."""
+    mine = [{"role": "user", "content": "my task"}, {"role": "assistant", "content": "ok"}]
+    other = [{"role": "user", "content": "someone else"}, {"role": "assistant", "content": "x"}]
+    with Client(daemon.socket_path) as client, client.session(chat_path(daemon, "two")) as s:
+        assert s.prepare_prompt(mine, "none") == mine
+        with Client(daemon.socket_path) as second:
+            assert second.prepare_prompt(other, "none", session=s.id) == other
+            mine.append({"role": "user", "content": "next"})
+            assert s.prepare_prompt(mine, "none") == mine
+            # and the other way round: the second client's delta round is refused
+            with pytest.raises(RemoteError) as caught:
+                second._call(
+                    "prepare_prompt",
+                    msgspec.structs.replace(
+                        prepare_params([], "none", None, s.id, None),
+                        messages=None,
+                        append=[{"role": "user", "content": "theirs"}],
+                        base=3,
+                    ),
+                    dict,
+                )
+            assert caught.value.data["path"] == "$.params.base"
+        mine.append({"role": "assistant", "content": "done"})
+        assert s.prepare_prompt(mine, "none") == mine
 
 
 @pytest.mark.parametrize("edit", ["in place", "replaced"])
