@@ -284,3 +284,33 @@ async def test_async_session_is_incremental(daemon: Daemon) -> None:
             conversation.extend(chunk)
             got = await session.prepare_prompt(conversation)
             assert got == scoutd.prepare_prompt(conversation, config=SMALL)
+
+
+def test_an_append_after_the_conversation_was_dropped_is_refused_not_prepared_alone() -> None:
+    """``base`` is optional: an ``append`` without it, after the idle sweep dropped the
+    conversation, was prepared on the appended messages alone (another prompt, no
+    error). It is refused at ``$.params.base`` as a wrong ``base`` is, and the
+    session keeps the format it was opened with."""
+    with Daemon(prompt=SMALL_PROMPT, daemon={"session_idle_timeout": 0.2}) as running:
+        run = agent_run(10)
+        with running.connect() as c:
+            opened = c.call(
+                "session.open",
+                {"save_file": os.path.join(running.dir, "f.chat"), "format": "openai-chat"},
+            )
+            sid = opened["result"]["session"]
+            first = c.call("prepare_prompt", {"session": sid, "messages": run[:10]})
+            assert "result" in first, first
+            wait_for(
+                lambda: "dropped the stored conversation of 1 idle session" in running.log(),
+                10.0,
+                "the idle session's conversation to be dropped",
+            )
+            refused = c.call("prepare_prompt", {"session": sid, "append": run[10:12]})
+            assert refused["error"]["code"] == -32602, refused
+            assert refused["error"]["data"]["path"] == "$.params.base"
+            again = c.call("prepare_prompt", {"session": sid, "messages": run[:12]})
+            assert again["result"]["messages"] == scoutd.prepare_prompt(
+                run[:12], config=SMALL, format="openai-chat"
+            )
+            assert "result" in c.call("prepare_prompt", {"session": sid, "append": run[12:14]})

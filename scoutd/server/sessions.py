@@ -99,16 +99,17 @@ class AgentSession:
     prompt: SessionPrompt = field(default_factory=SessionPrompt)
     encoder: DeltaEncoder = field(default_factory=DeltaEncoder)
     shown: Sequence[Any] = ()  # the last prompt answered, whole or not: what search passes over
-    # the notices of the last answer, delivered again if its client did not use it
-    delivered: tuple[str, ...] = ()
+    delivered: tuple[str, ...] = ()  # the last answer's notices, again if it went unused
     # one prepare at a time; taken without a turn of the event loop when free
     lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     last_used: float = field(default_factory=time.monotonic)
     closed: bool = False  # by SessionRegistry.close: rounds waiting for it get -32006
+    forgotten: bool = False  # its conversation was dropped (idle): only `messages` sets it again
 
     def forget_conversation(self) -> None:
-        """Drop the stored conversation; the client sends it whole next time."""
-        self.prompt, self.encoder, self.shown = SessionPrompt(), DeltaEncoder(), ()
+        """Drop the conversation, not its format: ``append`` is refused until ``messages``."""
+        self.prompt = SessionPrompt(format=self.prompt.format)
+        self.encoder, self.shown, self.forgotten = DeltaEncoder(), (), True
 
 
 class SessionRegistry:

@@ -216,9 +216,10 @@ def run_session_prepare(
             quotas.restore_session(session, before)
             raise
     else:
-        if params.base is not None and params.base != len(state.messages):
+        if session.forgotten or (params.base is not None and params.base != len(state.messages)):
+            holds = "no conversation (dropped when idle)" if session.forgotten else None
             error = (
-                f"the session holds {len(state.messages)} messages, "
+                f"the session holds {holds or f'{len(state.messages)} messages'}, "
                 f"not {params.base}: send the whole conversation as `messages`"
             )
             raise protocol.ProtocolError(
@@ -252,7 +253,7 @@ def run_session_prepare(
             state.truncate(len(state.messages) - len(params.append))
         quotas.restore_session(session, before)
         raise
-    session.prompt = state
+    session.prompt, session.forgotten = state, False
     session.delivered = tuple(redelivery.delivered)
     session.shown = prepared.messages
     redelivered = len(carried) - len(redelivery.carried)  # those the inbox strategy took
