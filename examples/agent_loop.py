@@ -153,7 +153,8 @@ def summary(
 ) -> str:
     """The last line: what the prompts saved, or why nothing was compacted."""
     line = (
-        f"done: {calls} model calls; prompts sent {sent:,} characters, the whole"
+        f"done: {calls} model call{'s' if calls != 1 else ''}; prompts sent {sent:,} characters,"
+        " the whole"
         f" conversation each time would have been {whole:,}"
     )
     if compacted_rounds:

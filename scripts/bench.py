@@ -903,7 +903,10 @@ def _inotify_cell(report: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="scripts/bench", description="scoutd performance benchmark (docs/PERFORMANCE.md)"
+        prog="scripts/bench",
+        description="scoutd performance benchmark (docs/PERFORMANCE.md)",
+        epilog="scripts/bench --fleet [--json]: the fleet's figures instead"
+        " (scripts/bench_fleet.py; needs redis-server)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
