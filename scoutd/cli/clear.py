@@ -10,10 +10,9 @@ daemon needed), as ``scoutd abort`` does.
 from __future__ import annotations
 
 import argparse
-import os
 
 from ..paths import printable
-from .common import EXIT_OK, CliError, UsageError, Verb, warn
+from .common import EXIT_OK, CliError, UsageError, Verb, save_file_path, warn
 
 __all__ = ["CLEAR"]
 
@@ -22,7 +21,7 @@ def _clear(args: argparse.Namespace) -> int:
     from ..inbox.aborted import clear
 
     try:
-        cleared = clear(os.path.abspath(args.save_file))
+        cleared = clear(save_file_path(args.save_file))
     except ValueError as exc:  # a save file without a name
         raise UsageError(str(exc)) from exc
     for path in cleared.removed:

@@ -7,17 +7,21 @@ branch on them (docs/OPERATIONS.md, "The command line"):
 * 1: a runtime failure (one line on stderr, never a traceback);
 * 2: a usage or configuration mistake (a bad option, an unknown strategy,
   an invalid ``--set`` or config file, a path outside the daemon's roots);
-* 3: the agent was aborted by an operator (an ``abort`` file in its inbox).
+* 3: the agent was aborted by an operator (an ``abort`` file in its inbox);
+* 4: incomplete (``fleet``: a command did not reach every chat it matched).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
+from ..paths import printable
 from ..protocol.format_names import AUTO, FORMATS
 
 # The configuration, the JSON codec and socket discovery are imported where they are
@@ -48,6 +52,7 @@ __all__ = [
     "found_config",
     "notice_text",
     "read_messages",
+    "save_file_path",
     "snapshot",
     "write_json",
 ]
@@ -112,24 +117,83 @@ class Parser(argparse.ArgumentParser):
 # ---------------------------------------------------------------- input / output
 
 
+# The most a command reads as its input: far above any conversation a model takes (the
+# daemon's own default request bound is 64 MiB), so that ``/dev/zero`` or a runaway
+# producer ends in one error line instead of taking all memory.
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+
+def input_name(source: str) -> str:
+    """``source`` as an error message names it: one safe line (the path may be anyone's)."""
+    return "<stdin>" if source == "-" else printable(source)
+
+
+def _read_bounded(fd: int, name: str) -> bytes:
+    """Everything ``fd`` holds, at most :data:`MAX_INPUT_BYTES`."""
+    data = bytearray()
+    while True:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            return bytes(data)
+        data += chunk
+        if len(data) > MAX_INPUT_BYTES:
+            raise CliError(f"{name} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB: refused")
+
+
 def read_input(source: str) -> bytes:
-    """The bytes of FILE, or of stdin when ``source`` is ``-``."""
+    """The bytes of FILE, or of stdin when ``source`` is ``-``, at most :data:`MAX_INPUT_BYTES`.
+
+    FILE is opened without blocking: a FIFO nobody writes to reads as empty
+    (said so) instead of hanging the command in ``open``; a directory is
+    refused by name. Names in errors are escaped (docs/RELIABILITY.md, "An
+    abort fails closed", rule 7).
+    """
+    name = input_name(source)
     if source == "-":
-        return sys.stdin.buffer.read()
+        return _read_bounded(sys.stdin.fileno(), name)
     try:
-        with open(source, "rb") as handle:
-            return handle.read()
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise CliError(f"cannot read {source}: {exc.strerror or exc}") from exc
+        raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise CliError(f"cannot read {name}: it is a directory, not a file")
+        os.set_blocking(fd, True)  # a writer that is there is waited for, as on stdin
+        data = _read_bounded(fd, name)
+    except OSError as exc:
+        raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    if not data and stat.S_ISFIFO(mode):
+        raise CliError(f"cannot read {name}: a FIFO with no writer (nothing to read)")
+    return data
+
+
+def save_file_path(text: str) -> str:
+    """The SAVE_FILE argument, made absolute (the daemon runs elsewhere).
+
+    What names no file is refused, before :func:`os.path.abspath` would turn
+    it into another chat: ``''`` is the current directory, ``D/`` is ``D``, so
+    ``scoutd clear D/`` lifted the abort of the chat ``D.chat`` beside it.
+
+    Raises:
+        UsageError: ``text`` is empty or ends in ``/``, ``.`` or ``..``.
+    """
+    if not text or os.path.basename(text) in ("", ".", ".."):
+        raise UsageError(f"save file '{printable(text)}' has no file name: name the chat's file")
+    return os.path.abspath(text)
 
 
 def notice_text(text: str) -> str:
     """A notice's TEXT argument, or stdin's bytes when it is ``-``.
 
     Bytes as given, from stdin as from the command line: what is not UTF-8 is
-    kept as it came (``surrogateescape``), never refused.
+    kept as it came (``surrogateescape``), never refused. Stdin is read up to
+    :data:`MAX_INPUT_BYTES`, as every input.
     """
-    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if text == "-" else text
+    return read_input("-").decode("utf-8", "surrogateescape") if text == "-" else text
 
 
 _BYTE_POSITION = re.compile(r"\(byte (\d+)\)")
@@ -137,8 +201,8 @@ _BYTE_POSITION = re.compile(r"\(byte (\d+)\)")
 
 def _json_error(source: str, data: bytes, exc: msgspec.DecodeError) -> CliError:
     """A decode error with its line and column, which msgspec gives as a byte offset."""
-    name = "<stdin>" if source == "-" else source
-    message = str(exc)
+    name = input_name(source)
+    message = printable(str(exc))
     found = _BYTE_POSITION.search(message)
     if found is None:
         if not data.strip():
@@ -161,14 +225,13 @@ def read_messages(source: str) -> list[Any]:
     except msgspec.DecodeError as exc:
         raise _json_error(source, data, exc) from exc
     except RecursionError:
-        name = "<stdin>" if source == "-" else source
-        raise CliError(f"invalid JSON in {name}: nested too deeply") from None
+        raise CliError(f"invalid JSON in {input_name(source)}: nested too deeply") from None
     if isinstance(document, dict) and "messages" in document:
         document = document["messages"]
     if not isinstance(document, list):
-        name = "<stdin>" if source == "-" else source
         raise CliError(
-            f"{name}: expected a JSON list of messages or an object with a 'messages' list"
+            f"{input_name(source)}: expected a JSON list of messages"
+            " or an object with a 'messages' list"
         )
     return document
 
@@ -182,7 +245,7 @@ def write_json(value: Any) -> None:
 
 def warn(message: str) -> None:
     """One ``scoutd: warning:`` line on stderr."""
-    print(f"scoutd: warning: {message}", file=sys.stderr)
+    print(f"scoutd: warning: {printable(message)}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- options

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -31,7 +33,8 @@ __all__ = ["build_parser", "main"]
 DEBUG_ENV = "SCOUTD_DEBUG"
 
 _EPILOG = (
-    "exit codes: 0 ok, 1 runtime failure, 2 usage or configuration mistake, 3 aborted\n"
+    "exit codes: 0 ok, 1 runtime failure, 2 usage or configuration mistake, 3 aborted,\n"
+    "  4 incomplete (fleet: a command did not reach every chat it matched)\n"
     "docs: README.md, docs/OPERATIONS.md ('scoutd COMMAND --help' for each command)"
 )
 
@@ -120,13 +123,17 @@ def _dispatch(argv: list[str]) -> int:
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> int:
-    print(f"scoutd: {message}", file=sys.stderr)
+    """One error line on stderr, whatever the message holds: a path or an abort's
+    reason may be an agent's, with escape sequences or newlines in it."""
+    print(f"scoutd: {printable(message)}", file=sys.stderr)
     return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``scoutd`` command; return its exit code (docs/OPERATIONS.md)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if sys.stdout is None:  # started with fd 1 closed (``scoutd status >&-``)
+        sys.stdout = _closed_stdout()
     try:
         return _dispatch(arguments)
     except Aborted as exc:
@@ -166,6 +173,23 @@ def _os_error(exc: OSError) -> str:
     if exc.strerror:
         return f"{where}{exc.strerror}"
     return f"{where}{printable(str(exc))}"
+
+
+class _ClosedOutput(io.RawIOBase):
+    """Standard output when fd 1 was closed: every write fails, so that a verb whose
+    output is lost ends in an error (exit 1) instead of a silent success."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raise OSError(errno.EBADF, "standard output is closed: the output was not written")
+
+
+def _closed_stdout() -> io.TextIOWrapper:
+    """A ``sys.stdout`` for a closed fd 1 (Python leaves it None: ``print`` then drops
+    everything without a word), failing at the first write."""
+    return io.TextIOWrapper(_ClosedOutput(), encoding="utf-8", write_through=True)  # type: ignore[arg-type]
 
 
 def _silence_stdout() -> None:

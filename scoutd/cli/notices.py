@@ -25,6 +25,7 @@ from .common import (
     Verb,
     add_config,
     notice_text,
+    save_file_path,
     warn,
     write_json,
 )
@@ -121,7 +122,7 @@ def _notify(args: argparse.Namespace) -> int:
 
     if args.fleet:
         return publish_command(args, "notice", args.text)
-    save_file = os.path.abspath(args.save_file)
+    save_file = save_file_path(args.save_file)
     daemon = serving(args)
     problem = daemon.outside(save_file)
     if problem is not None:
@@ -211,7 +212,7 @@ def _abort(args: argparse.Namespace) -> int:
 
     if args.fleet:
         return publish_command(args, "abort", args.reason)
-    save_file = os.path.abspath(args.save_file)
+    save_file = save_file_path(args.save_file)
     # Written before anything is asked of the configuration or the daemon: nothing
     # they could fail with may stop an abort (docs/OPERATIONS.md).
     try:
@@ -289,7 +290,7 @@ def _inbox(args: argparse.Namespace) -> int:
     from ..inbox import list_inbox, listing_lines, listing_record
 
     try:
-        listing = list_inbox(args.save_file)
+        listing = list_inbox(save_file_path(args.save_file))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     except OSError as exc:

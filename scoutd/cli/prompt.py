@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from .common import (
     client_socket,
     overrides,
     read_messages,
+    save_file_path,
     snapshot,
     warn,
     write_json,
@@ -48,7 +48,7 @@ def _prepare(args: argparse.Namespace) -> int:
         prepared = prepare(
             messages,
             args.strategies,
-            save_file=args.save_file,
+            save_file=None if args.save_file is None else save_file_path(args.save_file),
             config=snapshot(args),
             format=args.format,
         )
@@ -58,7 +58,7 @@ def _prepare(args: argparse.Namespace) -> int:
         from ..client import Client
 
         # The daemon runs elsewhere: it needs the absolute path, not ours relative to our cwd.
-        save_file = os.path.abspath(args.save_file) if args.save_file else None
+        save_file = None if args.save_file is None else save_file_path(args.save_file)
         try:
             with Client(client_socket(args), timeout=args.timeout) as client:
                 remote = client.prepare(

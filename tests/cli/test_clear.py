@@ -72,3 +72,25 @@ def test_clear_prints_every_path_escaped(home: Path) -> None:
     assert "\x1b" not in cleared.stdout
     lines = cleared.stdout.splitlines()
     assert lines == [f"{home}/x\\x1b[2J\\x0ascoutd: all clear/agent.inbox/abort"]
+
+
+def test_a_path_that_names_no_file_never_reaches_another_chat(home: Path) -> None:
+    """``D/``, ``''`` (the current directory), ``.`` or ``..`` name no chat: refused with 2,
+    nothing done. ``abspath`` used to make ``D/`` the chat ``D.chat`` beside ``D``, so
+    ``scoutd clear D/`` lifted that chat's abort, and ``abort D/`` stopped it."""
+    chats = home / "a1"
+    chats.mkdir()
+    (chats / "empty.toml").write_text("")  # the config of runs from within it
+    neighbour = home / "a1.chat"  # the chat that D/ used to mean
+    assert run(home, "abort", str(neighbour), "stop a1").returncode == 0
+    assert prepare(home, neighbour) == 3
+    for verb in (("clear",), ("inbox",), ("notify",), ("abort",)):
+        for given in (f"{chats}/", "", ".", f"{chats}/.."):
+            text = ("hi",) if verb == ("notify",) else ()
+            result = run(chats, *verb, given, *text)
+            assert result.returncode == 2, (verb, given, result.stderr)
+            assert one_error_line(result).endswith("has no file name: name the chat's file")
+    refused = run(chats, "prepare", "--local", "--save-file", f"{chats}/", input="[]")
+    assert refused.returncode == 2, refused.stderr
+    assert prepare(home, neighbour) == 3  # still aborted, with its reason
+    assert not (chats / ".inbox").exists() and not (home / ".inbox").exists()

@@ -166,3 +166,48 @@ def test_one_exit_code_rule(home: Path, args: tuple[str, ...], code: int) -> Non
     assert result.returncode == code, result
     assert "Traceback" not in result.stderr
     assert result.stderr.strip(), "a failure says why on stderr"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("inbox", "agent.chat"),
+        ("config", "show"),
+        ("explain", "-"),
+        ("prepare", "--local", "-"),
+    ],
+)
+def test_a_closed_stdout_is_a_failure_not_a_silent_success(
+    home: Path, args: tuple[str, ...]
+) -> None:
+    """Started with fd 1 closed (``>&-``), a verb that prints fails with one line:
+    Python drops ``print`` to a closed stdout without a word, so it exited 0."""
+    import subprocess
+    import sys
+
+    from .helpers import clean_environ, one_error_line
+
+    result = subprocess.run(
+        [sys.executable, "-m", "scoutd", *args],
+        input="[]",
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**clean_environ(), "SCOUTD_CONFIG": str(home / "empty.toml")},
+        cwd=home,
+        timeout=60,
+        pass_fds=(),
+        preexec_fn=lambda: __import__("os").close(1),
+    )
+    assert result.returncode == 1
+    assert one_error_line(result) == (
+        "scoutd: standard output is closed: the output was not written"
+    )
+
+
+def test_help_lists_every_exit_code(home: Path) -> None:
+    """docs/OPERATIONS.md lists 0 to 4; ``scoutd --help`` stopped at 3."""
+    result = run(home, "--help")
+    assert result.returncode == 0
+    epilog = " ".join(result.stdout.split("exit codes:")[1].split())
+    for code in ("0 ok", "1 runtime failure", "2 usage", "3 aborted", "4 incomplete"):
+        assert code in epilog
