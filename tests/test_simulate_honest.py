@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +282,17 @@ def test_mean_verbatim_averages_the_verbatim_count_over_every_round() -> None:
     assert masked.retention.mean_verbatim == pytest.approx(
         sum(min(r, 10) for r in range(1, 31)) / 30
     )
+
+
+def test_a_runs_file_name_is_shown_escaped(tmp_path: Path) -> None:
+    """A name with an escape sequence and a newline reached the terminal raw."""
+    name = tmp_path / "x\x1b[31mRED\nforged.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "scoutd", "simulate", "--runs", str(name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "\x1b" not in result.stderr, result.stderr
+    assert "x\\x1b[31mRED\\x0aforged.jsonl" in result.stderr

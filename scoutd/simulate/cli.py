@@ -22,6 +22,7 @@ import msgspec
 from ..config import PromptConfig, load_config
 from ..errors import ConfigError, ScoutdError, UnknownStrategy
 from ..formats import detect_format, scout_view
+from ..paths import printable
 from ..pricing import AUTO, preset_for_format
 from ..strategies.cost_aware import load_tokenizer
 from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
@@ -321,6 +322,12 @@ def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str
     return (1 if failed and args.strict else 0), text
 
 
+def _fail(exc: BaseException, code: int) -> int:
+    """One line on stderr, escaped: a file name holds what its maker chose."""
+    print(f"scoutd simulate: {printable(str(exc))}", file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``scoutd simulate`` with ``argv`` (without the program name)."""
     parser = build_parser()
@@ -344,11 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             code, text = _single(args, overrides)
     except (UsageError, UnknownStrategy, ExcludedStrategy, ConfigError) as exc:
-        print(f"scoutd simulate: {exc}", file=sys.stderr)
-        return 2
+        return _fail(exc, 2)
     except (ChatError, PlotUnavailable, ScoutdError, OSError) as exc:
-        print(f"scoutd simulate: {exc}", file=sys.stderr)
-        return 1
+        return _fail(exc, 1)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if code:
         print(
