@@ -169,29 +169,6 @@ def _json(messages: list[Any]) -> bytes:
     return msgspec.json.encode(messages)
 
 
-@pytest.mark.parametrize(
-    "old, new",
-    [(1, True), (1, 1.0), (0, False), ({"a": 1, "b": 2}, {"b": 2, "a": 1})],
-    ids=["1-true", "1-1.0", "0-false", "key-order"],
-)
-def test_a_message_replaced_by_an_equal_one_with_other_json_recomputes(old: Any, new: Any) -> None:
-    """``==`` takes 1 for true and ignores key order: the round must still answer the
-    caller's message, as ``prepare`` does, not the one the session held."""
-    run = agent_run(40)
-    first = list(run)
-    first[1] = {**run[1], "meta": old}
-    session = Session(config=CONFIGS["epoch"])
-    session.prepare(first)
-    second = list(first)
-    second[1] = {**run[1], "meta": new}
-    got = session.prepare(second)
-    assert _json(got.messages) == _json(prepare(second, config=CONFIGS["epoch"]).messages)
-    swapped = list(first)
-    swapped[1] = dict(reversed(list(first[1].items())))
-    got = session.prepare(swapped)
-    assert _json(got.messages) == _json(prepare(swapped, config=CONFIGS["epoch"]).messages)
-
-
 def test_threads_sharing_a_session_take_turns_and_each_gets_its_prompt() -> None:
     """Rounds from several threads at once: each answer is ``prepare`` of its own
     conversation (without the lock they interleaved: wrong prompts, IndexError)."""

@@ -4,7 +4,6 @@ to results or exceptions, and a session's incremental state."""
 from __future__ import annotations
 
 import logging
-import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -42,15 +41,6 @@ __all__ = [
 
 log = logging.getLogger("scoutd.client")
 T = TypeVar("T")
-
-
-def _enc_hook(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"not JSON: {type(value).__name__}")
-
-
-_encode = msgspec.json.Encoder(enc_hook=_enc_hook).encode
 Overrides = Config | PromptConfig | Mapping[str, Any] | None
 
 
@@ -229,7 +219,6 @@ class SentConversation:
         # What was sent, message by message, to notice a conversation that changed:
         # a shallow copy of each dict's top level (other messages as they are).
         self._shapes: list[Any] = []
-        self._sent_objects: list[Any] = []  # the caller's messages themselves, as sent
         # Replacing deltas (docs/PROTOCOL.md) unless the daemon predates them.
         self._prompt = DeltaDecoder(replacing=True)
         # Whether the tail last sent lies on messages changed since (see ``check``).
@@ -314,15 +303,12 @@ class SentConversation:
         holds). One list comparison, in C (the values themselves are compared
         by identity first): a per-message Python loop cost 4 ms a round at
         2,000 calls, more than the rest of the round; ``all(map(operator.eq,
-        ...))`` a quarter more than the list comparison. ``==`` takes 1, 1.0
-        and true for one another and ignores key order, whose JSON differs: the
-        keys' order and the values' identity are then checked too (in C), and
-        only a message whose values are not the objects sent is encoded.
+        ...))`` a quarter more than the list comparison.
         """
         head = messages[: len(self._shapes)]
         if type(head) is not list:
             head = list(head)
-        return head == self._shapes and _same_json(head, self._sent_objects, self._shapes)
+        return head == self._shapes
 
     def absorb(
         self, answer: SessionAnswer, messages: Sequence[Any], params: PreparePromptParams
@@ -346,8 +332,6 @@ class SentConversation:
         start = self._sent if params.append is not None else 0
         del self._shapes[start:]
         self._shapes += map(_shape, messages[start:])
-        del self._sent_objects[start:]
-        self._sent_objects += messages[start:]
         self._sent = len(messages)
         self._redeliver = False
         return Prepared(messages=prompt, report=answer.report)
@@ -356,38 +340,6 @@ class SentConversation:
         """The daemon's conversation is not the one we believed: start over."""
         self._sent = 0
         self._shapes.clear()
-        self._sent_objects.clear()
-
-
-def _same_json(head: list[Any], sent: list[Any], shapes: list[Any]) -> bool:
-    """Whether messages equal to their shapes also have their JSON: each is the object
-    sent (an in-place change shows in its shape), or a copy holding the values sent
-    under the same keys in the same order, or one encoded as its shape is. A message
-    found the same is remembered as sent: the next round finds it by identity."""
-    same = list(map(operator.is_, head, sent))
-    at = 0
-    try:
-        while True:
-            at = same.index(False, at)
-            message, shape = head[at], shapes[at]
-            if not (_same_values(message, shape) or _encode(message) == _encode(shape)):
-                return False
-            sent[at] = message
-            at += 1
-    except ValueError:  # no message left that is not the object sent
-        return True
-    except (TypeError, msgspec.EncodeError):
-        return False  # not JSON: sent again, where the encoding refuses it
-
-
-def _same_values(message: Any, shape: Any) -> bool:
-    """Whether two dicts hold the very same value objects under the same keys, in order."""
-    return (
-        type(message) is dict
-        and type(shape) is dict
-        and list(message) == list(shape)
-        and all(map(operator.is_, message.values(), shape.values()))
-    )
 
 
 def _shape(message: Any) -> Any:

@@ -8,20 +8,16 @@ to what is new, and answers exactly what :func:`scoutd.prepare` answers for
 the same conversation (docs/PERFORMANCE.md, in-process sessions).
 
 Messages are values: a message the session has seen must not be changed in
-place. Replacing one (a new object whose JSON differs from the old one's: also
-1 by true or 1.0, or keys in another order) is noticed, and the round is then
-computed from scratch.
+place. Replacing one (a new object that is not equal to the old one) is
+noticed, and the round is then computed from scratch.
 """
 
 from __future__ import annotations
 
-import operator
 import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
-
-import msgspec
 
 from ..config import Config, PromptConfig
 from ..errors import Aborted, SessionClosed
@@ -182,52 +178,20 @@ class Session:
         self.close()
 
 
-def _enc_hook(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"not JSON: {type(value).__name__}")
-
-
-_encode = msgspec.json.Encoder(enc_hook=_enc_hook).encode
-
-
-def _same_json(a: Any, b: Any) -> bool:
-    """Whether two equal messages have the same JSON (a value JSON cannot carry: the
-    equality stands, as the session cannot tell more)."""
-    try:
-        return _encode(a) == _encode(b)
-    except (TypeError, ValueError, msgspec.EncodeError):
-        return True
-
-
 def _same_prefix(messages: Sequence[Any], held: list[Any]) -> bool:
-    """Whether ``messages`` starts with ``held``: the very same objects, or messages
-    with the same JSON. ``==`` alone takes 1, 1.0 and true for one another, and
-    dicts with their keys in another order, so the round would answer the held
-    message where :func:`scoutd.prepare` answers the caller's (only the messages
-    that are not the held objects are encoded)."""
+    """Whether ``messages`` starts with ``held`` (identity first, as list equality does).
+
+    Python's ``==``: a message replaced by an equal one of other JSON (``1`` by
+    ``true`` or ``1.0``, keys in another order) is taken as unchanged. Telling
+    them apart would cost a look at every message every round (it doubled a
+    round at 2,000 calls); docs/PROTOCOL.md says so.
+    """
     if not held:
         return True
     try:
         head = messages[: len(held)]
         if type(head) is not list:
             head = list(head)
-        if head != held:
-            return False
-        same = list(map(operator.is_, head, held))
-        return all(_same_json(head[at], held[at]) for at in _false_at(same))
+        return bool(head == held)
     except Exception:  # a message whose comparison fails: treat it as changed
         return False
-
-
-def _false_at(flags: list[bool]) -> list[int]:
-    """The indices of the False entries of ``flags`` (the search runs in C)."""
-    found: list[int] = []
-    at = 0
-    while True:
-        try:
-            at = flags.index(False, at)
-        except ValueError:
-            return found
-        found.append(at)
-        at += 1
