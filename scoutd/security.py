@@ -39,6 +39,10 @@ __all__ = [
 ]
 
 _UCRED = struct.Struct("3i")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
+# SO_PEERGROUPS (Linux 4.13): the peer's supplementary groups at connect(), gid_t each.
+# Python's getsockopt reads at most 1,024 bytes: 256 groups.
+_SO_PEERGROUPS = 59
+_PEERGROUPS_BYTES = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +52,32 @@ class PeerCred:
     pid: int
     uid: int
     gid: int
+    # The process's own supplementary groups (SO_PEERGROUPS); None: not known, the
+    # user database's are used (a record not made from a socket).
+    groups: frozenset[int] | None = None
 
 
 def peer_credentials(sock: socket.socket) -> PeerCred:
-    """Read SO_PEERCRED from a connected AF_UNIX socket (raises OSError)."""
+    """Read SO_PEERCRED and SO_PEERGROUPS from a connected AF_UNIX socket (raises OSError).
+
+    The groups are the process's own, as the kernel holds them, never the user
+    database's: a client that dropped a group (``setpriv --clear-groups``, a
+    sandbox) must not get the daemon to use it. When the kernel cannot tell
+    them (more than 256, an old kernel), the primary gid alone counts: fewer
+    rights, never more.
+    """
     import socket  # the daemon's: the CLI's light verbs check paths only
 
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     pid, uid, gid = _UCRED.unpack(raw)
-    return PeerCred(pid=pid, uid=uid, gid=gid)
+    option = getattr(socket, "SO_PEERGROUPS", _SO_PEERGROUPS)
+    try:
+        listed = sock.getsockopt(socket.SOL_SOCKET, option, _PEERGROUPS_BYTES)
+    except OSError:
+        listed = b""
+    count = len(listed) // 4
+    supplementary = struct.unpack(f"{count}I", listed[: count * 4])
+    return PeerCred(pid=pid, uid=uid, gid=gid, groups=frozenset((gid, *supplementary)))
 
 
 def check_peer(peer: PeerCred, config: DaemonConfig, own_uid: int | None = None) -> None:
@@ -79,6 +100,29 @@ def resolve_roots(roots: Iterable[str]) -> tuple[str, ...]:
     return tuple(os.path.realpath(root) for root in roots if os.path.isabs(root))
 
 
+# Resolutions retried when a component changes under realpath (a link renamed away
+# between its lstat and its readlink), as the walk retries swaps (inbox/walk.py).
+_RESOLVE_TRIES = 8
+
+
+def _realpath(directory: str, save_file: str) -> str:
+    """``realpath(directory)``, or :class:`Forbidden` when it cannot be resolved.
+
+    ``realpath`` raises when a symlink on the way is swapped while it reads it
+    (``FileNotFoundError`` and the like: retried) and ``RecursionError`` on a
+    chain of about a thousand symlinks (the kernel stops at 40): a client names
+    the path, so both are a refusal, never an internal error.
+    """
+    for _ in range(_RESOLVE_TRIES):
+        try:
+            return os.path.realpath(directory)
+        except OSError:
+            continue
+        except RecursionError:
+            raise Forbidden(f"save_file {save_file!r}: too many symbolic links") from None
+    raise Forbidden(f"save_file {save_file!r} kept changing while it was resolved")
+
+
 def check_save_file(save_file: str, roots: Iterable[str]) -> str:
     """Return ``save_file`` with its directory resolved, or raise :class:`Forbidden`.
 
@@ -92,12 +136,16 @@ def check_save_file(save_file: str, roots: Iterable[str]) -> str:
         raise Forbidden("save_file must be a non-empty string")
     if "\0" in save_file:
         raise Forbidden("save_file contains a NUL byte")
+    try:
+        os.fsencode(save_file)  # a lone surrogate names no file: refused, not a crash
+    except UnicodeEncodeError:
+        raise Forbidden(f"save_file cannot be encoded as a file name: {save_file!r}") from None
     if not os.path.isabs(save_file):
         raise Forbidden(f"save_file must be an absolute path: {save_file!r}")
     directory, base = os.path.split(save_file)
     if base in ("", ".", ".."):
         raise Forbidden(f"save_file must name a file: {save_file!r}")
-    resolved = os.path.join(os.path.realpath(directory), base)
+    resolved = os.path.join(_realpath(directory, save_file), base)
     roots = tuple(roots)
     for root in roots:
         try:
@@ -132,7 +180,9 @@ def groups_of(uid: int, gid: int) -> frozenset[int]:
 
 
 def _groups(peer: PeerCred) -> frozenset[int]:
-    """The peer's primary gid and its supplementary groups from the user database."""
+    """The peer's primary gid and supplementary groups: its own when known, else the database's."""
+    if peer.groups is not None:
+        return peer.groups | {peer.gid}
     return groups_of(peer.uid, peer.gid)
 
 
@@ -215,18 +265,19 @@ def _sticky_problem(inbox: str, uid: int, entry_uid: int | None = None) -> str |
     )
 
 
-def may_take_abort(resolved: str, uid: int, gid: int) -> bool:
+def may_take_abort(resolved: str, uid: int, gid: int, groups: frozenset[int] | None = None) -> bool:
     """Whether a session of ``uid`` could take the ``abort`` of ``resolved``'s inbox itself.
 
     Asked when the daemon claims an abort for its sessions (docs/RELIABILITY.md,
     "An abort fails closed"): the same rights as :func:`check_access` (the
     inbox may have appeared, or changed, since the session opened), and, in
     a sticky inbox, owning the abort entry or the inbox. uid 0 passes.
+    ``groups``: the session's own (:attr:`PeerCred.groups`); None, the database's.
     """
     if uid == 0:
         return True
     try:
-        check_access(resolved, PeerCred(pid=0, uid=uid, gid=gid), every_entry=False)
+        check_access(resolved, PeerCred(0, uid, gid, groups), every_entry=False)
     except Forbidden:
         return False
     inbox = inbox_dir(resolved)

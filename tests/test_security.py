@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from scoutd.security import (
     check_peer,
     check_save_file,
     may_take_abort,
+    peer_credentials,
     process_owned_by,
     reach_problem,
     resolve_roots,
@@ -109,6 +111,45 @@ def test_access_follows_the_mode_bits(tree: str) -> None:
     os.chmod(chats, 0o777)
     with pytest.raises(Forbidden):
         check_access(save_file, nobody)
+
+
+def test_a_save_file_that_names_no_bytes_is_forbidden(tree: str) -> None:
+    """A lone surrogate (valid in Python's JSON, not in a file name) is refused, not raised.
+
+    It raised ``UnicodeEncodeError`` from ``realpath``: callers catch ``Forbidden``.
+    """
+    root = os.path.join(tree, "root")
+    for name in ("\ud800/a.chat", "chats/a\ud800.chat", "chats/\udfff"):
+        with pytest.raises(Forbidden, match="cannot be encoded"):
+            check_save_file(os.path.join(root, name), resolve_roots([root]))
+    # Bytes that are not UTF-8, held as surrogate escapes, are a file name like any other.
+    inside = os.path.join(root, "chats", "\udcff.chat")
+    assert check_save_file(inside, resolve_roots([root])) == inside
+
+
+def test_peer_credentials_carry_the_process_groups() -> None:
+    """The groups are the connecting process's (SO_PEERGROUPS), not the user database's."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b:
+        peer = peer_credentials(a)
+    assert (peer.pid, peer.uid, peer.gid) == (os.getpid(), os.geteuid(), os.getegid())
+    assert peer.groups == frozenset((os.getegid(), *os.getgroups()))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files as another uid")
+def test_access_uses_the_peers_own_groups_when_known(tree: str) -> None:
+    """A group the database lists but the process dropped grants nothing; one it holds does."""
+    chats = os.path.join(tree, "root", "chats")
+    save_file = os.path.join(chats, "a.chat")
+    os.chmod(tree, 0o755)
+    os.chmod(os.path.join(tree, "root"), 0o755)
+    os.chown(chats, 0, 4242)
+    os.chmod(chats, 0o770)
+    with pytest.raises(Forbidden):
+        check_access(save_file, PeerCred(1, NOBODY, NOBODY, frozenset({NOBODY})))
+    check_access(save_file, PeerCred(1, NOBODY, NOBODY, frozenset({NOBODY, 4242})))
+    assert may_take_abort(save_file, NOBODY, NOBODY, frozenset({4242}))
+    assert not may_take_abort(save_file, NOBODY, NOBODY, frozenset())
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files as another uid")

@@ -64,11 +64,12 @@ ClaimFunction = Callable[..., str | None]
 
 
 class Candidate(NamedTuple):
-    """A session open on the inbox: its id, and the uid and gid that opened it."""
+    """A session open on the inbox: its id, and the uid, gid and groups that opened it."""
 
     id: str
     uid: int
     gid: int | None
+    groups: frozenset[int] | None = None  # the process's own (SO_PEERGROUPS); None: unknown
 
 
 class Claimed(NamedTuple):
@@ -109,7 +110,7 @@ def _could_take(save_file: str, candidate: Candidate, own_uid: int) -> bool:
     """Whether ``candidate``'s uid could take the waiting abort itself."""
     if candidate.uid in (0, own_uid):
         return True  # the kernel checks the daemon's own rights, which are the caller's
-    return may_take_abort(save_file, candidate.uid, _gid(candidate))
+    return may_take_abort(save_file, candidate.uid, _gid(candidate), candidate.groups)
 
 
 def _grants(st: os.stat_result, groups: frozenset[int], want: int) -> bool:
@@ -129,7 +130,8 @@ def _hid_it(save_file: str, candidate: Candidate) -> bool:
     user's directory, a sticky inbox of another user) or cannot be examined.
     """
     uid = candidate.uid
-    groups = groups_of(uid, _gid(candidate))
+    gid = _gid(candidate)
+    groups = groups_of(uid, gid) if candidate.groups is None else candidate.groups | {gid}
     chat = os.path.dirname(save_file)
     inbox = inbox_dir(save_file)
     rwx = os.R_OK | os.W_OK | os.X_OK

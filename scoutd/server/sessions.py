@@ -389,7 +389,7 @@ class SessionRegistry:
         try:
             while inbox in self.by_inbox:
                 sessions = [self.sessions[i] for i in sorted(self.by_inbox[inbox])]
-                candidates = [Candidate(s.id, s.uid, s.gid) for s in sessions]
+                candidates = [Candidate(s.id, s.uid, s.gid, s.owner.peer.groups) for s in sessions]
                 complete = inbox in self._complete or self._settle_expired(inbox)
                 self._complete.discard(inbox)
                 try:

@@ -84,11 +84,14 @@ for n, line in enumerate(sys.stdin, 1):
 """
 
 
-def unprivileged_python(code: str, *args: str) -> subprocess.Popen[str]:
-    """``python -c code args...`` as :func:`unprivileged_prefix`'s user, this checkout on
-    its path, lines on its stdin and stdout: an agent's own process."""
+def unprivileged_python(
+    code: str, *args: str, prefix: list[str] | None = None
+) -> subprocess.Popen[str]:
+    """``python -c code args...`` as :func:`unprivileged_prefix`'s user (or under
+    ``prefix``, a ``setpriv`` command), this checkout on its path, lines on its stdin
+    and stdout: an agent's own process."""
     return subprocess.Popen(
-        [*unprivileged_prefix(), sys.executable, "-c", code, *args],
+        [*(unprivileged_prefix() if prefix is None else prefix), sys.executable, "-c", code, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

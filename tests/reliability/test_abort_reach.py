@@ -32,8 +32,10 @@ PUSH = 10.0
 
 
 @contextmanager
-def nobody_session(d: Daemon, save_file: str) -> Iterator[subprocess.Popen[str]]:
-    keeper = unprivileged_python(AGENT, d.socket_path, save_file)
+def nobody_session(
+    d: Daemon, save_file: str, prefix: list[str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    keeper = unprivileged_python(AGENT, d.socket_path, save_file, prefix=prefix)
     try:
         assert keeper.stdout is not None
         json.loads(keeper.stdout.readline())  # its session's id: open
@@ -176,3 +178,33 @@ def test_an_abort_left_for_its_owner_reaches_the_owners_session_opened_later() -
             }
             assert pushed_to(keeper) == []
         assert os.listdir(inbox_removed_dir(save_file)) == ["abort"]
+
+
+def test_an_abort_is_taken_for_a_session_by_the_groups_its_process_holds() -> None:
+    """The claim judged a session by the user database's groups, not by those its
+    process holds (``SO_PEERGROUPS``): a session of uid 65534 running with a group
+    the database does not list (systemd's ``SupplementaryGroups=``) was passed by
+    ("left for its owner") in that group's inbox it could empty itself."""
+    gid = 4242
+    with Daemon(
+        daemon={"allowed_uids": [0, NOBODY], "socket_mode": 0o666, "rescan_interval": 60.0}
+    ) as d:
+        os.chmod(d.dir, 0o755)
+        directory = os.path.join(d.dir, "group")
+        os.mkdir(directory)
+        save_file = os.path.join(directory, "g.chat")
+        os.mkdir(inbox_dir(save_file))
+        for path in (directory, inbox_dir(save_file)):
+            os.chown(path, 0, gid)
+            os.chmod(path, 0o770)
+        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={gid}"]
+        with nobody_session(d, save_file, prefix=prefix) as keeper:
+            write_abort(save_file, "stop, group")
+            pushed: list[str] = []
+
+            def arrived() -> bool:
+                pushed.extend(pushed_to(keeper))
+                return bool(pushed)
+
+            wait_for(arrived, PUSH, "the push to the group's session")
+            assert pushed == ["stop, group"]

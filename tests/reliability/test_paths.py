@@ -10,6 +10,8 @@ removed directory that is itself a symlink out of the root is never followed.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -168,3 +170,64 @@ def test_a_removed_directory_symlinked_out_of_the_root_is_never_followed(daemon:
     assert os.listdir(outside) == []
     assert os.listdir(inbox_dir(save_file)) == ["note.txt"]
     assert "is a symbolic link, not followed" in daemon.log()
+
+
+def test_a_chain_of_a_thousand_symlinks_is_forbidden(daemon: Daemon) -> None:
+    """``realpath`` recursed once per link: 1,200 made it raise ``RecursionError``.
+
+    The daemon answered ``-32602`` "nested too deeply - at $.params", blaming
+    the frame; the kernel itself stops at 40 links.
+    """
+    root = os.path.join(daemon.dir, "root")
+    os.symlink("real", os.path.join(root, "l0"))
+    for i in range(1, 1201):
+        os.symlink(f"l{i - 1}", os.path.join(root, f"l{i}"))
+    with daemon.connect() as c:
+        for answer in calls(c, os.path.join(root, "l1200", "a.chat")):
+            error = answer["error"]
+            assert isinstance(error, dict) and error["code"] == protocol.FORBIDDEN, answer
+            assert "too many symbolic links" in error["data"]["reason"]
+
+
+def test_a_path_swapped_while_it_is_resolved_is_never_an_internal_error(daemon: Daemon) -> None:
+    """A directory swapped for a symlink in a loop: refused or served, never ``-32603``.
+
+    ``realpath`` raised ``FileNotFoundError`` when a link it had seen was
+    renamed away before it read it: an internal error with a traceback in the
+    log, about one call in seven.
+    """
+    root = os.path.join(daemon.dir, "root")
+    target = os.path.join(daemon.dir, "outside")
+    write_notice(os.path.join(target, "a.chat"), "TOP SECRET", name="n.txt")
+    swapped = os.path.join(root, "d")
+    os.mkdir(swapped + ".real")
+    os.symlink(target, swapped + ".link")
+    os.lchown(swapped + ".link", 65534, 65534)  # an agent's link: the daemon never follows it
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            os.rename(swapped + ".real", swapped)
+            os.rename(swapped, swapped + ".real")
+            os.rename(swapped + ".link", swapped)
+            os.rename(swapped, swapped + ".link")
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    codes: dict[object, int] = {}
+    try:
+        with daemon.connect() as c:
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                for answer in calls(c, os.path.join(swapped, "a.chat")):
+                    assert "TOP SECRET" not in str(answer)
+                    error = answer.get("error")
+                    code = error.get("code") if isinstance(error, dict) else None
+                    codes[code] = codes.get(code, 0) + 1
+    finally:
+        stop.set()
+        swapper.join(10)
+    assert protocol.INTERNAL_ERROR not in codes, codes
+    assert protocol.FORBIDDEN in codes, codes  # the race was run: the link was seen
+    assert "Traceback" not in daemon.log()
+    assert os.listdir(inbox_dir(os.path.join(target, "a.chat"))) == ["n.txt"]

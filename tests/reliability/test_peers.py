@@ -6,8 +6,10 @@ these tests are skipped with that reason (visible in the summary).
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -57,9 +59,13 @@ print(json.dumps(out))
 """
 
 
-def as_nobody(socket_path: str, *requests: dict[str, Any]) -> list[Any]:
+def as_nobody(
+    socket_path: str, *requests: dict[str, Any], prefix: list[str] | None = None
+) -> list[Any]:
+    """Run CLIENT as uid 65534 (or under ``prefix``, a ``setpriv`` command)."""
     run = subprocess.run(
-        [*unprivileged_prefix(), sys.executable, "-c", CLIENT, socket_path]
+        [*(unprivileged_prefix() if prefix is None else prefix), sys.executable, "-c", CLIENT]
+        + [socket_path]
         + [json.dumps({"jsonrpc": "2.0", "id": 1, **r}) for r in requests],
         capture_output=True,
         text=True,
@@ -218,3 +224,72 @@ def test_a_caller_reaches_only_what_it_could_reach_itself() -> None:
         with d.connect() as c:
             error = c.call("prepare_prompt", {"messages": HELLO, "save_file": secret})["error"]
             assert error["code"] == protocol.ABORTED
+
+
+def _member_of_a_group_not_its_own() -> tuple[int, int, int] | None:
+    """(uid, primary gid, gid) of a user the group database lists in another group."""
+    for group in grp.getgrall():
+        for name in group.gr_mem:
+            try:
+                user = pwd.getpwnam(name)
+            except KeyError:
+                continue
+            if user.pw_uid not in (0, NOBODY) and user.pw_gid != group.gr_gid:
+                return user.pw_uid, user.pw_gid, group.gr_gid
+    return None
+
+
+def _group_chat(d: Daemon, gid: int) -> str:
+    """A chat in a directory of group ``gid`` (mode 0770) with a notice for that group."""
+    directory = os.path.join(d.dir, "group")
+    os.mkdir(directory)
+    chat = os.path.join(directory, "g.chat")
+    write_notice(chat, "for the group only", name="note.txt")
+    for path in (directory, inbox_dir(chat), os.path.join(inbox_dir(chat), "note.txt")):
+        os.chown(path, 0, gid)
+        os.chmod(path, 0o660 if path.endswith(".txt") else 0o770)
+    return chat
+
+
+def test_a_group_the_client_dropped_is_not_used_for_it() -> None:
+    """The peer's groups are its process's (SO_PEERGROUPS), not the user database's.
+
+    A user listed in a group but running without it (``--clear-groups``, a
+    sandbox) could not list that group's directory itself: the daemon got the
+    group from the database and delivered the group's notice to it.
+    """
+    member = _member_of_a_group_not_its_own()
+    if member is None:
+        pytest.skip("no user of the group database is listed in a group other than its own")
+    uid, primary, gid = member
+    with open_daemon(allowed_uids=[0, uid]) as d:
+        chat = _group_chat(d, gid)
+        prefix = ["setpriv", f"--reuid={uid}", f"--regid={primary}", "--clear-groups"]
+        (answer,) = as_nobody(
+            d.socket_path,
+            {"method": "prepare_prompt", "params": {"messages": HELLO, "save_file": chat}},
+            prefix=prefix,
+        )
+        assert answer.get("error", {}).get("code") == protocol.FORBIDDEN, answer
+        assert os.listdir(inbox_dir(chat)) == ["note.txt"]  # untouched
+        (answer,) = as_nobody(
+            d.socket_path,
+            {"method": "prepare_prompt", "params": {"messages": HELLO, "save_file": chat}},
+            prefix=[*prefix[:-1], f"--groups={gid}"],
+        )
+        assert answer["result"]["messages"][-1]["content"] == "for the group only"
+
+
+def test_a_group_the_client_holds_counts_though_the_database_omits_it() -> None:
+    """A process given a group the database does not list (systemd's SupplementaryGroups=)."""
+    gid = 4242
+    with open_daemon(allowed_uids=[0, NOBODY]) as d:
+        chat = _group_chat(d, gid)
+        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={gid}"]
+        (answer,) = as_nobody(
+            d.socket_path,
+            {"method": "prepare_prompt", "params": {"messages": HELLO, "save_file": chat}},
+            prefix=prefix,
+        )
+        assert "result" in answer, answer
+        assert answer["result"]["messages"][-1]["content"] == "for the group only"
