@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import scoutd
 from scoutd.config import PromptConfig, resolve_config
@@ -43,10 +43,12 @@ def run(
     input: str | bytes | None = None,
     env: Mapping[str, str] | None = None,
     prefix: Sequence[str] = (),
+    stdin: BinaryIO | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m scoutd ARGS`` with a clean environment; stdout/stderr as text.
 
-    ``prefix``: a command that runs it (``setpriv ...``, to act as another user).
+    ``prefix``: a command that runs it (``setpriv ...``, to act as another user);
+    ``stdin``: a file to read instead of ``input`` (``/dev/zero``, say).
     """
     environ = clean_environ()
     environ["SCOUTD_CONFIG"] = str(home / "empty.toml")
@@ -55,6 +57,7 @@ def run(
     proc = subprocess.run(
         [*prefix, sys.executable, "-m", "scoutd", *args],
         input=data,
+        stdin=stdin,
         capture_output=True,
         env=environ,
         cwd=home,

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .helpers import clean_environ, one_error_line, run
+from .helpers import one_error_line, run
 
 # An escape sequence that would colour the operator's terminal, and a newline that
 # would forge a second ``scoutd:`` line.
@@ -20,19 +20,11 @@ HOSTILE = "x\x1b[31mRED\nscoutd: forged"
 
 
 def test_a_fifo_nobody_writes_to_is_one_error_not_a_hang(home: Path) -> None:
+    """It hung in ``open`` until killed (``run`` raises ``TimeoutExpired`` then)."""
     fifo = home / "chat.fifo"
     os.mkfifo(fifo)
     for verb in (("prepare", "--local"), ("explain",)):
-        try:
-            result = subprocess.run(
-                [sys.executable, "-m", "scoutd", *verb, str(fifo)],
-                capture_output=True,
-                text=True,
-                env={**clean_environ(), "SCOUTD_CONFIG": str(home / "empty.toml")},
-                timeout=20,
-            )
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"scoutd {verb[0]} hung on a FIFO with no writer") from None
+        result = run(home, *verb, str(fifo))
         assert result.returncode == 1
         assert one_error_line(result).endswith("a FIFO with no writer (nothing to read)")
 
@@ -60,32 +52,18 @@ def test_a_directory_is_named_as_one(home: Path) -> None:
 
 def test_an_endless_input_is_refused_at_its_bound(home: Path) -> None:
     """``/dev/zero`` as FILE or on stdin: refused past 256 MiB, not read forever."""
-    for argv in (("prepare", "--local", "/dev/zero"), ("prepare", "--local")):
-        stdin = open(os.devnull if len(argv) == 3 else "/dev/zero", "rb")  # noqa: SIM115
-        with stdin:
-            result = subprocess.run(
-                [sys.executable, "-m", "scoutd", *argv],
-                stdin=stdin,
-                capture_output=True,
-                text=True,
-                env={**clean_environ(), "SCOUTD_CONFIG": str(home / "empty.toml")},
-                timeout=60,
-            )
-        assert result.returncode == 1, result.stderr
-        assert one_error_line(result).endswith("is larger than 256 MiB: refused")
+    result = run(home, "prepare", "--local", "/dev/zero", input=b"")
+    assert result.returncode == 1, result.stderr
+    assert one_error_line(result).endswith("is larger than 256 MiB: refused")
+    with open("/dev/zero", "rb") as zeros:
+        result = run(home, "prepare", "--local", stdin=zeros)
+    assert result.returncode == 1, result.stderr
+    assert one_error_line(result) == "scoutd: <stdin> is larger than 256 MiB: refused"
 
 
 def test_an_endless_notice_on_stdin_is_refused_and_nothing_written(home: Path) -> None:
-    save_file = home / "agent.chat"
     with open("/dev/zero", "rb") as zeros:
-        result = subprocess.run(
-            [sys.executable, "-m", "scoutd", "notify", str(save_file), "-"],
-            stdin=zeros,
-            capture_output=True,
-            text=True,
-            env={**clean_environ(), "SCOUTD_CONFIG": str(home / "empty.toml")},
-            timeout=60,
-        )
+        result = run(home, "notify", str(home / "agent.chat"), "-", stdin=zeros)
     assert result.returncode == 1, result.stderr
     assert one_error_line(result) == "scoutd: <stdin> is larger than 256 MiB: refused"
     assert not (home / "agent.inbox").exists()

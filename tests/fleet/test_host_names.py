@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from contextlib import ExitStack
 
+from scoutd.config import FleetConfig
+from scoutd.fleet.operator import fleet_view
+from scoutd.fleet.wire import HostBeat
 from scoutd.testing.fleet import RedisServer
 from tests.fleet.hosts import (
     WAIT,
@@ -24,6 +26,7 @@ from tests.fleet.hosts import (
     operator,
     publish_sync,
     receipts_sync,
+    run,
     wait_connected,
 )
 from tests.support.daemon import toml_text, wait_for
@@ -72,15 +75,32 @@ def test_two_daemons_under_one_name_are_told_everywhere(redis_server: RedisServe
 
 def test_a_daemon_restarted_under_its_name_is_no_conflict(redis_server: RedisServer) -> None:
     """Its first beat replaces its own last one from before the restart (killed: fresh)."""
+    ops = operator(redis_server)
     with fleet_host(redis_server, "solo") as daemon:
         wait_connected(daemon)
-        beats = daemon.status()["fleet"]
+        before = wait_for(lambda: _beat(ops, "solo"), WAIT, "the first daemon's beat")
         daemon.kill()
         daemon.start()
         wait_connected(daemon)
-        time.sleep(10 * 0.2)  # ten heartbeats of the restarted daemon
+
+        def beat_of_the_restart() -> HostBeat | None:
+            beat = _beat(ops, "solo")
+            return beat if beat is not None and beat.instance != before.instance else None
+
+        first = wait_for(beat_of_the_restart, WAIT, "the restarted daemon's beat")
+        # three more of its beats: any conflict it saw at its first would still be told
+        wait_for(
+            lambda: (_beat(ops, "solo") or first).at >= first.at + 3 * first.interval,
+            WAIT,
+            "three more beats",
+        )
         fleet = daemon.status()["fleet"]
-        assert fleet["last_error"] is None, fleet
-        assert beats["host"] == fleet["host"] == "solo"
+        assert fleet["last_error"] is None and fleet["host"] == "solo", fleet
+        assert run(lambda: fleet_view(ops)).conflicts == []
         with open(daemon.log_path, encoding="utf-8") as log:
             assert "another daemon" not in log.read()  # not even for a moment
+
+
+def _beat(ops: FleetConfig, host: str) -> HostBeat | None:
+    """The heartbeat stored for ``host``, as ``fleet status`` reads it."""
+    return next((b for b in run(lambda: fleet_view(ops)).hosts if b.host == host), None)

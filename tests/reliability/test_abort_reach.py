@@ -57,6 +57,18 @@ def pushed_to(keeper: subprocess.Popen[str]) -> list[str]:
     return pushed
 
 
+def wait_pushed(keeper: subprocess.Popen[str]) -> list[str]:
+    """The reasons pushed to the keeper's session, once there is one (at most PUSH s)."""
+    pushed: list[str] = []
+
+    def arrived() -> bool:
+        pushed.extend(pushed_to(keeper))
+        return bool(pushed)
+
+    wait_for(arrived, PUSH, "a push to the session")
+    return pushed
+
+
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
     d = Daemon(daemon={"allowed_uids": [0, NOBODY], "socket_mode": 0o666})
@@ -121,14 +133,7 @@ def test_an_abort_is_pushed_to_another_uid_that_may_take_it(daemon: Daemon) -> N
     os.chown(inbox_dir(save_file), NOBODY, NOBODY)
     with nobody_session(d, save_file) as keeper:
         write_abort(save_file, "stop, nobody")
-        pushed: list[str] = []
-
-        def arrived() -> bool:
-            pushed.extend(pushed_to(keeper))
-            return bool(pushed)
-
-        wait_for(arrived, PUSH, "the push")
-        assert pushed == ["stop, nobody"]
+        assert wait_pushed(keeper) == ["stop, nobody"]
 
 
 def test_a_chat_directory_swapped_for_a_symlink_fails_closed(daemon: Daemon) -> None:
@@ -200,11 +205,4 @@ def test_an_abort_is_taken_for_a_session_by_the_groups_its_process_holds() -> No
         prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={gid}"]
         with nobody_session(d, save_file, prefix=prefix) as keeper:
             write_abort(save_file, "stop, group")
-            pushed: list[str] = []
-
-            def arrived() -> bool:
-                pushed.extend(pushed_to(keeper))
-                return bool(pushed)
-
-            wait_for(arrived, PUSH, "the push to the group's session")
-            assert pushed == ["stop, group"]
+            assert wait_pushed(keeper) == ["stop, group"]
