@@ -26,8 +26,9 @@ from .state import Shared
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    # How a connection has one request line answered (None: a notification).
-    Dispatch = Callable[["PeerConnection", bytes], Awaitable[bytes | None]]
+    # How a connection has one request line answered (None: a notification); the
+    # flag: the line was read after the shutdown began (it is refused, not run).
+    Dispatch = Callable[["PeerConnection", bytes, bool], Awaitable[bytes | None]]
 
 __all__ = ["MAX_IN_FLIGHT", "MAX_PRODUCING", "RECEIVE_SIZE", "PeerConnection", "serve_client"]
 
@@ -68,6 +69,7 @@ class PeerConnection:
         self.in_flight = 0
         self.queued = 0  # bytes of answers produced and not yet written to the socket
         self._waiting = 0  # bytes of complete request lines read, waiting for a slot
+        self._unstarted = 0  # complete request lines read whose task is not started yet
         # Notifications not yet handed to the socket, written in order by one task
         # (``_push_all``) and counted in ``queued`` from the moment they are pushed.
         self._pushes: deque[bytes] = deque()
@@ -224,7 +226,9 @@ class PeerConnection:
             self._waiting = 0
             for _ in range(self._uid_slots):  # requests whose task never ran
                 self.shared.quotas.end_request(self.peer.uid)
-            self._uid_slots = 0
+            for _ in range(self._unstarted + self._uid_slots):  # read, never answered
+                self.shared.request_ended()
+            self._unstarted = self._uid_slots = 0
             if self._pushed:  # notifications never written
                 self._count(-self._pushed)
                 self._pushes.clear()
@@ -273,6 +277,12 @@ class PeerConnection:
             # wait long for a slot here, behind 64 answers its client does not read.
             complete = sum(len(line) for line in lines if line is not None)
             self._waiting += complete
+            # A request read is in flight from now until answered: a shutdown waits
+            # for it, and refuses only those read after it began (docs/PROTOCOL.md).
+            requests = sum(line is not None for line in lines)
+            self._unstarted += requests
+            shared.in_flight += requests
+            late = shared.shutting_down
             shared.pending_request_bytes += reader.pending - before + complete
             if shared.pending_request_bytes > daemon.max_pending_request_bytes:
                 await self._too_much_pending(daemon.max_pending_request_bytes)
@@ -298,9 +308,10 @@ class PeerConnection:
                     self._slots.release()
                     raise
                 self._uid_slots += 1  # given back by its task, or at the end (serve)
+                self._unstarted -= 1
                 self.in_flight += 1
                 self._waiting -= len(line)  # counted on: its task uncounts it
-                tg.start_soon(self._handle, line)
+                tg.start_soon(self._handle, line, late)
 
     async def _too_much_pending(self, limit: int) -> None:
         log.warning("closing a connection of pid %d: request lines held too large", self.peer.pid)
@@ -311,9 +322,8 @@ class PeerConnection:
             protocol.TooLargeData(limit=limit),
         )
 
-    async def _handle(self, line: bytes) -> None:
+    async def _handle(self, line: bytes, late: bool) -> None:
         shared = self.shared
-        shared.in_flight += 1
         response: bytes | None = None
         held = len(line)  # counted in pending_request_bytes since complete, until answered
         try:
@@ -321,7 +331,7 @@ class PeerConnection:
             try:
                 await self._room()
                 try:
-                    response = await self._dispatch(self, line)
+                    response = await self._dispatch(self, line, late)
                 finally:
                     shared.pending_request_bytes -= held
                     held = 0

@@ -107,14 +107,18 @@ class Call:
 Handler = Callable[[Call, Any], Awaitable[bytes]]
 
 
-async def dispatch(server: Daemon, conn: PeerConnection, line: bytes) -> bytes | None:
-    """Answer one request line (None for a client notification)."""
+async def dispatch(server: Daemon, conn: PeerConnection, line: bytes, late: bool) -> bytes | None:
+    """Answer one request line (None for a client notification).
+
+    ``late``: the line was read after the shutdown began; it is refused
+    (``SHUTTING_DOWN``). One read before it runs, however long it waited.
+    """
     started = time.perf_counter()
     request: protocol.Request | None = None
     session: str | None = None
     try:
         request, params = await _decode(server, line)
-        if server.shared.shutting_down:
+        if late:
             raise protocol.ProtocolError(
                 protocol.SHUTTING_DOWN, "the daemon is shutting down", id=request.id
             )

@@ -8,9 +8,14 @@ daemon with bounded exponential backoff.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import pathlib
 import signal
+import socket
+import struct
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +25,7 @@ import pytest
 
 from scoutd.client import AsyncClient, Client
 from scoutd.errors import DaemonUnavailable
+from scoutd.testing.daemon import STOP_TIMEOUT
 from tests.support.daemon import Daemon, wait_for
 
 LOSS = 5.0  # seconds for a client to notice that the daemon is gone
@@ -45,6 +51,13 @@ def daemon() -> Iterator[Daemon]:
         handle.write(GATE)
     with d:
         yield d
+
+
+def unread_by_peer(sock: socket.socket) -> int:
+    """Bytes sent on a Unix stream socket that its peer has not read yet (``SIOCOUTQ``)."""
+    queued = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, struct.pack("i", 0))
+    count: int = struct.unpack("i", queued)[0]
+    return count
 
 
 def restart_later(d: Daemon, delay: float) -> threading.Thread:
@@ -158,3 +171,37 @@ async def test_async_client_drop_and_reconnect(daemon: Daemon) -> None:
             assert status["counts"]["sessions"] == 0
         await client.reconnect()
         assert (await client.status())["counts"]["connections"] >= 1
+
+
+def test_a_shutdown_runs_every_request_read_before_it_and_refuses_later_ones(
+    daemon: Daemon,
+) -> None:
+    """SIGTERM: each request already read runs to its answer, even one still
+    waiting for a slot (64 run at once on a connection); one read after the
+    shutdown began gets ``SHUTTING_DOWN``. None is left without an answer."""
+    save_file = os.path.join(daemon.dir, "agent.chat")
+    count = 100
+    params = {"messages": [{"role": "user", "content": "x"}], "save_file": save_file}
+    gated = params | {"strategies": "gate"}
+    lines = [
+        json.dumps(
+            {"jsonrpc": "2.0", "id": i, "method": "prepare_prompt", "params": gated}
+        ).encode()
+        + b"\n"
+        for i in range(count)
+    ]
+    with daemon.connect() as raw, daemon.connect() as later:
+        raw.send_raw(b"".join(lines))
+        wait_for(lambda: os.path.exists(os.path.join(daemon.dir, "gate.started")), 10, "the gate")
+        wait_for(lambda: unread_by_peer(raw.sock) == 0, 10, "every line read by the daemon")
+        daemon.signal(signal.SIGTERM)
+        wait_for(lambda: "shutting down" in daemon.log(), 10, "the shutdown")
+        assert f"shutting down ({count} request(s) in flight)" in daemon.log()
+        refused = later.call("prepare_prompt", params)
+        assert refused["error"]["code"] == -32007
+        open(os.path.join(daemon.dir, "gate.release"), "w").close()
+        answers = [json.loads(raw.read_line(LOSS)) for _ in range(count)]
+        assert sorted(answer["id"] for answer in answers) == list(range(count))
+        assert all("result" in answer for answer in answers), answers
+        assert raw.read_line(LOSS) == b""
+    assert daemon.wait(STOP_TIMEOUT) == 0
