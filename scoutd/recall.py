@@ -24,7 +24,13 @@ import msgspec
 
 from .formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES, scout_view
 from .protocol.messages import MAX_RECALL_SEARCH
-from .strategies.tool_messages import ToolIndex, decode_body, encode_json, index_tools
+from .strategies.tool_messages import (
+    ToolBody,
+    ToolIndex,
+    decode_body,
+    encode_json,
+    index_tools,
+)
 
 __all__ = [
     "RECALL_DESCRIPTION",
@@ -62,6 +68,9 @@ RECALL_PARAMETERS: dict[str, Any] = {
 }
 # What a search must hold at least: a shorter text matches nearly every output.
 MIN_SEARCH = 3
+# The most digits a handle has, whether a text or an integer: more name no output,
+# and Python will not even write an integer of over 4,300 digits as text.
+MAX_HANDLE_DIGITS = 18
 
 
 def recall_parameters() -> dict[str, Any]:
@@ -122,13 +131,14 @@ class Recalled:
 
 
 def parse_handle(handle: Any) -> int | None:
-    """The number in ``"#37"``, ``"37"`` or ``37``; None when it is not one."""
+    """The number in ``"#37"``, ``"37"`` or ``37``; None when it is not one (at most
+    :data:`MAX_HANDLE_DIGITS` digits, as a text or as an integer)."""
     if type(handle) is int:
-        return handle if handle > 0 else None
+        return handle if 0 < handle < 10**MAX_HANDLE_DIGITS else None
     if not isinstance(handle, str):
         return None
     text = handle.strip().removeprefix("#").strip()
-    if not text.isascii() or not text.isdigit() or len(text) > 18:
+    if not text.isascii() or not text.isdigit() or len(text) > MAX_HANDLE_DIGITS:
         return None
     number = int(text)
     return number if number > 0 else None
@@ -148,10 +158,38 @@ def recall_output(
 
 def arguments_problem(handle: Any, search: Any) -> str | None:
     """Why a recall call's arguments, as a model sent them, cannot be looked up; None when
-    they can (a handle a text or a number, a search a text)."""
+    they can (a handle a text or a number, a search a text).
+
+    A text must be one UTF-8 can carry: JSON's ``"\\ud800"`` gives a lone surrogate,
+    which no output held (its message passes through, shown whole) and which the
+    daemon's client cannot send; refused here, it is the same text in every path.
+    """
     if not isinstance(handle, str | int | None) or not isinstance(search, str | None):
         return "handle and search must be strings"
+    for name, value in (("handle", handle), ("search", search)):
+        if type(value) is str and not _encodable(value):
+            return f"{name} holds a lone surrogate (U+D800 to U+DFFF), which no tool output holds"
     return None
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _quoted(handle: Any) -> str:
+    """``handle`` as a malformed-handle text quotes it: its first 40 characters (an
+    integer too long for Python to write as text is described, not written)."""
+    try:
+        return repr(str(handle)[:40])
+    except ValueError:  # past sys.get_int_max_str_digits()
+        return f"<an integer of {handle.bit_length()} bits>"
 
 
 def find_output(
@@ -177,7 +215,7 @@ def find_output(
         return Recalled(problem)
     number = None if handle in (None, "") else parse_handle(handle)
     if handle not in (None, "") and number is None:
-        return Recalled(f'malformed handle {str(handle)[:40]!r}: give a number such as "#37"')
+        return Recalled(f'malformed handle {_quoted(handle)}: give a number such as "#37"')
     if number is None and not search:
         return Recalled('give handle (a number such as "#37") or search (a text the output held)')
     try:
@@ -251,7 +289,9 @@ def _in_arguments(search: str, index: ToolIndex, call: int) -> bool:
 
 
 def _shown_whole(visible: Sequence[Any] | None, format: str) -> frozenset[str]:
-    """The texts of the outputs ``visible`` (a prepared prompt) shows whole."""
+    """The texts of the outputs ``visible`` (a prepared prompt) shows whole: a recall
+    answer found by search shows its output whole after the ``#N`` line, so that
+    output is shown whole too (a search again finds the next one, not it again)."""
     if not visible:
         return frozenset()
     try:
@@ -259,5 +299,23 @@ def _shown_whole(visible: Sequence[Any] | None, format: str) -> frozenset[str]:
     except ValueError:
         return frozenset()
     index = index_tools(view)
-    slots = [slot for slot, is_call in enumerate(index.is_call) if not is_call]
-    return frozenset(_output_text(index, view, slot) for slot in slots)
+    shown = set()
+    for slot, is_call in enumerate(index.is_call):
+        if is_call:
+            continue
+        text = _output_text(index, view, slot)
+        shown.add(text)
+        partner = index.partners[slot]
+        if partner >= 0 and _searched(index.bodies[partner]):
+            first, newline, rest = text.partition("\n")
+            if newline and first.startswith("#") and parse_handle(first) is not None:
+                shown.add(rest)
+    return frozenset(shown)
+
+
+def _searched(call: ToolBody) -> bool:
+    """Whether ``call`` is a recall call by search (its answer starts with ``#N``)."""
+    arguments = call.arguments
+    if call.name != RECALL_TOOL_NAME or not isinstance(arguments, Mapping):
+        return False
+    return arguments.get("handle") in (None, "") and type(arguments.get("search")) is str

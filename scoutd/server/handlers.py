@@ -296,7 +296,7 @@ def _recall_answer(
             held,
             params.handle,
             params.search,
-            format=session.prompt.format,
+            format=session.shown_format or session.prompt.format,  # as its prompt read it
             visible=session.shown,
         )
         found = protocol.SessionRecallResult(

@@ -13,9 +13,8 @@ sessions of that inbox aborted and pushes ``session.aborted`` to their
 connections at once; the claim marks the chat aborted for good, and a session
 opened on a chat so marked is aborted at once (:mod:`scoutd.inbox.aborted`).
 An abort that cannot be moved still aborts (it fails closed, see
-:mod:`scoutd.inbox.claim`); one that cannot be moved at all stays
-in place and is pushed again at every event, open or rescan until an operator
-removes it.
+:mod:`scoutd.inbox.claim`); one that cannot be moved at all stays in place
+and is pushed again at every event, open or rescan until an operator removes it.
 
 Aborts never wait behind prepare calls (docs/RELIABILITY.md, "An abort fails
 closed"): claims run on a small thread limiter per uid, never on the prepare
@@ -99,6 +98,7 @@ class AgentSession:
     prompt: SessionPrompt = field(default_factory=SessionPrompt)
     encoder: DeltaEncoder = field(default_factory=DeltaEncoder)
     shown: Sequence[Any] = ()  # the last prompt answered, whole or not: what search passes over
+    shown_format: str | None = None  # the format it was made in (None: the session's)
     delivered: tuple[str, ...] = ()  # the last answer's notices, again if it went unused
     # one prepare at a time; taken without a turn of the event loop when free
     lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))

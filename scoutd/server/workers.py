@@ -255,7 +255,7 @@ def run_session_prepare(
         raise
     session.prompt, session.forgotten = state, False
     session.delivered = tuple(redelivery.delivered)
-    session.shown = prepared.messages
+    session.shown, session.shown_format = prepared.messages, params.format  # for recall
     redelivered = len(carried) - len(redelivery.carried)  # those the inbox strategy took
     delivered = sum(report.inbox_delivered for report in prepared.report) - redelivered
     _log_warnings(prepared)
