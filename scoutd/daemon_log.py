@@ -1,9 +1,17 @@
-"""Logging set-up of the daemon: stderr, with timestamps unless journald adds its own."""
+"""Logging set-up of the daemon: stderr, with timestamps unless journald adds its own.
+
+Every record is one line: its message is escaped (:func:`~scoutd.paths.printable`),
+so that a value a client or a file chose (a save file named ``x\\nINFO ...``, an
+escape sequence) cannot forge a line or drive the terminal of whoever reads the
+log, whatever the call site did with it (docs/OPERATIONS.md, "Logs").
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+
+from .paths import printable
 
 __all__ = ["LEVELS", "configure_logging", "set_level"]
 
@@ -19,6 +27,18 @@ class _DaemonHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The handler :func:`configure_logging` adds: found again on the logger, not in a global."""
 
 
+class _OneLineFormatter(logging.Formatter):
+    """A formatter writing each record's message as one line of printable text.
+
+    A traceback (``log.exception``) still follows on its own lines, as Python
+    writes it.
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = printable(record.message)
+        return super().formatMessage(record)
+
+
 def configure_logging(level: str, *, journal: bool) -> None:
     """Send the ``scoutd`` loggers to stderr at ``level`` (idempotent).
 
@@ -32,7 +52,7 @@ def configure_logging(level: str, *, journal: bool) -> None:
     fmt = "%(levelname)s %(name)s: %(message)s"
     if not journal:
         fmt = "%(asctime)s " + fmt
-    handler.setFormatter(logging.Formatter(fmt))
+    handler.setFormatter(_OneLineFormatter(fmt))
     logger.addHandler(handler)
     logger.propagate = False
     set_level(level)

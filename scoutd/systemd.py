@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, MutableMapping
 
 from .errors import ActivationError  # re-exported: it was defined here
+from .paths import printable
 
 __all__ = [
     "SD_LISTEN_FDS_START",
@@ -30,14 +31,21 @@ __all__ = [
 log = logging.getLogger("scoutd.systemd")
 
 SD_LISTEN_FDS_START = 3  # the first fd systemd passes (sd_listen_fds(3))
+# Watchdog pings come at most this often, whatever $WATCHDOG_USEC asks: a tiny
+# value (1 us) made the ping loop spin the event loop at full CPU.
+WATCHDOG_MIN_INTERVAL = 0.01  # seconds
+# ... and at least this often: a huge value is "never", not an overflow.
+WATCHDOG_MAX_INTERVAL = 86400.0  # seconds
 
 
 class Notifier:
     """Sends sd_notify messages; silent when ``$NOTIFY_SOCKET`` is unset.
 
     Resource handling: one unconnected datagram socket, opened lazily, closed
-    by :meth:`close`. Error handling: a send failure is logged once per message
-    and never raised: a notification is advisory, serving goes on.
+    by :meth:`close`. Error handling: a send failure is never raised (a
+    notification is advisory, serving goes on) and is logged once per kind of
+    message until one of that kind is sent again: a socket that is missing or
+    never reads must not write a line to the log at every watchdog ping.
     """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
@@ -47,6 +55,7 @@ class Notifier:
             address = "\0" + address[1:]
         self._address = address if address.startswith(("/", "\0")) else ""
         self._sock: socket.socket | None = None
+        self._failing: set[str] = set()  # kinds (first lines) whose last send failed
 
     @property
     def enabled(self) -> bool:
@@ -56,17 +65,25 @@ class Notifier:
         """Send ``lines`` as one datagram; return whether it was sent."""
         if not self._address:
             return False
+        kind = lines[0] if lines else ""
+        # one line each, whatever they hold: a newline in a STATUS= would be a
+        # message of its own to systemd (a WATCHDOG=trigger, a MAINPID=)
+        payload = "\n".join(printable(line) for line in lines).encode()
         try:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
                 self._sock.setblocking(False)
-            self._sock.sendto("\n".join(lines).encode(), self._address)
+            self._sock.sendto(payload, self._address)
         except OSError as exc:
-            log.warning("sd_notify %s failed: %s", lines[0] if lines else "", exc)
+            if kind not in self._failing:
+                self._failing.add(kind)
+                log.warning("sd_notify %s failed (logged once until it works): %s", kind, exc)
             return False
+        self._failing.discard(kind)
         return True
 
     def ready(self, status: str | None = None) -> bool:
+        """READY=1, with ``status`` (any text: sent as one escaped line) as STATUS=."""
         return self.notify("READY=1", *([f"STATUS={status}"] if status else []))
 
     def reloading(self) -> bool:
@@ -87,18 +104,25 @@ class Notifier:
 
 
 def watchdog_interval(environ: Mapping[str, str] | None = None) -> float | None:
-    """Seconds between WATCHDOG=1 pings (half of ``$WATCHDOG_USEC``), or None."""
+    """Seconds between WATCHDOG=1 pings (half of ``$WATCHDOG_USEC``), or None.
+
+    None also for a value that is not a positive decimal count, or one meant for
+    another process (``$WATCHDOG_PID``). The interval is held between
+    :data:`WATCHDOG_MIN_INTERVAL` and :data:`WATCHDOG_MAX_INTERVAL`, so that no
+    value of the variable can make the daemon spin or stop it at start.
+    """
     env = os.environ if environ is None else environ
-    try:
-        usec = int(env.get("WATCHDOG_USEC", ""))
-    except ValueError:
+    text = env.get("WATCHDOG_USEC", "")
+    if not (text.isascii() and text.isdigit()):
         return None
+    digits = text.lstrip("0")  # 19 digits and more are past the ceiling whatever they are
+    usec = int(digits[:19]) if digits else 0
     if usec <= 0:
         return None
     pid = env.get("WATCHDOG_PID")
     if pid and pid != str(os.getpid()):
         return None
-    return usec / 2_000_000
+    return min(max(usec / 2_000_000, WATCHDOG_MIN_INTERVAL), WATCHDOG_MAX_INTERVAL)
 
 
 def listen_socket(environ: MutableMapping[str, str] | None = None) -> socket.socket | None:

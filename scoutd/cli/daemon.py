@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..paths import printable
 from .common import (
     EXIT_OK,
     Verb,
@@ -63,15 +64,20 @@ def _duration(seconds: float) -> str:
 
 
 def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
+    """``status`` as (dotted key, text) rows; every text one escaped line: the
+    daemon's answer carries paths and errors (a Redis server's, for ``fleet``)
+    that must not forge a row or reach the terminal as escape sequences."""
     if isinstance(value, dict) and value:
         for key, item in value.items():
-            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+            _flatten(
+                f"{prefix}.{printable(str(key))}" if prefix else printable(str(key)), item, out
+            )
     elif isinstance(value, str):
-        out.append((prefix, value))
+        out.append((prefix, printable(value)))
     elif prefix == "uptime" and isinstance(value, int | float):
         out.append((prefix, _duration(value)))
     else:
-        out.append((prefix, "-" if value is None else encode(value).decode()))
+        out.append((prefix, "-" if value is None else printable(encode(value).decode())))
 
 
 def _status(args: argparse.Namespace) -> int:
