@@ -90,6 +90,10 @@ class ScoutdModel(ClosedByWith):
         self._lock = threading.Lock()
         self._preparer: RunPreparer | None = None
         self._run_head: Any = None  # the first message of the run being served
+        # Rounds in progress on each preparer (by id): a run that starts while another
+        # run's query is between picking its preparer and preparing must not close it.
+        self._busy: dict[int, int] = {}
+        self._retired: list[RunPreparer] = []  # replaced while busy: closed when idle
         self._aborted: str | None = None
 
     @classmethod
@@ -119,7 +123,11 @@ class ScoutdModel(ClosedByWith):
         """
         sent = [{k: v for k, v in m.items() if k not in _AGENT_ONLY} for m in messages]
         try:
-            prepared = self._for_run(messages).prepare(sent).messages
+            preparer = self._for_run(messages)
+            try:
+                prepared = preparer.prepare(sent).messages
+            finally:
+                self._done(preparer)
         except Aborted as exc:
             self._aborted = exc.reason
             raise RunAborted(exc.reason) from None
@@ -127,7 +135,14 @@ class ScoutdModel(ClosedByWith):
         return answer
 
     def _for_run(self, messages: list[dict[str, Any]]) -> RunPreparer:
-        """The preparer of the run ``messages`` belong to: a new one when a run starts."""
+        """The preparer of the run ``messages`` belong to, counted busy until :meth:`_done`:
+        a new one when a run starts. The one it replaces is closed once no round of
+        another thread is using it (runs of agents sharing this model may overlap).
+
+        Raises:
+            Aborted: a run of this model was aborted.
+        """
+        previous: RunPreparer | None = None
         with self._lock:
             if self._aborted is not None:
                 raise Aborted(self._aborted)
@@ -138,9 +153,26 @@ class ScoutdModel(ClosedByWith):
                     RunPreparer(format=OPENAI_CHAT, **self.options),
                 )
                 self._run_head = head
-                if previous is not None:
-                    previous.close()
-            return self._preparer
+                if previous is not None and self._busy.get(id(previous)):
+                    self._retired.append(previous)
+                    previous = None
+            preparer = self._preparer
+            self._busy[id(preparer)] = self._busy.get(id(preparer), 0) + 1
+        if previous is not None:
+            previous.close()
+        return preparer
+
+    def _done(self, preparer: RunPreparer) -> None:
+        """A round of ``preparer`` ended: close it if it was replaced meanwhile and is idle."""
+        with self._lock:
+            left = self._busy.pop(id(preparer)) - 1
+            if left:
+                self._busy[id(preparer)] = left
+                return
+            if preparer not in self._retired:
+                return
+            self._retired.remove(preparer)
+        preparer.close()
 
     def format_message(self, **kwargs: Any) -> dict[str, Any]:
         """The wrapped model's message format."""
@@ -178,8 +210,9 @@ class ScoutdModel(ClosedByWith):
         """End the current run's scoutd session (idempotent)."""
         with self._lock:
             preparer, self._preparer = self._preparer, None
-        if preparer is not None:
-            preparer.close()
+            retired, self._retired = self._retired, []
+        for old in [*retired, *([preparer] if preparer is not None else [])]:
+            old.close()
 
 
 def _options(given: Mapping[str, Any]) -> HookOptions:
