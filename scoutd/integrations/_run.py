@@ -362,7 +362,7 @@ class RunPreparer(ClosedByWith):
     def _abort(self, reason: str) -> NoReturn:
         """Remember the abort for every later round, log it and raise it."""
         self._aborted = reason
-        log.warning("run aborted before the model call: %s", reason)
+        log.warning("run aborted before the model call: %r", reason)
         raise Aborted(reason)
 
     def prepare(self, messages: Sequence[Any]) -> Prepared:

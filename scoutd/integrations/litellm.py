@@ -377,9 +377,9 @@ class ScoutdProxyHook(CustomLogger):
                 self.prepare, save_file, found.format, found.messages
             )
         except Aborted as exc:
-            log.warning("scoutd: %s: request refused, the chat is aborted: %s", chat, exc.reason)
+            log.warning("scoutd: %r: request refused, the chat is aborted: %r", chat, exc.reason)
             raise aborted_error(exc.reason, chat) from None
-        log.info("scoutd: %s: %s", chat, round_summary(len(found.messages), prepared))
+        log.info("scoutd: %r: %s", chat, round_summary(len(found.messages), prepared))
         data[found.key] = prepared.messages  # a new list: the request's own is left as it came
         return data
 
@@ -416,7 +416,7 @@ class ScoutdProxyHook(CustomLogger):
             await anyio.to_thread.run_sync(self.recheck, save_file)
         except Aborted as exc:
             chat = display_path(save_file)
-            log.warning("scoutd: %s: attempt refused, the chat is aborted: %s", chat, exc.reason)
+            log.warning("scoutd: %r: attempt refused, the chat is aborted: %r", chat, exc.reason)
             raise aborted_error(exc.reason, chat) from None
         return None
 

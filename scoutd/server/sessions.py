@@ -200,7 +200,7 @@ class SessionRegistry:
             for directory in (chat, inbox):
                 await self.watcher.add(directory)
         self._spawn_claim(inbox)  # a waiting abort (left for its owner, say) may be this one's
-        log.info("session %s opened for %s (pid %s, uid %d)", session.id, resolved, pid, uid)
+        log.info("session %s opened for %r (pid %s, uid %d)", session.id, resolved, pid, uid)
         reason = await anyio.to_thread.run_sync(held, resolved, limiter=self._claim_limiter(uid))
         if reason is not None:  # an aborted chat stays aborted (docs/RELIABILITY.md)
             log.info("session %s opened on an aborted chat: %r", session.id, reason)
