@@ -61,12 +61,19 @@ def decode_request(line: bytes) -> Request:
     except msgspec.DecodeError as exc:
         raise ProtocolError(PARSE_ERROR, f"parse error: {exc}") from None
     notification = envelope.id is msgspec.UNSET
+    params = envelope.params
     return Request(
         method=envelope.method,
         id=None if isinstance(envelope.id, msgspec.UnsetType) else envelope.id,
         notification=notification,
-        params=None if isinstance(envelope.params, msgspec.UnsetType) else envelope.params,
+        # `null` as absent (docs/PROTOCOL.md, "Framing"): a Raw holds it as its 4 bytes
+        params=None if isinstance(params, msgspec.UnsetType) or _null(params) else params,
     )
+
+
+def _null(raw: msgspec.Raw) -> bool:
+    """Whether ``raw`` is JSON's ``null`` (compared only when it is that short)."""
+    return len(raw) == len(b"null") and bytes(raw) == b"null"
 
 
 class _PrepareEnvelope(msgspec.Struct, kw_only=True):
