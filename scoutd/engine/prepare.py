@@ -18,7 +18,7 @@ from ..formats.cache import hinted
 from ..formats.detect import detect_format
 from ..formats.texts import ConversationTexts
 from ..protocol.report import Prepared, StrategyReport
-from ..strategies.base import InboxCall, PrepareContext
+from ..strategies.base import Builtin, InboxCall, PrepareContext, checked_result
 from ..strategies.columns import Columns, columns_of
 from ..strategies.report import plain_report
 from ..strategies.rewrites import RewriteCache
@@ -88,7 +88,7 @@ def _run_chain(
     removed some) writes no handles, which would name other outputs.
     """
     if callable(strategies) and not isinstance(strategies, str):
-        result = strategies(current)
+        result = checked_result("<callable>", strategies(current))
         return result, [plain_report("<callable>", current, result)], None
     assert snapshot is not None
     names = _names(strategies, snapshot)
@@ -120,6 +120,8 @@ def _run_chain(
         if check and handles is None:
             handles = output_handles(index_tools(current))
         current, report = strategy.run(current, ctx)
+        if type(strategy) is not Builtin:  # code of the caller's: held to the rule here
+            current = checked_result(strategy.name, current)
         reports.append(report)
         if check:
             numbered = output_handles(index_tools(current)) == handles

@@ -53,7 +53,9 @@ TEXT_PART = -1  # ref of an assistant message's text, seen apart from its calls
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 # What decoding or encoding a hostile value raises (a lone surrogate, a huge integer, ...).
-DECODE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError, ValueError)
+# RecursionError: a text nested deeper than the decoder goes is not JSON to us, as the
+# strategies' index reads it (strategies/tool_messages.py), never a refusal of the call.
+DECODE_ERRORS = (msgspec.DecodeError, TypeError, UnicodeError, ValueError, RecursionError)
 ENCODE_ERRORS = (msgspec.EncodeError, TypeError, UnicodeError, ValueError, OverflowError)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -35,6 +35,7 @@ __all__ = [
     "Builtin",
     "FunctionStrategy",
     "InboxCall",
+    "checked_result",
     "PrepareContext",
     "Redelivery",
     "Rounds",
@@ -154,9 +155,30 @@ class FunctionStrategy:
 
     def run(self, messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
         given = {"save_file": ctx.save_file, "config": ctx.snapshot, "format": ctx.format}
-        result = self.fn(messages, **{key: given[key] for key in self.keywords})
-        if not isinstance(result, list):
-            raise TypeError(
-                f"strategy {self.name!r} returned {type(result).__name__}, expected a list"
-            )
+        result = checked_result(
+            self.name, self.fn(messages, **{key: given[key] for key in self.keywords})
+        )
         return result, plain_report(self.name, messages, result)
+
+
+def checked_result(name: str, result: Any) -> list[Any]:
+    """``result`` of the caller's strategy ``name``, if it is a list of message objects.
+
+    Code scoutd does not own (a registered function, a plugin, a callable) is
+    held to the rule its input kept (docs/PROTOCOL.md, "Messages") where it
+    returns, so that its mistake is named as its own instead of surfacing as
+    an ``AttributeError`` deep in a format's rebuild (or passing in one format
+    and not in another).
+
+    Raises:
+        TypeError: not a list, or an entry that is not an object.
+    """
+    if not isinstance(result, list):
+        raise TypeError(f"strategy {name!r} returned {type(result).__name__}, expected a list")
+    for position, message in enumerate(result):
+        if not isinstance(message, Mapping):
+            raise TypeError(
+                f"strategy {name!r} returned {type(message).__name__} at {position},"
+                " expected message objects"
+            )
+    return result

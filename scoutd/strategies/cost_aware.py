@@ -109,8 +109,38 @@ def load_tokenizer(target: str) -> TokenCounter:
     found = import_named(label, target)
     if not callable(found):
         raise ConfigError(f"{label} is not callable")
-    counter: TokenCounter = Contained(label, found)
-    return counter
+    return _Counted(label, Contained(label, found))
+
+
+class _Counted:
+    """An operator's tokenizer held to its contract where it returns: a count.
+
+    What it returns goes into the plan's sums; anything but a finite number
+    from 0 to 2**53 (None, a string, NaN, a negative count, an integer no
+    float holds) would surface as a TypeError, ValueError or OverflowError deep
+    in the plan, or, negative, silently stop every compaction.
+
+    Raises:
+        ConfigError: ``tokenizer '...' returned ..., expected a count``.
+    """
+
+    __slots__ = ("count", "label")
+
+    def __init__(self, label: str, count: Callable[[str], Any]) -> None:
+        self.label = label
+        self.count = count
+
+    def __call__(self, text: str) -> int:
+        tokens = self.count(text)
+        kind = type(tokens)
+        if (kind is int or kind is float) and 0 <= tokens <= _MOST_TOKENS:
+            return tokens  # type: ignore[no-any-return]  # an int, or a float tokens count
+        # repr of an integer past 4,300 digits raises: its size is shown instead
+        shown = repr(tokens)[:40] if kind is float or (kind is int and tokens < 2**128) else kind
+        raise ConfigError(f"{self.label} returned {shown}, expected a count (0 or more)")
+
+
+_MOST_TOKENS = 2**53  # a count every float holds exactly
 
 
 class _CharEstimate:
