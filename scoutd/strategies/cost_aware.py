@@ -44,19 +44,20 @@ from typing import Any
 
 import msgspec
 
-from ..config import DEFAULT_NOTICE, PromptConfig
+from ..config import PromptConfig
 from ..errors import ConfigError
 from ..pricing import AUTO, PRICE_PRESETS, CachePrices, prices_for_format
 from ..protocol.report import Reason
 from .base import Builtin, PrepareContext, Rounds
 from .columns import Columns, known_columns
-from .cost_plan import Plan, plan_compaction
+from .cost_notice import compaction_notice, notice_estimate
+from .cost_plan import Plan, fit_sent, plan_compaction
 from .epoch import Window
 from .named_code import Contained, import_named
 from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
 from .retention import NOTHING, Kept, PairCalls
-from .rewrites import RewriteCache, recall_notice, shortened
+from .rewrites import RewriteCache, shortened
 from .text import ENCODE_ERRORS, json_text
 from .tool_messages import (
     ARGUMENT_SIZE,
@@ -77,17 +78,6 @@ __all__ = [
 
 NAME = "shorten_tools_cost_aware"
 TokenCounter = Callable[[str], int]
-# The default notice without the seed's promise about repeated calls: this
-# strategy drops old pairs whatever their call (keeping the latest of every
-# repeated call whole costs more than all the rest on long runs).
-COST_AWARE_NOTICE = (
-    "[Context compaction]\n"
-    "This conversation was compacted to fit the model's context window: {compacted} older"
-    ' tool messages are shown shortened (marked "Truncated (<original length>): ...") and'
-    " {removed} were removed.\n"
-    "A tool call that is no longer visible may still have run: do not repeat a call only"
-    " because its earlier result is missing."
-)
 # A message costs a few tokens beyond its content (role, separators).
 MESSAGE_OVERHEAD_TOKENS = 4
 # Characters of a shortened tool message beyond its kept text: marker, JSON keys, id.
@@ -327,6 +317,11 @@ class _Tokens:
         return self.whole[shortened] - kept_short
 
 
+def notice_tokens(config: PromptConfig, count: TokenCounter) -> int:
+    """What a compaction's notice adds to the prompt, as the plan counts it."""
+    return count(notice_estimate(config)) + MESSAGE_OVERHEAD_TOKENS
+
+
 def shorten_tools_cost_aware(
     messages: Sequence[Any],
     config: PromptConfig,
@@ -350,7 +345,10 @@ def shorten_tools_cost_aware(
     tokens = _Tokens(messages, index, count, remarks, columns)
     if type(count) is not _CharEstimate:
         columns = None  # a tokenizer is code of its own: read the messages afresh after it
-    plan = plan_compaction(tokens, index.outputs, config, effective_prices(config, format_name))
+    notice = notice_tokens(config, count)
+    prices = effective_prices(config, format_name)
+    plan = plan_compaction(tokens, index.outputs, config, prices, notice=notice)
+    plan = fit_sent(plan, tokens, index.outputs, config, notice)
     return apply_plan(messages, index, plan, config, detail, remarks, columns, rewrites)
 
 
@@ -452,11 +450,7 @@ def _compact(
         new = shortened(index, messages, slot, rewrites, config.recall)
         if new is not None:
             changes.rewrites[slot] = new
-    notice = config.compaction_notice
-    if notice == DEFAULT_NOTICE:
-        notice = COST_AWARE_NOTICE
-    if config.recall:
-        notice = recall_notice(notice, index, changes.dropped)
+    notice = compaction_notice(config, index, changes.dropped)
     keep_full = window.keep_full
     why = (
         band_reasons(

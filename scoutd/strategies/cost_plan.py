@@ -9,14 +9,14 @@ re-exports these names.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from ..config import PromptConfig
 from ..pricing import CachePrices
 from .retention import NOTHING, Kept, PairCalls, retain
 
-__all__ = ["Decision", "Plan", "Replay", "Tokens", "plan_compaction", "unmet_test"]
+__all__ = ["Decision", "Plan", "Replay", "Tokens", "fit_sent", "plan_compaction", "unmet_test"]
 
 # The report's projection of when a compaction will pay (.projection) takes each
 # later round to add what a round added over this many rounds before (or all of
@@ -120,6 +120,7 @@ class Plan:
     decided_at: int
     kept: Kept = NOTHING
     decision: Decision | None = field(default=None, compare=False)
+    kept_tokens: int = field(default=0, compare=False)  # what ``kept`` puts back
 
 
 def _fit(tokens: Tokens, number: int, full: int, band: int, limit: float) -> tuple[int, int]:
@@ -178,11 +179,14 @@ def plan_compaction(
     config: PromptConfig,
     prices: CachePrices,
     replay: Replay | None = None,
+    notice: int = 0,
 ) -> Plan:
     """Replay the decision of every round up to ``outputs`` and return the last bands.
 
     ``replay``, when given, is where an earlier call over the same first rounds
     stopped: only the rounds after it are replayed, and it is moved forward.
+    ``notice``: the tokens of the notice a compacted prompt holds, which the
+    limit must hold too.
 
     The loop runs once per round of the conversation, so it reads the prefix
     sums directly and keeps the tokens the current bands save instead of
@@ -192,6 +196,7 @@ def plan_compaction(
     window = config.context_window
     trigger = config.compaction_trigger_share * window
     limit = config.compaction_limit_share * window
+    room = limit - notice  # for a compacted prompt: the limit less its notice
     least_full, band = config.cost_full_tool_outputs, config.cost_compacted_tool_calls
     full_share, share_cap = config.cost_full_share, config.cost_full_share_cap
     read, write = prices.read, prices.write
@@ -228,7 +233,7 @@ def plan_compaction(
         else:
             billed += prompt * read + 0 * write  # pragma: no mutate
         previous = prompt
-        forced = prompt > limit
+        forced = prompt > (room if shortened else limit)
         full = int(number * full_share)
         full = share_cap if share_cap < full else full  # pragma: no mutate
         full = full if full > least_full else least_full  # pragma: no mutate
@@ -240,8 +245,8 @@ def plan_compaction(
         # not mutated: at new_shortened == band both sides give 0
         new_dropped = new_shortened - band if new_shortened > band else 0  # pragma: no mutate
         new_saving = whole[new_shortened] - short[new_shortened] + short[new_dropped]
-        if whole_prompt - new_saving > limit:
-            new_dropped, new_shortened = _fit(tokens, number, full, band, limit)
+        if whole_prompt - new_saving > room:
+            new_dropped, new_shortened = _fit(tokens, number, full, band, room)
             new_saving = tokens.saved(new_dropped, new_shortened)
         if new_dropped < dropped or (new_dropped == dropped and new_shortened <= shortened):
             continue  # no further than the current bands
@@ -327,4 +332,44 @@ def plan_compaction(
         replay.decided, replay.carried, replay.billed = decided, carried, billed
         replay.previous, replay.kept, replay.decision = previous, kept, decision
         replay.kept_tokens = kept_in_force
-    return Plan(dropped, shortened, decided, kept, decision)
+    return Plan(dropped, shortened, decided, kept, decision, kept_in_force)
+
+
+def fit_sent(plan: Plan, tokens: Tokens, outputs: int, config: PromptConfig, notice: int) -> Plan:
+    """``plan``, compacted further when the prompt sent would pass the limit.
+
+    The replay weighs each round's prompt up to its output. The prompt sent at
+    the last round also holds what follows that output (user turns, a call still
+    waiting) and, once compacted, the notice (``notice`` tokens): when they take
+    it past ``compaction_limit_share`` of the window, what the plan kept besides
+    its bands goes, then the least further compaction that fits is taken, as a
+    forced compaction does. The replay is left as it was (the next round weighs
+    this one without them), so a session's plan stays the whole replay's.
+    """
+    limit = config.compaction_limit_share * config.context_window
+    total = tokens.cumulative[-1]
+    extra = total - tokens.cumulative[tokens.output_end[outputs]] + notice
+    sent = total - tokens.saved(plan.dropped, plan.shortened) + plan.kept_tokens
+    if sent + (notice if plan.shortened else 0) <= limit:
+        return plan
+    dropped, shortened = plan.dropped, plan.shortened
+    if not shortened or sent - plan.kept_tokens + notice > limit:
+        full = _verbatim(outputs, config)
+        fits = _fit(tokens, outputs, full, config.cost_compacted_tool_calls, limit - extra)
+        dropped, shortened = max(dropped, fits[0]), max(shortened, fits[1])
+    fitted = total - tokens.saved(dropped, shortened) + notice
+    decision = plan.decision
+    if decision is not None:
+        removed = sent + notice - fitted
+        decision = replace(
+            decision, prompt=sent + notice, forced=True, weighed=True, compacted=True
+        )
+        decision = replace(decision, removed=removed if removed > 0 else 0)
+    return Plan(dropped, shortened, outputs, NOTHING, decision)
+
+
+def _verbatim(number: int, config: PromptConfig) -> int:
+    """The outputs kept verbatim at round ``number``: a share of the outputs so far,
+    capped, and at least ``cost_full_tool_outputs``."""
+    full = min(int(number * config.cost_full_share), config.cost_full_share_cap)
+    return max(full, config.cost_full_tool_outputs)

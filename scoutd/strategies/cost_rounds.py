@@ -27,9 +27,10 @@ from .cost_aware import (
     _message_tokens,
     _Tokens,
     effective_prices,
+    notice_tokens,
     token_counter,
 )
-from .cost_plan import Plan, Replay, plan_compaction
+from .cost_plan import Plan, Replay, fit_sent, plan_compaction
 from .retention import PairCalls
 from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex
 
@@ -126,4 +127,7 @@ class CostPlanner:
     def plan(self, messages: Sequence[Any], index: ToolIndex, config: PromptConfig) -> Plan:
         """The plan for ``messages`` (the same conversation as before, grown)."""
         self.tokens.extend(messages, index)
-        return plan_compaction(self.tokens, index.outputs, config, self.prices, self.replay)
+        notice = notice_tokens(config, self.tokens.count)
+        outputs = index.outputs
+        plan = plan_compaction(self.tokens, outputs, config, self.prices, self.replay, notice)
+        return fit_sent(plan, self.tokens, outputs, config, notice)  # never replayed

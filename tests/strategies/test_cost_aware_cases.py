@@ -24,6 +24,7 @@ from scoutd.strategies.cost_aware import (
     shorten_tools_cost_aware,
     token_counter,
 )
+from scoutd.strategies.cost_notice import COST_AWARE_NOTICE
 from scoutd.strategies.cost_plan import _fit
 from scoutd.strategies.tool_messages import index_tools
 
@@ -44,6 +45,9 @@ FORCED_ONLY = PromptConfig(
     cost_full_share_cap=0,
     cost_compacted_tool_calls=1,
 )
+# The compaction notice as the limit counts it (one character a token): its template,
+# room for its two counts (20 digits each), the message's 4 tokens.
+NOTICE = len(COST_AWARE_NOTICE) + 2 * 20 + 4
 
 
 class Words:
@@ -205,9 +209,9 @@ def test_a_shortened_message_is_estimated_at_its_kept_size(long_side: str) -> No
 
     The oldest pair has one long message, the newest a long output. The
     limit is set exactly at the prompt of round 2 with the oldest pair
-    shortened: round 1 fits whole, round 2 fits with that pair shortened and
-    no more (the fitting stops at equality); one token lower it does not,
-    and the oldest pair is dropped, the newest output shortened.
+    shortened, and the notice: round 1 fits whole, round 2 fits with that pair
+    shortened and no more (the fitting stops at equality); one token lower it
+    does not, and the oldest pair is dropped, the newest output shortened.
     """
     long_text = "q" * 2000
     messages: list[dict[str, Any]] = [{"role": "user", "content": "h"}]
@@ -217,7 +221,7 @@ def test_a_shortened_message_is_estimated_at_its_kept_size(long_side: str) -> No
         messages += [call("t", {}, "c0"), output("t", long_text, "c0")]
     messages += [call("t", {}, "c1"), output("t", long_text, "c1")]
     long_at = 1 if long_side == "call" else 2
-    shortened = sum(tokens(m) for i, m in enumerate(messages) if i != long_at) + 520 + 4
+    shortened = sum(tokens(m) for i, m in enumerate(messages) if i != long_at) + 520 + 4 + NOTICE
     config = msgspec.structs.replace(FORCED_ONLY, context_window=shortened)
     kept = ["kept", "kept", "kept", "kept"]
     kept[long_at - 1] = "truncated"
@@ -318,11 +322,12 @@ def test_without_a_head_the_rewrite_is_the_whole_kept_prompt(longer: int) -> Non
 
 
 def test_dropping_stops_exactly_at_the_limit() -> None:
-    """Six pairs; at 570 tokens the newest pair alone fits shortened (5 + 41 + 524)."""
+    """Six pairs; at 570 tokens and the notice the newest pair alone fits shortened
+    (5 + 41 + 524)."""
     messages = pairs([600] * 6)
-    config = msgspec.structs.replace(FORCED_ONLY, context_window=570)
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=570 + NOTICE)
     assert fates(messages, config) == ["dropped"] * 10 + ["kept", "truncated"]
-    config = msgspec.structs.replace(FORCED_ONLY, context_window=569)
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=569 + NOTICE)
     assert fates(messages, config) == ["dropped"] * 12
 
 
@@ -340,13 +345,15 @@ def test_fitting_asks_for_no_more_than_the_outputs_kept_whole_when_all_fits(
 def test_shortening_more_to_fit_drops_nothing_the_band_still_covers(margin: int) -> None:
     """Two newest kept whole would not fit: one more is shortened, none dropped (band 5).
 
-    At a margin of 230 the prompt with two outputs shortened is exactly at the
-    limit: it fits, so the newest output stays whole.
+    At a margin of 230 the prompt with two outputs shortened (and the notice) is
+    exactly at the limit: it fits, so the newest output stays whole.
     """
     messages = pairs([600] * 3)
-    total = sum(tokens(m) for m in messages)
+    notice = "[compacted]"  # a short one: shortening must pay for it, as for the prompt
+    total = sum(tokens(m) for m in messages) + len(notice) + 2 * 20 + 4
     config = msgspec.structs.replace(
         FORCED_ONLY,
+        compaction_notice=notice,
         context_window=total - margin,  # shortening one output saves 115, two save 230
         cost_full_tool_outputs=2,
         cost_compacted_tool_calls=5,
@@ -385,3 +392,21 @@ def test_calls_still_waiting_for_their_output_are_left_alone_and_listed() -> Non
     assert fates(messages, config) == ["kept", "kept"]
     prompt, _ = shorten_tools_cost_aware(messages, config)
     assert prompt == messages
+
+
+@pytest.mark.parametrize(("after", "window"), [(0, 1315), (300, 2400), (1500, 2400)])
+def test_the_prompt_sent_fits_its_limit_with_the_notice_and_what_follows_the_last_output(
+    after: int, window: int
+) -> None:
+    """The limit holds the whole prompt sent, counted as the strategy counts: the
+    notice a compaction adds (1,215 tokens of bands fitted a limit of 1,315, then
+    the notice's 344 went out with them) and the user's text after the newest
+    output (3,006 tokens went out under a limit of 2,400)."""
+    messages = pairs([600] * 6)
+    if after:
+        messages.append({"role": "user", "content": "u" * after})
+    config = msgspec.structs.replace(FORCED_ONLY, context_window=window)
+    prompt, report = shorten_tools_cost_aware(messages, config)
+    assert report.outputs_dropped + report.outputs_truncated > 0  # it had to compact
+    assert sum(tokens(message) for message in prompt) <= window
+    assert not after or messages[-1] in prompt  # what follows the outputs is never cut

@@ -97,6 +97,11 @@ class Model:
     ) -> None:
         self.messages, self.config = messages, config
         self.write, self.read = write, read
+        # the notice as the limit counts it: its text, room for its two counts (20
+        # digits each), a message's overhead (recall, which adds a sentence, is off)
+        template = config.compaction_notice
+        text = NOTICE if template == DEFAULT_NOTICE else template
+        self.notice = count(text + "x" * 40) + OVERHEAD
         self.pairing = oracle.pair(messages)
         self.tokens = [count(text_of(m)) + OVERHEAD for m in messages]
         self.short = count("x" * SHORTENED_CHARS) + OVERHEAD
@@ -117,10 +122,11 @@ class Model:
         self.ends = {t.number: t.at + 1 for t in tools if not t.is_call}
         self.head = sum(self.tokens[: tools[0].at]) if tools else sum(self.tokens)
 
-    def prompt(self, round_: int, dropped: int, shortened: int) -> int:
-        """Tokens of the prompt at ``round_`` (through that output) under the bands."""
+    def prompt(self, round_: int | None, dropped: int, shortened: int) -> int:
+        """Tokens of the prompt at ``round_`` (through that output; None: every message,
+        as sent) under the bands."""
         total = 0
-        for at in range(self.ends[round_]):
+        for at in range(len(self.messages) if round_ is None else self.ends[round_]):
             pair = self.remarks.get(at, self.owner.get(at))
             if pair is not None and pair <= dropped:
                 continue
@@ -130,15 +136,22 @@ class Model:
                 total += self.tokens[at]
         return total
 
-    def fit(self, round_: int, full: int, limit: float) -> tuple[int, int]:
-        """Shorten all but ``full`` outputs, then more, then drop, until it fits."""
+    def fit(self, round_: int, full: int, limit: float, sent: bool = False) -> tuple[int, int]:
+        """Shorten all but ``full`` outputs, then more, then drop, until it fits (``sent``:
+        the whole prompt with the notice, else the round's prompt)."""
         band = self.config.cost_compacted_tool_calls
         shortened = max(0, round_ - full)
         dropped = max(0, shortened - band)
-        while self.prompt(round_, dropped, shortened) > limit and shortened < round_:
+
+        def size(dropped: int, shortened: int) -> int:
+            if sent:
+                return self.prompt(None, dropped, shortened) + self.notice
+            return self.prompt(round_, dropped, shortened)
+
+        while size(dropped, shortened) > limit and shortened < round_:
             shortened += 1
             dropped = max(0, shortened - band)
-        while self.prompt(round_, dropped, shortened) > limit and dropped < round_:
+        while size(dropped, shortened) > limit and dropped < round_:
             dropped += 1
         return dropped, shortened
 
@@ -155,13 +168,13 @@ class Model:
             prompt = self.prompt(n, out.dropped, out.shortened)
             billed += min(previous, prompt) * self.read + max(prompt - previous, 0) * self.write
             previous = prompt
-            forced = prompt > limit
+            forced = prompt + (self.notice if out.shortened else 0) > limit
             full = max(
                 c.cost_full_tool_outputs, min(int(n * c.cost_full_share), c.cost_full_share_cap)
             )
             if n - full <= out.shortened and not forced:
                 continue  # nothing beyond the current bands to compact
-            bands = self.fit(n, full, limit)
+            bands = self.fit(n, full, limit - self.notice)  # a compacted prompt holds it
             if bands <= (out.dropped, out.shortened):
                 continue
             after = self.prompt(n, *bands)
@@ -184,6 +197,19 @@ class Model:
                 billed += rewrite - removed * self.read
                 previous = after
         out.carried, out.billed = carried, billed
+        # The prompt sent holds what follows the last output, and the notice once
+        # compacted: past the limit, the least further compaction that fits, outside
+        # the replay (the next round weighs this one without them).
+        n = self.pairing.outputs
+        notice = self.notice if out.shortened else 0
+        if n and self.prompt(None, out.dropped, out.shortened) + notice > limit:
+            full = max(
+                c.cost_full_tool_outputs, min(int(n * c.cost_full_share), c.cost_full_share_cap)
+            )
+            dropped, shortened = self.fit(n, full, limit, sent=True)
+            bands = (max(dropped, out.dropped), max(shortened, out.shortened))
+            out.decisions.append(Decision(n, "fitted", bands, 0.0))
+            out.dropped, out.shortened = bands
         return out
 
     def prepared(self, outcome: Outcome) -> tuple[list[Any], list[str], int]:
@@ -233,7 +259,7 @@ class Model:
 PROPERTY = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
 )
-KINDS = ("forced", "paid", "declined")
+KINDS = ("forced", "paid", "declined", "fitted")
 _remarks = st.one_of(
     st.text(max_size=8),
     st.integers(min_value=1, max_value=6).map(lambda n: "r" * (n * 90)),
