@@ -15,7 +15,16 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .config_rules import PROMPT_ACCESS, access_of, check_numbers, read_config_bytes
+from .config_rules import (
+    PROMPT_ACCESS,
+    access_of,
+    check_numbers,
+    check_text,
+    not_text,
+    read_config_bytes,
+    validated_layer,
+    where,
+)
 from .errors import ConfigError
 from .paths import printable
 
@@ -74,6 +83,7 @@ Factor = Annotated[float, msgspec.Meta(ge=0, le=MAX_FACTOR)]
 # once) and finite (about 31 years at most).
 Duration = Annotated[float, msgspec.Meta(ge=0.01, le=1e9)]
 Share = Annotated[float, msgspec.Meta(ge=0, le=1)]
+Id = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 2)]  # a uid or gid; 2**32 - 1 is "none"
 CachePricing = Literal["auto", "anthropic", "anthropic-1h", "openai", "openai-4o"]
 
 
@@ -174,8 +184,8 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     socket_mode: Annotated[int, msgspec.Meta(ge=0, le=0o777)] = 0o660
     socket_group: str | None = None
     # None: only the daemon's own uid. Members of allowed_gids are also let in.
-    allowed_uids: tuple[int, ...] | None = None
-    allowed_gids: tuple[int, ...] = ()
+    allowed_uids: tuple[Id, ...] | None = None
+    allowed_gids: tuple[Id, ...] = ()
     allowed_roots: tuple[str, ...] = ("/",)
     max_request_bytes: Positive = 64 * MIB
     max_connections: Positive = 256
@@ -310,28 +320,6 @@ def strategy_names(value: str | Sequence[str] | None) -> list[str] | None:
     return names
 
 
-def _where(error: msgspec.ValidationError, table: str) -> str:
-    """msgspec's error with its ``$`` root named as the table (a key of the file when '')."""
-    inside = f"`{table}." if table else "`"
-    # printable: a key's name is the file's (or the client's), and may hold a newline
-    return printable(str(error).replace("`$.", inside).replace("`$`", f"`{table}`"))
-
-
-def _validated_layer(
-    layer: Mapping[str, Any], struct: type[msgspec.Struct], table: str, source: str
-) -> dict[str, Any]:
-    """Validate a partial table and return the keys it sets, converted."""
-    if not layer:
-        return {}
-    try:
-        converted = msgspec.convert(dict(layer), struct)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(
-            f"invalid configuration in {source}, table [{table}]: {_where(exc, table)}"
-        ) from exc
-    return {key: getattr(converted, key) for key in layer}
-
-
 def _env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     layer: dict[str, Any] = {}
     origins: dict[str, str] = {}
@@ -340,6 +328,8 @@ def _env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, st
         if name not in environ:
             continue
         raw = environ[name]
+        if not_text(raw) is not None:  # msgspec could not even say why it refuses it
+            raise ConfigError(f"invalid environment variable {name}='{printable(raw)}': not UTF-8")
         value = raw if key == "compaction_notice" else raw.strip()
         try:
             converted = msgspec.convert({key: value}, PromptConfig, strict=False)
@@ -370,7 +360,7 @@ def _read_file(path: str, *, allow_empty: bool) -> _FileLayout:
     try:
         return msgspec.toml.decode(raw, type=_FileLayout)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid config file {shown}: {_where(exc, '')}") from exc
+        raise ConfigError(f"invalid config file {shown}: {where(exc, '')}") from exc
     except msgspec.DecodeError as exc:
         raise ConfigError(f"invalid config file {shown}: {printable(str(exc))}") from exc
     except RecursionError:  # tables or arrays nested past what the reader walks
@@ -382,7 +372,7 @@ def _fleet_table(table: Mapping[str, Any], source: str) -> FleetConfig:
         return msgspec.convert(dict(table), FleetConfig)
     except msgspec.ValidationError as exc:
         raise ConfigError(
-            f"invalid configuration in {source}, table [fleet]: {_where(exc, 'fleet')}"
+            f"invalid configuration in {source}, table [fleet]: {where(exc, 'fleet')}"
         ) from exc
 
 
@@ -418,7 +408,7 @@ def resolve_config(
     prompt_layer, env_origins = _env_layer(environ)
     origins = {f"prompt.{key}": "default" for key in PromptConfig.__struct_fields__}
     origins.update({f"daemon.{key}": "default" for key in DaemonConfig.__struct_fields__})
-    origins.update({f"prompt.{key}": where for key, where in env_origins.items()})
+    origins.update({f"prompt.{key}": origin for key, origin in env_origins.items()})
 
     file_path = _config_path(path, environ)
     daemon_layer: dict[str, Any] = {}
@@ -427,8 +417,8 @@ def resolve_config(
     if file_path is not None:
         layout = _read_file(file_path, allow_empty=allow_empty)
         source = f"config file {printable(file_path)}"
-        file_prompt = _validated_layer(layout.prompt, PromptConfig, "prompt", source)
-        daemon_layer = _validated_layer(layout.daemon, DaemonConfig, "daemon", source)
+        file_prompt = validated_layer(layout.prompt, PromptConfig, "prompt", source)
+        daemon_layer = validated_layer(layout.daemon, DaemonConfig, "daemon", source)
         plugins = dict(layout.plugins)
         if layout.fleet is not None:
             fleet = _fleet_table(layout.fleet, source)
@@ -448,11 +438,13 @@ def resolve_config(
 
 
 def refuse_operator_keys(overrides: Mapping[str, Any]) -> None:
-    """Refuse an override of a key only the operator sets, whatever its value.
+    """Refuse an override of a key only the operator sets, whatever its value, and
+    one holding a string that is no UTF-8 text (an undecodable byte of argv).
 
     Called before any value is converted, by :func:`with_overrides` and by a
-    client that wants to refuse before sending (``--set``).
+    client that wants to refuse before sending (``--set``, ``scoutd.Client``).
     """
+    check_text(overrides, "prompt", "per-call overrides")
     for key in overrides:
         if key in PromptConfig.__struct_fields__ and access_of(key) == "operator":
             raise ConfigError(
@@ -476,7 +468,7 @@ def with_overrides(config: Config, overrides: Mapping[str, Any] | None) -> Confi
     if not isinstance(overrides, Mapping):
         raise ConfigError(f"config overrides must be a mapping, got {type(overrides).__name__}")
     refuse_operator_keys(overrides)
-    layer = _validated_layer(overrides, PromptConfig, "prompt", "per-call overrides")
+    layer = validated_layer(overrides, PromptConfig, "prompt", "per-call overrides")
     for key in TIGHTEN_ONLY.intersection(layer):
         limit = getattr(config.prompt, key)
         if layer[key] > limit:

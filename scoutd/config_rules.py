@@ -17,7 +17,7 @@ import grp
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -33,8 +33,12 @@ __all__ = [
     "Access",
     "access_of",
     "check_numbers",
+    "check_text",
+    "not_text",
     "read_config_bytes",
     "untrusted_writer",
+    "validated_layer",
+    "where",
 ]
 
 # A config file is a few KiB (the longest value, the compaction notice, is 64 KiB):
@@ -159,6 +163,63 @@ def check_numbers(struct: msgspec.Struct) -> None:
             signs = ((">=", ge), (">", gt), ("<=", le), ("<", lt))
             bounds = " and ".join(f"{sign} {bound}" for sign, bound in signs if bound is not None)
             raise ValueError(f"{name} = {_shown(value)} is out of bounds ({bounds})")
+
+
+def not_text(value: object) -> str | None:
+    """The first string in ``value`` (itself, or inside its lists and mappings, keys
+    too) that is no UTF-8 text, or None. A lone surrogate is what an undecodable
+    byte of the environment or of the command line becomes: msgspec cannot even
+    name it in an error, and no prompt may carry it."""
+    pending = [value]
+    while pending:  # a loop, not recursion: a client's value may nest deeply
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+        elif isinstance(item, Mapping):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, Sequence) and not isinstance(item, (bytes, bytearray)):
+            pending.extend(item)
+    return None
+
+
+def check_text(layer: Mapping[str, Any], table: str, source: str) -> None:
+    """Refuse a layer holding a string that is no UTF-8 text (:func:`not_text`):
+    ConfigError naming the source, the table and the string, instead of the
+    UnicodeEncodeError that validating or sending it would raise."""
+    bad = not_text(layer)
+    if bad is not None:
+        raise ConfigError(
+            f"invalid configuration in {source}, table [{table}]:"
+            f" '{printable(bad)}' is not UTF-8 text"
+        )
+
+
+def where(error: msgspec.ValidationError, table: str) -> str:
+    """msgspec's error with its ``$`` root named as the table (a key of the file when '')."""
+    inside = f"`{table}." if table else "`"
+    # printable: a key's name is the file's (or the client's), and may hold a newline
+    return printable(str(error).replace("`$.", inside).replace("`$`", f"`{table}`"))
+
+
+def validated_layer(
+    layer: Mapping[str, Any], struct: type[msgspec.Struct], table: str, source: str
+) -> dict[str, Any]:
+    """Validate a partial table and return the keys it sets, converted (ConfigError
+    naming the source, the table and the key otherwise)."""
+    if not layer:
+        return {}
+    check_text(layer, table, source)
+    try:
+        converted = msgspec.convert(dict(layer), struct)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(
+            f"invalid configuration in {source}, table [{table}]: {where(exc, table)}"
+        ) from exc
+    return {key: getattr(converted, key) for key in layer}
 
 
 def read_config_bytes(path: str) -> bytes:

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config import Config, DaemonConfig, resolve_config
+from ..config import TIGHTEN_ONLY, Config, DaemonConfig, PromptConfig, resolve_config
 from ..config_rules import untrusted_writer
 from ..errors import ConfigError
 from ..paths import printable
@@ -21,7 +21,7 @@ from ..security import resolve_roots
 from .abort_signal import parse_signal
 
 __all__ = [
-    "ACCESS_KEYS",
+    "KEPT_KEYS",
     "RESTART_KEYS",
     "Snapshot",
     "check_not_partial",
@@ -34,9 +34,15 @@ __all__ = [
 log = logging.getLogger("scoutd.server")
 
 RESTART_KEYS = ("socket_path", "socket_mode", "socket_group", "watch_mode")
-# Keys that decide who may do what: a reload in which one of them, set by the
-# running file, falls back to its default is taken for a partly written file.
-ACCESS_KEYS = ("allowed_roots", "allowed_uids", "allowed_gids", "max_connections_per_uid")
+# Keys whose default is at least as wide as any value a file sets: every [daemon]
+# key (who may connect, what a request or a uid may hold, how an abort is
+# signalled) and the [prompt] limits an override may only lower. A reload in which
+# one of them, set by the running file, falls back to its default is taken for a
+# partly written file: a file caught between two writes parses as a shorter one.
+KEPT_KEYS = (
+    *(f"daemon.{key}" for key in DaemonConfig.__struct_fields__),
+    *(f"prompt.{key}" for key in PromptConfig.__struct_fields__ if key in TIGHTEN_ONLY),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,17 +105,24 @@ def restart_changes(in_use: DaemonConfig, new: DaemonConfig) -> list[str]:
 
 
 def check_not_partial(running: Config, new: Config) -> None:
-    """Refuse a reload that drops an access key the running file set (ConfigError).
+    """Refuse a reload that drops a :data:`KEPT_KEYS` key the running file set
+    (ConfigError naming each, by table).
 
-    A file caught in the middle of a write parses as a shorter, valid file; its
-    missing keys would fall back to their defaults, the widest. Removing such a
-    key on purpose takes a restart.
+    A file caught in the middle of a write (``cat a > f; cat b >> f``, or a
+    reload asked for meanwhile) parses as a shorter, valid file; its missing
+    keys would fall back to their defaults, the widest. Removing such a key on
+    purpose takes a restart (or set it to its default).
     """
-    for key in ACCESS_KEYS:
-        origin = f"daemon.{key}"
+    gone: dict[str, list[str]] = {}
+    for origin in KEPT_KEYS:
         if running.origins.get(origin) == "file" and new.origins.get(origin) != "file":
-            raise ConfigError(
-                f"[daemon] {key} is no longer set in {printable(new.path or '')}: the file"
-                " looks partly written; keeping the running configuration (restart to"
-                " remove the key)"
-            )
+            table, key = origin.split(".", 1)
+            gone.setdefault(table, []).append(key)
+    if gone:
+        named = "; ".join(f"[{table}] {', '.join(keys)}" for table, keys in gone.items())
+        verb = "is" if sum(map(len, gone.values())) == 1 else "are"
+        raise ConfigError(
+            f"{named} {verb} no longer set in {printable(new.path or '')}: the file looks"
+            " partly written; keeping the running configuration (restart to remove a key,"
+            " or set it to its default)"
+        )

@@ -112,7 +112,7 @@ class Server:
         )
         self.metrics = self.shared.metrics
         self.quotas = self.shared.quotas
-        self.started_with = config.daemon  # what restart-only keys are in use
+        self.started_with = config  # its restart-only [daemon] keys and [fleet] are in use
         self.handle_signals = handle_signals
         self.last_reload_error: str | None = None
         self.started = time.monotonic()
@@ -318,8 +318,10 @@ class Server:
                 raise
             finally:
                 self.notifier.ready()
-            for key in restart_changes(self.started_with, config.daemon):
+            for key in restart_changes(self.started_with.daemon, config.daemon):
                 log.warning("[daemon] %s changed: takes effect after a restart", key)
+            if config.fleet != self.started_with.fleet:
+                log.warning("[fleet] changed: takes effect after a restart")
             warn_missing_roots(config)
             self.shared.snapshot = Snapshot(
                 config=config,
