@@ -59,7 +59,6 @@ from ._reconnect import (
     backoff,
     deadline_after,
     next_delay,
-    remaining,
     unavailable,
     worth_retrying,
 )
@@ -142,6 +141,8 @@ class AsyncClient:
         params = prepare_params(
             messages, strategies, save_file, session_id, config, format, cache_control
         )
+        if isinstance(session, AsyncSession):  # on its connection, as its own calls
+            return (await session._call("prepare_prompt", params, Messages)).messages
         if session_id is not None:
             return (await self._call("prepare_prompt", params, Messages)).messages
         return (await self._prepare_whole(params, WholePrompt))[1]
@@ -162,6 +163,8 @@ class AsyncClient:
         params = prepare_params(
             messages, strategies, save_file, session_id, config, format, cache_control
         )
+        if isinstance(session, AsyncSession):
+            return await session._call("prepare_prompt", params, Prepared)
         if session_id is not None:
             return await self._call("prepare_prompt", params, Prepared)
         answer, prompt = await self._prepare_whole(params, WholePrepared)
@@ -264,7 +267,7 @@ class AsyncClient:
         """
         conn = self._conn
         if conn is not None:
-            if conn.state.lost is None and not conn.stream.closed_by_peer():
+            if not conn.inherited() and not conn.state.lost and not conn.stream.closed_by_peer():
                 return conn
             await self._lose(conn, "the daemon closed the connection")
         deadline = deadline_after(self.timeout)
@@ -427,9 +430,7 @@ class AsyncSession:
                 params = conversation.params(messages, strategies, config, whole=whole)
                 check = partial(conversation.check, messages, params)
                 try:
-                    answer = await self._client._call(
-                        "prepare_prompt", params, SessionAnswer, meanwhile=check
-                    )
+                    answer = await self._call("prepare_prompt", params, SessionAnswer, check)
                     if not conversation.stale:
                         return conversation.absorb(answer, messages, params)
                     conversation.discard(answer)  # prepared on messages changed since
@@ -454,7 +455,17 @@ class AsyncSession:
             RemoteError: the daemon refused the call (an unknown session: code -32006).
         """
         params = SessionRecallParams(session=self.id, handle=handle, search=search)
-        return (await self._client._call("session.recall", params, SessionRecallResult)).text
+        return (await self._call("session.recall", params, SessionRecallResult)).text
+
+    async def _call(
+        self,
+        method: str,
+        params: msgspec.Struct,
+        kind: type[T],
+        meanwhile: Callable[[], object] | None = None,
+    ) -> T:
+        """A call of this session, on the connection it lives on (see ``of_session``)."""
+        return await self._conn.of_session(self.id).call(method, params, kind, meanwhile)
 
     # The timeout parameter: an expired wait is an answer (False), not an
     # error, which a caller's own timeout could not express.
@@ -466,18 +477,7 @@ class AsyncSession:
         Raises:
             DaemonUnavailable: the connection was lost before an abort arrived.
         """
-        deadline = deadline_after(timeout)
-        state = self._conn.state
-        while state.abort_reason(self.id) is None:
-            if state.lost is not None:
-                raise self._conn.lost_error()
-            if remaining(deadline) == 0:
-                break
-            with contextlib.suppress(DaemonUnavailable):  # seen as `lost` above
-                await self._conn.read_for_all(
-                    deadline, lambda: state.abort_reason(self.id) is not None
-                )
-        return state.abort_reason(self.id) is not None
+        return await self._conn.wait_aborted(self.id, deadline_after(timeout))
 
     async def aclose(self) -> None:
         """Tell the daemon the session is over (idempotent; bounded even when cancelled)."""

@@ -11,6 +11,7 @@ reads for everyone. The client above (``_async.py``) connects and reconnects.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -18,7 +19,7 @@ import msgspec
 
 from ..errors import DaemonTimeout, DaemonUnavailable
 from ..protocol.client_state import ClientState, Incoming
-from ._backend_anyio import Lock, ReadLock, Stream
+from ._backend_anyio import Lock, ReadLock, Stream, guard
 from ._common import raise_error, result_of
 from ._reconnect import deadline_after, remaining
 
@@ -36,6 +37,10 @@ class AsyncConnection:
 
     ``timeout`` bounds each call (sending and waiting for the answer);
     ``socket_path`` names the daemon in error messages.
+
+    The connection belongs to the process that opened it: in a child forked
+    since, it counts as lost (:meth:`inherited`), since the parent reads the
+    same socket and would take the child's answers, and the child its own.
     """
 
     def __init__(self, stream: Stream, socket_path: str, timeout: float | None) -> None:
@@ -43,13 +48,47 @@ class AsyncConnection:
         self.socket_path = socket_path
         self.timeout = timeout
         self.state = ClientState()
+        # The state's tables change under it (threads of the blocking client send
+        # requests while one of them routes what it read).
+        self.guard = guard()
         self.read_lock = ReadLock()  # whoever holds it reads for everyone
         self.send_lock = Lock()  # one whole line at a time
+        self.pid = os.getpid()
+
+    def inherited(self) -> bool:
+        """Whether this process is a fork of the one that opened the connection.
+
+        If so, the connection is lost here, and this process's copy of the socket
+        is closed without shutting it down: the parent's connection goes on.
+        """
+        if self.pid == os.getpid():
+            return False
+        self.state.connection_lost(f"opened by process {self.pid}, before a fork")
+        self.stream.detach()
+        return True
 
     async def lose(self, reason: str) -> None:
         """Give up a connection: its waiters and sessions learn why; close it."""
+        if self.inherited():
+            return
         self.state.connection_lost(reason)
         await self.stream.aclose()
+
+    def of_session(self, session: str) -> AsyncConnection:
+        """This connection, for a call of ``session``, which lives on it: the daemon
+        closed the session with it, so a lost one is an error here rather than an
+        "unknown session" from another connection, made for nothing.
+
+        Raises:
+            DaemonUnavailable: the connection is lost (or was the parent's, before a fork).
+        """
+        self.inherited()
+        if self.state.lost is not None:
+            raise DaemonUnavailable(
+                f"scoutd session {session} ended with its connection to {self.socket_path}"
+                f" ({self.state.lost}): open a new session"
+            )
+        return self
 
     def lost_error(self) -> DaemonUnavailable:
         return DaemonUnavailable(
@@ -70,7 +109,10 @@ class AsyncConnection:
         ``meanwhile`` runs once the request is out, while the daemon works on it.
         """
         deadline = deadline_after(self.timeout)
-        request_id, line = self.state.send_request(method, params)
+        if self.inherited():
+            raise self.lost_error()
+        with self.guard:
+            request_id, line = self.state.send_request(method, params)
         try:
             await self._send(request_id, line, params, deadline)
             if meanwhile is not None:
@@ -81,7 +123,8 @@ class AsyncConnection:
                     f"scoutd at {self.socket_path} did not answer {method} within {self.timeout} s"
                 )
         finally:
-            self.state.forget_request(request_id)
+            with self.guard:
+                self.state.forget_request(request_id)
         try:
             return result_of(answer, kind, self.state, params)
         except (msgspec.DecodeError, RecursionError) as exc:
@@ -102,13 +145,14 @@ class AsyncConnection:
         params: msgspec.Struct,
         deadline: float | None,
     ) -> None:
-        """Write one whole request line."""
+        """Write one whole request line; a cancellation held meanwhile is raised once
+        it is out (the connection goes on)."""
         if self.state.lost is not None:
             raise self.lost_error()
         if not await self.send_lock.acquire(deadline):
             raise DaemonTimeout(f"the scoutd client was busy for {self.timeout} s")
         try:
-            await self.stream.send_all(line, deadline)
+            held = await self.stream.send_all(line, deadline)
         except TimeoutError as exc:
             # part of the line may be out: the stream is unusable now
             await self.lose("timed out while sending a request")
@@ -126,6 +170,8 @@ class AsyncConnection:
             raise
         finally:
             self.send_lock.release()
+        if held is not None:
+            raise held
 
     async def _refusal(self, request_id: int) -> Incoming | None:
         """The error a daemon wrote before closing a connection it refused, if any.
@@ -152,6 +198,23 @@ class AsyncConnection:
                 return None
             await self.read_for_all(deadline, lambda: self.state.answered(request_id))
 
+    async def wait_aborted(self, session: str, deadline: float | None) -> bool:
+        """Wait until ``deadline`` for an abort of ``session``; whether it came.
+
+        Raises:
+            DaemonUnavailable: the connection was lost before an abort arrived.
+        """
+        state = self.state
+        self.read_nowait()  # what has arrived counts, even with no time to wait
+        while state.abort_reason(session) is None:
+            if state.lost is not None:
+                raise self.lost_error()
+            if remaining(deadline) == 0:
+                break
+            with contextlib.suppress(DaemonUnavailable):  # seen as `lost` above
+                await self.read_for_all(deadline, lambda: state.abort_reason(session) is not None)
+        return state.abort_reason(session) is not None
+
     async def read_for_all(self, deadline: float | None, done: Callable[[], bool]) -> bool:
         """Read one chunk and route its lines, unless ``done()`` already (another
         caller read what we wait for while we waited for the lock).
@@ -162,7 +225,7 @@ class AsyncConnection:
         Raises:
             DaemonUnavailable: the connection broke or ended while reading.
         """
-        if not await self.read_lock.acquire(deadline, done):
+        if self.inherited() or not await self.read_lock.acquire(deadline, done):
             return False
         try:
             if self.state.lost is not None:
@@ -184,20 +247,22 @@ class AsyncConnection:
 
     async def _route(self, data: bytes) -> None:
         try:
-            self.state.receive_data(data)
+            with self.guard:
+                self.state.receive_data(data)
         except (msgspec.DecodeError, RecursionError) as exc:
             raise await self.unreadable("line", exc) from None
 
     def read_nowait(self) -> None:
         """Route what has already arrived, if no one else is reading; never waits."""
-        if self.state.lost is not None or not self.read_lock.try_acquire():
+        if self.inherited() or self.state.lost is not None or not self.read_lock.try_acquire():
             return
         try:
             while (data := self.stream.receive_nowait()) is not None:
                 if not data:
                     self.state.connection_lost("the daemon closed the connection")
                     break
-                self.state.receive_data(data)
+                with self.guard:
+                    self.state.receive_data(data)
         except (OSError, msgspec.DecodeError, RecursionError) as exc:
             self.state.connection_lost(str(exc) or type(exc).__name__)
         finally:

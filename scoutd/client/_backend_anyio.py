@@ -9,8 +9,8 @@ in both backends.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from typing import cast
 
 import anyio
 import anyio.abc
@@ -42,6 +42,12 @@ class Lock:
 
     def release(self) -> None:
         self._lock.release()
+
+
+def guard() -> contextlib.nullcontext[None]:
+    """The protocol state's mutex (see ``_backend_socket.py``): none is needed here,
+    where every task runs on one thread and nothing awaits while holding it."""
+    return contextlib.nullcontext()
 
 
 class ReadLock:
@@ -114,27 +120,53 @@ class Stream:
         """Bytes already received (``b""``: end of stream), None when there are none."""
         return read_nowait(self._sock)
 
-    async def send_all(self, data: bytes | bytearray, deadline: float | None) -> None:
+    async def send_all(
+        self, data: bytes | bytearray, deadline: float | None
+    ) -> BaseException | None:
         """Write all of ``data``; a cancelled caller waits for it (a cut line would
-        corrupt the stream for every request on the connection).
+        corrupt the stream for every request on the connection, which then has to
+        be dropped with all its sessions).
+
+        The bytes go out a ``send`` at a time, so that what is left is known: an
+        asyncio ``Task.cancel()`` (``asyncio.timeout``, ``wait_for``), which no
+        cancel scope shields from, is held until the line is out, then returned
+        for the caller to raise.
 
         Raises:
             TimeoutError: not all written by the deadline (or SEND_GRACE without one).
             OSError: the connection broke.
         """
         left = remaining(deadline)
+        view = memoryview(data)
+        interrupted: BaseException | None = None
         with anyio.CancelScope(shield=True) as scope:
             scope.deadline = anyio.current_time() + (SEND_GRACE if left is None else left)
-            try:
-                # anyio sends any bytes-like buffer; its annotation says bytes
-                await self._stream.send(cast(bytes, data))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise ConnectionError(str(exc.__cause__ or exc) or "connection reset") from exc
+            while view:
+                try:
+                    view = view[self._sock.send(view) :]
+                    continue
+                except BlockingIOError:
+                    pass
+                try:
+                    await wait_writable(self._sock)
+                except anyio.get_cancelled_exc_class() as exc:
+                    if scope.cancel_called:
+                        raise  # the deadline: the scope ends the send
+                    interrupted = exc  # the caller's: finish the line first
+                except anyio.ClosedResourceError as exc:
+                    raise ConnectionError("the connection was closed") from exc
         if scope.cancelled_caught:
             raise TimeoutError("the daemon took no request")
+        return interrupted
 
     def closed_by_peer(self) -> bool:
         return closed_by_peer(self._sock)
+
+    def detach(self) -> None:
+        """Close this process's descriptor only: a forked child lets go of the
+        socket it shares with its parent without shutting the parent's connection."""
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -153,6 +185,9 @@ async def connect_unix(path: str, deadline: float | None) -> Stream:
 
 
 sleep = anyio.sleep
+
+# anyio 4.7 renamed it; the older name warns from then on.
+wait_writable = getattr(anyio, "wait_writable", None) or anyio.wait_socket_writable
 
 
 def close_scope(seconds: float) -> anyio.CancelScope:

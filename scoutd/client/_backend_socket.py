@@ -38,6 +38,12 @@ class Lock:
         self._lock.release()
 
 
+def guard() -> threading.Lock:
+    """A mutex around the connection's protocol state: a thread sends a request (a
+    new id in the table of requests) while another routes the lines it read."""
+    return threading.Lock()
+
+
 class ReadLock:
     """Who reads the connection: one thread at a time, and the others wake at every
     chunk read (:meth:`release`), so a thread whose answer another one read
@@ -103,8 +109,8 @@ class Stream:
         """Bytes already received (``b""``: end of stream), None when there are none."""
         return read_nowait(self._sock)
 
-    def send_all(self, data: bytes | bytearray, deadline: float | None) -> None:
-        """Write all of ``data``.
+    def send_all(self, data: bytes | bytearray, deadline: float | None) -> BaseException | None:
+        """Write all of ``data``; None (no cancellation to hold here, see ``_backend_anyio``).
 
         Raises:
             TimeoutError: not all written by the deadline (or SEND_GRACE without one).
@@ -122,9 +128,16 @@ class Stream:
                 view = view[self._sock.send(view) :]
             except BlockingIOError:
                 continue  # pragma: no cover - writable, then not: poll again
+        return None
 
     def closed_by_peer(self) -> bool:
         return closed_by_peer(self._sock)
+
+    def detach(self) -> None:
+        """Close this process's descriptor only: a forked child lets go of the
+        socket it shares with its parent without shutting the parent's connection."""
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
     def close(self) -> None:
         """Close; a thread waiting in :meth:`receive` wakes (to the end of the stream)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import select
 import socket
 
@@ -19,9 +20,16 @@ def wait_ready(sock: socket.socket, events: int, seconds: float | None) -> bool:
     """Whether ``sock`` becomes ready for ``events`` within ``seconds`` (None: no limit).
 
     poll, not select: a daemon's many descriptors may number past FD_SETSIZE.
+
+    Raises:
+        OSError: ``sock`` is closed (another thread closed the client meanwhile):
+            the error every caller already handles as a lost connection.
     """
+    fd = sock.fileno()
+    if fd < 0:  # poll would raise ValueError for it
+        raise OSError(errno.EBADF, "the connection was closed")
     poller = select.poll()
-    poller.register(sock, events)
+    poller.register(fd, events)
     return bool(poller.poll(-1 if seconds is None else int(seconds * 1000 + 0.999)))
 
 

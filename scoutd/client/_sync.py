@@ -52,7 +52,6 @@ from ._reconnect import (
     backoff,
     deadline_after,
     next_delay,
-    remaining,
     unavailable,
     worth_retrying,
 )
@@ -136,6 +135,8 @@ class Client:
         params = prepare_params(
             messages, strategies, save_file, session_id, config, format, cache_control
         )
+        if isinstance(session, Session):  # on its connection, as its own calls
+            return (session._call("prepare_prompt", params, Messages)).messages
         if session_id is not None:
             return (self._call("prepare_prompt", params, Messages)).messages
         return (self._prepare_whole(params, WholePrompt))[1]
@@ -156,6 +157,8 @@ class Client:
         params = prepare_params(
             messages, strategies, save_file, session_id, config, format, cache_control
         )
+        if isinstance(session, Session):
+            return session._call("prepare_prompt", params, Prepared)
         if session_id is not None:
             return self._call("prepare_prompt", params, Prepared)
         answer, prompt = self._prepare_whole(params, WholePrepared)
@@ -258,7 +261,7 @@ class Client:
         """
         conn = self._conn
         if conn is not None:
-            if conn.state.lost is None and not conn.stream.closed_by_peer():
+            if not conn.inherited() and not conn.state.lost and not conn.stream.closed_by_peer():
                 return conn
             self._lose(conn, "the daemon closed the connection")
         deadline = deadline_after(self.timeout)
@@ -419,9 +422,7 @@ class Session:
                 params = conversation.params(messages, strategies, config, whole=whole)
                 check = partial(conversation.check, messages, params)
                 try:
-                    answer = self._client._call(
-                        "prepare_prompt", params, SessionAnswer, meanwhile=check
-                    )
+                    answer = self._call("prepare_prompt", params, SessionAnswer, check)
                     if not conversation.stale:
                         return conversation.absorb(answer, messages, params)
                     conversation.discard(answer)  # prepared on messages changed since
@@ -446,7 +447,17 @@ class Session:
             RemoteError: the daemon refused the call (an unknown session: code -32006).
         """
         params = SessionRecallParams(session=self.id, handle=handle, search=search)
-        return (self._client._call("session.recall", params, SessionRecallResult)).text
+        return (self._call("session.recall", params, SessionRecallResult)).text
+
+    def _call(
+        self,
+        method: str,
+        params: msgspec.Struct,
+        kind: type[T],
+        meanwhile: Callable[[], object] | None = None,
+    ) -> T:
+        """A call of this session, on the connection it lives on (see ``of_session``)."""
+        return self._conn.of_session(self.id).call(method, params, kind, meanwhile)
 
     # The timeout parameter: an expired wait is an answer (False), not an
     # error, which a caller's own timeout could not express.
@@ -458,16 +469,7 @@ class Session:
         Raises:
             DaemonUnavailable: the connection was lost before an abort arrived.
         """
-        deadline = deadline_after(timeout)
-        state = self._conn.state
-        while state.abort_reason(self.id) is None:
-            if state.lost is not None:
-                raise self._conn.lost_error()
-            if remaining(deadline) == 0:
-                break
-            with contextlib.suppress(DaemonUnavailable):  # seen as `lost` above
-                self._conn.read_for_all(deadline, lambda: state.abort_reason(self.id) is not None)
-        return state.abort_reason(self.id) is not None
+        return self._conn.wait_aborted(self.id, deadline_after(timeout))
 
     def close(self) -> None:
         """Tell the daemon the session is over (idempotent; bounded even when cancelled)."""
