@@ -87,7 +87,7 @@ def _run(call: Callable[[], Awaitable[T]]) -> T:
 
 def publish_command(args: argparse.Namespace, kind: str, text: str) -> int:
     """``notify --fleet`` / ``abort --fleet``: publish, print the command id."""
-    from ..fleet.operator import publish
+    from ..fleet.operator import publish, trim_commands
     from ..fleet.select import TargetError, parse_target
 
     if getattr(args, "name", None):
@@ -104,18 +104,22 @@ def publish_command(args: argparse.Namespace, kind: str, text: str) -> int:
     by = getpass.getuser()
 
     async def call() -> Any:
-        return await publish(config, kind, selector, value, text, by=by)
+        return await publish(config, kind, selector, value, text, by=by, trim=False)
 
     try:
         command, entry = _run(call)
     except ValueError as exc:
         raise UsageError(f"invalid fleet command: {exc}") from exc
-    print(command.id)
+    print(command.id, flush=True)  # published: said before anything else can fail
     print(
-        f"published {kind} {command.id} (entry {entry}) for {args.save_file};"
-        f" see: scoutd fleet receipts {command.id}",
+        f"published {kind} {command.id} (entry {printable(entry)}) for"
+        f" {printable(args.save_file)}; see: scoutd fleet receipts {command.id}",
         file=sys.stderr,
     )
+    try:  # retention only: the command is out, and its id is printed
+        _run(lambda: trim_commands(config, command.issued))
+    except CliError as exc:
+        warn(f"published, but the command stream was not trimmed by age: {exc}")
     return EXIT_OK
 
 

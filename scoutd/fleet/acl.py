@@ -33,7 +33,11 @@ def acl_rules(role: Role, prefix: str) -> list[str]:
             "+xreadgroup",
             "+xack",
             "+xgroup|create",
-            f"(~{keys.hosts} ~{keys.events} ~{keys.receipts('*')} +hset +expire +xadd)",
+            # one selector per key and what is done to it: a beat read and written, a
+            # receipt written, an event added (no other kind of write on any of them)
+            f"(~{keys.hosts} +hget +hset)",
+            f"(~{keys.receipts('*')} +hset +expire)",
+            f"(~{keys.events} +xadd)",
         ]
     return [
         "resetchannels",

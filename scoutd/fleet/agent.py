@@ -119,6 +119,8 @@ class FleetAgent:
         self._version = version
         self._redis: Any = None
         self._ever_connected = False
+        self._acked: tuple[int, int] | None = None  # the last entry id acknowledged
+        self._unread_beat = False  # the account may not read the beat it replaces (said once)
         self._known: dict[str, SessionView] = {}
         self._unsent: list[SessionEvent] = []
 
@@ -177,7 +179,9 @@ class FleetAgent:
 
         await self._redis.ping()
         try:  # "$": a host reads the commands published from its first start on
-            await self._redis.xgroup_create(self.keys.commands, self.group, "$", mkstream=True)
+            await self._redis.xgroup_create(
+                self.keys.commands, self.group, self._group_start(), mkstream=True
+            )
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -187,6 +191,25 @@ class FleetAgent:
             log.info("fleet: connected as host %r", self.host)
         self.connected, self.lost_at, self.last_error = True, None, None
         return self._redis
+
+    def _group_start(self) -> str:
+        """Where this host's consumer group starts when it has to be created: at the
+        first start "$" (the commands published from then on); once this run has
+        acknowledged a command, the group is missing because Redis lost it (restarted
+        without its data, FLUSHALL, the group deleted), so after the last command
+        acknowledged: an abort published before this host reconnects is read, not
+        skipped for good (the journal keeps a second read single). Capped at this
+        host's clock: a new stream's ids are its server's time."""
+        if self._acked is None:
+            return "$"
+        now = (int(time.time() * 1000), 0)
+        millis, seq = min(self._acked, now)
+        return f"{millis}-{seq}"
+
+    def _note_acked(self, ident: str) -> None:
+        millis, _, seq = ident.partition("-")
+        if millis.isdigit() and seq.isdigit():  # a stream id: where a lost group restarts
+            self._acked = max(self._acked or (0, 0), (int(millis), int(seq)))
 
     async def _lost(self, exc: BaseException) -> None:
         if self.connected or self.last_error is None:
@@ -261,6 +284,8 @@ class FleetAgent:
         if done:
             await pipe.execute()
             self.commands += len(done)
+            for ident in done:
+                self._note_acked(ident)
         return done
 
     async def _apply(self, entry_id: str, fields: dict[bytes, bytes] | None) -> Receipt:
@@ -268,8 +293,10 @@ class FleetAgent:
         now = time.time()
         data = (fields or {}).get(FIELD.encode())
         try:
-            if data is None:
+            if not fields:  # Redis answers a pending entry trimmed since with no fields
                 raise ValueError("trimmed from the stream before this host read it")
+            if data is None:
+                raise ValueError(f"no `{FIELD}` field: not a command")
             command = decode_command(data)
         except (ValueError, msgspec.DecodeError) as exc:
             # msgspec names an unknown field as the publisher spelt it: escaped
@@ -310,11 +337,11 @@ class FleetAgent:
         At most ``max_chats`` of them; the receipt says so when more matched (the
         others are not reached: never silently)."""
         limit = self.config.max_chats
-        found = Found([])
-        if command.selector == "chat":
-            command = msgspec.structs.replace(command, value=canonical_pattern(command.value))
-            found = find_chats(command.value, me.roots, limit)
-        chats = chats_for(command, me, views, found.chats, limit=limit + 1)
+        found, matched = Found([]), command
+        if command.selector == "chat":  # the command as read is delivered (and journaled)
+            matched = msgspec.structs.replace(command, value=canonical_pattern(command.value))
+            found = find_chats(matched.value, me.roots, limit)
+        chats = chats_for(matched, me, views, found.chats, limit=limit + 1)
         cut = found.cut if len(chats) <= limit else over_limit(limit)
         receipt = deliver(command, chats[:limit], self.journal, self.host, now)
         self.journal.compact(now - 2 * self.config.command_max_age)
@@ -385,9 +412,23 @@ class FleetAgent:
                 approximate=True,
             )
         sent = len(self._unsent)
-        replaced, *_ = await pipe.execute()
+        # Each answer alone: a refused HGET (a host ACL without it) must not count the
+        # beat and the events, which Redis wrote, as unsent (they would be sent again).
+        replaced, *written = await pipe.execute(raise_on_error=False)
+        for answer in written:
+            if isinstance(answer, Exception):
+                raise answer
         del self._unsent[:sent]
-        self._note_beat(replaced)
+        if not isinstance(replaced, Exception):
+            self._note_beat(replaced)
+        elif not self._unread_beat:  # said once
+            self._unread_beat = True
+            log.error(
+                "fleet: the beat this host replaces cannot be read (%s): a second daemon"
+                " as host %r cannot be told; give the host account +hget",
+                replaced,
+                self.host,
+            )
 
     def _note_beat(self, replaced: bytes | None) -> None:
         """Tell a second daemon under this host name from this daemon's own restart.

@@ -13,12 +13,20 @@ reads it again); two records make the delivery at most once:
   (a host that died after writing a notice and before its journal line).
 
 An abort needs neither: a second ``write_abort`` keeps the abort waiting,
-and a chat already aborted (its marker) is not written to again.
+and a chat already aborted (its marker) is not written to again. So an
+abort the journal holds is tried again on every chat (fail closed): a chat
+refused the first time is reached, never answered as reached before.
+
+The journal keeps a digest of each command too: a command under an id
+delivered before with other content (a raw publisher, a replayed id) is
+not "already" there. A notice is refused, with an error receipt; an abort
+is written all the same, its receipt saying why it is not clean.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -31,7 +39,7 @@ from ..inbox import inbox_dir, inbox_removed_dir, write_abort, write_notice
 from ..inbox.aborted import held
 from ..paths import display_path, printable
 from .select import check_pattern, normal_pattern
-from .wire import Command, Receipt
+from .wire import Command, Receipt, encode
 
 __all__ = [
     "MAX_LOOKED_AT",
@@ -62,8 +70,14 @@ def notice_name(command: Command) -> str:
     return f"{int(command.issued * 1e9):020d}-fleet-{command.id}.txt"
 
 
+def digest(command: Command) -> str:
+    """What tells two commands under one id apart (hex, no space)."""
+    return hashlib.sha256(encode(command)).hexdigest()[:32]
+
+
 class Journal:
-    """The commands this host delivered: ``<id> <issued>`` lines, appended and fsynced.
+    """The commands this host delivered: ``<id> <issued> <digest>`` lines, appended and
+    fsynced (a line of the older form, without the digest, still reads).
 
     Resource handling: the file is opened for each append and closed (a
     crash loses at most the line being written, whose command is then read
@@ -73,35 +87,48 @@ class Journal:
     def __init__(self, path: str) -> None:
         self.path = path
         self.done: dict[str, float] = {}
+        self.digests: dict[str, str] = {}  # "" or absent: a line of the older form
 
     def load(self) -> None:
         os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
         try:
             with open(self.path, encoding="ascii", errors="replace") as handle:
                 for line in handle:
-                    ident, _, issued = line.strip().partition(" ")
+                    ident, _, rest = line.strip().partition(" ")
+                    issued, _, known = rest.partition(" ")
                     with contextlib.suppress(ValueError):
                         self.done[ident] = float(issued)
+                        self.digests[ident] = known
         except FileNotFoundError:
             pass
 
+    def same(self, command: Command) -> bool:
+        """The command delivered under ``command.id`` was this one (unknown: assumed so)."""
+        known = self.digests.get(command.id, "")
+        return not known or known == digest(command)
+
     def add(self, command: Command) -> None:
+        line = f"{command.id} {command.issued!r} {digest(command)}\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, f"{command.id} {command.issued!r}\n".encode("ascii"))
+            os.write(fd, line.encode("ascii"))
             os.fsync(fd)
         finally:
             os.close(fd)
         self.done[command.id] = command.issued
+        self.digests[command.id] = digest(command)
 
     def compact(self, older_than: float) -> None:
         """Drop the lines of commands issued before ``older_than`` (rewrite, rename over)."""
         if len(self.done) < _COMPACT_EVERY:
             return
         self.done = {i: t for i, t in self.done.items() if t >= older_than}
+        self.digests = {i: d for i, d in self.digests.items() if i in self.done}
         temp = f"{self.path}.new"
         with open(temp, "w", encoding="ascii") as handle:
-            handle.writelines(f"{i} {t!r}\n" for i, t in self.done.items())
+            handle.writelines(
+                f"{i} {t!r} {self.digests.get(i, '')}".rstrip() + "\n" for i, t in self.done.items()
+            )
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, self.path)
@@ -254,12 +281,26 @@ def _deliver_one(command: Command, chat: str) -> bool:
 def deliver(
     command: Command, chats: Sequence[str], journal: Journal, host: str, now: float
 ) -> Receipt:
-    """Deliver ``command`` to ``chats`` unless the journal has it; record it; say what happened."""
+    """Deliver ``command`` to ``chats`` unless the journal has it; record it; say what happened.
+
+    A notice the journal has is answered "already"; an abort is tried again on
+    every chat (its marker keeps it single); another command under a used id is
+    refused, an abort written all the same (the module's docstring)."""
+    refused: list[str] = []
     if command.id in journal.done:
-        return Receipt(command=command.id, host=host, at=now, already=list(chats))
+        if not journal.same(command):
+            reused = (
+                f"command id {command.id} was used before on this host by another command;"
+                " publish it again (a new id)"
+            )
+            log.error("fleet: %s %s: %s", command.kind, command.id, reused)
+            if command.kind == "notice":
+                return Receipt(command=command.id, host=host, at=now, error=reused)
+            refused.append(reused)
+        elif command.kind == "notice":
+            return Receipt(command=command.id, host=host, at=now, already=list(chats))
     written: list[str] = []
     already: list[str] = []
-    refused: list[str] = []
     for chat in chats:
         try:
             (written if _deliver_one(command, chat) else already).append(chat)
@@ -272,7 +313,7 @@ def deliver(
                 exc,
             )
             refused.append(f"{chat}: {exc}")
-    if written:  # nothing written: nothing a redelivery could duplicate
+    if written and command.id not in journal.done:  # nothing written: nothing to duplicate
         journal.add(command)
     return Receipt(
         command=command.id, host=host, at=now, chats=written, already=already, refused=refused

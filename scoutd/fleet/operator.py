@@ -25,6 +25,7 @@ __all__ = [
     "fleet_view",
     "publish",
     "receipts",
+    "trim_commands",
 ]
 
 
@@ -80,9 +81,20 @@ def _text(value: bytes | str) -> str:
 
 
 async def publish(
-    config: FleetConfig, kind: str, selector: str, value: str, text: str, *, by: str = ""
+    config: FleetConfig,
+    kind: str,
+    selector: str,
+    value: str,
+    text: str,
+    *,
+    by: str = "",
+    trim: bool = True,
 ) -> tuple[Command, str]:
-    """XADD one command (trimming the stream); returns it and its stream entry id.
+    """XADD one command (trimming the stream by length); returns it and its stream entry id.
+
+    ``trim``: trim by age too, here (:func:`trim_commands`). The CLI trims after
+    it printed the id: a failed trim (an ACL without ``XTRIM``) must not hide
+    a command that was published, which a retry would publish twice.
 
     Raises:
         ValueError: the command is malformed (msgspec's message).
@@ -108,11 +120,25 @@ async def publish(
             maxlen=config.command_max_len,
             approximate=True,
         )
-        oldest = int((command.issued - config.command_max_age) * 1000)
-        await redis.xtrim(keys.commands, minid=oldest, approximate=True)
+        if trim:
+            await _trim(redis, config, command.issued)
     finally:
         await redis.aclose()
     return command, _text(entry)
+
+
+async def _trim(redis: Any, config: FleetConfig, now: float) -> None:
+    oldest = int((now - config.command_max_age) * 1000)
+    await redis.xtrim(Keys(config.prefix).commands, minid=oldest, approximate=True)
+
+
+async def trim_commands(config: FleetConfig, now: float) -> None:
+    """Trim the command stream to ``command_max_age`` before ``now`` (``XTRIM MINID ~``)."""
+    redis = connect(config)
+    try:
+        await _trim(redis, config, now)
+    finally:
+        await redis.aclose()
 
 
 async def _beats(redis: Any, keys: Keys) -> list[HostBeat]:
