@@ -249,8 +249,8 @@ def plan_reason(plan: Plan, config: PromptConfig) -> Reason:
     elif unmet == "horizon":
         rounds = f"{decision.horizon:,.1f}" if decision.horizon < 10 else _tokens(decision.horizon)
         text = (
-            f"{stand}compaction would not repay over the rounds expected to remain: {saving},"
-            f"; about {rounds} more rounds are expected{then}"
+            f"{stand}compaction would not repay over the rounds expected to remain: {saving};"
+            f" about {rounds} more rounds are expected{then}"
         )
     else:
         text = (

@@ -238,7 +238,9 @@ def test_the_other_tests_of_the_rule_are_named() -> None:
     risky = reason_at(84, compaction_risk_share=0.0)
     assert risky.code == "risk" and risky.paid_cost >= risky.needed_cost
     assert "more than 0 % of the bill so far" in risky.text
-    assert reason_at(84, expected_horizon=0.001).code == "horizon"
+    horizon = reason_at(84, expected_horizon=0.001)
+    assert horizon.code == "horizon"
+    assert ",;" not in horizon.text and "; about 0.1 more rounds are expected" in horizon.text
     forced = [reason_at(n, compaction_risk_share=0.0, context_window=40_000) for n in range(60, 80)]
     over = next(r for r in forced if r.code == "over_limit")
     assert over.prompt_tokens > over.limit_tokens == 30_000
