@@ -51,7 +51,7 @@ from .report import (
     plot,
     require_matplotlib,
 )
-from .runs import aggregate, format_runs, read_runs, replay_runs
+from .runs import aggregate, count_runs, format_runs, replay_runs
 from .workload import ChatError, Workload, load_chat, synthetic_run
 
 __all__ = ["build_parser", "main"]
@@ -91,11 +91,32 @@ def _pair(text: str, flag: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+class TokenizerFailed(RuntimeError):
+    """The ``--tokenizer`` callable raised while the replay counted a text."""
+
+
 def _tokenizer(target: str) -> Tokenizer:
+    """The ``--tokenizer`` callable; what it raises on a text is one error line, not a
+    traceback (its result is held to a count by :func:`load_tokenizer`)."""
     try:
-        return load_tokenizer(target)
+        counter = load_tokenizer(target)
     except ConfigError as exc:
         raise UsageError(f"--tokenizer {target}: {exc}") from exc
+
+    def count(text: str) -> int:
+        try:
+            return counter(text)
+        except ConfigError:
+            raise  # it returned something other than a count: said so already
+        except Exception as exc:
+            raise TokenizerFailed(
+                f"--tokenizer {target} raised {type(exc).__name__}: {exc}"
+            ) from exc
+
+    # The report names the callable (the header's "tokens = len"): the one the
+    # count wraps (load_tokenizer's wrapper has no name of its own), else the target.
+    count.__qualname__ = getattr(getattr(counter, "count", None), "__qualname__", target)
+    return count
 
 
 def _settings(
@@ -286,8 +307,8 @@ def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str
     if args.origins and args.origins not in names:
         raise UsageError(f"--origins {args.origins}: not among the strategies replayed")
     origins = Origins(args.origins) if args.origins else None
-    total = sum(1 for _ in read_runs(args.runs))
-    progress = Progress(total, "replaying runs")
+    # Every line checked before the replay; a pipe is read once, its count unknown.
+    progress = Progress(count_runs(args.runs), "replaying runs")
     try:
         rows = replay_runs(
             args.runs, names, settings, args.pricing, tick=progress.update, origins=origins
@@ -322,6 +343,24 @@ def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str
     return (1 if failed and args.strict else 0), text
 
 
+def _check_plot_path(path: str) -> None:
+    """Refuse, before the replay, a ``--plot`` file that could not be written after it.
+
+    Raises:
+        UsageError: the name is empty.
+        OSError: it is a directory, or its directory is missing or not writable.
+    """
+    if not path:
+        raise UsageError("--plot needs a file name")
+    if os.path.isdir(path):
+        raise OSError(f"--plot {path}: it is a directory, not a file")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise OSError(f"--plot {path}: no directory {folder}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise OSError(f"--plot {path}: not writable")
+
+
 def _fail(exc: BaseException, code: int) -> int:
     """One line on stderr, escaped: a file name holds what its maker chose."""
     print(f"scoutd simulate: {printable(str(exc))}", file=sys.stderr)
@@ -336,8 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else 2
     try:
-        if args.plot:
+        if args.plot is not None:  # before a replay that may take minutes
             require_matplotlib()
+            _check_plot_path(args.plot)
         overrides = dict(_pair(item, "--set") for item in args.set)
         overrides = {key: _value(value) for key, value in overrides.items()}
         if args.sweep and args.runs:
@@ -352,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code, text = _single(args, overrides)
     except (UsageError, UnknownStrategy, ExcludedStrategy, ConfigError) as exc:
         return _fail(exc, 2)
-    except (ChatError, PlotUnavailable, ScoutdError, OSError) as exc:
+    except (ChatError, PlotUnavailable, ScoutdError, OSError, TokenizerFailed) as exc:
         return _fail(exc, 1)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if code:

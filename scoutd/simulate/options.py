@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from ..formats import FORMATS
 from ..pricing import AUTO
@@ -29,6 +30,15 @@ def _positive(text: str) -> int:
 
 
 def _price(text: str) -> float:
+    """A finite number >= 0: an infinite price or gap makes every figure NaN."""
+    value = float(text)
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _lifetime(text: str) -> float:
+    """A cache lifetime in seconds: a number >= 0, ``inf`` for one that never ends."""
     value = float(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
@@ -160,8 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     strat.add_argument(
         "--sweep",
         metavar="KEY=V1,V2,...",
-        help="run once per value of a [prompt] key, or of mask_n, clear_trigger, clear_keep "
-        "or clear_at_least",
+        help="run once per value of a [prompt] key, or of a peer setting: mask_n, mask_polling, "
+        "clear_trigger, clear_keep, clear_at_least, summary_max_size, summary_keep_first or "
+        "summary_chars",
     )
 
     model = parser.add_argument_group("cache and prices")
@@ -204,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 0: the cache never expires)",
     )
     model.add_argument(
-        "--ttl", type=_price, help="cache lifetime in seconds (default: the preset's)"
+        "--ttl", type=_lifetime, help="cache lifetime in seconds (default: the preset's)"
     )
     model.add_argument(
         "--context-window",

@@ -16,12 +16,12 @@ WIDTH = 30
 
 
 class Progress:
-    """Counts ``done`` out of ``total`` steps and redraws one line in place."""
+    """Counts ``done`` out of ``total`` steps (None: unknown) and redraws one line in place."""
 
     def __init__(
-        self, total: int, label: str, *, stream: TextIO | None = None, delay: float = 1.5
+        self, total: int | None, label: str, *, stream: TextIO | None = None, delay: float = 1.5
     ) -> None:
-        self.total = max(total, 1)
+        self.total = None if total is None else max(total, 1)
         self.label = label
         self.stream = sys.stderr if stream is None else stream
         self.delay = delay
@@ -33,9 +33,12 @@ class Progress:
         """Record ``done`` steps; draw when enabled and past the delay."""
         if not self.enabled or time.monotonic() - self.started < self.delay:
             return
-        filled = WIDTH * min(done, self.total) // self.total
-        bar = "#" * filled + "-" * (WIDTH - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total}")
+        if self.total is None:  # no bar: only how many are done
+            self.stream.write(f"\r{self.label} {' ' * (WIDTH + 2)} {done}")
+        else:
+            filled = WIDTH * min(done, self.total) // self.total
+            bar = "#" * filled + "-" * (WIDTH - filled)
+            self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total}")
         self.stream.flush()
         self.drawn = True
 

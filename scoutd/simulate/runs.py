@@ -12,19 +12,19 @@ also counts the outputs kept verbatim.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import statistics
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
 import msgspec
 
+from ..errors import FormatError, InvalidMessages
 from ..formats import SCOUT, detect_format, scout_view
 from ..pricing import AUTO, preset_for_format
 from .cache import PRESETS
 from .facts import FactTally, Hidden, RunFacts
+from .files import ChatError, is_regular, read_lines
 from .origins import Origins
 from .peers import output_data
 from .provider import provider_facts, replay_in_format
@@ -36,9 +36,17 @@ from .replay import (
     run_facts,
     run_strategy,
 )
-from .workload import ChatError, Workload
+from .workload import Workload
 
-__all__ = ["BUCKETS", "RunRow", "bucket_of", "format_runs", "read_runs", "replay_runs"]
+__all__ = [
+    "BUCKETS",
+    "RunRow",
+    "bucket_of",
+    "count_runs",
+    "format_runs",
+    "read_runs",
+    "replay_runs",
+]
 
 # Run lengths in tool outputs: the aggregate has one row per bucket and strategy.
 BUCKETS = ((1, 25), (26, 50), (51, 75), (76, 100), (101, 150), (151, None))
@@ -63,30 +71,34 @@ def bucket_of(outputs: int) -> str:
     return "0"
 
 
-def read_runs(path: str) -> Iterator[tuple[int, list[Any]]]:
+def read_runs(path: str, limit: int | None = None) -> Iterator[tuple[int, list[Any]]]:
     """``(line number, messages)`` of every run of a JSONL file (``.gz``: gzip).
+
+    One line is held at a time, at most ``limit`` bytes (:func:`.files.read_lines`;
+    default: :data:`.files.MAX_INPUT_BYTES`).
 
     Raises:
         ChatError: the file cannot be read, or a line is not a run.
     """
-    try:
-        handle = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # noqa: SIM115
-        with handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    data = msgspec.json.decode(line)
-                except msgspec.DecodeError as exc:
-                    raise ChatError(f"{path}:{number}: not JSON: {exc}") from exc
-                except RecursionError:
-                    raise ChatError(f"{path}:{number}: JSON nested too deeply") from None
-                messages = data.get("messages") if isinstance(data, dict) else None
-                if not isinstance(messages, list):
-                    raise ChatError(f"{path}:{number}: no 'messages' list")
-                yield number, messages
-    except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt gzip stream
-        raise ChatError(f"cannot read runs {path}: {exc}") from exc
+    for number, line in read_lines(path, limit):
+        if not line.strip():
+            continue
+        try:
+            data = msgspec.json.decode(line)
+        except msgspec.DecodeError as exc:
+            raise ChatError(f"{path}:{number}: not JSON: {exc}") from exc
+        except RecursionError:
+            raise ChatError(f"{path}:{number}: JSON nested too deeply") from None
+        messages = data.get("messages") if isinstance(data, dict) else None
+        if not isinstance(messages, list):
+            raise ChatError(f"{path}:{number}: no 'messages' list")
+        yield number, messages
+
+
+def count_runs(path: str) -> int | None:
+    """How many runs ``path`` holds, every line checked; None when it cannot be read
+    twice (a pipe: ``--runs <(zcat runs.jsonl.gz)``), whose runs are read once only."""
+    return sum(1 for _ in read_runs(path)) if is_regular(path) else None
 
 
 def _run_settings(settings: Settings, pricing: str, format_name: str) -> Settings:
@@ -139,14 +151,17 @@ def replay_runs(
         results: dict[str, Any] = {}
         for name in ["none", *(n for n in strategies if n != "none")]:
             hook = _recorder(origins, name, facts)
-            if format_name == SCOUT:
-                results[name] = run_strategy(
-                    workload, name, run_settings, keep_series=False, facts=facts, record=hook
-                )
-            else:  # priced in the provider's own messages
-                results[name] = replay_in_format(
-                    raw, format_name, name, run_settings, facts=facts, record=hook
-                )
+            try:
+                if format_name == SCOUT:
+                    results[name] = run_strategy(
+                        workload, name, run_settings, keep_series=False, facts=facts, record=hook
+                    )
+                else:  # priced in the provider's own messages
+                    results[name] = replay_in_format(
+                        raw, format_name, name, run_settings, facts=facts, record=hook
+                    )
+            except (InvalidMessages, FormatError) as exc:  # the run's, not the replay's
+                raise ChatError(f"{path}:{number}: {exc}") from exc
         base = results["none"]
         for name in strategies:
             found = results[name]

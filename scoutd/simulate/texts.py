@@ -39,9 +39,16 @@ class Part:
 
 
 def strings(value: Any) -> Iterator[str]:
-    """Every string inside a JSON-like value, depth first."""
+    """Every string and number inside a JSON-like value, depth first.
+
+    A number is given as its JSON text: a tool call's arguments are what the
+    agent wrote, and ``{"offset": 1200}`` names 1200 as much as the JSON text
+    of an OpenAI call's arguments does (a boolean or null names nothing).
+    """
     if type(value) is str:
         yield value
+    elif type(value) is int or type(value) is float:
+        yield _encode(value).decode()
     elif isinstance(value, Mapping):
         for item in value.values():
             yield from strings(item)
@@ -168,12 +175,17 @@ def message_parts(message: Any, format_name: str) -> list[Part]:
 
     A message that is not a mapping yields its strings as operator text (it is
     nobody's tool traffic); empty texts are left out, except tool outputs
-    (an empty output is still one output of the run).
+    (an empty output is still one output of the run) and tool calls (a call
+    without arguments is still the agent's answer, in every format).
     """
     if not isinstance(message, Mapping):
         return [Part(SOURCE, text) for text in strings(message) if text]
     reader = _READERS.get(format_name, _scout)
-    return [part for part in reader(message) if part.text or part.kind == OUTPUT]
+    return [
+        part
+        for part in reader(message)
+        if part.text or part.kind == OUTPUT or part.call_id is not None
+    ]
 
 
 def encode(message: Any) -> str:

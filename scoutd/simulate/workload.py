@@ -14,14 +14,16 @@ from __future__ import annotations
 import math
 import os
 import random
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from .files import ChatError, read_bounded
+
 __all__ = [
+    "ChatError",
     "Workload",
     "load_chat",
     "round_ends",
@@ -260,23 +262,14 @@ def synthetic_run(
     return Workload(messages, "synthetic", parameters)
 
 
-class ChatError(ValueError):
-    """A recorded chat file that cannot be replayed."""
-
-
 def load_chat(path: str) -> Workload:
     """Read a recorded conversation: a JSON list of messages (docs/STRATEGIES.md).
 
-    ``{"messages": [...]}`` is accepted too; ``-`` reads standard input.
+    ``{"messages": [...]}`` is accepted too; ``-`` reads standard input. It is
+    read as the CLI reads a FILE (:func:`.files.read_bounded`): at most 256 MiB,
+    a FIFO with no writer and a directory refused.
     """
-    try:
-        if path == "-":
-            raw = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as handle:
-                raw = handle.read()
-    except OSError as exc:
-        raise ChatError(f"cannot read chat {path}: {exc.strerror or exc}") from exc
+    raw = read_bounded(path)
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
