@@ -12,7 +12,7 @@ from typing import Any
 
 import scoutd
 from scoutd.recall import MAX_HANDLE_DIGITS, find_output, parse_handle
-from tests.test_recall import RECALL, chat_outputs, chat_run, marked
+from tests.test_recall import RECALL, chat_outputs, chat_run
 
 
 def test_an_integer_handle_of_any_size_is_a_text_like_the_same_digits_as_a_string() -> None:
@@ -70,16 +70,28 @@ def test_a_search_again_passes_over_the_output_a_search_answer_shows_whole() -> 
     outputs = chat_outputs(messages)
     with scoutd.Session(config=RECALL) as session:
         prompt = session.prepare_prompt(messages)
-        newest = max(marked(prompt))
         found = []
         for n in range(3):
+            expected = newest_not_shown_whole(prompt, outputs)
             answer = session.recall(search="of the run")
-            number = int(answer.split("\n", 1)[0].removeprefix("#"))
-            assert answer == f"#{number}\n{outputs[number - 1]}"
-            found.append(number)
+            assert answer == f"#{expected}\n{outputs[expected - 1]}"
+            found.append(expected)
             _ask(messages, {"search": "of the run"}, answer, n)
-            session.prepare_prompt(messages)
-        assert found == [newest, newest - 1, newest - 2]
+            prompt = session.prepare_prompt(messages)
+        assert len(set(found)) == 3  # never the same output again
+
+
+def newest_not_shown_whole(prompt: list[Any], outputs: list[str]) -> int:
+    """The newest output that ``prompt`` (OpenAI Chat) shows whole neither as its own
+    tool message nor in a search answer (``#N`` and the output): every output of
+    :func:`chat_run` holds the text searched for."""
+    contents = {m.get("content") for m in prompt if m.get("role") == "tool"}
+    shown = {
+        number
+        for number, text in enumerate(outputs, start=1)
+        if text in contents or f"#{number}\n{text}" in contents
+    }
+    return max(number for number in range(1, len(outputs) + 1) if number not in shown)
 
 
 def test_a_handle_answer_starting_like_a_search_answer_hides_nothing() -> None:

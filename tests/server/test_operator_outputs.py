@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import socket
@@ -17,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from scoutd.daemon_log import _OneLineFormatter
 from scoutd.systemd import watchdog_interval
 from tests.support.daemon import Daemon, wait_for
 
@@ -55,7 +57,18 @@ def test_a_client_cannot_forge_a_daemon_log_line() -> None:
     assert "\x1b" not in text
     bad = [line for line in text.splitlines() if not LOG_LINE.match(line)]
     assert bad == [], bad
-    assert "x\\x0aINFO scoutd.sessions: abort consumed" in text  # escaped, on its own line
+    assert "x\\nINFO scoutd.sessions: abort consumed" in text  # escaped (repr), in its line
+
+
+def test_every_message_the_daemon_logs_is_one_escaped_line() -> None:
+    """Whatever a call site does with a value (``%s`` too), the daemon's formatter
+    writes the message as one line of printable text; a traceback follows as is."""
+    formatter = _OneLineFormatter("%(levelname)s %(name)s: %(message)s")
+    record = logging.LogRecord(
+        "scoutd.test", logging.INFO, __file__, 1, "opened %s", (f"x\n{FORGED}\x1b[2J\u2028",), None
+    )
+    line = formatter.format(record)
+    assert line == f"INFO scoutd.test: opened x\\x0a{FORGED}\\x1b[2J\\u2028"
 
 
 def test_a_socket_path_not_utf8_or_with_a_newline_is_one_status_line() -> None:

@@ -19,6 +19,7 @@ from scoutd.client import Client
 from scoutd.integrations._run import RunPreparer
 from tests.support.daemon import Daemon
 from tests.test_recall import RECALL, chat_outputs, chat_run, marked
+from tests.test_recall_hostile import newest_not_shown_whole
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +66,9 @@ def test_the_daemons_search_passes_over_an_earlier_search_answer(daemon: Daemon)
         Client(daemon.socket_path, timeout=20) as client,
         client.session(os.path.join(daemon.dir, "again.chat")) as session,
     ):
-        newest = max(marked(session.prepare_prompt(messages, config=RECALL)))
-        for n, expected in enumerate((newest, newest - 1)):
+        prompt = session.prepare_prompt(messages, config=RECALL)
+        for n in range(3):
+            expected = newest_not_shown_whole(prompt, outputs)
             answer = session.recall(search="of the run")
             assert answer == f"#{expected}\n{outputs[expected - 1]}"
             function = {"name": "recall", "arguments": json.dumps({"search": "of the run"})}
@@ -75,7 +77,7 @@ def test_the_daemons_search_passes_over_an_earlier_search_answer(daemon: Daemon)
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": f"r{n}", "content": answer},
             ]
-            session.prepare_prompt(messages, config=RECALL)
+            prompt = session.prepare_prompt(messages, config=RECALL)
 
 
 @pytest.mark.parametrize("opened", ["anthropic", "openai-responses"])
