@@ -9,16 +9,31 @@ sentence that embeds one), which escapes what cannot be encoded and leaves
 valid text untouched. docs/PROTOCOL.md describes the escapes. A name or path
 an agent may have chosen, shown on an operator's terminal, goes through
 :func:`printable`, which escapes control characters as well; what a file is,
-in words, is :func:`file_kind`.
+in words, is :func:`file_kind`. A command's input FILE is opened by
+:func:`open_input`.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Any
 
-__all__ = ["display_path", "file_kind", "printable", "safe_text", "safe_value"]
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "display_path",
+    "file_kind",
+    "open_input",
+    "printable",
+    "safe_text",
+    "safe_value",
+]
+
+# The most a command reads of an input FILE (or stdin): far above any conversation a
+# model takes (the daemon's own default request bound is 64 MiB), so that
+# ``/dev/zero`` or a runaway producer ends in one error line, not all memory.
+MAX_INPUT_BYTES = 256 * 1024 * 1024
 
 _KINDS = (
     (stat.S_ISREG, "a regular file"),
@@ -34,6 +49,28 @@ _KINDS = (
 def file_kind(mode: int) -> str:
     """What a file of ``st_mode`` ``mode`` is, in words ("a FIFO"), for messages."""
     return next((words for test, words in _KINDS if test(mode)), "an unknown kind of file")
+
+
+def open_input(path: str) -> tuple[int, int]:
+    """``path`` open for reading as a command's input FILE: its descriptor and mode.
+
+    Opened without blocking (a FIFO nobody writes to would hang ``open``), then
+    set blocking, so that a writer that is there is waited for.
+
+    Raises:
+        IsADirectoryError: it is a directory ("it is a directory, not a file").
+        OSError: it cannot be opened.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "it is a directory, not a file", path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, mode
 
 
 _SURROGATES = range(0xD800, 0xE000)

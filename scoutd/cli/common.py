@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from ..paths import printable
+from ..paths import MAX_INPUT_BYTES, open_input, printable
 from ..protocol.format_names import AUTO, FORMATS
 
 # The configuration, the JSON codec and socket discovery are imported where they are
@@ -117,10 +117,6 @@ class Parser(argparse.ArgumentParser):
 # ---------------------------------------------------------------- input / output
 
 
-# The most a command reads as its input: far above any conversation a model takes (the
-# daemon's own default request bound is 64 MiB), so that ``/dev/zero`` or a runaway
-# producer ends in one error line instead of taking all memory.
-MAX_INPUT_BYTES = 256 * 1024 * 1024
 _CHUNK = 1024 * 1024
 
 
@@ -153,14 +149,10 @@ def read_input(source: str) -> bytes:
     if source == "-":
         return _read_bounded(sys.stdin.fileno(), name)
     try:
-        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, mode = open_input(source)
     except OSError as exc:
         raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise CliError(f"cannot read {name}: it is a directory, not a file")
-        os.set_blocking(fd, True)  # a writer that is there is waited for, as on stdin
         data = _read_bounded(fd, name)
     except OSError as exc:
         raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc

@@ -18,10 +18,10 @@ import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from ..paths import MAX_INPUT_BYTES, open_input
+
 __all__ = ["MAX_INPUT_BYTES", "ChatError", "is_regular", "read_bounded", "read_lines"]
 
-# As the CLI's FILE arguments: far above any conversation a model takes.
-MAX_INPUT_BYTES = 256 * 1024 * 1024
 _CHUNK = 1024 * 1024
 
 
@@ -40,17 +40,9 @@ def _open(path: str, what: str) -> tuple[BinaryIO, bool]:
     then set blocking again, so that a writer that is there is waited for.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, mode = open_input(path)
     except OSError as exc:
         raise ChatError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise ChatError(f"cannot read {what} {path}: it is a directory, not a file")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
     return os.fdopen(fd, "rb"), stat.S_ISFIFO(mode)
 
 
