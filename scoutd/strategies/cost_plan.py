@@ -350,21 +350,26 @@ def fit_sent(plan: Plan, tokens: Tokens, outputs: int, config: PromptConfig, not
     total = tokens.cumulative[-1]
     extra = total - tokens.cumulative[tokens.output_end[outputs]] + notice
     sent = total - tokens.saved(plan.dropped, plan.shortened) + plan.kept_tokens
-    if sent + (notice if plan.shortened else 0) <= limit:
+    if plan.shortened:
+        sent += notice
+    if sent <= limit:
         return plan
     dropped, shortened = plan.dropped, plan.shortened
-    if not shortened or sent - plan.kept_tokens + notice > limit:
+    if not shortened or sent - plan.kept_tokens > limit:
         full = _verbatim(outputs, config)
         fits = _fit(tokens, outputs, full, config.cost_compacted_tool_calls, limit - extra)
         dropped, shortened = max(dropped, fits[0]), max(shortened, fits[1])
-    fitted = total - tokens.saved(dropped, shortened) + notice
+    removed = sent - (total - tokens.saved(dropped, shortened) + notice)
     decision = plan.decision
-    if decision is not None:
-        removed = sent + notice - fitted
+    if decision is not None:  # the report says why: the prompt was over the limit
         decision = replace(
-            decision, prompt=sent + notice, forced=True, weighed=True, compacted=True
+            decision,
+            prompt=sent,
+            forced=True,
+            weighed=True,
+            compacted=True,
+            removed=removed if removed > 0 else 0,
         )
-        decision = replace(decision, removed=removed if removed > 0 else 0)
     return Plan(dropped, shortened, outputs, NOTHING, decision)
 
 
