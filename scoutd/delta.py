@@ -191,7 +191,7 @@ class DeltaDecoder(_Checksummed):
         keep = delta.keep
         if (
             (delta.replace is not None) != self.replacing
-            or keep > len(self.prompt)
+            or not 0 <= keep <= len(self.prompt)  # a negative one would index from the end
             or self.prefix_crc(keep) != delta.checksum
             or not all(0 <= index < keep for index, _ in delta.replace or ())
         ):

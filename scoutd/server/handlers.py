@@ -417,6 +417,8 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                     session.last_used = time.monotonic()
                     async with _turn(call, session), quotas.computing(uid, room):
                         _check_writer(call, params, session)
+                        if session.encoder.writer not in (None, call.conn):
+                            session.encoder.forget()  # its last prompt went to another one
                         started = time.perf_counter()  # waiting for lock or slot: not preparing
                         line, delivered = await anyio.to_thread.run_sync(
                             partial(workers.run_session_prepare, quotas=quotas, ticket=ticket),

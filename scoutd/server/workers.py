@@ -162,6 +162,9 @@ def store_opening(
     except BaseException:
         quotas.restore_session(session, before)
         raise
+    # The opener set the conversation: another connection's `append` is refused
+    # (docs/PROTOCOL.md), never prepared on these messages.
+    session.encoder.writer = session.owner
 
 
 PathCheck = tuple[str, tuple[str, ...], PeerCred, int]
@@ -217,11 +220,11 @@ def run_session_prepare(
             raise
     else:
         if session.forgotten or (params.base is not None and params.base != len(state.messages)):
-            holds = "no conversation (dropped when idle)" if session.forgotten else None
-            error = (
-                f"the session holds {holds or f'{len(state.messages)} messages'}, "
-                f"not {params.base}: send the whole conversation as `messages`"
-            )
+            if session.forgotten:
+                holds = "no conversation (dropped when idle)"
+            else:
+                holds = f"{len(state.messages)} messages, not {params.base}"
+            error = f"the session holds {holds}: send the whole conversation as `messages`"
             raise protocol.ProtocolError(
                 protocol.INVALID_PARAMS,
                 f"invalid params: {error} - at `$.params.base`",
