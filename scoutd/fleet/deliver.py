@@ -17,6 +17,12 @@ and a chat already aborted (its marker) is not written to again. So an
 abort the journal holds is tried again on every chat (fail closed): a chat
 refused the first time is reached, never answered as reached before.
 
+The chats are paths this host found itself (a walk beneath its roots, or a
+session's resolved save file): each is used exactly, no symlink on it followed,
+root's neither (``exact=True``, :mod:`scoutd.inbox.walk`). One found there now
+was swapped in since (an agent renaming a link into its chat directory's
+place): that chat is refused, never written through the link.
+
 The journal keeps a digest of each command too: a command under an id
 delivered before with other content (a raw publisher, a replayed id) is
 not "already" there. A notice is refused, with an error receipt; an abort
@@ -31,12 +37,14 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import NamedTuple
 
 from ..inbox import inbox_dir, inbox_removed_dir, write_abort, write_notice
 from ..inbox.aborted import held
+from ..inbox.files import open_dir
+from ..inbox.walk import open_directory
 from ..paths import display_path, printable
 from .select import check_pattern, normal_pattern
 from .wire import Command, Receipt, encode
@@ -259,22 +267,62 @@ def _is_directory(path: str) -> bool:
         return False
 
 
-def _names_there(save_file: str, name: str) -> Iterator[str]:
-    yield os.path.join(inbox_dir(save_file), name)
-    yield os.path.join(inbox_removed_dir(save_file), name)
+def _had(save_file: str, name: str) -> bool:
+    """Whether ``save_file``'s inbox or record of delivered notices holds ``name``.
+
+    Looked at through the chat directory reached exactly (no symlink on the
+    way followed) and those two directories opened without following: a
+    symlink swapped in on the way raises ``OSError`` (``ELOOP``), never
+    answers for another chat. An inbox that cannot be opened raises too (the
+    writer would refuse it); a record directory that cannot be is no record.
+    """
+    try:
+        chat = open_directory(os.path.dirname(save_file) or ".", exact=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # made by the writer
+    try:
+        for directory in (inbox_dir(save_file), inbox_removed_dir(save_file)):
+            try:
+                dfd = open_dir(os.path.basename(directory), dir_fd=chat.fd, shown=directory)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                if directory == inbox_dir(save_file):
+                    raise
+                continue
+            try:
+                os.lstat(name, dir_fd=dfd)
+            except OSError:  # absent, or not to be looked at: not there
+                continue
+            finally:
+                os.close(dfd)
+            return True
+        return False
+    finally:
+        os.close(chat.fd)
+
+
+def _reached_exactly(save_file: str) -> None:
+    """Raise ``OSError`` (``ELOOP``) when a symlink stands on ``save_file``'s directory:
+    before "aborted already" is answered from a marker seen through it."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # made by the writer
+        os.close(open_directory(os.path.dirname(save_file) or ".", exact=True).fd)
 
 
 def _deliver_one(command: Command, chat: str) -> bool:
-    """Write the command into one chat's inbox; False when the chat had it already."""
+    """Write the command into one chat's inbox; False when the chat had it already.
+
+    Raises ``OSError`` for a chat that cannot be reached exactly (the module's rule)."""
     if command.kind == "abort":
-        if held(chat) is not None:
+        _reached_exactly(chat)
+        if held(chat, exact=True) is not None:
             return False  # aborted already: the marker stands
-        write_abort(chat, command.text)
+        write_abort(chat, command.text, exact=True)
         return True
     name = notice_name(command)
-    if any(os.path.lexists(path) for path in _names_there(chat, name)):
+    if _had(chat, name):
         return False
-    write_notice(chat, command.text, name=name)
+    write_notice(chat, command.text, name=name, exact=True)
     return True
 
 

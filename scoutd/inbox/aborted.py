@@ -39,6 +39,8 @@ made it (:mod:`scoutd.inbox.walk`), the inbox within it never followed, and
 the marker itself never followed. So a chat named through the operator's own
 symlink (``~/chats`` to ``/data/chats``) has the marker the daemon wrote
 through the resolved path, while a symlink the agent planted leads nowhere.
+The daemon, on a path it resolved itself, follows no symlink at all
+(``exact=True``, :mod:`scoutd.inbox.walk`): one there was swapped in.
 A marker is as safe as the directory holding it: whoever may delete
 entries there can clear it (docs/OPERATIONS.md, "An aborted chat stays
 aborted", says who can).
@@ -88,18 +90,19 @@ def marker_paths(save_file: str | os.PathLike[str]) -> tuple[str, str]:
     return inbox + SUFFIX, os.path.join(inbox, MARKER)
 
 
-def _reach(directory: str, *, inbox: bool) -> int:
+def _reach(directory: str, *, inbox: bool, exact: bool = False) -> int:
     """``directory``, open as every consumer reaches an inbox (:meth:`InboxDirs.of`).
 
     A chat directory (``inbox`` False) is walked, its trusted symlinks followed
     (:func:`~scoutd.inbox.walk.open_directory`: an ``O_PATH`` descriptor, enough
     for the ``*at`` calls); an inbox is opened within its walked chat
-    directory, never followed itself. Raises ``OSError``.
+    directory, never followed itself. ``exact``: a path the daemon resolved
+    itself, no symlink on it followed. Raises ``OSError``.
     """
     if not inbox:
-        return open_directory(directory or ".").fd
+        return open_directory(directory or ".", exact=exact).fd
     chat, name = os.path.split(directory)
-    walked = open_directory(chat or ".")
+    walked = open_directory(chat or ".", exact=exact)
     try:
         return open_dir(name, dir_fd=walked.fd, shown=directory)
     finally:
@@ -129,7 +132,7 @@ def _unreachable(path: str, exc: OSError, *, seen: bool) -> str | None:
     return f"aborted by operator (the abort marker {path} cannot be read: {exc.strerror or exc})"
 
 
-def _read_marker(path: str, *, inbox: bool) -> str | None:
+def _read_marker(path: str, *, inbox: bool, exact: bool) -> str | None:
     """The reason the marker at ``path`` gives; None when there is none.
 
     ``inbox``: the marker in the inbox (else the one beside the chat). An entry
@@ -144,7 +147,7 @@ def _read_marker(path: str, *, inbox: bool) -> str | None:
             return None
         seen = False  # it may be there (no search permission, a symlink loop): look below
     try:
-        dfd = _reach(os.path.dirname(path), inbox=inbox)
+        dfd = _reach(os.path.dirname(path), inbox=inbox, exact=exact)
     except OSError as exc:
         return _unreachable(path, exc, seen=seen)
     try:
@@ -169,13 +172,15 @@ def _read_marker(path: str, *, inbox: bool) -> str | None:
         os.close(dfd)
 
 
-def held(save_file: str | os.PathLike[str] | None) -> str | None:
+def held(save_file: str | os.PathLike[str] | None, *, exact: bool = False) -> str | None:
     """The reason ``save_file``'s chat was aborted with, while its marker exists; else None.
 
     Never raises ``OSError``. A marker that exists but cannot be reached the
     way every consumer reaches the inbox (a symlink another user made on the
     way, a symlink in the inbox's place), examined or read gives a generic
-    reason: it aborts all the same, unread.
+    reason: it aborts all the same, unread. ``exact``: ``save_file`` is a path
+    the daemon resolved itself, where any symlink, root's too, was swapped in
+    after its check (:mod:`scoutd.inbox.walk`).
     """
     if save_file is None or not os.fspath(save_file).strip():
         return None
@@ -184,7 +189,7 @@ def held(save_file: str | os.PathLike[str] | None) -> str | None:
     except ValueError:  # no file name: no inbox
         return None
     for path, inbox in zip(paths, (False, True), strict=True):
-        reason = _read_marker(path, inbox=inbox)
+        reason = _read_marker(path, inbox=inbox, exact=exact)
         if reason is not None:
             return reason
     return None
@@ -200,13 +205,14 @@ def _sync(dfd: int) -> None:
             os.close(fd)
 
 
-def _write(path: str, reason: str, *, inbox: bool) -> str:
+def _write(path: str, reason: str, *, inbox: bool, exact: bool = False) -> str:
     """Write the marker ``path``, or keep the one there; its path. Raises ``OSError``.
 
-    ``inbox``: the marker in the inbox (else the one beside the chat).
+    ``inbox``: the marker in the inbox (else the one beside the chat);
+    ``exact``: as for :func:`_reach`.
     """
     directory, name = os.path.split(path)
-    dfd = _reach(directory, inbox=inbox)
+    dfd = _reach(directory, inbox=inbox, exact=exact)
     try:
         if lexists(name, dfd):  # kept as it is, with nothing to write (a full disk too)
             return path
@@ -233,19 +239,20 @@ def _write(path: str, reason: str, *, inbox: bool) -> str:
     return written
 
 
-def mark(save_file: str | os.PathLike[str], reason: str) -> str | None:
+def mark(save_file: str | os.PathLike[str], reason: str, *, exact: bool = False) -> str | None:
     """Mark ``save_file``'s chat aborted with ``reason``; the marker's path, or None.
 
     Beside the chat, else in its inbox; a marker already in either place
     stays as it is (the first reason is kept). None, logged at error level,
     when neither can take it (a full disk): the consumers then leave the
     abort in the inbox, where it aborts every call (docs/RELIABILITY.md, "An
-    abort fails closed").
+    abort fails closed"). ``exact``: as for :func:`held`.
     """
     problems: list[str] = []
+    writer = partial(_write, exact=True) if exact else _write
     for path, inbox in zip(marker_paths(save_file), (False, True), strict=True):
         try:
-            written = _write(path, reason, inbox=inbox)
+            written = writer(path, reason, inbox=inbox)
         except OSError as exc:
             problems.append(f"{path}: {exc.strerror or exc}")
             continue
@@ -261,9 +268,16 @@ def mark(save_file: str | os.PathLike[str], reason: str) -> str | None:
 
 
 def claim_and_mark(
-    save_file: str, *, max_bytes: int = 1 << 20, complete: bool = False, wait: bool = True
+    save_file: str,
+    *,
+    max_bytes: int = 1 << 20,
+    complete: bool = False,
+    wait: bool = True,
+    exact: bool = False,
 ) -> str | None:
     """:func:`~scoutd.inbox.pickup.claim_abort`, the chat marked before the abort leaves.
+
+    ``exact``: the daemon's, on a path it resolved itself (:func:`held`).
 
     Raises:
         InboxUnusable: as :func:`~scoutd.inbox.pickup.claim_abort`.
@@ -275,7 +289,8 @@ def claim_and_mark(
         max_bytes=max_bytes,
         complete=complete,
         wait=wait,
-        before_abort=partial(mark, save_file),
+        before_abort=partial(mark, save_file, exact=exact),
+        exact=exact,
     )
 
 

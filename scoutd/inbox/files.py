@@ -94,8 +94,12 @@ class InboxDirs:
         self._rfd: int | None = None
 
     @classmethod
-    def of(cls, save_file: str | os.PathLike[str]) -> InboxDirs | None:
+    def of(cls, save_file: str | os.PathLike[str], *, exact: bool = False) -> InboxDirs | None:
         """The inbox of ``save_file``, open and searchable; None when it does not exist.
+
+        ``exact``: ``save_file`` is a path the daemon resolved itself, where any
+        symlink, root's too, was swapped in after its check and is refused
+        (:func:`~scoutd.inbox.walk.open_directory`).
 
         The one definition of a usable inbox (docs/RELIABILITY.md, "An abort
         fails closed"): "does not exist" is a missing inbox or chat directory
@@ -113,7 +117,7 @@ class InboxDirs:
         """
         inbox_path, removed = inbox_dir(save_file), inbox_removed_dir(save_file)
         try:
-            chat = open_directory(os.path.dirname(inbox_path) or ".")
+            chat = open_directory(os.path.dirname(inbox_path) or ".", exact=exact)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
                 return None

@@ -122,8 +122,10 @@ def unusable(inbox: str, exc: OSError) -> InboxUnusable:
     return InboxUnusable(inbox, problem)
 
 
-def open_inbox(save_file: str | os.PathLike[str]) -> InboxDirs | None:
+def open_inbox(save_file: str | os.PathLike[str], *, exact: bool = False) -> InboxDirs | None:
     """The inbox of ``save_file``, open; None when there is none (:meth:`InboxDirs.of`).
+
+    ``exact``: a path the daemon resolved itself, no symlink on it followed.
 
     Raises:
         InboxUnusable: it exists, or may, but cannot be opened or searched.
@@ -131,7 +133,7 @@ def open_inbox(save_file: str | os.PathLike[str]) -> InboxDirs | None:
     if not os.fspath(save_file).strip():
         return None
     try:
-        return InboxDirs.of(save_file)
+        return InboxDirs.of(save_file, exact=exact)
     except ValueError as exc:
         log.warning("no inbox: %s", exc)
         return None
@@ -180,6 +182,7 @@ def pick_up(
     max_total_bytes: int,
     ticket: Ticket | None = None,
     before_abort: BeforeAbort | None = None,
+    exact: bool = False,
 ) -> Pickup:
     """Take what ``save_file``'s inbox holds for the model (see the module's rule).
 
@@ -189,7 +192,8 @@ def pick_up(
     ``ticket``: the daemon's prepare call this pickup belongs to
     (:mod:`scoutd.inbox.gate`); None in the library. ``before_abort`` is told
     an abort's reason before the abort leaves the inbox (the chat's marker);
-    when it gives None, the abort stays (:func:`_reasoned`).
+    when it gives None, the abort stays (:func:`_reasoned`). ``exact``: the
+    daemon's, on a path it resolved itself (:func:`open_inbox`).
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened, searched or listed.
@@ -199,7 +203,7 @@ def pick_up(
             daemon's prepare call, one its watcher took since the call began
             (:class:`~scoutd.errors.StillAborted`, :mod:`scoutd.inbox.gate`).
     """
-    dirs = open_inbox(save_file) if save_file is not None else None
+    dirs = open_inbox(save_file, exact=exact) if save_file is not None else None
     if dirs is None:
         return Pickup([])
     try:
@@ -280,6 +284,7 @@ def claim_abort(
     complete: bool = False,
     wait: bool = True,
     before_abort: BeforeAbort | None = None,
+    exact: bool = False,
 ) -> str | None:
     """Consume only the ``abort`` entry of ``save_file``'s inbox; return its reason.
 
@@ -291,14 +296,14 @@ def claim_abort(
     (at most :data:`~scoutd.inbox.claim.MAX_SETTLE_WAIT`), or with
     ``wait=False`` raises :class:`~scoutd.inbox.claim.NotSettled` (the
     daemon retries from its event loop). Never raises ``OSError``.
-    ``before_abort``: as for :func:`pick_up`.
+    ``before_abort``, ``exact``: as for :func:`pick_up`.
 
     Raises:
         InboxUnusable: the inbox exists but cannot be opened or searched.
         AbortNotTaken: the ``abort`` entry cannot be examined, or
             ``before_abort`` could not make it durable (not consumed).
     """
-    dirs = open_inbox(save_file)
+    dirs = open_inbox(save_file, exact=exact)
     if dirs is None:
         return None
     try:

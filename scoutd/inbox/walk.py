@@ -12,7 +12,12 @@ agent) made. The kernel's ``fs.protected_symlinks`` applies the same idea to
 sticky directories; here it applies everywhere on the way to an inbox.
 
 The daemon works on paths it resolved itself (``allowed_roots`` check), which
-hold no symlink at all: one found there later was swapped in after the check.
+hold no symlink at all (but a loop it could not resolve): one found there later
+was swapped in after the check, whoever owns it (root's own links lie in
+agents' trees too). The daemon's callers say so (``exact=True``): any symlink
+on the way is then refused, root's included, and the chat counts as unusable
+(an abort fails closed). The library and the CLI writers, given a user's own
+path, follow root's links and their own.
 
 Nothing here reads an entry; the directories are opened ``O_PATH``, which
 needs search permission on the way, like the kernel's own resolution.
@@ -100,6 +105,15 @@ def trusted_link(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid())
 
 
+def _swapped_in(where: str, st: os.stat_result) -> OSError:
+    return OSError(
+        errno.ELOOP,
+        f"is a symbolic link owned by uid {st.st_uid} on a path the daemon resolved itself,"
+        " where it follows no symbolic links (swapped in after its check, or a loop)",
+        where,
+    )
+
+
 def _untrusted(where: str, st: os.stat_result) -> OSError:
     return OSError(
         errno.ELOOP,
@@ -132,12 +146,14 @@ def _make(name: str, dir_fd: int) -> None:
         os.mkdir(name, 0o777, dir_fd=dir_fd)
 
 
-def open_directory(path: str, *, create: bool = False) -> Walked:
+def open_directory(path: str, *, create: bool = False, exact: bool = False) -> Walked:
     """Open the directory ``path`` one component at a time (see the module's rule).
 
     A relative ``path`` starts at the working directory; ``..`` goes to the
     real parent, as in the kernel. ``create``: make missing directories (mode
-    ``0o777`` less the umask, as ``mkdir -p``). Raises ``OSError``: ``ENOENT``
+    ``0o777`` less the umask, as ``mkdir -p``). ``exact``: ``path`` is one the
+    daemon resolved itself, so no symlink on it is followed, whoever owns it
+    (the module's rule). Raises ``OSError``: ``ENOENT``
     or ``ENOTDIR`` when a component is missing or not a directory, ``ELOOP``
     for a symlink not followed (its owner named) or too many links, and what
     the kernel raises otherwise (``EACCES``...); ``filename`` says where.
@@ -176,6 +192,8 @@ def open_directory(path: str, *, create: bool = False) -> Walked:
                     _make(name, fd)
                     continue
                 if stat.S_ISLNK(st.st_mode):
+                    if exact:
+                        raise _swapped_in(where, st)
                     if not trusted_link(st):
                         raise _untrusted(where, st)
                     target = _read_link(name, fd, where)

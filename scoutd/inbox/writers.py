@@ -120,16 +120,23 @@ class _Dropped(NamedTuple):
 
 
 def _drop(
-    save_file: str, text: str, names: Callable[[int], Iterable[str]], *, keep: bool = False
+    save_file: str,
+    text: str,
+    names: Callable[[int], Iterable[str]],
+    *,
+    keep: bool = False,
+    exact: bool = False,
 ) -> _Dropped:
     """Write ``text`` to a dotfile in the inbox, fsync it, then give it a final name.
 
-    ``names`` gives the names to try, from the inbox's open descriptor.
+    ``names`` gives the names to try, from the inbox's open descriptor;
+    ``exact``: a path the daemon resolved itself, no symlink on it followed
+    (:mod:`scoutd.inbox.walk`).
     Whether the final entry is the one written is told by its inode, not its
     text: a waiting abort may hold the same reason, or only start with it.
     """
     inbox_path = inbox_dir(save_file)
-    chat = open_directory(os.path.dirname(inbox_path) or ".", create=True)
+    chat = open_directory(os.path.dirname(inbox_path) or ".", create=True, exact=exact)
     try:
         directory = os.path.join(chat.path, os.path.basename(inbox_path))
         dfd = _make_inbox(os.path.basename(inbox_path), chat.fd, directory)
@@ -188,25 +195,27 @@ def _arrival_names(name: str) -> Callable[[int], Iterator[str]]:
     return names
 
 
-def write_notice(save_file: str, text: str, *, name: str | None = None) -> str:
+def write_notice(save_file: str, text: str, *, name: str | None = None, exact: bool = False) -> str:
     """Drop ``text`` into ``save_file``'s inbox atomically; return the final path.
 
     ``name`` defaults to a unique name that sorts in drop order. A ``name``
     already pending is never replaced: the notice gets a name that sorts after
     every pending one of that name (``note.txt``, then ``note~00001.txt``, ...),
     so notices of one name are delivered in the order they were written. The
-    path returned is the real one (a symlink on the way resolved).
+    path returned is the real one (a symlink on the way resolved). ``exact``:
+    ``save_file`` is a path the daemon resolved itself (the fleet's): no
+    symlink on it is followed, root's neither (:mod:`scoutd.inbox.walk`).
 
     Raises:
         ValueError: ``name`` is not a plain, visible file name, or is ``abort``.
         OSError: the inbox cannot be created or written; ``ELOOP`` for a
-            symlink on the way that neither root nor the caller made.
+            symlink on the way that neither root nor the caller made (any, ``exact``).
     """
     if name is None:
-        return _drop(save_file, text, _fresh_names).path
+        return _drop(save_file, text, _fresh_names, exact=exact).path
     if not name or name.startswith(".") or "/" in name or "\0" in name or name == ABORT_NAME:
         raise ValueError(f"invalid notice name {name!r}: a plain file name, not hidden nor 'abort'")
-    return _drop(save_file, text, _arrival_names(name)).path
+    return _drop(save_file, text, _arrival_names(name), exact=exact).path
 
 
 class AbortPlaced(NamedTuple):
@@ -216,30 +225,31 @@ class AbortPlaced(NamedTuple):
     written: bool  # False: an abort was already waiting, and kept (``reason`` dropped)
 
 
-def place_abort(save_file: str, reason: str = "") -> AbortPlaced:
+def place_abort(save_file: str, reason: str = "", *, exact: bool = False) -> AbortPlaced:
     """:func:`write_abort`, telling also whether this reason was written or one was waiting.
 
     Raises:
         AbortNotWritten: as :func:`write_abort`.
         OSError: as :func:`write_notice`.
     """
-    dropped = _drop(save_file, reason, lambda dfd: [ABORT_NAME], keep=True)
+    dropped = _drop(save_file, reason, lambda dfd: [ABORT_NAME], keep=True, exact=exact)
     if dropped.kind is not None:
         raise AbortNotWritten(dropped.path, dropped.kind)
     return AbortPlaced(dropped.path, dropped.written)
 
 
-def write_abort(save_file: str, reason: str = "") -> str:
+def write_abort(save_file: str, reason: str = "", *, exact: bool = False) -> str:
     """Drop an ``abort`` file into ``save_file``'s inbox; an abort already waiting is kept.
 
     Returns the real path of the ``abort`` file. When a regular abort is
     already waiting, it stays as it is and ``reason`` is dropped: the agent is
     aborted once, with the first reason (docs/OPERATIONS.md, "Aborting an agent").
     Undecodable bytes of ``reason`` (``surrogateescape``) are written as they are.
+    ``exact``: as for :func:`write_notice`.
 
     Raises:
         AbortNotWritten: the waiting ``abort`` is not a regular file (it aborts,
             with a generic reason).
         OSError: as :func:`write_notice`.
     """
-    return place_abort(save_file, reason).path
+    return place_abort(save_file, reason, exact=exact).path

@@ -18,7 +18,11 @@ worker-thread hop, and says what the registry must do
   its own inbox) could give itself those rights back at any time: the abort
   is left in place, unread, but that session is aborted all the same (fails
   closed, :func:`hidden_from`);
-* otherwise the abort is claimed (moved, read, recorded) and pushed.
+* otherwise the abort is claimed (moved, read, recorded) and pushed;
+* *the resolved path, exactly*: a claim works on the path the session's open
+  resolved (``allowed_roots``), which held no symlink; one found there later,
+  root's too, was swapped in, and the inbox counts as unusable (``exact=True``,
+  :mod:`scoutd.inbox.walk`): the sessions fail closed, nothing is read through it.
 
 Claims never run on the prepare pool: the registry gives each uid a small
 limiter of its own, so an abort never waits behind prepare calls, and one
@@ -40,6 +44,7 @@ import anyio
 
 from ..errors import Aborted, InboxUnusable
 from ..inbox import ABORT_NAME
+from ..inbox.aborted import held
 from ..inbox.files import lexists
 from ..inbox.gate import InboxGate
 from ..inbox.names import inbox_dir
@@ -55,11 +60,12 @@ __all__ = [
     "claim_for",
     "hidden_from",
     "holding_abort",
+    "marked",
 ]
 
 log = logging.getLogger("scoutd.sessions")
 
-# claim_abort's signature: (save_file, *, max_bytes, complete, wait) -> reason or None
+# claim_abort's signature: (save_file, *, max_bytes, complete, wait, exact) -> reason or None
 ClaimFunction = Callable[..., str | None]
 
 
@@ -178,14 +184,15 @@ def claim_for(
     """Look at ``save_file``'s inbox for ``candidates`` and claim its abort if one may.
 
     ``claim`` is :func:`~scoutd.inbox.pickup.claim_abort` or a wrapper of it,
-    called with ``wait=False``, holding the inbox in ``gate`` (a prepare
+    called with ``wait=False`` and ``exact=True`` (``save_file`` is the
+    session's resolved path), holding the inbox in ``gate`` (a prepare
     call's pickup of it waits meanwhile, and learns of the take). Raises
     :class:`~scoutd.inbox.claim.NotSettled` for an abort still being written
     (the registry retries from its event loop).
     """
     everyone = tuple(candidate.id for candidate in candidates)
     try:
-        dirs = open_inbox(save_file)
+        dirs = open_inbox(save_file, exact=True)
         if dirs is None:
             return Claimed()
         inbox = dirs.inbox
@@ -201,7 +208,9 @@ def claim_for(
             log.debug("abort in %r left for its owner: no session here may take it", inbox)
             return Claimed(hidden=hidden)
         with gate.holding(inbox):
-            reason = claim(save_file, max_bytes=max_bytes, complete=complete, wait=False)
+            reason = claim(
+                save_file, max_bytes=max_bytes, complete=complete, wait=False, exact=True
+            )
             if reason is not None:
                 gate.record(inbox, reason)
     except InboxUnusable as exc:
@@ -216,6 +225,12 @@ def claim_for(
     if reason is None:
         return Claimed()
     return Claimed(reason, allowed, consumed=True, hidden=hidden)
+
+
+def marked(resolved: str) -> str | None:
+    """The reason the chat of the session's ``resolved`` save file is aborted for
+    (its marker), else None: :func:`~scoutd.inbox.aborted.held` on the path exactly."""
+    return held(resolved, exact=True)
 
 
 def holding_abort(inboxes: Sequence[str]) -> list[str]:

@@ -12,6 +12,7 @@ served, not refused once more with an abort already cleared).
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import partial
 
 import anyio
 
@@ -56,6 +57,7 @@ class PendingAborts:
         reason = self._reasons.pop(inbox, None)
         if reason is None or save_file is None:
             return reason
-        if await anyio.to_thread.run_sync(held, save_file, limiter=self._limiter) is None:
+        found = partial(held, save_file, exact=True)  # the resolved path, exactly (inbox.walk)
+        if await anyio.to_thread.run_sync(found, limiter=self._limiter) is None:
             return None  # cleared since the watcher took it: served
         return reason

@@ -46,13 +46,13 @@ from .. import protocol
 from ..delta import DeltaEncoder
 from ..engine.incremental import SessionPrompt
 from ..inbox import claim as inbox_claim
-from ..inbox.aborted import claim_and_mark, held
+from ..inbox.aborted import claim_and_mark
 from ..inbox.gate import InboxGate, Ticket
 from ..inbox.names import ABORT_NAME, inbox_dir
 from ..security import PeerCred
 from ..watcher import Batch, FsWatcher
 from .abort_signal import parse_signal, send_abort_signal
-from .claims import Candidate, Claimed, RunningClaim, claim_for, hidden_from, holding_abort
+from .claims import Candidate, Claimed, RunningClaim, claim_for, hidden_from, holding_abort, marked
 from .daemon_config import Snapshot
 from .pending import MAX_PENDING_ABORTS, PendingAborts
 
@@ -201,7 +201,7 @@ class SessionRegistry:
                 await self.watcher.add(directory)
         self._spawn_claim(inbox)  # a waiting abort (left for its owner, say) may be this one's
         log.info("session %s opened for %r (pid %s, uid %d)", session.id, resolved, pid, uid)
-        reason = await anyio.to_thread.run_sync(held, resolved, limiter=self._claim_limiter(uid))
+        reason = await anyio.to_thread.run_sync(marked, resolved, limiter=self._claim_limiter(uid))
         if reason is not None:  # an aborted chat stays aborted (docs/RELIABILITY.md)
             log.info("session %s opened on an aborted chat: %r", session.id, reason)
             self._mark_aborted(session, reason)

@@ -67,11 +67,16 @@ class InboxCall:
     pickup learns of an abort the watcher claimed since the call began
     (:mod:`scoutd.inbox.gate`); ``redelivery``: a session round's notices to
     deliver again, and the record of what it delivered (docs/PROTOCOL.md,
-    ``redeliver``). The library's own calls have none.
+    ``redeliver``). The library's own calls have none. ``exact``: the save
+    file is a path the daemon resolved itself (``allowed_roots``), so a
+    symlink found on it, root's too, was swapped in after the check and is
+    not followed: the inbox is unusable (:mod:`scoutd.inbox.walk`). True for
+    a daemon call; the library's, given its user's own path, say False.
     """
 
     ticket: Ticket | None = None
     redelivery: Redelivery | None = None
+    exact: bool = True
 
 
 @dataclass(slots=True)

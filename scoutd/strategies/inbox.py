@@ -83,17 +83,18 @@ def inbox(
 
     Without a ``save_file`` or an inbox directory, nothing is touched or created.
     A daemon ``call``'s redelivered notices come first and count against
-    ``inbox_max_total_bytes`` like the inbox's own.
+    ``inbox_max_total_bytes`` like the inbox's own; its ``save_file`` is a
+    path the daemon resolved, used exactly (``InboxCall.exact``).
 
     Raises:
         Aborted: the inbox held an ``abort`` (now consumed, and the chat marked
             aborted: :mod:`scoutd.inbox.aborted`), or the chat was aborted
             before and no operator cleared it; every notice stays pending.
     """
-    reason = held(save_file)
+    call = call or _LIBRARY
+    reason = held(save_file, exact=call.exact)
     if reason is not None:  # an aborted chat stays aborted (docs/RELIABILITY.md)
         raise StillAborted(reason)
-    call = call or _LIBRARY
     redelivery = call.redelivery
     carried = redelivery.carried if redelivery is not None else ()
     budget = config.inbox_max_total_bytes - sum(len(text.encode("utf-8")) for text in carried)
@@ -102,7 +103,8 @@ def inbox(
         max_bytes=config.inbox_max_bytes,
         max_total_bytes=budget,
         ticket=call.ticket,
-        before_abort=None if save_file is None else partial(mark, save_file),
+        before_abort=None if save_file is None else partial(mark, save_file, exact=call.exact),
+        exact=call.exact,
     )
     if redelivery is not None and pickup.abort is None:
         if carried:
@@ -112,8 +114,9 @@ def inbox(
     return deliver(messages, pickup)
 
 
-# The library's calls: no daemon gate, nothing to deliver again (frozen: shared safely)
-_LIBRARY = InboxCall()
+# The library's calls: no daemon gate, nothing to deliver again, its user's own path
+# (root's links and its own followed); frozen: shared safely
+_LIBRARY = InboxCall(exact=False)
 
 
 def _run(messages: Sequence[Any], ctx: PrepareContext) -> tuple[list[Any], StrategyReport]:
