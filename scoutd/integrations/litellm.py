@@ -31,6 +31,7 @@ Needs the extra ``scoutd[litellm]``.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -43,9 +44,11 @@ from typing import Any, NamedTuple, TypeVar
 import anyio.to_thread
 import msgspec
 
-from ..errors import Aborted, Forbidden
+from ..errors import Aborted, Forbidden, InvalidMessages, RemoteError
 from ..formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES
+from ..inbox.names import inbox_dir
 from ..paths import display_path
+from ..protocol.messages import INVALID_PARAMS
 from ..protocol.report import Prepared
 from ..security import check_save_file, resolve_roots
 from ._run import HookClosed, RunPreparer, missing_extra, round_summary
@@ -160,6 +163,58 @@ def aborted_error(reason: str, chat: str) -> HTTPException:
     )
 
 
+def client_error(exc: InvalidMessages | RemoteError) -> HTTPException | None:
+    """The 400 for a conversation that breaks the message rule (docs/PROTOCOL.md,
+    "Messages"), in process or as the daemon's ``INVALID_PARAMS`` about it; else None.
+
+    The request is the client's error, not the proxy's: a 500 says otherwise, and
+    the OpenAI and Anthropic SDKs retry it, sending the same conversation again.
+    """
+    data = exc.data if isinstance(exc, RemoteError) and isinstance(exc.data, dict) else {}
+    path = data.get("path")
+    about_messages = isinstance(path, str) and path.startswith(
+        ("$.params.messages", "$.params.append")
+    )
+    if isinstance(exc, RemoteError) and not (exc.code == INVALID_PARAMS and about_messages):
+        return None
+    message = f"scoutd refused the request's conversation: {exc}"
+    return api_error(400, message, "invalid_request_error")
+
+
+def unreachable(save_file: str) -> str | None:
+    """Why no operator's abort can reach the chat of ``save_file``, or None.
+
+    Its directory does not exist, or a name on the way to its inbox is longer
+    than the file system allows (``ENAMETOOLONG``): ``scoutd abort`` cannot
+    write there, so the chat would be served unsupervised for good. A directory
+    that exists but cannot be looked at is left to the inbox's own check, which
+    fails closed (docs/RELIABILITY.md, "An abort fails closed").
+    """
+    directory = os.path.dirname(save_file)
+    try:
+        missing = not stat.S_ISDIR(os.stat(directory).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        missing = True
+    except OSError as exc:  # EACCES, ELOOP...: the inbox's check fails closed on it
+        missing = exc.errno == errno.ENAMETOOLONG
+    if missing:
+        return (
+            f"the chat's directory {display_path(directory)} does not exist, so no "
+            "operator's abort can reach the chat (a mistyped path, or one not sent as its "
+            "bytes? a new chat's directory must be made first)"
+        )
+    inbox = inbox_dir(save_file)
+    try:
+        os.lstat(inbox)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return (
+                f"the chat's inbox {display_path(inbox)} has a name longer than the file "
+                "system allows, so no operator's abort can reach the chat"
+            )
+    return None
+
+
 def chat_header(data: Mapping[str, Any]) -> str | None:
     """The ``x-scoutd-chat`` header of the request, if any, as the path its bytes name.
 
@@ -167,14 +222,15 @@ def chat_header(data: Mapping[str, Any]) -> str | None:
     latin-1, which made ``josé-run.chat`` the chat ``josÃ©-run.chat``, with no
     inbox. The bytes are recovered and decoded as a path (``os.fsdecode``), so
     bytes that are not UTF-8 name their own file too. A value with characters
-    beyond latin-1 never came from the wire as such: it is taken as it is.
+    beyond latin-1 never came from the wire as such: it is taken as it is. An
+    empty value is returned too, and refused: a client's unset variable, not no chat.
     """
     request = data.get("proxy_server_request")
     headers = request.get("headers") if isinstance(request, Mapping) else None
     if not isinstance(headers, Mapping):
         return None
     for name, value in headers.items():
-        if isinstance(name, str) and name.lower() == CHAT_HEADER and value:
+        if isinstance(name, str) and name.lower() == CHAT_HEADER:
             text = str(value)
             try:
                 return os.fsdecode(text.encode("latin-1"))
@@ -244,16 +300,15 @@ class ScoutdProxyHook(CustomLogger):
     def save_file(self, data: Mapping[str, Any]) -> str | None:
         """The chat the request names, confined to the configured roots.
 
-        Its directory must exist. Such a chat has no inbox and never had one (an
-        operator's ``scoutd abort`` or ``notify`` makes the directories), so the
-        header names a chat no operator watches: a typo, or a path mis-encoded
-        on the way. It is refused rather than served unsupervised. A directory
-        that exists but cannot be looked at is left to the inbox's own check,
-        which fails closed (docs/RELIABILITY.md, "An abort fails closed").
+        An operator's abort must be able to reach it (:func:`unreachable`): a chat
+        whose directory does not exist has no inbox and never had one (``scoutd
+        abort`` and ``notify`` make the directories), so the header names a chat no
+        operator watches: a typo, or a path mis-encoded on the way. It is refused
+        rather than served unsupervised.
 
         Raises:
-            HTTPException: 400 if it names a file outside the roots, or in a
-                directory that does not exist.
+            HTTPException: 400 if it names a file outside the roots, or one no
+                operator's abort can reach.
         """
         named = chat_header(data)
         if named is None:
@@ -262,23 +317,20 @@ class ScoutdProxyHook(CustomLogger):
         try:
             save_file = check_save_file(os.path.expanduser(named), roots)
         except Forbidden as exc:
-            message = f"scoutd refused the header {CHAT_HEADER}: {exc} (SCOUTD_LITELLM_ROOTS)"
-            raise api_error(400, message, "invalid_request_error") from None
-        directory = os.path.dirname(save_file)
-        try:
-            missing = not stat.S_ISDIR(os.stat(directory).st_mode)
-        except (FileNotFoundError, NotADirectoryError):
-            missing = True
-        except OSError:  # EACCES, ELOOP...: the inbox's check fails closed on it
-            missing = False
-        if missing:
+            # What it resolved to and the roots are the proxy's: its log has them,
+            # a remote client gets back only what it sent.
+            log.warning("scoutd: refused the header %s: %r", CHAT_HEADER, str(exc))
             message = (
-                f"scoutd refused the header {CHAT_HEADER}: the chat's directory "
-                f"{display_path(directory)} does not exist, so no operator's abort can reach "
-                "the chat (a mistyped path, or one not sent as its bytes? a new chat's "
-                "directory must be made first)"
+                f"scoutd refused the header {CHAT_HEADER}: {display_path(named)!r} is not an "
+                "absolute path to a save file under the roots this proxy serves "
+                "(SCOUTD_LITELLM_ROOTS)"
             )
-            raise api_error(400, message, "invalid_request_error")
+            raise api_error(400, message, "invalid_request_error") from None
+        problem = unreachable(save_file)
+        if problem is not None:
+            raise api_error(
+                400, f"scoutd refused the header {CHAT_HEADER}: {problem}", "invalid_request_error"
+            )
         return save_file
 
     def _preparer(self, save_file: str, format: str) -> RunPreparer:
@@ -379,6 +431,11 @@ class ScoutdProxyHook(CustomLogger):
         except Aborted as exc:
             log.warning("scoutd: %r: request refused, the chat is aborted: %r", chat, exc.reason)
             raise aborted_error(exc.reason, chat) from None
+        except (InvalidMessages, RemoteError) as exc:
+            refused = client_error(exc)
+            if refused is None:
+                raise
+            raise refused from None
         log.info("scoutd: %r: %s", chat, round_summary(len(found.messages), prepared))
         data[found.key] = prepared.messages  # a new list: the request's own is left as it came
         return data
