@@ -105,22 +105,21 @@ def trusted_link(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid())
 
 
+def _refused(where: str, st: os.stat_result, why: str) -> OSError:
+    """The error for the symlink at ``where`` that is not followed, and why."""
+    return OSError(errno.ELOOP, f"is a symbolic link owned by uid {st.st_uid}{why}", where)
+
+
 def _swapped_in(where: str, st: os.stat_result) -> OSError:
-    return OSError(
-        errno.ELOOP,
-        f"is a symbolic link owned by uid {st.st_uid} on a path the daemon resolved itself,"
-        " where it follows no symbolic links (swapped in after its check, or a loop)",
-        where,
+    why = (
+        " on a path the daemon resolved itself, where it follows no symbolic links"
+        " (swapped in after its check, or a loop)"
     )
+    return _refused(where, st, why)
 
 
 def _untrusted(where: str, st: os.stat_result) -> OSError:
-    return OSError(
-        errno.ELOOP,
-        f"is a symbolic link owned by uid {st.st_uid} (neither root nor uid {os.geteuid()}),"
-        " not followed",
-        where,
-    )
+    return _refused(where, st, f" (neither root nor uid {os.geteuid()}), not followed")
 
 
 def _read_link(name: str, dir_fd: int, where: str) -> str | None:
