@@ -35,11 +35,11 @@ __all__ = [
     "Builtin",
     "FunctionStrategy",
     "InboxCall",
-    "checked_result",
     "PrepareContext",
     "Redelivery",
     "Rounds",
     "Strategy",
+    "checked_result",
 ]
 
 
