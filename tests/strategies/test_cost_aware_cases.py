@@ -410,3 +410,20 @@ def test_the_prompt_sent_fits_its_limit_with_the_notice_and_what_follows_the_las
     assert report.outputs_dropped + report.outputs_truncated > 0  # it had to compact
     assert sum(tokens(message) for message in prompt) <= window
     assert not after or messages[-1] in prompt  # what follows the outputs is never cut
+
+
+def test_the_prompt_sent_fits_every_limit_it_can_fit() -> None:
+    """Over limits from 1,300 to 3,200 tokens and user turns of 300 to 1,500 after
+    the last output: whenever the head, that turn and the notice fit, the prompt
+    sent fits too (counted as the strategy counts, one character a token)."""
+    fitted = 0
+    for after in (300, 700, 1500):
+        messages = [*pairs([600] * 6), {"role": "user", "content": "u" * after}]
+        for window in range(1300, 3200, 7):
+            config = msgspec.structs.replace(FORCED_ONLY, context_window=window)
+            prompt, report = shorten_tools_cost_aware(messages, config)
+            if tokens(messages[0]) + tokens(messages[-1]) + NOTICE > window:
+                continue  # nothing fits: all the tool traffic goes, the rest stays
+            assert sum(tokens(message) for message in prompt) <= window, (after, window)
+            fitted += report.outputs_dropped + report.outputs_truncated > 0
+    assert fitted > 200  # compacted to fit, most of them
