@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -103,6 +104,7 @@ def _tokenizer(target: str) -> Tokenizer:
     except ConfigError as exc:
         raise UsageError(f"--tokenizer {target}: {exc}") from exc
 
+    @functools.wraps(counter)  # its name: the report's header says "tokens = len"
     def count(text: str) -> int:
         try:
             return counter(text)
@@ -113,9 +115,6 @@ def _tokenizer(target: str) -> Tokenizer:
                 f"--tokenizer {target} raised {type(exc).__name__}: {exc}"
             ) from exc
 
-    # The report names the callable (the header's "tokens = len"): the one the
-    # count wraps (load_tokenizer's wrapper has no name of its own), else the target.
-    count.__qualname__ = getattr(getattr(counter, "count", None), "__qualname__", target)
     return count
 
 

@@ -34,6 +34,7 @@ before the whole ones, up to ``cost_keep_share`` of what it removes
 
 from __future__ import annotations
 
+import functools
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -114,11 +115,10 @@ class _Counted:
         ConfigError: ``tokenizer '...' returned ..., expected a count``.
     """
 
-    __slots__ = ("count", "label")
-
     def __init__(self, label: str, count: Callable[[str], Any]) -> None:
         self.label = label
         self.count = count
+        functools.update_wrapper(self, count)  # its name, for reports
 
     def __call__(self, text: str) -> int:
         tokens = self.count(text)
