@@ -205,7 +205,7 @@ def _sync(dfd: int) -> None:
             os.close(fd)
 
 
-def _write(path: str, reason: str, *, inbox: bool, exact: bool = False) -> str:
+def _write(path: str, reason: str, *, inbox: bool, exact: bool) -> str:
     """Write the marker ``path``, or keep the one there; its path. Raises ``OSError``.
 
     ``inbox``: the marker in the inbox (else the one beside the chat);
@@ -249,10 +249,9 @@ def mark(save_file: str | os.PathLike[str], reason: str, *, exact: bool = False)
     abort fails closed"). ``exact``: as for :func:`held`.
     """
     problems: list[str] = []
-    writer = partial(_write, exact=True) if exact else _write
     for path, inbox in zip(marker_paths(save_file), (False, True), strict=True):
         try:
-            written = writer(path, reason, inbox=inbox)
+            written = _write(path, reason, inbox=inbox, exact=exact)
         except OSError as exc:
             problems.append(f"{path}: {exc.strerror or exc}")
             continue

@@ -163,10 +163,10 @@ def test_the_marker_goes_into_the_inbox_when_the_chat_directory_refuses_it(
 ) -> None:
     write_write = aborted._write
 
-    def refusing(path: str, reason: str, *, inbox: bool) -> str:
+    def refusing(path: str, reason: str, *, inbox: bool, exact: bool) -> str:
         if path == beside(save_file):
             raise PermissionError(13, "Permission denied", path)
-        return write_write(path, reason, inbox=inbox)
+        return write_write(path, reason, inbox=inbox, exact=exact)
 
     monkeypatch.setattr(aborted, "_write", refusing)
     write_abort(save_file, "inside")
@@ -186,7 +186,7 @@ def test_the_marker_goes_into_the_inbox_when_the_chat_directory_refuses_it(
 def test_a_marker_that_cannot_be_written_is_logged(
     save_file: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def refusing(path: str, reason: str, *, inbox: bool) -> str:
+    def refusing(path: str, reason: str, *, inbox: bool, exact: bool) -> str:
         raise OSError(28, "No space left on device", path)
 
     monkeypatch.setattr(aborted, "_write", refusing)
