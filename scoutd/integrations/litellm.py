@@ -417,7 +417,7 @@ class ScoutdProxyHook(CustomLogger):
                 " proxy with SCOUTD_LITELLM_PASSTHROUGH=allow)",
                 "scoutd_passthrough_refused",
             )
-        save_file = self.save_file(data)
+        save_file = await anyio.to_thread.run_sync(self.save_file, data)  # resolves: I/O
         found = conversation(data, call_type)
         chat = "no chat" if save_file is None else display_path(save_file)
         try:
@@ -466,7 +466,7 @@ class ScoutdProxyHook(CustomLogger):
         Raises:
             HTTPException: 403 for an aborted chat; 400 as :meth:`save_file` says.
         """
-        save_file = self.save_file(kwargs)
+        save_file = await anyio.to_thread.run_sync(self.save_file, kwargs)
         if save_file is None:
             return None
         try:
