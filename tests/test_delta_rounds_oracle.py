@@ -24,8 +24,8 @@ import pytest
 import scoutd
 from scoutd.config import Config, PromptConfig
 from scoutd.delta import DeltaDecoder, DeltaMismatch, PromptDelta
+from scoutd.engine.held import held_bytes
 from scoutd.engine.incremental import json_size
-from scoutd.server.quotas import held_bytes
 from scoutd.testing import conversation
 
 from .support.daemon import Daemon, LineClient, wait_for

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd.config import Config, PromptConfig
 from scoutd.delta import DeltaDecoder
+from scoutd.engine.held import held_bytes
 from scoutd.engine.incremental import json_size
-from scoutd.server.quotas import held_bytes
 
 from .strategies.conversations import agent_run, call, conversations, output
 from .support.daemon import Daemon, LineClient, wait_for

@@ -23,7 +23,8 @@ from ..config import Config, PromptConfig
 from ..errors import Aborted, SessionClosed
 from ..formats import AUTO, check_format_name
 from ..recall import find_output
-from .incremental import SessionPrompt
+from .held import held_bytes
+from .incremental import SessionPrompt, json_size
 from .message_rules import check_messages, too_deep
 from .prepare import Prepared, resolve_snapshot
 
@@ -69,6 +70,8 @@ class Session:
         self.closed = False
         self._state = SessionPrompt(format=format)
         self._shown: list[Any] = []  # the last prompt prepared, which recall's search skips
+        # held_bytes(): how many leading messages of the conversation it counted, and their count
+        self._counted = (0, 0)
         # Rounds, recalls and close take turns: two rounds at once would interleave
         # their changes to the held conversation and answer wrong prompts.
         self._lock = threading.Lock()
@@ -125,6 +128,7 @@ class Session:
             raise
         except RecursionError:
             self._state = SessionPrompt(format=self.format)
+            self._counted = (0, 0)
             raise too_deep() from None
         self._shown = prepared.messages
         return prepared
@@ -146,6 +150,23 @@ class Session:
                 self._state.messages, handle, search, format=self.format, visible=self._shown
             ).text
 
+    def held_bytes(self) -> int:
+        """The memory the held conversation takes, as the daemon counts its sessions'
+        (:func:`~scoutd.engine.held.held_bytes`): for a caller that bounds many sessions
+        by memory (the LiteLLM proxy's chats).
+
+        Counted when asked, each message once while the conversation only grows:
+        a round that asks pays for what is new, a session never asked pays nothing.
+        """
+        with self._lock:
+            messages = self._state.messages
+            length, held = self._counted
+            new = messages[length:]
+            if new:
+                held += held_bytes(new, json_size(new))
+            self._counted = (len(messages), held)
+            return held
+
     def _absorb(self, messages: Sequence[Any]) -> None:
         """Bring the session's conversation to ``messages``: extend it, or start over."""
         state = self._state
@@ -158,6 +179,7 @@ class Session:
             return
         check_messages(messages)  # a new conversation: every message is new
         state.reset(messages, size=0)
+        self._counted = (0, 0)
 
     def close(self) -> None:
         """Forget the conversation (idempotent); the session prepares nothing more."""
@@ -165,6 +187,7 @@ class Session:
             self.closed = True
             self._state = SessionPrompt(format=self.format)
             self._shown = []
+            self._counted = (0, 0)
 
     def __enter__(self) -> Session:
         return self

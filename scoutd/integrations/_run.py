@@ -29,6 +29,8 @@ import msgspec
 
 from ..client import Client, Session, default_socket_path
 from ..config import Config, PromptConfig
+from ..engine.held import held_bytes
+from ..engine.incremental import json_size
 from ..engine.prepare import Prepared, prepare, resolve_snapshot
 from ..engine.session import Session as InProcessSession
 from ..errors import Aborted
@@ -113,6 +115,9 @@ class _Engine(Protocol):
     def recall(self, handle: str | int | None, search: str | None) -> str:
         """The recall tool's answer from the run's conversation."""
 
+    def held_bytes(self) -> int:
+        """The memory this process holds for the run's conversation."""
+
     def close(self) -> None: ...
 
 
@@ -163,6 +168,12 @@ class _InProcess:
         if self.session is not None:
             return self.session.recall(handle, search)
         return _recalled(self.held, handle, search)
+
+    def held_bytes(self) -> int:
+        if self.session is not None:
+            return self.session.held_bytes()
+        conversation = self.held[0] if self.held is not None else ()
+        return held_bytes(conversation, json_size(conversation))
 
     def close(self) -> None:
         if self.session is not None:
@@ -243,6 +254,11 @@ class _ThroughDaemon:
         if search is not None and len(search) > MAX_RECALL_SEARCH:
             return find_output((), None, search).text  # the in-process text, as above
         return self.session.recall(None, search)
+
+    def held_bytes(self) -> int:
+        """Nothing counted: the daemon holds the conversation and bounds it (``[daemon]
+        max_session_bytes`` and its siblings); this process keeps the last prompt only."""
+        return 0
 
     def close(self) -> None:
         try:
@@ -399,6 +415,15 @@ class RunPreparer(ClosedByWith):
             if self._engine is None:
                 return _recalled(None, handle, search)
             return self._engine.recall(handle, search)
+
+    def held_bytes(self) -> int:
+        """The memory this process holds for the run's conversation
+        (:func:`~scoutd.engine.held.held_bytes`): what a caller keeping many runs
+        bounds (the LiteLLM proxy); 0 before the first round, after :meth:`close`,
+        and through the daemon, which holds the conversation and bounds it itself.
+        """
+        with self._lock:
+            return 0 if self._engine is None else self._engine.held_bytes()
 
     def _open(self) -> _Engine:
         if self._engine is None:

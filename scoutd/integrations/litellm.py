@@ -32,17 +32,14 @@ Needs the extra ``scoutd[litellm]``.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import stat
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 import anyio.to_thread
-import msgspec
 
 from ..errors import Aborted, Forbidden, InvalidMessages, RemoteError
 from ..formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES
@@ -51,6 +48,8 @@ from ..paths import display_path
 from ..protocol.messages import INVALID_PARAMS
 from ..protocol.report import Prepared
 from ..security import check_save_file, resolve_roots
+from ._chat_cache import Chat, ChatCache
+from ._proxy_settings import ProxySettings
 from ._run import HookClosed, RunPreparer, missing_extra, round_summary
 
 try:
@@ -77,71 +76,10 @@ ROUTES: Mapping[str, tuple[str, str]] = {
     "responses": (OPENAI_RESPONSES, "input"),
     "aresponses": (OPENAI_RESPONSES, "input"),
 }
-# Bounds of the chats kept between requests: each holds a conversation's
-# incremental state (or a daemon session), evicted least recently used first.
-MAX_CHATS_LIMIT = 10_000
 # Rounds a request tries when other requests evict its chat's session meanwhile.
 _TRIES = 3
 
 _T = TypeVar("_T")
-
-
-class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
-    """The hook's options; :meth:`from_env` reads them from the proxy's environment.
-
-    Attributes:
-        roots: directories under which a request's ``x-scoutd-chat`` may name a
-            save file (``SCOUTD_LITELLM_ROOTS``, separated by ``:``); none: a
-            request that names a chat is refused.
-        socket: the daemon's socket path, ``True`` for the default one, ``None``
-            to prepare in the proxy's process (``SCOUTD_LITELLM_SOCKET``; the
-            value ``default`` means ``True``).
-        config: ``[prompt]`` overrides for every request (``SCOUTD_LITELLM_CONFIG``,
-            a JSON object).
-        max_chats: chats whose session is kept between requests
-            (``SCOUTD_LITELLM_MAX_CHATS``).
-        timeout: seconds allowed for each daemon answer.
-        passthrough: serve LiteLLM's passthrough routes (``/anthropic/...``,
-            ``/openai/...``) although chats are supervised (``roots``): their
-            requests reach the hook without headers, so no chat's abort can be
-            checked there (``SCOUTD_LITELLM_PASSTHROUGH=allow``). Off: refused.
-    """
-
-    roots: tuple[str, ...] = ()
-    socket: str | bool | None = None
-    config: dict[str, Any] | None = None
-    max_chats: int = 256
-    timeout: float = 60.0
-    passthrough: bool = False
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.max_chats <= MAX_CHATS_LIMIT:
-            raise ValueError(f"max_chats must be within 1..{MAX_CHATS_LIMIT}: {self.max_chats}")
-        if not self.timeout > 0:
-            raise ValueError(f"timeout must be positive: {self.timeout}")
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> ProxySettings:
-        """The settings named by ``SCOUTD_LITELLM_*`` variables (defaults otherwise)."""
-        roots = tuple(r for r in environ.get("SCOUTD_LITELLM_ROOTS", "").split(":") if r)
-        socket: str | bool | None = environ.get("SCOUTD_LITELLM_SOCKET") or None
-        if socket == "default":
-            socket = True
-        raw = environ.get("SCOUTD_LITELLM_CONFIG")
-        config = json.loads(raw) if raw else None
-        if config is not None and not isinstance(config, dict):
-            raise ValueError(f"SCOUTD_LITELLM_CONFIG must be a JSON object: {raw}")
-        max_chats = int(environ.get("SCOUTD_LITELLM_MAX_CHATS", "256"))
-        passthrough = environ.get("SCOUTD_LITELLM_PASSTHROUGH", "")
-        if passthrough not in ("", "allow"):
-            raise ValueError(f"SCOUTD_LITELLM_PASSTHROUGH must be 'allow' or unset: {passthrough}")
-        return cls(
-            roots=roots,
-            socket=socket,
-            config=config,
-            max_chats=max_chats,
-            passthrough=passthrough == "allow",
-        )
 
 
 # The call type of LiteLLM's passthrough routes (``/anthropic/...``, ``/openai/...``).
@@ -280,22 +218,31 @@ class ScoutdProxyHook(CustomLogger):
     def __init__(self, settings: ProxySettings | None = None) -> None:
         super().__init__()
         self.settings = ProxySettings.from_env() if settings is None else settings
-        self._lock = threading.Lock()
-        self._chats: OrderedDict[tuple[str, str], RunPreparer] = OrderedDict()
+        self._lock = threading.Lock()  # the settings and their cache change together
+        self._cache = self._cache_for(self.settings)
+
+    def _cache_for(self, settings: ProxySettings) -> ChatCache:
+        def new(chat: Chat) -> RunPreparer:
+            return self._new(*chat)
+
+        return ChatCache(settings.max_chats, settings.max_bytes, new)
 
     def configure(self, settings: ProxySettings) -> None:
         """Use ``settings`` from the next request on; every chat's session is ended."""
         with self._lock:
             self.settings = settings
-            chats, self._chats = list(self._chats.values()), OrderedDict()
-        for preparer in chats:
-            preparer.close()
+            old, self._cache = self._cache, self._cache_for(settings)
+        old.clear()
 
     @property
-    def chats(self) -> list[tuple[str, str]]:
+    def chats(self) -> list[Chat]:
         """The chats (save file, format) whose session is kept, least recently used first."""
-        with self._lock:
-            return list(self._chats)
+        return self._cache.chats
+
+    @property
+    def held(self) -> int:
+        """The memory the kept chats' conversations hold, in bytes, as last counted."""
+        return self._cache.held
 
     def save_file(self, data: Mapping[str, Any]) -> str | None:
         """The chat the request names, confined to the configured roots.
@@ -333,33 +280,11 @@ class ScoutdProxyHook(CustomLogger):
             )
         return save_file
 
-    def _preparer(self, save_file: str, format: str) -> RunPreparer:
-        """The chat's preparer, most recently used now; the oldest beyond the bound closed."""
-        evicted: list[RunPreparer] = []
-        with self._lock:
-            key = (save_file, format)
-            preparer = self._chats.pop(key, None)
-            if preparer is None:
-                preparer = self._new(save_file, format)
-            self._chats[key] = preparer
-            while len(self._chats) > self.settings.max_chats:
-                evicted.append(self._chats.popitem(last=False)[1])
-        for old in evicted:
-            old.close()
-        return preparer
-
     def _new(self, save_file: str | None, format: str) -> RunPreparer:
         s = self.settings
         return RunPreparer(
             save_file=save_file, socket=s.socket, config=s.config, format=format, timeout=s.timeout
         )
-
-    def _forget(self, save_file: str, format: str, preparer: RunPreparer) -> None:
-        """End an aborted chat's session: its next request starts from its marker."""
-        with self._lock:
-            if self._chats.get((save_file, format)) is preparer:
-                del self._chats[(save_file, format)]
-        preparer.close()
 
     def prepare(self, save_file: str | None, format: str, messages: list[Any]) -> Prepared:
         """The prepared conversation (blocking; the hook runs it in a worker thread).
@@ -383,15 +308,18 @@ class ScoutdProxyHook(CustomLogger):
 
     def _round(self, save_file: str, format: str, round: Callable[[RunPreparer], _T]) -> _T:
         """``round`` of the chat's preparer; an aborted chat's session is ended."""
+        chat, cache = (save_file, format), self._cache
         for _ in range(_TRIES):  # bounded: another request may evict it meanwhile
-            preparer = self._preparer(save_file, format)
+            preparer = cache.get(chat)
             try:
-                return round(preparer)
+                result = round(preparer)
             except HookClosed:  # evicted and closed between the lookup and the round
                 continue
             except Aborted:
-                self._forget(save_file, format, preparer)
+                cache.forget(chat, preparer)
                 raise
+            cache.weigh(chat, preparer)
+            return result
         raise HookClosed(
             f"scoutd: the session of {display_path(save_file)} was evicted {_TRIES} times"
         )
@@ -450,8 +378,7 @@ class ScoutdProxyHook(CustomLogger):
         Raises:
             Aborted: an operator aborted the chat.
         """
-        with self._lock:
-            kept = [format for file, format in self._chats if file == save_file]
+        kept = [format for file, format in self.chats if file == save_file]
         self._round(save_file, kept[-1] if kept else AUTO, RunPreparer.check)
 
     async def async_pre_call_deployment_hook(

@@ -8,7 +8,7 @@ Three resources, each bounded per uid and for the whole daemon
 * **unread answers**: bytes of answers produced and not yet taken by the
   client, per uid and in total (per connection: :mod:`.connection`);
 * **stored sessions**: what a session's conversation really holds in memory,
-  :func:`held_bytes`, per session, per uid and in total. A session is counted
+  :func:`~scoutd.engine.held.held_bytes`, per session, per uid and in total. A session is counted
   from the round that stores its conversation until the registry drops it
   (closed, or forgotten while idle), never for a session already closed.
 
@@ -22,58 +22,21 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
 
 import anyio
 
 from .. import protocol
 from ..config import DaemonConfig
 
-__all__ = [
-    "HELD_PER_JSON_BYTE",
-    "HELD_PER_VALUE",
-    "Quotas",
-    "StoredSession",
-    "held_bytes",
-    "json_values",
-]
+__all__ = ["Quotas", "StoredSession"]
 
-# What a stored conversation holds, measured as the growth of the daemon's
-# resident memory (docs/RELIABILITY.md, "CPU and memory"): each byte of its JSON
-# three to five times (the decoded strings; the view texts and the bodies parsed
-# from them; shortened copies and the last prompt; what the allocator keeps of
-# the rounds), and each JSON value (object, array, string, number) up to about
-# 300 bytes more (the Python object, and the view message, index and prompt
-# entries it leads to). Rounded up: no conversation measured held more.
-HELD_PER_JSON_BYTE = 5
-HELD_PER_VALUE = 320
 # Requests of one uid handled at once, over all its connections (64 each): beyond,
 # its connections are not read. Every request, even one refused at once, is a turn
 # of the one event loop: 64 connections of tiny invalid lines (4,096 in flight) made
 # another uid's `status` take 0.7 s (p50) to 12 s (docs/RELIABILITY.md).
 MAX_REQUESTS_PER_UID = 256
-
-
-def json_values(messages: Sequence[Any]) -> int:
-    """How many JSON values ``messages`` hold (objects, arrays and scalars), one pass."""
-    count = 0
-    stack: list[Any] = [messages]
-    while stack:
-        items = stack.pop()
-        count += len(items)
-        for value in items:
-            kind = type(value)
-            if kind is dict:
-                stack.append(value.values())
-            elif kind is list:
-                stack.append(value)
-    return count
-
-
-def held_bytes(messages: Sequence[Any], json_bytes: int) -> int:
-    """The memory a session holds for ``messages`` (``json_bytes`` of JSON)."""
-    return HELD_PER_JSON_BYTE * json_bytes + HELD_PER_VALUE * json_values(messages)
 
 
 class StoredSession(Protocol):

@@ -15,13 +15,14 @@ import msgspec
 
 from .. import protocol
 from ..config import Config
+from ..engine.held import held_bytes
 from ..engine.incremental import SessionPrompt, json_size
 from ..engine.prepare import Prepared, prepare_with
 from ..inbox.gate import Ticket
 from ..protocol.layout import layout_of
 from ..security import PeerCred, check_access, check_save_file
 from ..strategies.base import InboxCall, Redelivery
-from .quotas import Quotas, held_bytes
+from .quotas import Quotas
 from .sessions import AgentSession
 
 __all__ = [
@@ -128,7 +129,7 @@ def check_session_size(
 
     The JSON size of ``new`` is what it adds to the session's stored size; the
     bytes held are what the whole conversation will hold in memory
-    (:func:`~scoutd.server.quotas.held_bytes`), which :meth:`Quotas.reserve_session`
+    (:func:`~scoutd.engine.held.held_bytes`), which :meth:`Quotas.reserve_session`
     checks against the session, uid and daemon bounds.
     """
     daemon = config.daemon

@@ -442,16 +442,17 @@ def test_a_session_evicted_before_its_round_is_made_anew(tmp_path: Path) -> None
     hook = ScoutdProxyHook(ProxySettings(roots=(str(tmp_path),), max_chats=1))
     messages = [{"role": "user", "content": "hello"}]
     a, b = str(tmp_path / "a.chat"), str(tmp_path / "b.chat")
-    lookup = hook._preparer
+    cache = hook._cache
+    lookup = cache.get
     evictions = []
 
-    def lookup_then_evict(save_file: str, format: str) -> Any:
-        preparer = lookup(save_file, format)
+    def lookup_then_evict(chat: tuple[str, str]) -> Any:
+        preparer = lookup(chat)
         if not evictions:  # once: the other chat's request comes in meanwhile
-            evictions.append(lookup(b, format))
+            evictions.append(lookup((b, chat[1])))
         return preparer
 
-    hook._preparer = lookup_then_evict  # type: ignore[method-assign]
+    cache.get = lookup_then_evict  # type: ignore[method-assign]
     prepared = hook.prepare(a, "openai-chat", messages)
     assert prepared.messages == messages
     assert hook.chats == [(a, "openai-chat")] and len(evictions) == 1

@@ -2,7 +2,7 @@
 
 A conversation of tiny messages holds about fifteen times its JSON size: a
 bound on the JSON let three sessions "of 25 MB" take a gigabyte. The bounds
-now count :func:`scoutd.server.quotas.held_bytes`, measured against the daemon
+now count :func:`scoutd.engine.held.held_bytes`, measured against the daemon
 process's RSS (docs/RELIABILITY.md, "CPU and memory, per request, per uid,
 per daemon"). Real daemon subprocess, real socket.
 """

@@ -20,10 +20,11 @@ import pytest
 import scoutd
 from scoutd import protocol
 from scoutd.config import DaemonConfig
+from scoutd.engine.held import held_bytes, json_values
 from scoutd.engine.incremental import json_size
 from scoutd.protocol.framing import LineReader
 from scoutd.server.connection import PeerConnection
-from scoutd.server.quotas import MAX_REQUESTS_PER_UID, Quotas, held_bytes, json_values
+from scoutd.server.quotas import MAX_REQUESTS_PER_UID, Quotas
 
 from ..support.daemon import InProcessDaemon, LineClient, wait_for
 
