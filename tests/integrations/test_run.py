@@ -276,3 +276,27 @@ def test_daemon_takes_a_relative_save_file(daemon: Daemon, monkeypatch: pytest.M
     write_notice("rel.chat", "relative hello")
     with RunPreparer(save_file="rel.chat", socket=daemon.socket_path) as preparer:
         assert "relative hello" in preparer.prepare(CONVERSATION).messages[-1]["content"]
+
+
+@pytest.mark.parametrize("strategies", [None, lambda messages: list(messages)])
+def test_a_preparer_counts_what_this_process_holds(
+    strategies: Any, tmp_path: Any, daemon: Daemon
+) -> None:
+    """In process: the conversation, counted as the daemon counts its sessions (a
+    callable's run keeps its last conversation for recall); through the daemon:
+    nothing, the daemon holds it."""
+    from tests.engine.test_session_held import oracle
+
+    run = chat_run(6)
+    local = RunPreparer(save_file=str(tmp_path / "a.chat"), strategies=strategies)
+    assert local.held_bytes() == 0
+    local.prepare(run)
+    assert local.held_bytes() == oracle(run)
+    local.close()
+    assert local.held_bytes() == 0
+    if strategies is None:
+        save_file = os.path.join(daemon.dir, "counted.chat")
+        remote = RunPreparer(save_file=save_file, socket=daemon.socket_path)
+        with remote:
+            remote.prepare(run)
+            assert remote.held_bytes() == 0
