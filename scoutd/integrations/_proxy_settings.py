@@ -30,7 +30,13 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         roots: directories under which a request's ``x-scoutd-chat`` may name a
             save file (``SCOUTD_LITELLM_ROOTS``, separated by ``:``); none: a
-            request that names a chat is refused.
+            request that names a chat is refused. With ``team_roots``, those of
+            the keys whose team is not listed there.
+        team_roots: the roots of each LiteLLM team, by team id
+            (``SCOUTD_LITELLM_TEAM_ROOTS``, a JSON object of lists): a request
+            whose key belongs to a listed team may name only a chat under its
+            team's roots. The team is the one LiteLLM's authentication gives the
+            key, never one the request names.
         socket: the daemon's socket path, ``True`` for the default one, ``None``
             to prepare in the proxy's process (``SCOUTD_LITELLM_SOCKET``; the
             value ``default`` means ``True``).
@@ -43,12 +49,13 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
             (``SCOUTD_LITELLM_MAX_BYTES``; :mod:`._chat_cache`).
         timeout: seconds allowed for each daemon answer.
         passthrough: serve LiteLLM's passthrough routes (``/anthropic/...``,
-            ``/openai/...``) although chats are supervised (``roots``): their
+            ``/openai/...``) although chats are supervised (:attr:`supervised`): their
             requests reach the hook without headers, so no chat's abort can be
             checked there (``SCOUTD_LITELLM_PASSTHROUGH=allow``). Off: refused.
     """
 
     roots: tuple[str, ...] = ()
+    team_roots: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     socket: str | bool | None = None
     config: dict[str, Any] | None = None
     max_chats: int = 256
@@ -66,6 +73,24 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
         if not self.timeout > 0:
             raise ValueError(f"timeout must be positive: {self.timeout}")
 
+    @property
+    def supervised(self) -> bool:
+        """Whether requests may name chats at all (some roots are configured)."""
+        return bool(self.roots or self.team_roots)
+
+    def roots_of(self, team: object) -> tuple[str, ...]:
+        """The roots a request of a key in LiteLLM team ``team`` may name chats under."""
+        if isinstance(team, str) and team in self.team_roots:
+            return self.team_roots[team]
+        return self.roots
+
+    @property
+    def every_root(self) -> tuple[str, ...]:
+        """Every root the proxy serves, whoever's."""
+        return tuple(
+            dict.fromkeys([*self.roots, *(r for t in self.team_roots.values() for r in t)])
+        )
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> ProxySettings:
         """The settings named by ``SCOUTD_LITELLM_*`` variables (defaults otherwise)."""
@@ -77,6 +102,13 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
         config = json.loads(raw) if raw else None
         if config is not None and not isinstance(config, dict):
             raise ValueError(f"SCOUTD_LITELLM_CONFIG must be a JSON object: {raw}")
+        raw = environ.get("SCOUTD_LITELLM_TEAM_ROOTS")
+        try:
+            teams = msgspec.json.decode(raw, type=dict[str, list[str]]) if raw else {}
+        except msgspec.DecodeError as exc:
+            raise ValueError(
+                f"SCOUTD_LITELLM_TEAM_ROOTS must be a JSON object of lists of directories: {exc}"
+            ) from None
         max_chats = int(environ.get("SCOUTD_LITELLM_MAX_CHATS", "256"))
         max_bytes = int(environ.get("SCOUTD_LITELLM_MAX_BYTES", str(DEFAULT_MAX_BYTES)))
         passthrough = environ.get("SCOUTD_LITELLM_PASSTHROUGH", "")
@@ -84,6 +116,7 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"SCOUTD_LITELLM_PASSTHROUGH must be 'allow' or unset: {passthrough}")
         return cls(
             roots=roots,
+            team_roots={team: tuple(r for r in found if r) for team, found in teams.items()},
             socket=socket,
             config=config,
             max_chats=max_chats,

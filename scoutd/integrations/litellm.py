@@ -14,7 +14,8 @@ takes a base URL gets compaction, notices and aborts without a code change.
 
 A request names its chat with the header ``x-scoutd-chat: <save file>``
 (the path's bytes), which must lie under the roots the operator configured
-(``SCOUTD_LITELLM_ROOTS``), in a directory that exists: the chat's inbox
+(``SCOUTD_LITELLM_ROOTS``, or the key's LiteLLM team's,
+``SCOUTD_LITELLM_TEAM_ROOTS``), in a directory that exists: the chat's inbox
 beside it brings notices and aborts, and the chat keeps one incremental
 session from request to request, in a bounded LRU of this process (or a
 daemon session with ``SCOUTD_LITELLM_SOCKET``). Without the header a request
@@ -244,8 +245,9 @@ class ScoutdProxyHook(CustomLogger):
         """The memory the kept chats' conversations hold, in bytes, as last counted."""
         return self._cache.held
 
-    def save_file(self, data: Mapping[str, Any]) -> str | None:
-        """The chat the request names, confined to the configured roots.
+    def save_file(self, data: Mapping[str, Any], roots: tuple[str, ...]) -> str | None:
+        """The chat the request names, confined to ``roots`` (its key's team's,
+        :meth:`ProxySettings.roots_of`).
 
         An operator's abort must be able to reach it (:func:`unreachable`): a chat
         whose directory does not exist has no inbox and never had one (``scoutd
@@ -260,17 +262,16 @@ class ScoutdProxyHook(CustomLogger):
         named = chat_header(data)
         if named is None:
             return None
-        roots = resolve_roots(self.settings.roots)
         try:
-            save_file = check_save_file(os.path.expanduser(named), roots)
+            save_file = check_save_file(os.path.expanduser(named), resolve_roots(roots))
         except Forbidden as exc:
             # What it resolved to and the roots are the proxy's: its log has them,
             # a remote client gets back only what it sent.
             log.warning("scoutd: refused the header %s: %r", CHAT_HEADER, str(exc))
             message = (
                 f"scoutd refused the header {CHAT_HEADER}: {display_path(named)!r} is not an "
-                "absolute path to a save file under the roots this proxy serves "
-                "(SCOUTD_LITELLM_ROOTS)"
+                "absolute path to a save file under the roots this proxy serves to the "
+                "request's key (SCOUTD_LITELLM_ROOTS, SCOUTD_LITELLM_TEAM_ROOTS)"
             )
             raise api_error(400, message, "invalid_request_error") from None
         problem = unreachable(save_file)
@@ -336,7 +337,8 @@ class ScoutdProxyHook(CustomLogger):
             HTTPException: 403 for an aborted chat; 400 for a chat outside the
                 roots or in a directory that does not exist.
         """
-        if call_type == PASSTHROUGH and self.settings.roots and not self.settings.passthrough:
+        settings = self.settings
+        if call_type == PASSTHROUGH and settings.supervised and not settings.passthrough:
             # No headers reach the hook there: an aborted chat would be served.
             raise api_error(
                 ABORT_STATUS,
@@ -345,7 +347,9 @@ class ScoutdProxyHook(CustomLogger):
                 " proxy with SCOUTD_LITELLM_PASSTHROUGH=allow)",
                 "scoutd_passthrough_refused",
             )
-        save_file = await anyio.to_thread.run_sync(self.save_file, data)  # resolves: I/O
+        # The team LiteLLM's authentication gave the key: what the request says is not asked.
+        roots = settings.roots_of(getattr(user_api_key_dict, "team_id", None))
+        save_file = await anyio.to_thread.run_sync(self.save_file, data, roots)  # I/O
         found = conversation(data, call_type)
         chat = "no chat" if save_file is None else display_path(save_file)
         try:
@@ -393,7 +397,10 @@ class ScoutdProxyHook(CustomLogger):
         Raises:
             HTTPException: 403 for an aborted chat; 400 as :meth:`save_file` says.
         """
-        save_file = await anyio.to_thread.run_sync(self.save_file, kwargs)
+        # No key reaches this hook: every root the proxy serves. The pre-call hook held
+        # the request's chat to its team's roots before the first attempt.
+        every = self.settings.every_root
+        save_file = await anyio.to_thread.run_sync(self.save_file, kwargs, every)
         if save_file is None:
             return None
         try:
