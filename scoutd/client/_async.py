@@ -39,9 +39,10 @@ from ..protocol import (
 from ..protocol.error_table import about_base
 from ..protocol.layout import LayoutError
 from ..protocol.report import Prepared
-from ._async_connection import AsyncConnection
-from ._backend_anyio import Lock, Stream, close_scope, connect_unix, sleep
+from ._async_connection import AsyncConnection, open_stream
+from ._backend_anyio import Lock, close_scope
 from ._common import (
+    MAX_ANSWER_BYTES,
     DeltaMismatch,
     Messages,
     Overrides,
@@ -55,13 +56,7 @@ from ._common import (
     refused_indices,
     whole_params,
 )
-from ._reconnect import (
-    backoff,
-    deadline_after,
-    next_delay,
-    unavailable,
-    worth_retrying,
-)
+from ._reconnect import deadline_after
 
 __all__ = ["AsyncClient", "AsyncSession"]
 
@@ -89,6 +84,8 @@ class AsyncClient:
             :mod:`scoutd.client._reconnect`) for up to ``timeout`` seconds
             before raising :class:`~scoutd.errors.DaemonUnavailable`, instead
             of raising at once.
+        max_answer_bytes: the longest line read from the daemon (default 1 GiB);
+            past it, the peer is no daemon and the call raises ``DaemonUnavailable``.
 
     Resource handling: the connection opens at the first call (or on entering
     ``async with``) and closes with :meth:`aclose` or on leaving ``async with``.
@@ -108,9 +105,11 @@ class AsyncClient:
         *,
         timeout: float | None = 60.0,
         reconnect: bool = False,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self.socket_path = socket_path if socket_path is not None else default_socket_path()
         self.timeout = timeout
+        self.max_answer_bytes = max_answer_bytes
         self.reconnect_on_loss = reconnect
         self._conn: AsyncConnection | None = None
         self._connect_lock = Lock()
@@ -275,26 +274,14 @@ class AsyncClient:
             raise DaemonTimeout(f"the scoutd client was busy for {self.timeout} s")
         try:
             if self._conn is None:  # else another caller connected meanwhile
-                stream = await self._open_stream(deadline, retry)
-                self._conn = AsyncConnection(stream, self.socket_path, self.timeout)
+                retry = self.reconnect_on_loss if retry is None else retry
+                stream = await open_stream(self.socket_path, deadline, retry)
+                self._conn = AsyncConnection(
+                    stream, self.socket_path, self.timeout, self.max_answer_bytes
+                )
             return self._conn
         finally:
             self._connect_lock.release()
-
-    async def _open_stream(self, deadline: float | None, retry: bool | None) -> Stream:
-        retry = self.reconnect_on_loss if retry is None else retry
-        delays = backoff()
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                return await connect_unix(self.socket_path, deadline)
-            except (OSError, TimeoutError) as exc:
-                delay = next_delay(delays, deadline) if retry and worth_retrying(exc) else None
-                if delay is None:
-                    raise unavailable(self.socket_path, exc, attempts) from exc
-                log.debug("scoutd at %s: %s; retrying in %.2f s", self.socket_path, exc, delay)
-                await sleep(delay)
 
     async def _lose(self, conn: AsyncConnection, reason: str) -> None:
         """Give up a connection: its waiters and sessions learn why; close it."""
@@ -337,7 +324,7 @@ class AsyncClient:
 
     async def _close_session(self, session: AsyncSession) -> None:
         conn = session._conn
-        conn.state.forget_session(session.id)
+        conn.forget_session(session.id)
         if conn is not self._conn or conn.state.lost is not None:
             return  # the daemon closed it with its connection
         try:
@@ -376,6 +363,7 @@ class AsyncSession:
         self.pid = pid
         self._client = client
         self._conn = conn
+        conn.sessions.add(session_id)  # its aborts are kept (see STRANGER_ABORTS)
         self._closed = False
         self._conversation = SentConversation(session_id)
         self._busy = Lock()  # one prepare at a time: the incremental state is shared
@@ -439,9 +427,9 @@ class AsyncSession:
                         continue  # once: the same call again, without what was refused
                     if whole or not (about_base(exc) or conversation.stale):
                         raise
-                except DeltaMismatch:
-                    if whole:
-                        raise
+                except DeltaMismatch as exc:
+                    if whole:  # no delta was asked for: not an answer of this protocol
+                        raise await self._conn.unreadable("answer to prepare_prompt", exc) from None
                 conversation.forget()
                 whole = True
         finally:

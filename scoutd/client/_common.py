@@ -23,7 +23,9 @@ from ..protocol.layout import LayoutError, rebuild
 from ..protocol.report import Prepared, StrategyReport
 
 __all__ = [
+    "MAX_ANSWER_BYTES",
     "DeltaMismatch",
+    "LineTooLong",
     "Messages",
     "Overrides",
     "SentConversation",
@@ -35,6 +37,7 @@ __all__ = [
     "prepare_params",
     "refused_indices",
     "result_of",
+    "unfinished_line",
     "whole_params",
     "wire_path",
 ]
@@ -42,6 +45,15 @@ __all__ = [
 log = logging.getLogger("scoutd.client")
 T = TypeVar("T")
 Overrides = Config | PromptConfig | Mapping[str, Any] | None
+
+# The longest line a client reads from the daemon (``max_answer_bytes``): about
+# twice the longest answer a daemon with the default limits sends (a session's
+# whole prompt, whose JSON is at most half its ``max_session_bytes`` count, with
+# notices of at most 8 MiB; a request, and so its prompt, is at most 64 MiB).
+# Past it the peer is no daemon (an endless line from an impostor) and the
+# connection is given up: without it, the line grew in the agent's memory until
+# the timeout, or forever.
+MAX_ANSWER_BYTES = 1024 * 1024 * 1024
 
 
 class Messages(msgspec.Struct):
@@ -192,6 +204,32 @@ def prepare_params(
     )
 
 
+class LineTooLong(ValueError):
+    """A line from the daemon longer than the client's ``max_answer_bytes``."""
+
+
+def unfinished_line(held: int, data: bytes, limit: int) -> int:
+    """The bytes of the line left unfinished once ``data`` is read after ``held``
+    bytes of it, every line of ``data`` counted against ``limit``.
+
+    Raises:
+        LineTooLong: a line is longer than ``limit`` bytes (its newline not counted).
+    """
+    end = data.find(b"\n")
+    if end < 0:
+        longest = held = held + len(data)
+    else:
+        longest, start = held + end, end + 1
+        if len(data) - start > limit:  # a whole line after the first may pass it too
+            while (end := data.find(b"\n", start)) >= 0:
+                longest, start = max(longest, end - start), end + 1
+        held = len(data) - data.rfind(b"\n") - 1
+        longest = max(longest, held)
+    if longest > limit:
+        raise LineTooLong(f"a line longer than {limit} bytes (max_answer_bytes)")
+    return held
+
+
 def result_of(answer: Incoming, kind: type[T], state: ClientState, params: msgspec.Struct) -> T:
     """The typed result of an answer, or its exception (an abort also marks the session)."""
     if answer.error is not None:
@@ -316,8 +354,11 @@ class SentConversation:
         """Apply the answer to the held prompt; remember what the daemon now has.
 
         Raises:
-            DeltaMismatch: the delta does not apply to the prompt held here.
+            DeltaMismatch: the delta does not apply to the prompt held here, or the
+                answer carries neither a delta nor the prompt (not an empty one).
         """
+        if answer.keep is None and answer.messages is None:
+            raise DeltaMismatch("the answer carries neither `messages` nor a delta (`keep`)")
         if answer.keep is not None:
             prompt = self._prompt.apply(
                 PromptDelta(

@@ -33,8 +33,9 @@ from ..protocol import (
 from ..protocol.error_table import about_base
 from ..protocol.layout import LayoutError
 from ..protocol.report import Prepared
-from ._backend_socket import Lock, Stream, close_scope, connect_unix, sleep
+from ._backend_socket import Lock, close_scope
 from ._common import (
+    MAX_ANSWER_BYTES,
     DeltaMismatch,
     Messages,
     Overrides,
@@ -48,14 +49,8 @@ from ._common import (
     refused_indices,
     whole_params,
 )
-from ._reconnect import (
-    backoff,
-    deadline_after,
-    next_delay,
-    unavailable,
-    worth_retrying,
-)
-from ._sync_connection import Connection
+from ._reconnect import deadline_after
+from ._sync_connection import Connection, open_stream
 
 __all__ = ["Client", "Session"]
 
@@ -83,6 +78,8 @@ class Client:
             :mod:`scoutd.client._reconnect`) for up to ``timeout`` seconds
             before raising :class:`~scoutd.errors.DaemonUnavailable`, instead
             of raising at once.
+        max_answer_bytes: the longest line read from the daemon (default 1 GiB);
+            past it, the peer is no daemon and the call raises ``DaemonUnavailable``.
 
     Resource handling: the connection opens at the first call (or on entering
     ``with``) and closes with :meth:`close` or on leaving ``with``.
@@ -102,9 +99,11 @@ class Client:
         *,
         timeout: float | None = 60.0,
         reconnect: bool = False,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self.socket_path = socket_path if socket_path is not None else default_socket_path()
         self.timeout = timeout
+        self.max_answer_bytes = max_answer_bytes
         self.reconnect_on_loss = reconnect
         self._conn: Connection | None = None
         self._connect_lock = Lock()
@@ -269,26 +268,14 @@ class Client:
             raise DaemonTimeout(f"the scoutd client was busy for {self.timeout} s")
         try:
             if self._conn is None:  # else another caller connected meanwhile
-                stream = self._open_stream(deadline, retry)
-                self._conn = Connection(stream, self.socket_path, self.timeout)
+                retry = self.reconnect_on_loss if retry is None else retry
+                stream = open_stream(self.socket_path, deadline, retry)
+                self._conn = Connection(
+                    stream, self.socket_path, self.timeout, self.max_answer_bytes
+                )
             return self._conn
         finally:
             self._connect_lock.release()
-
-    def _open_stream(self, deadline: float | None, retry: bool | None) -> Stream:
-        retry = self.reconnect_on_loss if retry is None else retry
-        delays = backoff()
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                return connect_unix(self.socket_path, deadline)
-            except (OSError, TimeoutError) as exc:
-                delay = next_delay(delays, deadline) if retry and worth_retrying(exc) else None
-                if delay is None:
-                    raise unavailable(self.socket_path, exc, attempts) from exc
-                log.debug("scoutd at %s: %s; retrying in %.2f s", self.socket_path, exc, delay)
-                sleep(delay)
 
     def _lose(self, conn: Connection, reason: str) -> None:
         """Give up a connection: its waiters and sessions learn why; close it."""
@@ -329,7 +316,7 @@ class Client:
 
     def _close_session(self, session: Session) -> None:
         conn = session._conn
-        conn.state.forget_session(session.id)
+        conn.forget_session(session.id)
         if conn is not self._conn or conn.state.lost is not None:
             return  # the daemon closed it with its connection
         try:
@@ -368,6 +355,7 @@ class Session:
         self.pid = pid
         self._client = client
         self._conn = conn
+        conn.sessions.add(session_id)  # its aborts are kept (see STRANGER_ABORTS)
         self._closed = False
         self._conversation = SentConversation(session_id)
         self._busy = Lock()  # one prepare at a time: the incremental state is shared
@@ -431,9 +419,9 @@ class Session:
                         continue  # once: the same call again, without what was refused
                     if whole or not (about_base(exc) or conversation.stale):
                         raise
-                except DeltaMismatch:
-                    if whole:
-                        raise
+                except DeltaMismatch as exc:
+                    if whole:  # no delta was asked for: not an answer of this protocol
+                        raise self._conn.unreadable("answer to prepare_prompt", exc) from None
                 conversation.forget()
                 whole = True
         finally:

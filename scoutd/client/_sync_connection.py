@@ -7,6 +7,7 @@ edit ``_async_connection.py`` and run ``scripts/unasync``. The design is describ
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable
 from typing import TypeVar
@@ -14,14 +15,23 @@ from typing import TypeVar
 import msgspec
 
 from ..errors import DaemonTimeout, DaemonUnavailable
-from ..protocol.client_state import ClientState, Incoming
-from ._backend_socket import Lock, ReadLock, Stream, guard
-from ._common import raise_error, result_of
-from ._reconnect import deadline_after, remaining
+from ..protocol.client_state import ClientState, Incoming, SessionAborted
+from ._backend_socket import Lock, ReadLock, Stream, connect_unix, guard, sleep
+from ._common import LineTooLong, raise_error, result_of, unfinished_line
+from ._reconnect import backoff, deadline_after, next_delay, remaining, unavailable, worth_retrying
 
-__all__ = ["Connection"]
+__all__ = ["Connection", "open_stream"]
 
+log = logging.getLogger("scoutd.client")
 T = TypeVar("T")
+
+# Aborts pushed for sessions not open on the connection (one pushed before the
+# answer to its ``session.open``, one that came after its ``session.close``, or
+# an impostor's): at most this many, of at most this many bytes together, are
+# kept, the oldest going first (the newest always stays). A daemon's own are a
+# few at a time; unbounded, each one was kept for the connection's life.
+STRANGER_ABORTS = 4096
+STRANGER_ABORT_BYTES = 16 * 1024 * 1024
 
 # After a failed send, how long to look for the error line of a daemon that
 # refused the connection: it was written before the close, so it is there at once.
@@ -32,17 +42,25 @@ class Connection:
     """One socket to the daemon, its protocol state, and the locks of its two directions.
 
     ``timeout`` bounds each call (sending and waiting for the answer);
-    ``socket_path`` names the daemon in error messages.
+    ``socket_path`` names the daemon in error messages; a line read longer than
+    ``max_answer_bytes`` gives the connection up (see ``MAX_ANSWER_BYTES``).
 
     The connection belongs to the process that opened it: in a child forked
     since, it counts as lost (:meth:`inherited`), since the parent reads the
     same socket and would take the child's answers, and the child its own.
     """
 
-    def __init__(self, stream: Stream, socket_path: str, timeout: float | None) -> None:
+    def __init__(
+        self, stream: Stream, socket_path: str, timeout: float | None, max_answer_bytes: int
+    ) -> None:
         self.stream = stream
         self.socket_path = socket_path
         self.timeout = timeout
+        self.max_answer_bytes = max_answer_bytes
+        self.unfinished = 0  # bytes read of the line not yet complete
+        self.sessions: set[str] = set()  # open on this connection (Session)
+        self.strangers: dict[str, int] = {}  # aborts of other sessions -> bytes, oldest first
+        self.stranger_bytes = 0
         self.state = ClientState()
         # The state's tables change under it (threads of the blocking client send
         # requests while one of them routes what it read).
@@ -85,6 +103,11 @@ class Connection:
                 f" ({self.state.lost}): open a new session"
             )
         return self
+
+    def forget_session(self, session: str) -> None:
+        """``session`` is closed here: its abort, if any, goes now."""
+        self.sessions.discard(session)
+        self.state.forget_session(session)
 
     def lost_error(self) -> DaemonUnavailable:
         return DaemonUnavailable(
@@ -243,10 +266,32 @@ class Connection:
 
     def _route(self, data: bytes) -> None:
         try:
-            with self.guard:
-                self.state.receive_data(data)
-        except (msgspec.DecodeError, RecursionError) as exc:
+            self._feed(data)
+        except (msgspec.DecodeError, RecursionError, LineTooLong) as exc:
             raise self.unreadable("line", exc) from None
+
+    def _feed(self, data: bytes) -> None:
+        """Count the bytes of the line being read (LineTooLong: over the bound,
+        before any of ``data`` is held), then route ``data``."""
+        self.unfinished = unfinished_line(self.unfinished, data, self.max_answer_bytes)
+        with self.guard:
+            for event in self.state.receive_data(data):
+                if isinstance(event, SessionAborted) and event.session not in self.sessions:
+                    self._stranger(event)
+
+    def _stranger(self, event: SessionAborted) -> None:
+        """Keep the abort of a session not open here within the bounds, oldest out
+        first (the newest stays: it may be that of a ``session.open`` in flight)."""
+        size = len(event.session) + len(event.reason)
+        self.stranger_bytes += size - self.strangers.pop(event.session, 0)
+        self.strangers[event.session] = size
+        while len(self.strangers) > 1 and (
+            len(self.strangers) > STRANGER_ABORTS or self.stranger_bytes > STRANGER_ABORT_BYTES
+        ):
+            oldest = next(iter(self.strangers))
+            self.stranger_bytes -= self.strangers.pop(oldest)
+            if oldest not in self.sessions:  # opened since its abort came: it stays
+                self.state.forget_session(oldest)
 
     def read_nowait(self) -> None:
         """Route what has already arrived, if no one else is reading; never waits."""
@@ -257,9 +302,30 @@ class Connection:
                 if not data:
                     self.state.connection_lost("the daemon closed the connection")
                     break
-                with self.guard:
-                    self.state.receive_data(data)
-        except (OSError, msgspec.DecodeError, RecursionError) as exc:
+                self._feed(data)
+        except OSError as exc:
             self.state.connection_lost(str(exc) or type(exc).__name__)
+        except (msgspec.DecodeError, RecursionError, LineTooLong) as exc:
+            self.state.connection_lost(f"unreadable line from the daemon: {exc}")
         finally:
             self.read_lock.release()
+
+
+def open_stream(socket_path: str, deadline: float | None, retry: bool) -> Stream:
+    """Connect to ``socket_path``; ``retry``: back off and try again until ``deadline``.
+
+    Raises:
+        DaemonUnavailable: no daemon could be reached (naming every place looked at).
+    """
+    delays = backoff()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return connect_unix(socket_path, deadline)
+        except (OSError, TimeoutError) as exc:
+            delay = next_delay(delays, deadline) if retry and worth_retrying(exc) else None
+            if delay is None:
+                raise unavailable(socket_path, exc, attempts) from exc
+            log.debug("scoutd at %s: %s; retrying in %.2f s", socket_path, exc, delay)
+            sleep(delay)
