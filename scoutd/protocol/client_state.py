@@ -164,11 +164,11 @@ class ClientState:
         if message.method != "session.aborted":
             log.debug("ignoring notification %r", message.method)
             return []
-        try:
-            params = _aborted_params.decode(message.params)
-        except msgspec.DecodeError:
-            log.warning("ignoring a malformed session.aborted notification")
-            return []
+        # Malformed: not this protocol (an impostor, another version). Raised, so the
+        # connection is given up and its sessions fail closed, rather than ignored:
+        # the abort it may have carried is not lost silently, and a peer that sends
+        # such lines without end cannot fill the agent's log either.
+        params = _aborted_params.decode(message.params)
         self.record_abort(params.session, params.reason)
         return [SessionAborted(params.session, params.reason)]
 

@@ -328,3 +328,20 @@ async def test_async_a_session_answer_with_no_prompt_that_applies_is_daemon_unav
         with pytest.raises(DaemonUnavailable, match="unreadable answer to prepare_prompt"):
             await session.prepare_prompt([{"role": "user", "content": "hi"}])
         assert session.lost
+
+
+def test_a_malformed_abort_push_gives_the_connection_up(make_peer: Callable[..., Peer]) -> None:
+    """An abort push that is not this protocol loses the connection (the call
+    fails closed), and the agent's log gets no line per push (it got a WARNING
+    each, and the session opened as if nothing had come)."""
+
+    def malformed_then_open(peer: Peer, sock: socket.socket, request_id: int) -> None:
+        peer.write(sock, b'{"jsonrpc":"2.0","method":"session.aborted","params":{"session":1}}\n')
+        peer.write(sock, b'{"jsonrpc":"2.0","id":%d,"result":{"session":"s1"}}\n' % request_id)
+
+    peer = make_peer(malformed_then_open)
+    with (
+        Client(peer.path, timeout=10) as client,
+        pytest.raises(DaemonUnavailable, match="unreadable line"),
+    ):
+        client.open_session("/tmp/chat.jsonl")

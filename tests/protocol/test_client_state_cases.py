@@ -8,6 +8,7 @@ import logging
 import types
 from typing import Any
 
+import msgspec
 import pytest
 
 from scoutd import protocol
@@ -97,10 +98,20 @@ def test_what_is_ignored_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     state = ClientState()
     with caplog.at_level(logging.DEBUG, logger="scoutd.client"):
         state.receive_data(_line({"jsonrpc": "2.0", "method": "other.thing", "params": {}}))
-        state.receive_data(_line({"jsonrpc": "2.0", "method": "session.aborted", "params": {}}))
         state.receive_data(_line({"jsonrpc": "2.0", "id": 42, "result": {}}))
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("DEBUG", "ignoring notification 'other.thing'"),
-        ("WARNING", "ignoring a malformed session.aborted notification"),
         ("DEBUG", "discarding a late answer to request 42"),
     ]
+
+
+@pytest.mark.parametrize("params", [{}, {"session": "s1"}, {"session": 1, "reason": "x"}, None])
+def test_a_malformed_abort_push_is_not_this_protocol(params: Any) -> None:
+    """It raises, as a malformed answer does (the connection is given up and its
+    sessions fail closed); it was logged and ignored, a WARNING per line, which a
+    peer writing such lines without end turned into a flood of the agent's log."""
+    state = ClientState()
+    push = _line({"jsonrpc": "2.0", "method": "session.aborted", "params": params})
+    with pytest.raises(msgspec.ValidationError):
+        state.receive_data(push)
+    assert state.abort_reason("s1") is None
