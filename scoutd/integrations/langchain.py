@@ -9,7 +9,10 @@ agent's conversation, without the system message) by way of the OpenAI Chat
 mapping and hands the model the prepared ones. The agent's state is never
 touched: only what the model sees changes. Each run (``invoke``/``ainvoke``)
 has its own scoutd session, opened at its first model call and ended when the
-agent finishes.
+run ends: the agent finishes, or an exception (an error, an abort, a
+cancellation) leaves one of the middleware's hooks; :meth:`ScoutdMiddleware.close`
+ends those of runs that ended elsewhere (the recursion limit, a stream left
+unfinished).
 
 An operator's ``abort`` raises :class:`scoutd.Aborted` out of ``invoke``
 before the next model call, and an aborted chat stays aborted
@@ -42,7 +45,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Annotated, Any, NotRequired, Unpack, cast
 
 import anyio.to_thread
@@ -50,7 +54,7 @@ import anyio.to_thread
 from ..errors import Aborted
 from ..formats import OPENAI_CHAT
 from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
-from ._run import HookOptions, RunPreparer, missing_extra
+from ._run import ClosedByWith, HookClosed, HookOptions, RunPreparer, missing_extra
 
 try:
     from langchain.agents.middleware import (
@@ -62,11 +66,13 @@ try:
     )
     from langchain.agents.middleware.types import ModelCallResult, ModelResponse, PrivateStateAttr
     from langchain_core.exceptions import ModelError
-    from langchain_core.messages import AnyMessage
+    from langchain_core.messages import AnyMessage, ToolMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.channels.untracked_value import UntrackedValue
     from langgraph.prebuilt import ToolRuntime
+    from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.runtime import Runtime
+    from langgraph.types import Command
 
     from ._langchain_messages import from_chat, to_chat
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
@@ -81,6 +87,12 @@ log = logging.getLogger(__name__)
 _RETRYING: tuple[type[AgentMiddleware[Any, Any, Any]], ...] = (
     ModelRetryMiddleware,
     ModelFallbackMiddleware,
+)
+# The recall tool's answer when the run's session was ended by an exception that an
+# outer middleware caught (a tool's, with a tool retry middleware): the run goes on.
+_SESSION_ENDED = (
+    "recall is not available now: this run's scoutd session ended after an error; "
+    "call recall again after the next model call"
 )
 # The most handlers read on the way down a composed chain: a bound, however it is built.
 _MAX_HANDLERS = 1_000
@@ -132,21 +144,62 @@ class ModelCallAborted(Aborted, ModelError):
     is_retryable = False
 
 
+class _Run:
+    """One run's scoutd session: its preparer, opened at the run's first round.
+
+    A run can end without ``after_agent``: an exception (of the model, a tool,
+    scoutd), an abort, a cancellation, an interrupt. LangChain has no hook for
+    that, so each of the middleware's hooks that sees an exception leave it
+    ends the session (:meth:`end`) at once, rather than at garbage collection.
+    Should the run go on all the same (an outer retry middleware caught the
+    exception), its next round opens a fresh session over the whole history.
+    A run that ends where none of its hooks runs (the recursion limit, a stream
+    left unfinished, another middleware's exception) is ended by the
+    middleware's ``close()``: ``new`` and ``ended`` keep its list of open runs.
+    """
+
+    def __init__(self, new: Callable[[_Run], RunPreparer], ended: Callable[[_Run], None]) -> None:
+        self._new = new
+        self._ended = ended
+        self._lock = threading.Lock()
+        self._preparer: RunPreparer | None = None
+
+    def preparer(self) -> RunPreparer:
+        """The open preparer of the run, a new one after :meth:`end`."""
+        with self._lock:
+            if self._preparer is None:
+                self._preparer = self._new(self)
+            return self._preparer
+
+    def current(self) -> RunPreparer | None:
+        """The open preparer of the run, if any (never a new one)."""
+        with self._lock:
+            return self._preparer
+
+    def end(self) -> None:
+        """End the run's scoutd session (idempotent)."""
+        with self._lock:  # under it: a reopen now is listed again after this
+            preparer, self._preparer = self._preparer, None
+            self._ended(self)
+        if preparer is not None:
+            preparer.close()
+
+
 class ScoutdState(AgentState[Any]):
-    """The agent's state with the run's scoutd preparer: each run (``invoke``) its own,
+    """The agent's state with the run's scoutd session: each run (``invoke``) its own,
     so concurrent runs of one agent never share a session, a conversation or handles.
     Private (neither input nor output) and untracked (never checkpointed)."""
 
-    scoutd_run: NotRequired[Annotated[RunPreparer, UntrackedValue, PrivateStateAttr]]
+    scoutd_run: NotRequired[Annotated[_Run, UntrackedValue, PrivateStateAttr]]
 
 
-def _run_of(state: Mapping[str, Any] | None) -> RunPreparer | None:
-    """The run's preparer held in ``state``, if any."""
+def _run_of(state: Any) -> _Run | None:
+    """The run's session held in ``state``, if any."""
     found = state.get("scoutd_run") if isinstance(state, Mapping) else None
-    return found if isinstance(found, RunPreparer) else None
+    return found if isinstance(found, _Run) else None
 
 
-class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
+class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any], ClosedByWith):
     """LangChain agent middleware that prepares each model call's messages with scoutd.
 
     The keyword arguments are those of
@@ -158,6 +211,9 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
     registers none and leaves the prompts without handles). One middleware
     serves one chat; each run gets a fresh session, its own even when runs of the
     agent overlap (``abatch``, concurrent ``ainvoke``): it lives in the run's state.
+    A run's session ends with the run, also when it raises (an error, an abort, a
+    cancellation); :meth:`close` (or ``with``) ends those of runs that ended where
+    no hook of the middleware runs (see :meth:`close`).
     """
 
     state_schema = ScoutdState
@@ -169,6 +225,7 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
         self._lock = threading.Lock()
         self._aborted: str | None = None  # once any run saw the chat's abort
         self.preparer = self._new_preparer()  # the latest run's (its ``.last``, ``.aborted``)
+        self._open: set[_Run] = set()  # runs whose session is open: close() ends them
         self._order_checked = False
         self.tools: list[BaseTool] = []
         if options["recall"]:
@@ -190,8 +247,14 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
     ) -> str:
         """The recall tool: answered from the session of the run that called it (its
         state, which the agent's tool node injects as ``runtime``)."""
-        state = runtime.state if runtime is not None else None
-        return (_run_of(state) or self.preparer).recall(handle, search)
+        run = _run_of(runtime.state if runtime is not None else None)
+        preparer = self.preparer if run is None else run.current()
+        try:
+            if preparer is None:
+                raise HookClosed
+            return preparer.recall(handle, search)
+        except HookClosed:  # a new session would answer from an empty conversation
+            return _SESSION_ENDED
 
     async def _arecall(
         self,
@@ -203,7 +266,42 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
         return await anyio.to_thread.run_sync(self._recall, handle, search, runtime)
 
     def _new_preparer(self) -> RunPreparer:
-        return RunPreparer(format=OPENAI_CHAT, **self._options)
+        """A run's new preparer, which :attr:`preparer` then shows."""
+        preparer = RunPreparer(format=OPENAI_CHAT, **self._options)
+        with self._lock:
+            self.preparer = preparer
+        return preparer
+
+    def _run_opened(self, run: _Run) -> RunPreparer:
+        """A new preparer for ``run``, which is now open."""
+        preparer = self._new_preparer()
+        with self._lock:
+            self._open.add(run)
+        return preparer
+
+    def _run_ended(self, run: _Run) -> None:
+        with self._lock:
+            self._open.discard(run)
+
+    def _new_run(self) -> _Run:
+        return _Run(self._run_opened, self._run_ended)
+
+    def close(self) -> None:
+        """End the scoutd session of every run of this middleware still open.
+
+        A run ends its session itself, when it finishes or raises through one of
+        the middleware's hooks; one that ends elsewhere (``GraphRecursionError``,
+        a ``stream`` or ``astream`` left before its end, an exception or an
+        interrupt of another middleware's hook) leaves it to this, or to garbage
+        collection. A run still going on opens a fresh session at its next model
+        call; the middleware serves later runs as before.
+        """
+        with self._lock:
+            runs, self._open = list(self._open), set()
+            latest = self.preparer
+        for run in runs:
+            run.end()
+        latest.close()
 
     def _remember(self, preparer: RunPreparer | None) -> str | None:
         """The abort any run of this middleware saw, ``preparer``'s included."""
@@ -235,23 +333,25 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
         if self._remember(self.preparer) is not None:
             self.preparer.close()  # its daemon session ends; the abort stays
             self._raise_if_aborted()
-        preparer = self._new_preparer()
-        with self._lock:
-            self.preparer = preparer
-        return {"scoutd_run": preparer}
+        return {"scoutd_run": self._new_run()}
 
     def before_model(self, state: ScoutdState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Raise :class:`scoutd.Aborted` before the model call if the chat is aborted.
 
-        A run resumed from a checkpoint (its state holds no preparer) gets a fresh one.
+        A run resumed from a checkpoint (its state holds no session) gets a fresh one.
+        An exception (the abort too) ends the run's session: the run ends with it.
         """
-        preparer = _run_of(state)
-        if preparer is not None:
-            self._checked(preparer)
-            return None
-        preparer = self._new_preparer()
-        self._checked(preparer)
-        return {"scoutd_run": preparer}
+        run = _run_of(state)
+        update = None
+        if run is None:
+            run = self._new_run()
+            update = {"scoutd_run": run}
+        try:
+            self._checked(run.preparer())
+        except BaseException:
+            run.end()
+            raise
+        return update
 
     async def abefore_model(
         self, state: ScoutdState, runtime: Runtime[Any]
@@ -261,7 +361,7 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
 
     def after_model(self, state: ScoutdState, runtime: Runtime[Any]) -> None:
         """Raise the abort a model-call wrapper outside this middleware may have swallowed."""
-        self._raise_if_aborted(_run_of(state))
+        self._raise_if_aborted()  # every abort a round raised was remembered
 
     async def aafter_model(self, state: ScoutdState, runtime: Runtime[Any]) -> None:
         """:meth:`after_model` for the async agent loop."""
@@ -269,9 +369,9 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
 
     def after_agent(self, state: ScoutdState, runtime: Runtime[Any]) -> None:
         """The run is over: end its scoutd session."""
-        preparer = _run_of(state)
-        if preparer is not None:
-            preparer.close()
+        run = _run_of(state)
+        if run is not None:
+            run.end()
 
     def prepared_request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """``request`` with the prepared messages (blocking; the async hook uses a thread).
@@ -281,7 +381,8 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
         """
         messages = list(request.messages)
         sent = to_chat(messages)
-        preparer = _run_of(request.state) or self.preparer
+        run = _run_of(request.state)
+        preparer = self.preparer if run is None else run.preparer()
         try:
             self._raise_if_aborted()
             prepared = preparer.prepare(sent).messages
@@ -313,9 +414,10 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
-        """Call the model with the prepared messages."""
+        """Call the model with the prepared messages; an exception ends the run's session."""
         self._check_order(handler)
-        return handler(self.prepared_request(request))
+        with _ending(request.state):
+            return handler(self.prepared_request(request))
 
     async def awrap_model_call(
         self,
@@ -324,4 +426,36 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any]):
     ) -> ModelCallResult[Any]:
         """Call the model with the prepared messages (the async agent loop)."""
         self._check_order(handler)
-        return await handler(await anyio.to_thread.run_sync(self.prepared_request, request))
+        with _ending(request.state):
+            return await handler(await anyio.to_thread.run_sync(self.prepared_request, request))
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool; an exception that leaves it (the tool's, a cancellation, an
+        interrupt) ends the run's session."""
+        with _ending(request.state):
+            return handler(request)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """:meth:`wrap_tool_call` for the async agent loop."""
+        with _ending(request.state):
+            return await handler(request)
+
+
+@contextmanager
+def _ending(state: Any) -> Iterator[None]:
+    """End the session of the run ``state`` belongs to when the block raises."""
+    try:
+        yield
+    except BaseException:
+        run = _run_of(state)
+        if run is not None:
+            run.end()
+        raise

@@ -122,6 +122,7 @@ class ScoutdModel(ClosedByWith):
             RunAborted: an operator aborted the chat (now, or in an earlier run).
         """
         sent = [{k: v for k, v in m.items() if k not in _AGENT_ONLY} for m in messages]
+        preparer: RunPreparer | None = None
         try:
             preparer = self._for_run(messages)
             try:
@@ -130,6 +131,8 @@ class ScoutdModel(ClosedByWith):
                 self._done(preparer)
         except Aborted as exc:
             self._aborted = exc.reason
+            if preparer is not None:  # the run ends here, and its session with it
+                preparer.close()  # (its ``.last`` and ``.aborted`` stay readable)
             raise RunAborted(exc.reason) from None
         answer: dict[str, Any] = self.wrapped.query(prepared, **kwargs)
         return answer
