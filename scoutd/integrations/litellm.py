@@ -309,8 +309,9 @@ class ScoutdProxyHook(CustomLogger):
 
     def _round(self, save_file: str, format: str, round: Callable[[RunPreparer], _T]) -> _T:
         """``round`` of the chat's preparer; an aborted chat's session is ended."""
-        chat, cache = (save_file, format), self._cache
+        chat = (save_file, format)
         for _ in range(_TRIES):  # bounded: another request may evict it meanwhile
+            cache = self._cache  # configure() may have replaced it: the new one's chats
             preparer = cache.get(chat)
             try:
                 result = round(preparer)
