@@ -10,12 +10,14 @@ figures on stdout (``--json``) or a readable summary.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,6 +58,8 @@ from scoutd.testing import (  # noqa: E402
 
 __all__ = [
     "ROOT",
+    "at_least",
+    "fraction",
     "STOP_TIMEOUT",
     "Daemon",
     "LineClient",
@@ -63,8 +67,10 @@ __all__ = [
     "cpu_seconds",
     "emit",
     "inotify_usage",
+    "non_negative",
     "open_fds",
     "percentile",
+    "positive_seconds",
     "proc_status",
     "stop_process",
     "summary_ms",
@@ -105,6 +111,60 @@ class Daemon(testing.Daemon):
         self.starts += 1
         super().start(wait=wait, timeout=timeout)
         return self
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer ``>= minimum``, else a usage error (exit 2).
+
+    Counts of 0 or less made a run check nothing and call it a pass, divide by
+    zero, or wait out a timeout: refused before anything starts.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    parse.__name__ = "count"  # what argparse names in "invalid count value"
+    return parse
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, not {text}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse ``type``: a finite duration (or rate) ``> 0``."""
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """An argparse ``type``: a finite number ``>= 0`` (a rate where 0 means no limit)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """An argparse ``type``: a share between 0 and 1."""
+    value = _finite(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text}")
+    return value
 
 
 def emit(result: Mapping[str, Any], *, as_json: bool, failures: Iterable[str]) -> int:

@@ -75,10 +75,11 @@ def kill_library(args: argparse.Namespace, base: str, rng: random.Random) -> dic
     started = time.monotonic()
     deadline = started + args.max_seconds
     producer = spawn("_produce", save_file, str(args.notices), str(args.rate))
-    consumer = start_consumer()
+    consumer: subprocess.Popen[str] | None = None
     kills = 0
     progress = Progress(args.kills, "library mode: kills")
     try:
+        consumer = start_consumer()
         while time.monotonic() < deadline and (kills < args.kills or producer.poll() is None):
             time.sleep(kill_delay(rng, args))
             sigkill(consumer)
@@ -93,7 +94,8 @@ def kill_library(args: argparse.Namespace, base: str, rng: random.Random) -> dic
         open(stop_path, "w").close()
         consumer.wait(DRAIN_TIMEOUT)
     finally:
-        sigkill(consumer)
+        if consumer is not None:
+            sigkill(consumer)
         sigkill(producer)
     log = read_log(log_path)
     figures, failures = audit(save_file, log, args.notices + FINAL_NOTICES, kills, 1)
@@ -133,15 +135,17 @@ def kill_daemon(args: argparse.Namespace, base: str, rng: random.Random) -> dict
 
     started = time.monotonic()
     deadline = started + args.max_seconds
-    daemon.start()
-    producer = spawn("_produce", save_file, str(args.notices), str(args.rate))
-    threads = [threading.Thread(target=client_loop, daemon=True) for _ in range(args.clients)]
-    for thread in threads:
-        thread.start()
-    rel.wait_for(lambda: daemon.status()["counts"]["connections"] > args.clients, 30, "clients")
+    producer: subprocess.Popen[str] | None = None
+    threads: list[threading.Thread] = []
     kills = 0
     progress = Progress(args.kills, "daemon mode: kills")
-    try:
+    try:  # the daemon, the producer and the clients end in the ``finally``, whatever happens
+        daemon.start()
+        producer = spawn("_produce", save_file, str(args.notices), str(args.rate))
+        threads = [threading.Thread(target=client_loop, daemon=True) for _ in range(args.clients)]
+        for thread in threads:
+            thread.start()
+        rel.wait_for(lambda: daemon.status()["counts"]["connections"] > args.clients, 30, "clients")
         while time.monotonic() < deadline and (kills < args.kills or producer.poll() is None):
             time.sleep(kill_delay(rng, args))
             daemon.kill()
@@ -162,7 +166,8 @@ def kill_daemon(args: argparse.Namespace, base: str, rng: random.Random) -> dict
         stop.set()
         for thread in threads:
             thread.join(60)
-        sigkill(producer)
+        if producer is not None:
+            sigkill(producer)
         daemon.stop()
     figures, failures = audit(
         save_file, delivered, args.notices + FINAL_NOTICES, kills, args.clients
@@ -185,9 +190,9 @@ def kill_daemon(args: argparse.Namespace, base: str, rng: random.Random) -> dict
 def run_kill(args: argparse.Namespace) -> int:
     if args.rate is None:
         # spread the notices over roughly the time the kills take
-        cycle = (args.max_interval - args.min_interval) / math.log(
-            args.max_interval / args.min_interval
-        ) + 0.25  # the mean kill delay plus a restart
+        low, high = args.min_interval, args.max_interval
+        mean = (high - low) / math.log(high / low) if high > low else low  # log-uniform's mean
+        cycle = mean + 0.25  # the mean kill delay plus a restart
         args.rate = max(1.0, args.notices / (args.kills * cycle))
     modes = ["library", "daemon"] if args.mode == "both" else [args.mode]
     results: list[dict[str, Any]] = []
@@ -197,9 +202,13 @@ def run_kill(args: argparse.Namespace) -> int:
         rng = random.Random(args.seed)
         try:
             result = (kill_library if mode == "library" else kill_daemon)(args, base, rng)
+        except (RuntimeError, TimeoutError) as exc:  # a bounded wait ran out: a failed check
+            result = {"mode": mode, "failures": [f"the run stopped: {exc}"]}
         finally:
             if not args.keep:
                 shutil.rmtree(base, ignore_errors=True)
+        if result.get("kills", args.kills) < args.kills:  # --max-seconds came first
+            result["failures"].append(f"{result['kills']} kill(s) of the {args.kills} asked for")
         failures.extend(f"{mode}: {f}" for f in result.pop("failures"))
         results.append(result)
     document = {"command": "kill", "seed": args.seed, "rate": round(args.rate, 1), "runs": results}

@@ -31,7 +31,15 @@ from scoutd.strategies.inbox import (
 
 
 def run_race(args: argparse.Namespace) -> int:
+    """Run the race and audit it; the temp dir goes however the run ends (unless ``--keep``)."""
     daemon = rel.Daemon({"rescan_interval": 1.0, "watch_mode": args.watch_mode})
+    try:
+        return _race(args, daemon)
+    finally:
+        daemon.cleanup(keep=args.keep)
+
+
+def _race(args: argparse.Namespace, daemon: rel.Daemon) -> int:
     base = daemon.dir
     save_file = os.path.join(base, "race.chat")
     stop_path = os.path.join(base, "stop")
@@ -126,6 +134,4 @@ def run_race(args: argparse.Namespace) -> int:
         "aborts_by_daemon_watcher": len(by_watcher),
         "seconds": round(time.monotonic() - started, 2),
     }
-    if not args.keep:
-        daemon.cleanup()
     return rel.emit(document, as_json=args.json, failures=failures)

@@ -35,7 +35,12 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
         env=env,
     )
     assert proc.stdout is not None
-    if proc.stdout.readline().strip() != "ready":
+    try:
+        ready = proc.stdout.readline().strip() == "ready"
+    except BaseException:  # a Ctrl-C while it starts: it is nobody's to stop yet
+        rel.stop_process(proc)
+        raise
+    if not ready:
         rel.stop_process(proc)
         raise RuntimeError("a load worker did not start")
     return proc
@@ -83,18 +88,35 @@ def _cut_figures(
 def _phase(
     args: argparse.Namespace, daemon: rel.Daemon, pester: bool, failures: list[str], label: str
 ) -> dict[str, Any]:
+    spawned: list[subprocess.Popen[str]] = []
+    try:
+        return _load(args, daemon, pester, failures, label, spawned)
+    finally:  # a worker left behind by an error or a Ctrl-C would load the machine on
+        for worker in spawned:
+            rel.stop_process(worker)
+
+
+def _load(
+    args: argparse.Namespace,
+    daemon: rel.Daemon,
+    pester: bool,
+    failures: list[str],
+    label: str,
+    spawned: list[subprocess.Popen[str]],
+) -> dict[str, Any]:
+    """The phase itself; every process it starts goes into ``spawned`` at once."""
+    workers: list[subprocess.Popen[str]] = []
     share = [args.clients // args.procs] * args.procs
     share[0] += args.clients - sum(share)
-    workers = [
-        _spawn(
-            "_load", daemon.socket_path, str(n), str(args.calls), str(i + 1), str(args.large_share)
-        )
-        for i, n in enumerate(share)
-        if n
-    ]
+    for i, n in enumerate(share):
+        if n:
+            load_args = (str(n), str(args.calls), str(i + 1), str(args.large_share))
+            workers.append(_spawn("_load", daemon.socket_path, *load_args))
+            spawned.append(workers[-1])
     pesterer = None
     if pester:
         pesterer = _spawn("_pester", daemon.socket_path, str(args.slow), str(args.idle))
+        spawned.append(pesterer)
         _go(pesterer)
         # the slow lines and idle connections are in place before the load starts
         rel.wait_for(

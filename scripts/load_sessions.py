@@ -50,18 +50,12 @@ def run_sessions(args: argparse.Namespace) -> int:
         "log_level": "warning",
         "max_sessions_per_uid": args.sessions,
     }
-    daemon = rel.Daemon(settings)
+    daemon = rel.Daemon(settings)  # makes the temp dir: removed in the ``finally`` below
     root = daemon.dir
     dirs = [os.path.join(root, f"d{n:03d}") for n in range(args.dirs)]
-    if not args.dirs_later:  # else each chat directory is created just before its abort
-        for directory in dirs:
-            os.makedirs(directory)
     save_files = [
         os.path.join(dirs[n % args.dirs], f"agent-{n:05d}.chat") for n in range(args.sessions)
     ]
-    if args.inboxes and not args.dirs_later:  # every session's inbox exists: one watch each
-        for path in save_files:
-            os.makedirs(inbox_dir(path))
     document: dict[str, Any] = {
         "command": "sessions",
         "sessions": args.sessions,
@@ -72,6 +66,12 @@ def run_sessions(args: argparse.Namespace) -> int:
     clients: list[rel.LineClient] = []
     readers: list[_Notes] = []
     try:
+        if not args.dirs_later:  # else each chat directory is created just before its abort
+            for directory in dirs:
+                os.makedirs(directory)
+        if args.inboxes and not args.dirs_later:  # every session's inbox exists: one watch each
+            for path in save_files:
+                os.makedirs(inbox_dir(path))
         daemon.start()
         clients = [rel.LineClient(daemon.socket_path, timeout=60) for _ in range(args.connections)]
         for client in clients:
