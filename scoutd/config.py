@@ -38,6 +38,7 @@ __all__ = [
     "NOTICE_MAX_BYTES",
     "OPERATOR_ONLY",
     "TIGHTEN_ONLY",
+    "config_file_path",
     "Config",
     "DaemonConfig",
     "FleetConfig",
@@ -340,7 +341,8 @@ def _env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, st
     return layer, origins
 
 
-def _config_path(path: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str | None:
+def config_file_path(path: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str | None:
+    """The config file :func:`resolve_config` reads (see its order); None: none."""
     if path is not None:
         return os.fspath(path)
     if environ.get("SCOUTD_CONFIG"):
@@ -410,7 +412,7 @@ def resolve_config(
     origins.update({f"daemon.{key}": "default" for key in DaemonConfig.__struct_fields__})
     origins.update({f"prompt.{key}": origin for key, origin in env_origins.items()})
 
-    file_path = _config_path(path, environ)
+    file_path = config_file_path(path, environ)
     daemon_layer: dict[str, Any] = {}
     plugins: dict[str, str] = {}
     fleet: FleetConfig | None = None

@@ -10,10 +10,18 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config import TIGHTEN_ONLY, Config, DaemonConfig, PromptConfig, resolve_config
+from ..config import (
+    TIGHTEN_ONLY,
+    Config,
+    DaemonConfig,
+    PromptConfig,
+    config_file_path,
+    resolve_config,
+)
 from ..config_rules import untrusted_writer
 from ..errors import ConfigError
 from ..paths import printable
@@ -45,6 +53,14 @@ KEPT_KEYS = (
 )
 
 
+# A config file changed this recently may be caught between two writes (``cat a > f;
+# cat b >> f``): it is read once it has been quiet this long, which a reload's
+# debounce gives it too (server.RELOAD_DEBOUNCE). At most SETTLE_TRIES looks: a
+# file rewritten without a pause for two seconds is read as it is then.
+SETTLE_SECONDS = 0.1
+SETTLE_TRIES = 20
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """One configuration generation and what is derived from it."""
@@ -65,7 +81,7 @@ def load_daemon_config(
     (``config_rules.untrusted_writer``): it names code the daemon imports and
     who may connect, so its writers would run code as the daemon.
     """
-    config = resolve_config(path, environ=environ, allow_empty=False)
+    config = _quiet_read(path, os.environ if environ is None else environ)
     if config.path is not None:
         why = untrusted_writer(config.path)
         if why is not None:
@@ -78,6 +94,51 @@ def load_daemon_config(
     except ValueError as exc:
         raise ConfigError(f"invalid [daemon] abort_signal: {exc}") from None
     return config, resolve_roots(config.daemon.allowed_roots), signum
+
+
+def _quiet_read(path: str | None, environ: Mapping[str, str]) -> Config:
+    """The configuration, read when its file has been quiet ``SETTLE_SECONDS``.
+
+    At startup no running file tells a partly written one apart (check_not_partial
+    does at a reload): a file cut after its ``[prompt]`` table would start the
+    daemon with ``allowed_roots = ["/"]``. A file changed less than
+    ``SETTLE_SECONDS`` ago, or that changed while it was read, is read again once
+    it is quiet; one that fails to parse while fresh is waited for the same way.
+    """
+    named = config_file_path(path, environ)
+    for _ in range(SETTLE_TRIES):
+        before = _changed_at(named)
+        try:
+            config = resolve_config(path, environ=environ, allow_empty=False)
+        except ConfigError:
+            if before is None or time.time() - before[0] >= SETTLE_SECONDS:
+                raise  # not a file being written: its error stands
+            config = None
+        after = _changed_at(named)
+        if config is not None and after == before:
+            quiet = time.time() - after[0] if after is not None else SETTLE_SECONDS
+            if quiet >= SETTLE_SECONDS:
+                return config
+        time.sleep(SETTLE_SECONDS)
+    log.warning(
+        "config file %s changed within %s s at every look (or is dated in the future):"
+        " read as it is now",
+        printable(named or ""),
+        SETTLE_SECONDS,
+    )
+    return resolve_config(path, environ=environ, allow_empty=False)
+
+
+def _changed_at(path: str | None) -> tuple[float, int, int, int] | None:
+    """When ``path`` last changed (seconds), with what else a write changes; None:
+    no file to look at."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime, st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def missing_roots(config: Config) -> list[str]:

@@ -197,3 +197,53 @@ def test_config_check_escapes_names_it_prints(tmp_path: Path) -> None:
 def _config_check(path: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "scoutd", "config", "check", str(path)]
     return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "first_part",
+    [
+        "[prompt]\ncontext_window = 9000\n",  # valid alone: allowed_roots would be "/"
+        '[prompt]\ncontext_window = 9000\n[daemon]\nallowed_roots = ["',  # cut mid-value
+    ],
+    ids=["valid-alone", "cut-mid-value"],
+)
+def test_a_config_caught_between_two_writes_at_start_is_read_once_whole(
+    tmp_path: Path, first_part: str
+) -> None:
+    """Before: a daemon that started between ``cat a > f`` and ``cat b >> f`` ran with
+    the first part alone (``allowed_roots = ["/"]``), or failed on a cut value. The file
+    is read once it has been quiet; the first part is dated a second ahead, so that it
+    stays fresh however late the second write comes (within that second)."""
+    import threading
+
+    config = tmp_path / "scoutd.toml"
+    served = tmp_path / "agents"
+    served.mkdir()
+    config.write_text(first_part, encoding="utf-8")
+    config.chmod(0o600)
+    ahead = time.time() + 1.0
+    os.utime(config, (ahead, ahead))
+    found: list[object] = []
+    reader = threading.Thread(
+        target=lambda: found.append(load_daemon_config(str(config), environ={})[0])
+    )
+    reader.start()
+    time.sleep(0.05)  # the reader has read the first part (or will read the whole)
+    whole = f'[prompt]\ncontext_window = 9000\n[daemon]\nallowed_roots = ["{served}"]\n'
+    config.write_text(whole, encoding="utf-8")
+    reader.join(10)
+    assert not reader.is_alive()
+    (loaded,) = found
+    assert loaded.daemon.allowed_roots == (str(served),)  # type: ignore[attr-defined]
+    assert loaded.prompt.context_window == 9000  # type: ignore[attr-defined]
+
+
+def test_a_config_that_fails_long_after_its_last_write_fails_at_once(tmp_path: Path) -> None:
+    """A broken file that nobody is writing is not waited for: its error stands."""
+    config = tmp_path / "scoutd.toml"
+    config.write_text("[daemon]\nallowed_roots = [\n", encoding="utf-8")
+    config.chmod(0o600)
+    past = time.time() - 60
+    os.utime(config, (past, past))
+    with pytest.raises(ConfigError, match="invalid config file"):
+        load_daemon_config(str(config), environ={})
