@@ -185,17 +185,18 @@ class _ThroughDaemon:
 
     def __init__(
         self,
-        socket_path: str,
+        client: Client,
+        owned: bool,
         save_file: str | None,
         strategies: str | Sequence[str] | None,
         config: Overrides,
         format: str,
-        timeout: float | None,
     ) -> None:
         self.strategies = strategies
         self.config = config
         self.format = format
-        self.client = Client(socket_path, timeout=timeout)
+        self.client = client
+        self.owned = owned  # closed with the run; else shared by many runs, left open
         self.save_file = save_file
         self.session: Session | None = None
         self.held: tuple[Sequence[Any], Sequence[Any]] | None = (
@@ -205,7 +206,8 @@ class _ThroughDaemon:
             try:
                 self.session = self.client.open_session(save_file, format=format)
             except BaseException:
-                self.client.close()
+                if owned:
+                    self.client.close()
                 raise
 
     def check(self) -> str | None:
@@ -265,7 +267,8 @@ class _ThroughDaemon:
             if self.session is not None:
                 self.session.close()
         finally:
-            self.client.close()
+            if self.owned:
+                self.client.close()
 
 
 class HookOptions(TypedDict, total=False):
@@ -314,6 +317,8 @@ class RunPreparer(ClosedByWith):
         recall: turn ``[prompt] recall`` on (shortened outputs carry their
             handles) for a run whose model has the recall tool, answered by
             :meth:`recall` (docs/STRATEGIES.md, "Recall").
+        client: a daemon client shared by many runs (instead of ``socket``):
+            their sessions share its connection, which :meth:`close` leaves open.
 
     The daemon session opens at the first round, so building a hook costs
     nothing until the run starts; :meth:`close` ends it (the daemon also ends it
@@ -330,12 +335,16 @@ class RunPreparer(ClosedByWith):
         format: str = "auto",
         timeout: float | None = 60.0,
         recall: bool = False,
+        client: Client | None = None,
     ) -> None:
         self.save_file = None if save_file is None else os.fspath(save_file)
         self.format = check_format_name(format)
         if socket is True:
             socket = default_socket_path()
         self.socket_path = None if socket is None or socket is False else os.fspath(socket)
+        self._client = client
+        if client is not None:
+            self.socket_path = client.socket_path
         if self.socket_path is not None and callable(strategies):
             raise TypeError("a strategy callable cannot run in the daemon: pass strategy names")
         self.strategies = strategies
@@ -431,13 +440,17 @@ class RunPreparer(ClosedByWith):
                 self._engine = _InProcess(self.save_file, self.strategies, self.config, self.format)
             else:
                 assert not callable(self.strategies)
+                shared = self._client
+                client = (
+                    Client(self.socket_path, timeout=self.timeout) if shared is None else shared
+                )
                 self._engine = _ThroughDaemon(
-                    self.socket_path,
+                    client,
+                    shared is None,
                     None if self.save_file is None else os.path.abspath(self.save_file),
                     self.strategies,
                     self.config,
                     self.format,
-                    self.timeout,
                 )
         return self._engine
 

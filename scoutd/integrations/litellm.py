@@ -33,6 +33,7 @@ Needs the extra ``scoutd[litellm]``.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import stat
@@ -42,7 +43,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import anyio.to_thread
 
-from ..errors import Aborted, Forbidden, InvalidMessages, RemoteError
+from ..client import Client, default_socket_path
+from ..errors import Aborted, DaemonUnavailable, Forbidden, InvalidMessages, RemoteError
 from ..formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES
 from ..inbox.names import inbox_dir
 from ..paths import display_path
@@ -77,8 +79,11 @@ ROUTES: Mapping[str, tuple[str, str]] = {
     "responses": (OPENAI_RESPONSES, "input"),
     "aresponses": (OPENAI_RESPONSES, "input"),
 }
-# Rounds a request tries when other requests evict its chat's session meanwhile.
+# Rounds a request tries when other requests evict its chat's session meanwhile,
+# or its daemon session ended with its connection.
 _TRIES = 3
+# Connections to the daemon that the kept chats share (daemon_clients).
+DAEMON_CONNECTIONS = 4
 
 _T = TypeVar("_T")
 
@@ -220,20 +225,28 @@ class ScoutdProxyHook(CustomLogger):
         super().__init__()
         self.settings = ProxySettings.from_env() if settings is None else settings
         self._lock = threading.Lock()  # the settings and their cache change together
-        self._cache = self._cache_for(self.settings)
+        self._cache, self._clients = self._cache_for(self.settings)
 
-    def _cache_for(self, settings: ProxySettings) -> ChatCache:
+    def _cache_for(self, settings: ProxySettings) -> tuple[ChatCache, list[Client]]:
+        """The chat cache of ``settings``, and the daemon connections its chats share."""
+        clients = daemon_clients(settings)
+        turns = itertools.count()
+
         def new(chat: Chat) -> RunPreparer:
-            return self._new(*chat)
+            shared = clients[next(turns) % len(clients)] if clients else None
+            return self._new(*chat, client=shared)
 
-        return ChatCache(settings.max_chats, settings.max_bytes, new)
+        return ChatCache(settings.max_chats, settings.max_bytes, new), clients
 
     def configure(self, settings: ProxySettings) -> None:
         """Use ``settings`` from the next request on; every chat's session is ended."""
         with self._lock:
             self.settings = settings
-            old, self._cache = self._cache, self._cache_for(settings)
-        old.clear()
+            old, clients = self._cache, self._clients
+            self._cache, self._clients = self._cache_for(settings)
+        old.clear()  # their sessions end first, then the connections they shared
+        for client in clients:
+            client.close()
 
     @property
     def chats(self) -> list[Chat]:
@@ -281,10 +294,15 @@ class ScoutdProxyHook(CustomLogger):
             )
         return save_file
 
-    def _new(self, save_file: str | None, format: str) -> RunPreparer:
+    def _new(self, save_file: str | None, format: str, client: Client | None = None) -> RunPreparer:
         s = self.settings
         return RunPreparer(
-            save_file=save_file, socket=s.socket, config=s.config, format=format, timeout=s.timeout
+            save_file=save_file,
+            socket=s.socket if client is None else None,
+            client=client,
+            config=s.config,
+            format=format,
+            timeout=s.timeout,
         )
 
     def prepare(self, save_file: str | None, format: str, messages: list[Any]) -> Prepared:
@@ -294,7 +312,8 @@ class ScoutdProxyHook(CustomLogger):
             Aborted: an operator aborted the chat.
         """
         if save_file is None:  # no chat: compaction only, nothing kept
-            with self._new(None, format) as preparer:
+            shared = self._clients[0] if self._clients else None
+            with self._new(None, format, client=shared) as preparer:
                 return preparer.prepare(messages)
         return self._round(save_file, format, lambda preparer: preparer.prepare(messages))
 
@@ -310,6 +329,7 @@ class ScoutdProxyHook(CustomLogger):
     def _round(self, save_file: str, format: str, round: Callable[[RunPreparer], _T]) -> _T:
         """``round`` of the chat's preparer; an aborted chat's session is ended."""
         chat = (save_file, format)
+        lost: DaemonUnavailable | None = None
         for _ in range(_TRIES):  # bounded: another request may evict it meanwhile
             cache = self._cache  # configure() may have replaced it: the new one's chats
             preparer = cache.get(chat)
@@ -317,11 +337,19 @@ class ScoutdProxyHook(CustomLogger):
                 result = round(preparer)
             except HookClosed:  # evicted and closed between the lookup and the round
                 continue
+            except DaemonUnavailable as exc:
+                # Its session ended with its connection (a daemon restarted): a new one
+                # is opened (the chat's marker aborts it at once if it was aborted).
+                cache.forget(chat, preparer)
+                lost = exc
+                continue
             except Aborted:
                 cache.forget(chat, preparer)
                 raise
             cache.weigh(chat, preparer)
             return result
+        if lost is not None:
+            raise lost
         raise HookClosed(
             f"scoutd: the session of {display_path(save_file)} was evicted {_TRIES} times"
         )
@@ -416,6 +444,20 @@ class ScoutdProxyHook(CustomLogger):
         """End every chat's session (idempotent); the hook stays usable. A proxy that
         exits needs no call: its daemon sessions end with its connections."""
         self.configure(self.settings)
+
+
+def daemon_clients(settings: ProxySettings) -> list[Client]:
+    """The daemon connections the chats of ``settings`` share (none in process).
+
+    Not one a chat: the daemon lets one uid hold ``max_connections_per_uid``
+    connections (128 by default), fewer than the chats kept (256), and the
+    chats past it were refused. A few shared ones carry as many requests at
+    once as the daemon computes for one uid (64 a connection).
+    """
+    if settings.socket is None or settings.socket is False:
+        return []
+    path = default_socket_path() if settings.socket is True else settings.socket
+    return [Client(path, timeout=settings.timeout) for _ in range(DAEMON_CONNECTIONS)]
 
 
 def _log_to_stderr() -> None:
