@@ -33,7 +33,7 @@ from ..engine.held import held_bytes
 from ..engine.incremental import json_size
 from ..engine.prepare import Prepared, prepare, resolve_snapshot
 from ..engine.session import Session as InProcessSession
-from ..errors import Aborted
+from ..errors import Aborted, DaemonUnavailable
 from ..formats import check_format_name
 from ..inbox.aborted import check, held
 from ..inbox.names import ABORT_NAME, inbox_dir
@@ -118,6 +118,9 @@ class _Engine(Protocol):
     def held_bytes(self) -> int:
         """The memory this process holds for the run's conversation."""
 
+    def lost(self) -> bool:
+        """Whether the run's daemon session ended with its connection."""
+
     def close(self) -> None: ...
 
 
@@ -168,6 +171,9 @@ class _InProcess:
         if self.session is not None:
             return self.session.recall(handle, search)
         return _recalled(self.held, handle, search)
+
+    def lost(self) -> bool:
+        return False
 
     def held_bytes(self) -> int:
         if self.session is not None:
@@ -256,6 +262,9 @@ class _ThroughDaemon:
         if search is not None and len(search) > MAX_RECALL_SEARCH:
             return find_output((), None, search).text  # the in-process text, as above
         return self.session.recall(None, search)
+
+    def lost(self) -> bool:
+        return self.session is not None and self.session.lost
 
     def held_bytes(self) -> int:
         """Nothing counted: the daemon holds the conversation and bounds it (``[daemon]
@@ -379,6 +388,22 @@ class RunPreparer(ClosedByWith):
         if self._closed:
             raise HookClosed("this scoutd hook was closed: make a new one for a new run")
         engine = self._open()
+        if engine.lost():
+            return self._reopened(engine)  # checked there
+        reason = engine.check()
+        if reason is not None:
+            self._abort(reason)
+        return engine
+
+    def _reopened(self, lost: _Engine) -> _Engine:
+        """A new daemon session for the run, its last one having ended with its
+        connection (a daemon restarted): the run goes on, its whole conversation
+        sent again. An abort still holds: the chat's marker aborts the new session
+        at its open, and an abort dropped meanwhile is claimed then (under the lock)."""
+        log.info("the run's scoutd session ended with its connection: opening a new one")
+        self._engine = None
+        lost.close()
+        engine = self._open()
         reason = engine.check()
         if reason is not None:
             self._abort(reason)
@@ -399,7 +424,12 @@ class RunPreparer(ClosedByWith):
         with self._lock:
             engine = self._checked()
             try:
-                prepared = engine.prepare(messages)
+                try:
+                    prepared = engine.prepare(messages)
+                except DaemonUnavailable:
+                    if not engine.lost():
+                        raise
+                    prepared = self._reopened(engine).prepare(messages)  # lost during it
             except Aborted as exc:
                 self._abort(exc.reason)
             self.last = prepared

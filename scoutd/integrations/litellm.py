@@ -44,7 +44,7 @@ from typing import Any, NamedTuple, TypeVar
 import anyio.to_thread
 
 from ..client import Client, default_socket_path
-from ..errors import Aborted, DaemonUnavailable, Forbidden, InvalidMessages, RemoteError
+from ..errors import Aborted, Forbidden, InvalidMessages, RemoteError
 from ..formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES
 from ..inbox.names import inbox_dir
 from ..paths import display_path
@@ -79,8 +79,7 @@ ROUTES: Mapping[str, tuple[str, str]] = {
     "responses": (OPENAI_RESPONSES, "input"),
     "aresponses": (OPENAI_RESPONSES, "input"),
 }
-# Rounds a request tries when other requests evict its chat's session meanwhile,
-# or its daemon session ended with its connection.
+# Rounds a request tries when other requests evict its chat's session meanwhile.
 _TRIES = 3
 # Connections to the daemon that the kept chats share (daemon_clients).
 DAEMON_CONNECTIONS = 4
@@ -329,7 +328,6 @@ class ScoutdProxyHook(CustomLogger):
     def _round(self, save_file: str, format: str, round: Callable[[RunPreparer], _T]) -> _T:
         """``round`` of the chat's preparer; an aborted chat's session is ended."""
         chat = (save_file, format)
-        lost: DaemonUnavailable | None = None
         for _ in range(_TRIES):  # bounded: another request may evict it meanwhile
             cache = self._cache  # configure() may have replaced it: the new one's chats
             preparer = cache.get(chat)
@@ -337,19 +335,11 @@ class ScoutdProxyHook(CustomLogger):
                 result = round(preparer)
             except HookClosed:  # evicted and closed between the lookup and the round
                 continue
-            except DaemonUnavailable as exc:
-                # Its session ended with its connection (a daemon restarted): a new one
-                # is opened (the chat's marker aborts it at once if it was aborted).
-                cache.forget(chat, preparer)
-                lost = exc
-                continue
             except Aborted:
                 cache.forget(chat, preparer)
                 raise
             cache.weigh(chat, preparer)
             return result
-        if lost is not None:
-            raise lost
         raise HookClosed(
             f"scoutd: the session of {display_path(save_file)} was evicted {_TRIES} times"
         )

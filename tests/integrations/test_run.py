@@ -300,3 +300,26 @@ def test_a_preparer_counts_what_this_process_holds(
         with remote:
             remote.prepare(run)
             assert remote.held_bytes() == 0
+
+
+def test_a_run_through_the_daemon_survives_a_daemon_restart() -> None:
+    """Its session ended with its connection: the next round opens a new one and
+    sends the whole conversation (before: every later round raised
+    DaemonUnavailable, and the agent's run ended). An abort dropped while no daemon
+    ran is claimed at that open: the round is aborted, never sent to a model."""
+    with Daemon() as own:
+        run = chat_run(4)
+        going = RunPreparer(save_file=os.path.join(own.dir, "a.chat"), socket=own.socket_path)
+        stopped = os.path.join(own.dir, "b.chat")
+        halted = RunPreparer(save_file=stopped, socket=own.socket_path)
+        with going, halted:
+            first = going.prepare(run[:3]).messages
+            halted.prepare(run[:3])
+            own.stop()
+            write_abort(stopped, "stop b while down")
+            own.start()
+            assert going.prepare(run[:3]).messages == first
+            assert going.prepare(run).messages == scoutd.prepare(run).messages
+            with pytest.raises(scoutd.Aborted, match="stop b while down"):
+                halted.prepare(run)
+            assert own.status()["counts"]["sessions"] == 2  # one new session each
