@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DaemonUnavailable
+from ..paths import printable
 from .common import (
     EXIT_OK,
     CliError,
@@ -128,6 +129,10 @@ def _explain(args: argparse.Namespace) -> int:
             lines.append("")
         lines.extend(explain_lines(report))
     lines.append("")
+    # Traffic of another format than the one named is passed through and counted nowhere
+    # (a reason above may then say there is no tool output): the table says so too, not
+    # only stderr, so that it reads true on its own (stdout saved to a file, say).
+    lines.extend(f"warning: {printable(warning)}" for warning in prepared.warnings)
     lines.append(_footer(messages, prepared.messages, prepared.format, prepared.stable_prefix))
     print("\n".join(lines))
     return EXIT_OK

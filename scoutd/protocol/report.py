@@ -51,7 +51,7 @@ class Reason(msgspec.Struct, kw_only=True, omit_defaults=True):
     rewrite_cost: float | None = None  # that compaction's extra cost, once
     paid_cost: float | None = None  # read cost paid since the last decision for what it removes
     needed_cost: float | None = None  # what the rent-or-buy rule waits for that to reach
-    more_tokens: int | None = None  # prompt growth after which it is expected to pay
+    more_tokens: int | None = None  # growth until it compacts (pays, or forced by the limit)
     decided_at: int | None = None  # the output at which the bands in force were decided
 
 

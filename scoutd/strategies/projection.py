@@ -8,15 +8,28 @@ the prompt and to what a compaction would remove, and the rewrite to stay what
 it is now. :func:`projected_unmet` runs the
 rule's own tests (:func:`~.cost_plan.unmet_test`) on the figures projected
 that far; :func:`rounds_to_pay` solves the same tests in closed form.
+
+The window comes first when it is nearer: a prompt growing so will pass
+``compaction_limit_share`` of the window (:func:`rounds_to_limit`) and be
+compacted to fit whatever the price. :func:`forecast` says which of the two
+comes first, so that the reason never promises a compaction that pays where
+the next one is forced, or none where one is.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from .cost_plan import Decision, unmet_test
 
-__all__ = ["more_tokens", "projected_unmet", "rounds_to_pay"]
+__all__ = [
+    "Forecast",
+    "forecast",
+    "projected_unmet",
+    "rounds_to_limit",
+    "rounds_to_pay",
+]
 
 # The projection looks this many rounds ahead at most.
 PROJECTION_ROUNDS = 100_000
@@ -80,10 +93,39 @@ def rounds_to_pay(decision: Decision) -> int | None:
     return None if rounds > PROJECTION_ROUNDS else rounds
 
 
-def more_tokens(decision: Decision) -> int | None:
-    """About how many more tokens of prompt until the rule's tests all pass."""
-    rounds = rounds_to_pay(decision)
-    return None if rounds is None else max(1, round(decision.growth * rounds))
+def rounds_to_limit(decision: Decision) -> int | None:
+    """The first round ahead at which the projected prompt passes the limit, so that the
+    compaction is forced (None: the decision compacted, the prompt does not grow, or not
+    within ``PROJECTION_ROUNDS``).
+
+    The replay forces a compaction when the prompt is over the limit (less the
+    notice once a compaction stands, which the decision does not carry: a few
+    dozen tokens sooner then).
+    """
+    if decision.unmet() is None or decision.growth <= 0:
+        return None
+    rounds = math.floor((decision.limit - decision.prompt) / decision.growth) + 1
+    return None if rounds > PROJECTION_ROUNDS else max(rounds, 0)
+
+
+class Forecast(NamedTuple):
+    """The next compaction, projected: about how many more tokens of prompt until it
+    comes, and whether the limit forces it (else it pays)."""
+
+    tokens: int
+    forced: bool
+
+
+def forecast(decision: Decision) -> Forecast | None:
+    """The next compaction: the first of a paying one (:func:`rounds_to_pay`) and a forced
+    one (:func:`rounds_to_limit`); forced when both come at the same round, as the replay
+    then reports it. None when neither comes within ``PROJECTION_ROUNDS``."""
+    pays, forced = rounds_to_pay(decision), rounds_to_limit(decision)
+    if forced is not None and (pays is None or forced <= pays):
+        return Forecast(max(1, round(decision.growth * forced)), True)
+    if pays is None:
+        return None
+    return Forecast(max(1, round(decision.growth * pays)), False)
 
 
 def _first_round(a: float, b: float, c: float) -> int:

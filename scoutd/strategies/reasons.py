@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from ..config import PromptConfig
 from ..protocol.report import Reason
 from .cost_plan import Decision, Plan
-from .projection import more_tokens
+from .projection import forecast
 from .report import Fate
 from .tool_messages import ToolIndex
 
@@ -220,13 +220,18 @@ def plan_reason(plan: Plan, config: PromptConfig) -> Reason:
             )
         return _figures("within_verbatim", text, decision, decided, False, None)
     unmet = decision.unmet() or "risk"  # weighed and not compacted: one test failed
-    more = more_tokens(decision)
+    ahead = forecast(decision)
+    more = None if ahead is None else ahead.tokens
     stand = f"the compaction at output {decided:,} stands; " if decided is not None else ""
-    then = (
-        f"; it will pay at about {more:,} more tokens of prompt"
-        if more is not None
-        else "; it will not pay while the prompt stays about this size"
-    )
+    if ahead is None:
+        then = "; it will not pay while the prompt stays about this size"
+    elif ahead.forced:  # the window comes first: the next compaction is forced, not paid for
+        then = (
+            f"; before it pays, the prompt will pass the limit of {_tokens(decision.limit)}"
+            f" and be compacted to fit, at about {ahead.tokens:,} more tokens of prompt"
+        )
+    else:
+        then = f"; it will pay at about {ahead.tokens:,} more tokens of prompt"
     saving = (
         f"it would remove {_tokens(decision.removed)} tokens, saving"
         f" {_tokens(decision.removed * decision.read)} a round at the cache-read price,"
