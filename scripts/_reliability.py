@@ -10,14 +10,12 @@ figures on stdout (``--json``) or a readable summary.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,6 +41,7 @@ _use_the_checkout()
 
 # The daemon harness shared with the test suite, and its figures.
 from scoutd import testing  # noqa: E402
+from scoutd.cli.arg_types import integer, real  # noqa: E402
 from scoutd.testing import (  # noqa: E402
     LineClient,
     conversation,
@@ -113,58 +112,12 @@ class Daemon(testing.Daemon):
         return self
 
 
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type``: an integer ``>= minimum``, else a usage error (exit 2).
-
-    Counts of 0 or less made a run check nothing and call it a pass, divide by
-    zero, or wait out a timeout: refused before anything starts.
-    """
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
-        return value
-
-    parse.__name__ = "count"  # what argparse names in "invalid count value"
-    return parse
-
-
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be finite, not {text}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """An argparse ``type``: a finite duration (or rate) ``> 0``."""
-    value = _finite(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
-    return value
-
-
-def non_negative(text: str) -> float:
-    """An argparse ``type``: a finite number ``>= 0`` (a rate where 0 means no limit)."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """An argparse ``type``: a share between 0 and 1."""
-    value = _finite(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text}")
-    return value
+# Option types (scoutd.cli.arg_types): a count of 0 or less made a run check nothing
+# and call it a pass, divide by zero, or wait out a timeout; refused before it starts.
+at_least = integer
+positive_seconds = real(0.0, above=True)
+non_negative = real(0.0)  # a rate where 0 means no limit
+fraction = real(0.0, maximum=1.0)
 
 
 def emit(result: Mapping[str, Any], *, as_json: bool, failures: Iterable[str]) -> int:

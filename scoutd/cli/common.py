@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from ..paths import MAX_INPUT_BYTES, open_input, printable
 from ..protocol.format_names import AUTO, FORMATS
+from .arg_types import real
 
 # The configuration, the JSON codec and socket discovery are imported where they are
 # used: the parser, --help and the light verbs need none of them (docs/ARCHITECTURE.md,
@@ -258,15 +259,7 @@ def _parse_setting(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def _positive_seconds(text: str) -> float:
-    """``--timeout``: a positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+_positive_seconds = real(0.0, above=True)  # --timeout
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:

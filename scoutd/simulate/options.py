@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import math
 
+from ..cli.arg_types import integer, real
 from ..formats import FORMATS
 from ..pricing import AUTO
 from .cache import CACHE_MODELS, PRESETS
@@ -15,34 +15,11 @@ __all__ = ["DEFAULT_CALLS", "build_parser"]
 DEFAULT_CALLS = 400
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _price(text: str) -> float:
-    """A finite number >= 0: an infinite price or gap makes every figure NaN."""
-    value = float(text)
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def _lifetime(text: str) -> float:
-    """A cache lifetime in seconds: a number >= 0, ``inf`` for one that never ends."""
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
+_count = integer(0)
+_positive = integer(1)
+# an infinite price or gap makes every figure NaN; a lifetime may never end
+_price = real(0.0)
+_lifetime = real(0.0, infinite=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
