@@ -52,6 +52,7 @@ try:
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import RunContext, Tool
     from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+    from pydantic_core import SchemaValidator, core_schema
 
     from ._pydantic_ai_messages import from_chat, to_chat
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
@@ -60,6 +61,18 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
 __all__ = ["ScoutdCapability"]
 
 _T = TypeVar("_T")
+
+# The one keyword the recall function gets for arguments that are not a JSON object.
+_NOT_AN_OBJECT = "(not a JSON object)"
+_NOT_AN_OBJECT_TEXT = 'the recall arguments must be a JSON object: {"handle": "#37"}'
+
+
+def _keywords(given: Any) -> dict[str, Any]:
+    """The recall function's keyword arguments for what the model sent: an object as it is,
+    anything else (a list, a number, ``null``) under one key that the function answers
+    with a text. Pydantic AI calls the function with ``**`` these and insists on a dict:
+    a model's ``[1, 2]`` or ``null`` used to end the run with a ``TypeError``."""
+    return given if isinstance(given, dict) else {_NOT_AN_OBJECT: given}
 
 
 class _Shared:
@@ -109,13 +122,27 @@ class ScoutdCapability(AbstractCapability[Any]):
         """
         if not self._options["recall"]:
             return None
+
+        async def recall(**arguments: Any) -> str:
+            """No parameter of its own: any key the model sends is one of ``arguments``
+            (a bound method's ``self`` once clashed with a model's ``{"self": 1}``)."""
+            return await self._recall(arguments)
+
         tool: Tool[Any] = Tool.from_schema(
-            self._recall, RECALL_TOOL_NAME, RECALL_DESCRIPTION, recall_parameters()
+            recall, RECALL_TOOL_NAME, RECALL_DESCRIPTION, recall_parameters()
+        )
+        # from_schema validates nothing (any value passes) and then calls with ``**``:
+        # every value the model sends is made a dict of keywords here instead.
+        tool.function_schema.validator = SchemaValidator(
+            core_schema.no_info_plain_validator_function(_keywords)
         )
         return FunctionToolset([tool])
 
-    async def _recall(self, **arguments: Any) -> str:
+    async def _recall(self, given: dict[str, Any]) -> str:
         """The recall tool's answer (Pydantic AI skips the schema's checks: done here)."""
+        if _NOT_AN_OBJECT in given:
+            return _NOT_AN_OBJECT_TEXT
+        arguments = dict(given)
         handle, search = arguments.pop("handle", None), arguments.pop("search", None)
         if arguments:
             return f"unknown recall arguments: {', '.join(sorted(arguments))} (handle, search)"
