@@ -54,6 +54,7 @@ from .columns import Columns, known_columns
 from .cost_notice import compaction_notice, notice_estimate
 from .cost_plan import Plan, fit_sent, plan_compaction
 from .epoch import Window
+from .media import counted_content
 from .named_code import Contained, import_named
 from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
@@ -169,6 +170,7 @@ def _text(message: Any) -> str:
         return content
     if content is None:
         return ""
+    content = counted_content(content)  # an image at a fixed cost, not its data (.media)
     try:
         return msgspec.json.encode(content).decode()
     except ENCODE_ERRORS:  # a lone surrogate, a key that is not a string, another object

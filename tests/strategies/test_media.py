@@ -1,0 +1,105 @@
+"""An image in a message counts at a fixed cost in the default's estimate, not as its data.
+
+Before: one 750 KB image in a user message counted as about 250,000 tokens,
+and the default dropped every tool output of a short chat to fit the window.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+import scoutd
+from scoutd.config import PromptConfig
+from scoutd.strategies.cost_aware import _message_tokens, token_counter
+from scoutd.strategies.media import MEDIA_CHARS, counted_content, is_media
+
+DATA = base64.b64encode(bytes(range(256)) * 3_000).decode()  # 1 MB of base64
+
+# The same image, as each format's user message carries it.
+IMAGES = {
+    "openai-chat": {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{DATA}"}},
+    "openai-responses": {"type": "input_image", "image_url": f"data:image/png;base64,{DATA}"},
+    "anthropic": {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": DATA},
+    },
+}
+TEXTS = {"openai-chat": "text", "openai-responses": "input_text", "anthropic": "text"}
+
+
+def chat(format: str, image: bool, pairs: int = 30) -> list[dict[str, Any]]:
+    """A user turn (with the image or not), then ``pairs`` reads of 2,000 characters."""
+    parts: list[Any] = [{"type": TEXTS[format], "text": "look at this"}]
+    if image:
+        parts.append(IMAGES[format])
+    messages: list[dict[str, Any]] = [{"role": "user", "content": parts}]
+    for n in range(pairs):
+        if format == "openai-chat":
+            call = {
+                "id": f"c{n}",
+                "type": "function",
+                "function": {"name": "read", "arguments": "{}"},
+            }
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": "line\n" * 400})
+        elif format == "openai-responses":
+            messages.append(
+                {"type": "function_call", "call_id": f"c{n}", "name": "read", "arguments": "{}"}
+            )
+            messages.append(
+                {"type": "function_call_output", "call_id": f"c{n}", "output": "line\n" * 400}
+            )
+        else:
+            use = {"type": "tool_use", "id": f"c{n}", "name": "read", "input": {}}
+            messages.append({"role": "assistant", "content": [use]})
+            result = {"type": "tool_result", "tool_use_id": f"c{n}", "content": "line\n" * 400}
+            messages.append({"role": "user", "content": [result]})
+    return messages
+
+
+@pytest.mark.parametrize("format", list(IMAGES))
+def test_an_image_does_not_make_the_default_drop_every_output(format: str) -> None:
+    with_image = scoutd.prepare(chat(format, image=True), format=format)
+    without = scoutd.prepare(chat(format, image=False), format=format)
+    (counted,) = [r for r in with_image.report if r.strategy == "shorten_tools_cost_aware"]
+    assert counted.outputs_dropped == counted.outputs_truncated == 0  # before: 30 dropped
+    assert with_image.messages[1:] == without.messages[1:]  # the same decisions
+    assert with_image.messages[0]["content"][1] is IMAGES[format]  # sent as it came
+
+
+def test_a_media_block_counts_as_a_fixed_text_and_other_content_as_before() -> None:
+    count = token_counter(PromptConfig())
+
+    def estimate(content: Any) -> int:  # the JSON's characters / 4, rounded up, + 4 a message
+        return -(-len(json.dumps(content, separators=(",", ":"))) // 4) + 4
+
+    plain = [{"type": "text", "text": "x" * 100}, {"type": "text", "text": "y"}]
+    assert counted_content(plain) is plain
+    assert _message_tokens([{"role": "user", "content": plain}], count) == [estimate(plain)]
+    for image in IMAGES.values():
+        alone = _message_tokens([{"role": "user", "content": [image]}], count)
+        assert alone == [estimate(["m" * MEDIA_CHARS])]
+
+
+@pytest.mark.parametrize(
+    ("block", "media"),
+    [
+        ({"type": "image"}, True),
+        ({"type": "image_url"}, True),
+        ({"type": "input_image"}, True),
+        ({"type": "file"}, True),
+        ({"type": "input_file"}, True),
+        ({"type": "document"}, True),
+        ({"type": "input_audio"}, True),
+        ({"type": "text", "text": "an image"}, False),
+        ({"type": "tool_result"}, False),
+        ({"type": 7}, False),
+        ("image", False),
+    ],
+)
+def test_what_is_media(block: Any, media: bool) -> None:
+    assert is_media(block) is media
