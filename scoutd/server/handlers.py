@@ -197,7 +197,6 @@ async def session_open(call: Call, params: protocol.SessionOpenParams) -> bytes:
     session = await server.registry.open(
         params.save_file, resolved, params.pid, conn.peer.uid, conn, request_id=call.id
     )
-    server.shared.metrics.sessions_opened += 1
     session.prompt.format = params.format
     session.label = params.label
     if params.messages:
@@ -212,9 +211,10 @@ async def session_open(call: Call, params: protocol.SessionOpenParams) -> bytes:
                     server.shared.quotas,
                     limiter=server.limiter,
                 )
-        except protocol.ProtocolError:
+        except Exception:  # refused (too large), or failed: no session the client never got
             await server.registry.close(session.id)
             raise
+    server.shared.metrics.sessions_opened += 1  # an open that succeeded (docs/PROTOCOL.md)
     return protocol.encode_result(call.id, protocol.SessionOpenResult(session=session.id))
 
 

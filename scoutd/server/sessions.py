@@ -194,11 +194,12 @@ class SessionRegistry:
         self._per_uid[uid] = self._per_uid.get(uid, 0) + 1
         first = inbox not in self.by_inbox
         self.by_inbox.setdefault(inbox, set()).add(session.id)
-        if first:
+        if first:  # its watches are taken whole, even if cancelled: close drops both
             chat = os.path.dirname(inbox)
             self._chat_dirs[chat] = self._chat_dirs.get(chat, 0) + 1
-            for directory in (chat, inbox):
-                await self.watcher.add(directory)
+            with anyio.CancelScope(shield=True):
+                for directory in (chat, inbox):
+                    await self.watcher.add(directory)
         self._spawn_claim(inbox)  # a waiting abort (left for its owner, say) may be this one's
         log.info("session %s opened for %r (pid %s, uid %d)", session.id, resolved, pid, uid)
         reason = await anyio.to_thread.run_sync(marked, resolved, limiter=self._claim_limiter(uid))
@@ -232,8 +233,9 @@ class SessionRegistry:
                     self._chat_dirs[chat] -= 1
                 else:
                     self._chat_dirs.pop(chat, None)
-                for directory in (chat, session.inbox):
-                    await self.watcher.remove(directory)
+                with anyio.CancelScope(shield=True):  # popped: nothing else would drop them
+                    for directory in (chat, session.inbox):
+                        await self.watcher.remove(directory)
         log.info("session %s closed", session_id)
         return True
 
@@ -453,9 +455,7 @@ class SessionRegistry:
             if name == ABORT_NAME and parent in self.by_inbox:
                 if path in batch.complete:  # closed by its writer or renamed in: no settle wait
                     self._complete.add(parent)
-                    self._spawn_claim(parent)
-                else:  # maybe still being written: the claim finds out
-                    self._spawn_claim(parent)
+                self._spawn_claim(parent)  # else maybe still being written: the claim finds out
 
     async def rescan(self) -> None:
         """Re-arm dead watches and claim the abort files that are waiting.
