@@ -1,6 +1,6 @@
 """scoutd in front of every model call of a LiteLLM proxy (docs/INTEGRATIONS.md).
 
-Three lines of the proxy's ``config.yaml``::
+Two lines of the proxy's ``config.yaml``::
 
     litellm_settings:
       callbacks: scoutd.integrations.litellm.proxy_handler
