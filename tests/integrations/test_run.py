@@ -318,6 +318,7 @@ def test_a_run_through_the_daemon_survives_a_daemon_restart() -> None:
             own.stop()
             write_abort(stopped, "stop b while down")
             own.start()
+            assert "daemon restarted" in going.recall("#1")  # a text, not DaemonUnavailable
             assert going.prepare(run[:3]).messages == first
             assert going.prepare(run).messages == scoutd.prepare(run).messages
             with pytest.raises(scoutd.Aborted, match="stop b while down"):
