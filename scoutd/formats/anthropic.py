@@ -159,14 +159,37 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
     return result
 
 
+# Blocks of a turn of calls the view shows otherwise (text, calls, results) or not at all:
+# thinking, which most models' API strips from earlier turns (not counted, as before).
+_NOT_SHOWN = frozenset(("text", "tool_use", "tool_result", "thinking", "redacted_thinking"))
+
+
+def _beside(text: str, blocks: list[Any]) -> Any:
+    """The content of the view message that stands for a turn's text: the text, and,
+    when the turn holds other blocks the provider bills (a server tool's use and
+    result, an MCP result, an image or document beside the results), those blocks
+    too, so that the estimate counts them (an image at its fixed cost,
+    strategies/media.py) and frees them when the turn goes."""
+    others = [b for b in blocks if b["type"] not in _NOT_SHOWN]
+    if not others:
+        return text
+    return [{"type": "text", "text": text}, *others] if text else others
+
+
+def _narration(blocks: list[Any]) -> str:
+    """An assistant turn's text blocks, joined: what the view shows of its text."""
+    return "\n".join(
+        b["text"] for b in blocks if b["type"] == "text" and type(b.get("text")) is str
+    )
+
+
 def _add_turns(result: View, message: Any, answer: Any, texts: Texts) -> None:
     """Add an assistant turn's narration and calls, and the results after it, to the view."""
     blocks = message["content"]
-    narration = "\n".join(
-        b["text"] for b in blocks if b["type"] == "text" and type(b.get("text")) is str
-    )
-    if narration:
-        result.add({"role": "assistant", "content": narration}, TEXT_PART)
+    narration = _narration(blocks)
+    shown = _beside(narration, blocks)
+    if shown:
+        result.add({"role": "assistant", "content": shown}, TEXT_PART)
     for slot, block in enumerate(blocks):
         if block["type"] == "tool_use":
             arguments = block["input"]
@@ -182,8 +205,9 @@ def _add_turns(result: View, message: Any, answer: Any, texts: Texts) -> None:
             result.add({"role": "function_call_output", "content": text}, slot)
         elif type(block.get("text")) is str:
             others.append(block["text"])
-    if others:
-        result.add({"role": "user", "content": "\n".join(others)}, TEXT_PART)
+    shown = _beside("\n".join(others), answer["content"])
+    if shown:
+        result.add({"role": "user", "content": shown}, TEXT_PART)
     result.close()
 
 
@@ -313,7 +337,8 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
                 rewrite = _rewritten_use if is_assistant else _rewritten_result
                 blocks[slot] = rewrite(blocks[slot], fate)
         if is_assistant and all(fates[v] is None for v in slots):
-            narration += refs[start] == TEXT_PART
+            # its text went with it (the view's text part may stand for other blocks only)
+            narration += refs[start] == TEXT_PART and bool(_narration(message["content"]))
             continue
         kept = [b for b in blocks if b is not None]
         if not kept or all(

@@ -7,7 +7,9 @@ later); the rest passes through and is counted as malformed (a call still
 waiting at the end is not). The items of one model turn, a ``reasoning`` item
 and what follows it up to the next ``reasoning`` item or non-assistant item,
 go together: when all their calls are dropped the reasoning and the assistant
-text go too, and a notice goes before the turn.
+text go too, and a notice goes before the turn. Calls of other kinds (custom,
+shell, computer, MCP, the provider's own tools) pass through with their
+outputs, keep their turn and its reasoning, and are counted for their size.
 """
 
 from __future__ import annotations
@@ -35,6 +37,38 @@ from .view import (
 __all__ = ["ADAPTER", "rebuild", "starts_turn", "view", "call_ids", "continues"]
 
 _CALL, _OUTPUT, _REASONING = "function_call", "function_call_output", "reasoning"
+# The other items a model turn holds (openai.types.responses.ResponseOutputItem): calls
+# answered by an output item of their own (custom, shell, computer, apply_patch), tool
+# calls run by the provider, MCP items. They pass through; a ``reasoning`` item stays
+# with them, and added text never goes between them and the rest of their turn.
+_OTHER_CALLS = frozenset(
+    (
+        "custom_tool_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "computer_call",
+        "web_search_call",
+        "file_search_call",
+        "image_generation_call",
+        "code_interpreter_call",
+        "tool_search_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+    )
+)
+# The items that carry a tool's traffic outside ``content``: shown to the strategies as a
+# stand-in whose content stands for their size (:func:`_stand_in`), as they read none else.
+_SIZED = _OTHER_CALLS | {
+    "custom_tool_call_output",
+    "local_shell_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+    "computer_call_output",
+    "mcp_approval_response",
+}
+_IMAGE = {"type": "input_image"}  # what an image counts for: the estimate's fixed cost
 
 
 def _kind(item: Any) -> Any:
@@ -93,6 +127,32 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts)
     return malformed
 
 
+def _is_image(value: Any) -> bool:
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    return type(kind) is str and ("image" in kind or "screenshot" in kind)
+
+
+def _stand_in(item: Mapping[str, Any]) -> dict[str, Any]:
+    """What the strategies see of an item of :data:`_SIZED`: its fields as content parts,
+    an image (a screenshot, a generated image) as an ``input_image`` part.
+
+    The estimate counts a message by its ``content`` (an image part at a fixed cost):
+    read as it is, a 40 KB shell output or a huge ``mcp_list_tools`` counted for
+    nothing, and the prompt grew past the window uncompacted.
+    """
+    parts: list[Any] = []
+    rest: dict[Any, Any] = {}
+    for key, value in item.items():
+        if type(value) is list:
+            parts.extend(value)
+        elif _is_image(value) or (key == "result" and _kind(item) == "image_generation_call"):
+            parts.append(_IMAGE)
+        else:
+            rest[key] = value
+    parts.append(rest)
+    return {"role": "passthrough", "content": parts}
+
+
 def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | None = None) -> View:
     """The scout view of a Responses input item list."""
     result = View(mark=mark)
@@ -102,7 +162,11 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
     for i, item in enumerate(messages):
         part = parts.get(i)
         if part is None:
-            result.passthrough(item)
+            kind = _kind(item)
+            if type(kind) is str and kind in _SIZED:
+                result.passthrough(_stand_in(item))
+            else:
+                result.passthrough(item)
         else:
             result.add(part, 0)
             result.close()
@@ -113,8 +177,8 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
 
 def _in_turn(item: Any, kind: Any) -> bool:
     """Whether ``item``, of type ``kind``, belongs to a model turn (reasoning, a
-    call, assistant text)."""
-    if kind in (_CALL, _REASONING):
+    call of any kind, assistant text)."""
+    if kind in (_CALL, _REASONING) or (type(kind) is str and kind in _OTHER_CALLS):
         return True
     if type(item) is dict:
         return item.get("role") == "assistant"
@@ -186,11 +250,13 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     fates, refs = result.fates, shape.refs
     turns = _turns(messages)
     # The turns (by their first item) with a call, and with a call still there; a call
-    # passed through (malformed) counts, or the turn would take it, and its output, along
+    # passed through (malformed, or of another kind) counts, or the turn would take it, and
+    # its output, along
     called: set[int] = set()
     kept: set[int] = set()
     for position, item in enumerate(messages):
-        if _kind(item) == _CALL:
+        kind = _kind(item)
+        if kind == _CALL or (type(kind) is str and kind in _OTHER_CALLS):
             called.add(turns[position])
             if fates[position] is not None:
                 kept.add(turns[position])
