@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..strategies.media import MEDIA_KEY, media_count
 from .adapter import Adapter
 from .detect import OPENAI_RESPONSES
 from .texts import ConversationTexts, Texts
@@ -84,12 +85,16 @@ def _call_part(item: Mapping[str, Any], texts: Texts) -> dict[str, Any]:
     }
 
 
-def _output_part(item: Mapping[str, Any], texts: Texts) -> dict[str, Any]:
+def _output_part(item: Mapping[str, Any], texts: Texts, mark: bool) -> dict[str, Any]:
     text = blocks_text(item["output"]) or ""
-    return {"role": _OUTPUT, "content": texts.output(item["call_id"], text)}
+    part: dict[str, Any] = {"role": _OUTPUT, "content": texts.output(item["call_id"], text)}
+    media = media_count(item["output"]) if mark else 0
+    if media:  # shown as placeholders: counted at their fixed cost while whole
+        part[MEDIA_KEY] = media
+    return part
 
 
-def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts) -> int:
+def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts, mark: bool) -> int:
     """Find the well-formed pairs; return the count of malformed items.
 
     ``parts`` receives the view message of each item of a pair, by index.
@@ -116,7 +121,7 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts)
         if len(found) == 1 and len(answers) == 1 and found[0] < answers[0]:
             try:
                 call = _call_part(items[found[0]], texts)
-                output = _output_part(items[answers[0]], texts)
+                output = _output_part(items[answers[0]], texts, mark)
             except Malformed:
                 malformed += 2
                 continue
@@ -158,7 +163,7 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
     result = View(mark=mark)
     parts: dict[int, dict[str, Any]] = {}
     texts = Texts.after(kept)
-    result.malformed = _pairs(messages, parts, texts)
+    result.malformed = _pairs(messages, parts, texts, result.mark)
     for i, item in enumerate(messages):
         part = parts.get(i)
         if part is None:

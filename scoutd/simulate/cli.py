@@ -25,7 +25,7 @@ from ..errors import ConfigError, ScoutdError, UnknownStrategy
 from ..formats import detect_format, scout_view
 from ..paths import printable
 from ..pricing import AUTO, preset_for_format
-from ..strategies.cost_aware import load_tokenizer
+from ..strategies.tokens import load_tokenizer
 from .cache import PRESETS, CacheSettings, Estimator, Prices, Tokenizer
 from .options import DEFAULT_CALLS, build_parser
 from .origins import Origins, format_origins

@@ -20,18 +20,15 @@ from typing import Any
 from ..config import PromptConfig
 from ..protocol.format_names import SCOUT
 from .cost_aware import (
-    MESSAGE_OVERHEAD_TOKENS,
     REMARK_ROLE,
     SHORTENED_OVERHEAD_CHARS,
-    TokenCounter,
-    _message_tokens,
     _Tokens,
     effective_prices,
     notice_tokens,
-    token_counter,
 )
 from .cost_plan import Plan, Replay, fit_sent, plan_compaction
 from .retention import PairCalls
+from .tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, message_tokens, token_counter
 from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex
 
 __all__ = ["CostPlanner", "GrowingTokens"]
@@ -68,7 +65,7 @@ class GrowingTokens(_Tokens):
 
     def extend(self, messages: Sequence[Any], index: ToolIndex) -> None:
         """Count the messages and pairs added since the last call (``index`` covers them)."""
-        new = _message_tokens(messages[len(self.per_message) :], self.count)
+        new = message_tokens(messages[len(self.per_message) :], self.count)
         per_message = self.per_message
         per_message += new
         self.cumulative += _sums_after(self.cumulative[-1], new)

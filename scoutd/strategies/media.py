@@ -10,17 +10,26 @@ the ``[image]`` a tool output's image becomes in the view
 (:func:`scoutd.formats.view.blocks_text`), only nearer what is billed.
 Documents and audio are billed by their pages or seconds: the fixed cost
 undercounts a long one.
+
+A tool output shows its media as placeholders in the view (``[image]``); the
+adapter marks its view message with how many it holds (:data:`MEDIA_KEY`), and
+the estimate adds the fixed cost of each while the output is sent whole. A
+shortened output is counted as its shortened text: one whose text was short
+enough to be left as it was is sent with its images, which its count leaves
+out (the shortened band is two pairs by default).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MEDIA_CHARS", "counted_content", "is_media"]
+__all__ = ["MEDIA_CHARS", "MEDIA_KEY", "counted_content", "is_media", "media_count", "media_tokens"]
 
 # About 1,500 tokens at the default 4 characters a token.
 MEDIA_CHARS = 6_000
+# The key of a tool output's view message that says how many media blocks it holds.
+MEDIA_KEY = "scoutd.media"
 _STAND_IN = "m" * MEDIA_CHARS
 _MEDIA_TYPES = frozenset(("document", "audio", "input_audio"))
 
@@ -42,3 +51,23 @@ def counted_content(content: Any) -> Any:
     if type(content) is not list or not any(map(is_media, content)):
         return content
     return [_STAND_IN if is_media(block) else block for block in content]
+
+
+def media_count(content: Any) -> int:
+    """How many media blocks a tool output's content holds (0 for a text)."""
+    return sum(map(is_media, content)) if type(content) is list else 0
+
+
+def media_tokens(messages: Sequence[Any], count: Callable[[str], int]) -> list[tuple[int, int]]:
+    """``(position, tokens)`` of each message marked with :data:`MEDIA_KEY`: what its
+    media add to its count, at the fixed cost each."""
+    marked = [i for i, m in enumerate(messages) if type(m) is dict and MEDIA_KEY in m]
+    if not marked:
+        return []
+    each = count(_STAND_IN)
+    found = []
+    for i in marked:
+        blocks = messages[i][MEDIA_KEY]
+        if type(blocks) is int and blocks > 0:
+            found.append((i, blocks * each))
+    return found

@@ -194,7 +194,11 @@ def test_the_view_of_a_turn_and_its_results() -> None:
         {"role": "assistant", "content": "Let me look.\nAnd count."},
         {"role": "function_call", "content": _call_text("a", '{"cmd":"ls"}')},
         {"role": "function_call", "content": _call_text("b", '{"cmd":"wc"}')},
-        {"role": "function_call_output", "content": '{"id":"b","content":"3\\n[image]"}'},
+        {
+            "role": "function_call_output",
+            "content": '{"id":"b","content":"3\\n[image]"}',
+            "scoutd.media": 1,  # its image, counted at the fixed cost while whole
+        },
         {"role": "function_call_output", "content": '{"id":"a","content":"out"}'},
         {"role": "user", "content": "also\nthis"},
     ]

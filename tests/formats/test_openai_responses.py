@@ -52,7 +52,11 @@ def test_the_view_of_calls_and_their_outputs() -> None:
         reasoning,
         {"role": "function_call", "content": '{"name":"bash","id":"a","arguments":{"cmd":"ls"}}'},
         {"role": "function_call", "content": '{"name":"bash","id":"b","arguments":"not json"}'},
-        {"role": "function_call_output", "content": '{"id":"b","content":"x\\n[image]"}'},
+        {
+            "role": "function_call_output",
+            "content": '{"id":"b","content":"x\\n[image]"}',
+            "scoutd.media": 1,  # its image, counted at the fixed cost while whole
+        },
         {"role": "function_call_output", "content": '{"id":"a","content":"out"}'},
     ]
     assert view.messages[0] is USER and view.messages[1] is reasoning

@@ -24,8 +24,9 @@ from scoutd.engine.prepare import prepare
 from scoutd.errors import InvalidMessages
 from scoutd.simulate.workload import synthetic_run
 from scoutd.strategies.columns import columns_of, known_columns
-from scoutd.strategies.cost_aware import _message_tokens, _remarks, _Tokens, token_counter
+from scoutd.strategies.cost_aware import _remarks, _Tokens
 from scoutd.strategies.report import Changes, apply_changes
+from scoutd.strategies.tokens import message_tokens, token_counter
 from scoutd.strategies.tool_messages import index_tools
 
 from .conversations import agent_conversations, conversations
@@ -118,9 +119,9 @@ def test_columns_only_for_plain_scout_lists() -> None:
 def test_token_estimate_from_shared_lengths(step: float) -> None:
     messages = [{"role": "user", "content": "x" * n} for n in (0, 1, 3, 4, 5, 7, 8, 9, 1001, 65537)]
     count = token_counter(PromptConfig(chars_per_token=step))
-    general = _message_tokens(messages, count)
+    general = message_tokens(messages, count)
     columns = columns_of(messages)
-    assert _message_tokens(messages, count, columns) == general
+    assert message_tokens(messages, count, columns) == general
 
 
 @pytest.mark.parametrize("config", CONFIGS)

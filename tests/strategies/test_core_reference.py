@@ -18,21 +18,18 @@ from hypothesis import strategies as st
 
 from scoutd.config import PromptConfig
 from scoutd.simulate.workload import synthetic_run
-from scoutd.strategies import cost_aware
 from scoutd.strategies.cost_aware import (
-    MESSAGE_OVERHEAD_TOKENS,
     REMARK_ROLE,
     SHORTENED_OVERHEAD_CHARS,
     _bands,
-    _message_tokens,
     _remarks,
     _Tokens,
     effective_prices,
-    token_counter,
 )
 from scoutd.strategies.cost_plan import Plan, Replay, plan_compaction
 from scoutd.strategies.epoch import Window
 from scoutd.strategies.retention import KEEP_REASONS, Kept, Key
+from scoutd.strategies.tokens import MESSAGE_OVERHEAD_TOKENS, message_tokens, token_counter
 from scoutd.strategies.tool_messages import (
     ARGUMENT_SIZE,
     OUTPUT_SIZE,
@@ -201,7 +198,7 @@ def reference_remarks(index: ToolIndex) -> list[tuple[int, int]]:
 
 def reference_counts(messages: list[Any], index: ToolIndex, count: Any) -> tuple[list[int], ...]:
     """Pair sums (whole, shortened, prefix sums) and output ends, slot by slot."""
-    per_message = _message_tokens(messages, count)
+    per_message = message_tokens(messages, count)
     outputs = index.outputs
     whole, shortened, ends = [0] * (outputs + 1), [0] * (outputs + 1), [0] * (outputs + 1)
     limits = (
@@ -348,7 +345,7 @@ def test_counts_with_a_tokenizer_of_its_own(monkeypatch: pytest.MonkeyPatch) -> 
     def count(text: str) -> int:
         return len(msgspec.json.encode(text)) // 3
 
-    monkeypatch.setattr(cost_aware, "load_tokenizer", lambda target: count)
+    monkeypatch.setattr("scoutd.strategies.tokens.load_tokenizer", lambda target: count)
     config = PromptConfig(context_window=3_000, tokenizer="any:thing")
     counter = token_counter(config)
     tokens = _Tokens(messages, index, counter)

@@ -14,8 +14,8 @@ import pytest
 
 import scoutd
 from scoutd.config import PromptConfig
-from scoutd.strategies.cost_aware import _message_tokens, token_counter
 from scoutd.strategies.media import MEDIA_CHARS, counted_content, is_media
+from scoutd.strategies.tokens import message_tokens, token_counter
 
 DATA = base64.b64encode(bytes(range(256)) * 3_000).decode()  # 1 MB of base64
 
@@ -79,9 +79,9 @@ def test_a_media_block_counts_as_a_fixed_text_and_other_content_as_before() -> N
 
     plain = [{"type": "text", "text": "x" * 100}, {"type": "text", "text": "y"}]
     assert counted_content(plain) is plain
-    assert _message_tokens([{"role": "user", "content": plain}], count) == [estimate(plain)]
+    assert message_tokens([{"role": "user", "content": plain}], count) == [estimate(plain)]
     for image in IMAGES.values():
-        alone = _message_tokens([{"role": "user", "content": [image]}], count)
+        alone = message_tokens([{"role": "user", "content": [image]}], count)
         assert alone == [estimate(["m" * MEDIA_CHARS])]
 
 
@@ -103,3 +103,30 @@ def test_a_media_block_counts_as_a_fixed_text_and_other_content_as_before() -> N
 )
 def test_what_is_media(block: Any, media: bool) -> None:
     assert is_media(block) is media
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai-responses"])
+def test_screenshots_in_tool_outputs_count_while_the_outputs_are_whole(format: str) -> None:
+    """A computer-use run: each tool output is a screenshot. Before, each counted as its
+    ``[image]`` placeholder, and 60 of them (about 90,000 tokens as billed) went out
+    uncompacted under a 40,000-token window."""
+    shot = IMAGES[format] if format == "anthropic" else {**IMAGES[format], "type": "input_image"}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "use the computer"}]
+    for n in range(60):
+        if format == "anthropic":
+            use = {"type": "tool_use", "id": f"c{n}", "name": "computer", "input": {"n": n}}
+            messages.append({"role": "assistant", "content": [use]})
+            result = {"type": "tool_result", "tool_use_id": f"c{n}", "content": [shot]}
+            messages.append({"role": "user", "content": [result]})
+        else:
+            messages.append(
+                {"type": "function_call", "call_id": f"c{n}", "name": "computer", "arguments": "{}"}
+            )
+            messages.append({"type": "function_call_output", "call_id": f"c{n}", "output": [shot]})
+    window = 40_000
+    prepared = scoutd.prepare(messages, format=format, config={"context_window": window})
+    sent = json.dumps(prepared.messages)
+    images = sent.count(DATA)  # screenshots sent whole, each billed about 1,500 tokens
+    # the newest 20 whole, and the shortened band's 2 (a screenshot has no text to
+    # shorten): within the window as billed, where before all 60 were sent
+    assert 0 < images <= 22 and images * 1_500 < window, images

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 import scoutd
 from scoutd.config import load_config
-from scoutd.strategies.cost_aware import _Tokens, effective_prices, token_counter
+from scoutd.strategies.cost_aware import _Tokens, effective_prices
 from scoutd.strategies.cost_plan import plan_compaction
 from scoutd.strategies.retention import KEEP_REASONS, Kept, Keys, PairCalls, retain, retention_key
+from scoutd.strategies.tokens import token_counter
 from scoutd.strategies.tool_kinds import (
     BUILD,
     EDIT,
