@@ -22,6 +22,8 @@ out (the shortened band is two pairs by default).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
+from operator import contains
 from typing import Any
 
 __all__ = ["MEDIA_CHARS", "MEDIA_KEY", "counted_content", "is_media", "media_count", "media_tokens"]
@@ -61,9 +63,13 @@ def media_count(content: Any) -> int:
 def media_tokens(messages: Sequence[Any], count: Callable[[str], int]) -> list[tuple[int, int]]:
     """``(position, tokens)`` of each message marked with :data:`MEDIA_KEY`: what its
     media add to its count, at the fixed cost each."""
-    marked = [i for i, m in enumerate(messages) if type(m) is dict and MEDIA_KEY in m]
-    if not marked:
+    try:  # most conversations hold none: looked for without a Python loop first
+        unmarked = not any(map(contains, messages, repeat(MEDIA_KEY)))
+    except TypeError:  # a message that holds nothing (a number): looked at one by one
+        unmarked = False
+    if unmarked:
         return []
+    marked = [i for i, m in enumerate(messages) if type(m) is dict and MEDIA_KEY in m]
     each = count(_STAND_IN)
     found = []
     for i in marked:

@@ -14,7 +14,7 @@ import pytest
 
 import scoutd
 from scoutd.config import PromptConfig
-from scoutd.strategies.media import MEDIA_CHARS, counted_content, is_media
+from scoutd.strategies.media import MEDIA_CHARS, MEDIA_KEY, counted_content, is_media, media_tokens
 from scoutd.strategies.tokens import message_tokens, token_counter
 
 DATA = base64.b64encode(bytes(range(256)) * 3_000).decode()  # 1 MB of base64
@@ -130,3 +130,19 @@ def test_screenshots_in_tool_outputs_count_while_the_outputs_are_whole(format: s
     # the newest 20 whole, and the shortened band's 2 (a screenshot has no text to
     # shorten): within the window as billed, where before all 60 were sent
     assert 0 < images <= 22 and images * 1_500 < window, images
+
+
+def test_only_a_marked_view_message_adds_its_media() -> None:
+    """A message that is no dict, a text that names the key, a mark that is not a
+    positive count: nothing added, nothing raised."""
+    messages: list[Any] = [
+        7,
+        "scoutd.media",
+        {MEDIA_KEY: "2"},
+        {MEDIA_KEY: -1},
+        {MEDIA_KEY: 2, "role": "function_call_output"},
+        ["scoutd.media"],
+        {"role": "user"},
+    ]
+    assert media_tokens(messages, len) == [(4, 2 * MEDIA_CHARS)]
+    assert media_tokens([{"role": "user"}] * 3, len) == []
