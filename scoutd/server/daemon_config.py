@@ -72,16 +72,24 @@ class Snapshot:
 
 
 def load_daemon_config(
-    path: str | None, environ: Mapping[str, str] | None = None
+    path: str | None, environ: Mapping[str, str] | None = None, *, settle: bool = False
 ) -> tuple[Config, tuple[str, ...], signal.Signals | None]:
     """Read and fully validate what the daemon runs with (ConfigError otherwise).
 
-    The one validation behind startup, every reload and ``scoutd config check``.
+    The one validation behind startup, every reload and ``scoutd config check``;
+    ``settle`` (startup) reads a file changed less than ``SETTLE_SECONDS`` before
+    once it is quiet (:func:`_quiet_read`).
     A file that anyone but root and the daemon's user could change is refused
     (``config_rules.untrusted_writer``): it names code the daemon imports and
     who may connect, so its writers would run code as the daemon.
     """
-    config = _quiet_read(path, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    # At startup no running file tells a partly written one apart: read it once quiet.
+    # A reload has that file (check_not_partial), and a watched write its debounce.
+    if settle:
+        config = _quiet_read(path, environ)
+    else:
+        config = resolve_config(path, environ=environ, allow_empty=False)
     if config.path is not None:
         why = untrusted_writer(config.path)
         if why is not None:

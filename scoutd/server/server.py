@@ -318,9 +318,13 @@ class Server:
                 raise
             finally:
                 self.notifier.ready()
+            # Said once, at the reload that brings it: a file read again (a watched write
+            # and a config.reload at once) holds no news.
+            previous = self.snapshot.config
             for key in restart_changes(self.started_with.daemon, config.daemon):
-                log.warning("[daemon] %s changed: takes effect after a restart", key)
-            if config.fleet != self.started_with.fleet:
+                if getattr(previous.daemon, key) != getattr(config.daemon, key):
+                    log.warning("[daemon] %s changed: takes effect after a restart", key)
+            if config.fleet not in (self.started_with.fleet, previous.fleet):
                 log.warning("[fleet] changed: takes effect after a restart")
             warn_missing_roots(config)
             self.shared.snapshot = Snapshot(
@@ -426,7 +430,7 @@ def run(config_path: str | None = None, socket_path: str | None = None) -> int:
     prints one line to stderr and returns 1.
     """
     try:
-        config, _, _ = load_daemon_config(config_path)
+        config, _, _ = load_daemon_config(config_path, settle=True)
     except ConfigError as exc:
         print(f"scoutd: {exc}", file=sys.stderr)
         return 1

@@ -21,6 +21,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from scoutd.integrations.pydantic_ai import ScoutdCapability
+from tests.integrations.test_pydantic_ai import close_the_loop_run_sync_left
 
 NOT_AN_OBJECT = 'the recall arguments must be a JSON object: {"handle": "#37"}'
 CASES = [
@@ -50,6 +51,9 @@ def test_any_arguments_get_a_tool_answer_and_the_run_goes_on(
 
     capability = ScoutdCapability(save_file=str(tmp_path / "run.chat"))
     agent = Agent(FunctionModel(model), capabilities=[capability])
-    result = agent.run_sync("go")
+    try:
+        result = agent.run_sync("go")
+    finally:
+        close_the_loop_run_sync_left()
     assert result.output == "done"
     assert answers == [expected]

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -225,7 +226,7 @@ def test_a_config_caught_between_two_writes_at_start_is_read_once_whole(
     os.utime(config, (ahead, ahead))
     found: list[object] = []
     reader = threading.Thread(
-        target=lambda: found.append(load_daemon_config(str(config), environ={})[0])
+        target=lambda: found.append(load_daemon_config(str(config), {}, settle=True)[0])
     )
     reader.start()
     time.sleep(0.05)  # the reader has read the first part (or will read the whole)
@@ -246,4 +247,42 @@ def test_a_config_that_fails_long_after_its_last_write_fails_at_once(tmp_path: P
     past = time.time() - 60
     os.utime(config, (past, past))
     with pytest.raises(ConfigError, match="invalid config file"):
-        load_daemon_config(str(config), environ={})
+        load_daemon_config(str(config), {}, settle=True)
+
+
+def test_scoutd_serve_reads_a_config_being_written_once_it_is_quiet(tmp_path: Path) -> None:
+    """The daemon's own start (``scoutd serve``), not only the function: it serves the
+    roots of the whole file, written after it started reading."""
+    import shutil
+
+    from scoutd.testing import LineClient
+
+    short = tempfile.mkdtemp(prefix="sdq")  # a socket path short enough for AF_UNIX
+    try:
+        served = tmp_path / "agents"
+        served.mkdir()
+        sock = os.path.join(short, "s.sock")
+        config = tmp_path / "scoutd.toml"
+        config.write_text(f'[daemon]\nsocket_path = "{sock}"\n', encoding="utf-8")  # part one
+        config.chmod(0o600)
+        ahead = time.time() + 1.5  # fresh for its first 1.5 s, however slow the start
+        os.utime(config, (ahead, ahead))
+        with subprocess.Popen(
+            [sys.executable, "-m", "scoutd", "serve", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        ) as daemon:
+            try:
+                time.sleep(0.3)
+                whole = f'[daemon]\nsocket_path = "{sock}"\nallowed_roots = ["{served}"]\n'
+                config.write_text(whole, encoding="utf-8")
+                wait_for(lambda: os.path.exists(sock) or daemon.poll() is not None, 15, "a socket")
+                assert daemon.poll() is None, daemon.stderr.read() if daemon.stderr else ""
+                with LineClient(sock, 5.0) as client:
+                    status = client.call("status")["result"]
+                assert status["daemon"]["allowed_roots"] == [str(served)]
+            finally:
+                daemon.terminate()
+                daemon.wait(10)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)

@@ -58,6 +58,18 @@ def test_reload_warns_about_restart_keys_against_the_socket_in_use() -> None:
         assert d.log().count("socket_path changed") == 1
 
 
+def test_a_restart_key_change_read_twice_warns_once() -> None:
+    """The same changed file reloaded again (a watched write and a ``config.reload``
+    at once, or two) holds no news: one warning, at the reload that brought it."""
+    with InProcessDaemon() as d, d.connect() as c:
+        moved = dict(d.daemon, socket_path=os.path.join(d.dir, "other.sock"))
+        d.write_config(toml_text({"daemon": moved}))
+        for _ in range(3):
+            generation = c.call("config.reload")["result"]["generation"]
+        wait_for(lambda: f"generation {generation})" in d.log(), 5, "the reloads")
+        assert d.log().count("socket_path changed") == 1
+
+
 def test_bad_reload_answers_once_and_missing_roots_warn() -> None:
     with InProcessDaemon() as d, d.connect() as c:
         with open(d.config_path, "a", encoding="utf-8") as handle:
