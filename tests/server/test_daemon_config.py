@@ -273,6 +273,8 @@ def test_scoutd_serve_reads_a_config_being_written_once_it_is_quiet(tmp_path: Pa
             stderr=subprocess.PIPE,
         ) as daemon:
             try:
+                # its start reads the first part within this (or the whole file later):
+                # either way it must serve the whole file's roots
                 time.sleep(0.3)
                 whole = f'[daemon]\nsocket_path = "{sock}"\nallowed_roots = ["{served}"]\n'
                 config.write_text(whole, encoding="utf-8")

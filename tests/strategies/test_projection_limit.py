@@ -13,19 +13,21 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from scoutd.config import PromptConfig
 from scoutd.strategies.cost_aware import shorten_tools_cost_aware
-from scoutd.strategies.cost_plan import Decision
 from scoutd.strategies.projection import (
     PROJECTION_ROUNDS,
     forecast,
     rounds_to_limit,
     rounds_to_pay,
 )
+
+from .test_projection import draw
 
 SIZE = 4_000  # characters of each output's text
 WINDOW = 60_000  # the limit: 45,000 tokens, reached after about 44 outputs
@@ -92,23 +94,10 @@ def test_the_limit_round_is_the_first_the_projected_prompt_passes_it() -> None:
     rng = random.Random(29)
     for _ in range(400):
         growth = rng.choice((0.5, 7.0, 412.0, 3_000.0))
-        decision = Decision(
-            round=rng.randint(1, 300),
+        decision = replace(  # a drawn decision, with a limit the prompt may reach
+            draw(rng),
             prompt=rng.randint(0, 150_000),
-            full=20,
-            trigger=10_000.0,
             limit=rng.choice((30_000.0, 150_000.0)),
-            forced=False,
-            weighed=True,
-            compacted=False,
-            removed=rng.randint(0, 20_000),
-            rewrite=rng.uniform(0, 40_000),
-            carried=rng.uniform(0, 100_000),
-            billed=rng.uniform(0, 2e6),
-            batch=5.0,
-            read=0.1,
-            write=1.25,
-            horizon=100.0,
             risk=rng.choice((0.0, 0.06)),
             growth=growth,
         )
