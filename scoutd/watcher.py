@@ -114,6 +114,25 @@ class _Handoff:
     def on_queue_overflow(self) -> None:
         self._hand(self._owner._on_overflow)
 
+    def on_events_lost(self) -> None:  # watchdog 7.1: after every on_queue_overflow
+        self._hand(self._owner._on_overflow)
+
+    def __getattr__(self, name: str) -> Any:
+        """A notification a newer watchdog added: taken as lost events (a rescan).
+
+        ``InotifyFD`` calls its callbacks' methods by name from its reader thread;
+        a name missing here raised there and ended the thread (watchdog 7.1 added
+        ``on_events_lost``), and every watch with it until the next rescan.
+        """
+        if not name.startswith("on_"):
+            raise AttributeError(name)
+
+        def unknown(*args: object) -> None:
+            log.warning("unknown file watch notification %s: rechecking every watch", name)
+            self._hand(self._owner._on_overflow)
+
+        return unknown
+
 
 class FsWatcher:
     """Reference-counted, non-recursive watches on directories.
@@ -132,6 +151,8 @@ class FsWatcher:
         self, mode: Literal["native", "poll"] = "native", *, poll_interval: float = POLL_INTERVAL
     ) -> None:
         self.mode: Literal["native", "poll"] = mode if InotifyFD is not None else "poll"
+        if self.mode != mode:
+            log.warning("no inotify reader here (not Linux?): polling the watched directories")
         self._poll_interval = poll_interval
         self._handler = _Handoff(self)
         self._fd: InotifyFD | None = None

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from watchdog.observers.inotify_c import InotifyEvent
+from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, WatchCallback
 
 from scoutd.inbox import inbox_dir, write_abort
 from scoutd.watch_state import inode_of
@@ -268,3 +268,37 @@ async def test_overflow_is_reported(base: str) -> None:
         watcher._deliver(["/again"])
         batch = await watcher.next_batch()
         assert batch.paths == {"/again"} and not batch.overflow
+
+
+async def test_a_kernel_queue_overflow_keeps_the_reader_and_asks_for_a_rescan(base: str) -> None:
+    """watchdog's own reader dispatches an overflow to every method it knows of.
+
+    Its 7.1 release added ``on_events_lost``, which the hand-off lacked: the
+    reader thread raised and ended, taking every watch with it.
+    """
+    async with FsWatcher("native") as watcher:
+        await watcher.add(base)
+        reader = watcher._fd
+        assert reader is not None
+        overflow = InotifyEvent(-1, InotifyConstants.IN_Q_OVERFLOW, 0, b"")  # type: ignore[arg-type]
+        reader.handle_event(overflow)  # what the reader thread runs on the kernel's event
+        with anyio.fail_after(WAIT):
+            batch = await watcher.next_batch()
+        assert batch.overflow
+        assert reader.is_alive()
+        touch(os.path.join(base, "after"))
+        await wait_path(watcher, os.path.join(base, "after"))
+
+
+async def test_every_watchdog_notification_is_answered_and_new_ones_rescan(base: str) -> None:
+    async with FsWatcher("native") as watcher:
+        handler = watcher._handler
+        known = [name for name in dir(WatchCallback) if name.startswith("on_")]
+        assert "on_event" in known and "on_queue_overflow" in known
+        for name in known:
+            assert callable(getattr(handler, name)), name
+        handler.on_something_a_later_release_adds()  # type: ignore[attr-defined]
+        with anyio.fail_after(WAIT):
+            assert (await watcher.next_batch()).overflow
+        with pytest.raises(AttributeError):
+            handler.not_a_notification  # noqa: B018
