@@ -132,7 +132,10 @@ def test_an_aborted_chat_stays_aborted_for_a_new_preparer(
         write_abort(save_file, "stop for good")
         with pytest.raises(scoutd.Aborted, match="stop for good"):
             first.prepare(CONVERSATION)
-    assert not os.path.lexists(os.path.join(scoutd.inbox_dir(save_file), "abort"))
+    abort = os.path.join(scoutd.inbox_dir(save_file), "abort")
+    # The daemon marks the chat before its claim moves the file away, and the run
+    # stops at the marker: the file leaves a moment later (in process: already gone).
+    wait_for(lambda: not os.path.lexists(abort), 10.0, "the abort file consumed")
     for strategies in (None, ["none"]):  # whatever the strategies: the hook checks first
         with RunPreparer(save_file=save_file, socket=socket, strategies=strategies) as again:
             with pytest.raises(scoutd.Aborted, match="stop for good"):
