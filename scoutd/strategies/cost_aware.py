@@ -58,8 +58,8 @@ from .tokens import (
     TokenCounter,
     _CharEstimate,
     load_tokenizer,
-    message_tokens,
     token_counter,
+    tokens_and_media,
 )
 from .tool_messages import (
     ARGUMENT_SIZE,
@@ -121,6 +121,32 @@ def _remarks(index: ToolIndex) -> list[tuple[int, int]]:
     return found
 
 
+def sent_with_media(
+    per_message: Sequence[int],
+    media: Sequence[tuple[int, int]],
+    index: ToolIndex,
+    limit: int,
+    offset: int = 0,
+) -> list[tuple[int, int]]:
+    """``(pair number, tokens)`` to add to the shortened count of each output whose text
+    is too short to shorten but whose media are not: the rewrite leaves it as it was,
+    and it is sent with its media (.media).
+
+    ``media``: :func:`~.tokens.tokens_and_media`'s, of the messages from ``offset``
+    on; ``limit``: the count of a shortened output (``min(tokens, limit)`` before).
+    """
+    found = []
+    indices = index.indices
+    for at, added in media:
+        tokens = per_message[at]
+        if tokens <= limit or tokens - added > limit:
+            continue  # counted whole already, or its text is shortened (media with it)
+        slot = bisect_left(indices, at + offset)
+        if slot < len(indices) and indices[slot] == at + offset and not index.is_call[slot]:
+            found.append((index.numbers[slot], tokens - limit))
+    return found
+
+
 class _Tokens:
     """Token counts of the conversation, by message and by pair, as prefix sums.
 
@@ -138,7 +164,7 @@ class _Tokens:
     ) -> None:
         """``remarks``: ``_remarks(index)`` when the caller has it already; ``columns``:
         ``messages``' roles and contents when read already."""
-        per_message = message_tokens(messages, count, columns)
+        per_message, media = tokens_and_media(messages, count, columns)
         self.cumulative = [0, *accumulate(per_message)]
         outputs = index.outputs
         whole = [0] * (outputs + 1)
@@ -173,6 +199,9 @@ class _Tokens:
                 shortened[number] += limit if limit < tokens else tokens  # min(tokens, limit)
                 if not is_call:
                     output_end[number] = position + 1
+        for number, added in sent_with_media(per_message, media, index, limits[False]):
+            if number <= outputs:
+                shortened[number] += added
         self.bare = list(accumulate(whole))  # without the remarks
         for position, number in _remarks(index) if remarks is None else remarks:
             whole[number] += per_message[position]

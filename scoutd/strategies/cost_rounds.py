@@ -25,10 +25,11 @@ from .cost_aware import (
     _Tokens,
     effective_prices,
     notice_tokens,
+    sent_with_media,
 )
 from .cost_plan import Plan, Replay, fit_sent, plan_compaction
 from .retention import PairCalls
-from .tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, message_tokens, token_counter
+from .tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, token_counter, tokens_and_media
 from .tool_messages import ARGUMENT_SIZE, OUTPUT_SIZE, ToolIndex
 
 __all__ = ["CostPlanner", "GrowingTokens"]
@@ -65,7 +66,8 @@ class GrowingTokens(_Tokens):
 
     def extend(self, messages: Sequence[Any], index: ToolIndex) -> None:
         """Count the messages and pairs added since the last call (``index`` covers them)."""
-        new = message_tokens(messages[len(self.per_message) :], self.count)
+        seen = len(self.per_message)
+        new, media = tokens_and_media(messages[seen:], self.count)
         per_message = self.per_message
         per_message += new
         self.cumulative += _sums_after(self.cumulative[-1], new)
@@ -94,6 +96,8 @@ class GrowingTokens(_Tokens):
             shortened[at] += min(tokens, self.limits[is_call[slot]]) + remarks
             if not is_call[slot]:
                 ends[at] = position + 1
+        for number, added in sent_with_media(new, media, index, self.limits[False], seen):
+            shortened[number - base] += added
         self.whole += _sums_after(self.whole[-1], whole[1:])
         self.bare += _sums_after(self.bare[-1], bare[1:])
         self.shortened += _sums_after(self.shortened[-1], shortened[1:])

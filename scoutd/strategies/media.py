@@ -14,9 +14,9 @@ undercounts a long one.
 A tool output shows its media as placeholders in the view (``[image]``); the
 adapter marks its view message with how many it holds (:data:`MEDIA_KEY`), and
 the estimate adds the fixed cost of each while the output is sent whole. A
-shortened output is counted as its shortened text: one whose text was short
-enough to be left as it was is sent with its images, which its count leaves
-out (the shortened band is two pairs by default).
+shortened output is counted as its shortened text; one whose text is too
+short to shorten is left as it was, and sent with its images: counted whole
+(:func:`~.cost_aware.sent_with_media`).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ __all__ = [
     "load_tokenizer",
     "message_tokens",
     "token_counter",
+    "tokens_and_media",
 ]
 
 TokenCounter = Callable[[str], int]
@@ -124,10 +125,19 @@ def message_tokens(
     messages: Sequence[Any], count: TokenCounter, shared: Columns | None = None
 ) -> list[int]:
     """Tokens of each message, a tool output's media at their fixed cost (.media)."""
+    return tokens_and_media(messages, count, shared)[0]
+
+
+def tokens_and_media(
+    messages: Sequence[Any], count: TokenCounter, shared: Columns | None = None
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """:func:`message_tokens`, and the ``(position, tokens)`` its media added to each
+    message that holds some (:func:`~.media.media_tokens`)."""
     tokens = _content_tokens(messages, count, shared)
-    for position, added in media_tokens(messages, count):
+    media = media_tokens(messages, count)
+    for position, added in media:
         tokens[position] += added
-    return tokens
+    return tokens, media
 
 
 def _content_tokens(

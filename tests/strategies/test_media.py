@@ -146,3 +146,37 @@ def test_only_a_marked_view_message_adds_its_media() -> None:
     ]
     assert media_tokens(messages, len) == [(4, 2 * MEDIA_CHARS)]
     assert media_tokens([{"role": "user"}] * 3, len) == []
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai-responses"])
+def test_a_short_output_with_a_screenshot_counts_whole_in_the_shortened_band(format: str) -> None:
+    """An output whose text is too short to shorten is sent with its screenshot when
+    its pair is shortened. Before, the estimate counted it as shortened text only:
+    with a wide shortened band, 40 screenshots (about 60,000 tokens as billed) went
+    out under a 40,000-token window."""
+    shot = IMAGES[format] if format == "anthropic" else {**IMAGES[format], "type": "input_image"}
+    said = {"type": "text" if format == "anthropic" else "input_text", "text": "clicked"}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "use the computer"}]
+    for n in range(60):
+        if format == "anthropic":
+            use = {"type": "tool_use", "id": f"c{n}", "name": "computer", "input": {"n": n}}
+            messages.append({"role": "assistant", "content": [use]})
+            result = {"type": "tool_result", "tool_use_id": f"c{n}", "content": [said, shot]}
+            messages.append({"role": "user", "content": [result]})
+        else:
+            messages.append(
+                {"type": "function_call", "call_id": f"c{n}", "name": "computer", "arguments": "{}"}
+            )
+            messages.append(
+                {"type": "function_call_output", "call_id": f"c{n}", "output": [said, shot]}
+            )
+    window = 40_000
+    config = {"context_window": window, "cost_compacted_tool_calls": 40}
+    prepared = scoutd.prepare(messages, format=format, config=config)
+    images = json.dumps(prepared.messages).count(DATA)
+    assert images > 0 and images * 1_500 < window, images
+    # a session, which counts only the new rounds, counts them alike
+    with scoutd.Session(format=format, config=config) as session:
+        for end in range(3, len(messages) + 1, 2):
+            last = session.prepare(messages[:end])
+    assert last.messages == prepared.messages
