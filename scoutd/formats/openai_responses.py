@@ -1,14 +1,16 @@
 """OpenAI Responses input items <-> the scout view (docs/FORMATS.md).
 
 A ``function_call`` item becomes a view call and the ``function_call_output``
-item with its ``call_id`` a view output; other items stay as they are. A call
+item with its ``call_id`` a view output; a ``custom_tool_call`` (its free-text
+``input`` shown as the argument ``input``) and its ``custom_tool_call_output``
+likewise; other items stay as they are. A call
 and its output are used only as a well-formed pair (one of each, the output
 later); the rest passes through and is counted as malformed (a call still
 waiting at the end is not). The items of one model turn, a ``reasoning`` item
 and what follows it up to the next ``reasoning`` item or non-assistant item,
 go together: when all their calls are dropped the reasoning and the assistant
-text go too, and a notice goes before the turn. Calls of other kinds (custom,
-shell, computer, MCP, the provider's own tools) pass through with their
+text go too, and a notice goes before the turn. Calls of other kinds (shell,
+computer, apply_patch, MCP, the provider's own tools) pass through with their
 outputs, keep their turn and its reasoning, and are counted for their size.
 """
 
@@ -38,13 +40,15 @@ from .view import (
 __all__ = ["ADAPTER", "rebuild", "starts_turn", "view", "call_ids", "continues"]
 
 _CALL, _OUTPUT, _REASONING = "function_call", "function_call_output", "reasoning"
+# A custom tool's call and output pair as function ones do; the call's ``input`` is text.
+_CUSTOM, _CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
+_INPUT = "input"
 # The other items a model turn holds (openai.types.responses.ResponseOutputItem): calls
-# answered by an output item of their own (custom, shell, computer, apply_patch), tool
+# answered by an output item of their own (shell, computer, apply_patch), tool
 # calls run by the provider, MCP items. They pass through; a ``reasoning`` item stays
 # with them, and added text never goes between them and the rest of their turn.
 _OTHER_CALLS = frozenset(
     (
-        "custom_tool_call",
         "local_shell_call",
         "shell_call",
         "apply_patch_call",
@@ -60,9 +64,11 @@ _OTHER_CALLS = frozenset(
     )
 )
 # The items that carry a tool's traffic outside ``content``: shown to the strategies as a
-# stand-in whose content stands for their size (:func:`_stand_in`), as they read none else.
+# stand-in whose content stands for their size (:func:`_stand_in`), as they read none else
+# (a custom call or output that pairs with none, too).
 _SIZED = _OTHER_CALLS | {
-    "custom_tool_call_output",
+    _CUSTOM,
+    _CUSTOM_OUTPUT,
     "local_shell_call_output",
     "shell_call_output",
     "apply_patch_call_output",
@@ -78,11 +84,17 @@ def _kind(item: Any) -> Any:
     return item.get("type") if isinstance(item, Mapping) else None
 
 
+def _is_call(kind: Any) -> bool:
+    """Whether an item of type ``kind`` is a call that pairs (function or custom)."""
+    return kind in (_CALL, _CUSTOM)  # a tuple: a kind that is a list compares unequal
+
+
 def _call_part(item: Mapping[str, Any], texts: Texts) -> dict[str, Any]:
-    return {
-        "role": _CALL,
-        "content": texts.call(item.get("name"), item["call_id"], item["arguments"]),
-    }
+    if item.get("type") == _CUSTOM:
+        content = texts.encoded_call(item.get("name"), item["call_id"], {_INPUT: item[_INPUT]})
+    else:
+        content = texts.call(item.get("name"), item["call_id"], item["arguments"])
+    return {"role": _CALL, "content": content}
 
 
 def _output_part(item: Mapping[str, Any], texts: Texts, mark: bool) -> dict[str, Any]:
@@ -99,22 +111,23 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
 
     ``parts`` receives the view message of each item of a pair, by index.
     """
-    calls: dict[Any, list[int]] = {}
-    outputs: dict[Any, list[int]] = {}
+    calls: dict[tuple[bool, str], list[int]] = {}  # (custom, call_id) -> positions
+    outputs: dict[tuple[bool, str], list[int]] = {}
     malformed = 0
     for i, item in enumerate(items):
         kind = _kind(item)
-        if kind == _CALL:
+        if _is_call(kind):
             ident = item.get("call_id")
-            if type(ident) is str and type(item.get("arguments")) is str:
-                calls.setdefault(ident, []).append(i)
-            else:
+            custom = kind == _CUSTOM
+            if type(ident) is str and type(item.get(_INPUT if custom else "arguments")) is str:
+                calls.setdefault((custom, ident), []).append(i)
+            elif not custom:  # a custom item that cannot pair passes through, sized
                 malformed += 1
-        elif kind == _OUTPUT:
+        elif kind in (_OUTPUT, _CUSTOM_OUTPUT):
             ident = item.get("call_id")
             if type(ident) is str and blocks_text(item.get("output")) is not None:
-                outputs.setdefault(ident, []).append(i)
-            else:
+                outputs.setdefault((kind == _CUSTOM_OUTPUT, ident), []).append(i)
+            elif kind == _OUTPUT:
                 malformed += 1
     for ident, found in calls.items():
         answers = outputs.pop(ident, [])
@@ -128,7 +141,7 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
             parts[found[0]], parts[answers[0]] = call, output
         elif answers or len(found) > 1:
             malformed += len(found) + len(answers)
-    malformed += sum(map(len, outputs.values()))
+    malformed += sum(len(found) for (custom, _), found in outputs.items() if not custom)
     return malformed
 
 
@@ -183,7 +196,7 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
 def _in_turn(item: Any, kind: Any) -> bool:
     """Whether ``item``, of type ``kind``, belongs to a model turn (reasoning, a
     call of any kind, assistant text)."""
-    if kind in (_CALL, _REASONING) or (type(kind) is str and kind in _OTHER_CALLS):
+    if _is_call(kind) or kind == _REASONING or (type(kind) is str and kind in _OTHER_CALLS):
         return True
     if type(item) is dict:
         return item.get("role") == "assistant"
@@ -220,11 +233,18 @@ def new_message(message: Any) -> Any:
 
 def _rewritten(item: Mapping[str, Any], fate: Any) -> Any:
     changed = dict(item)
-    if item.get("type") == _CALL:
+    kind = item.get("type")
+    if _is_call(kind):
         arguments = rewritten_arguments(fate)
         if type(arguments) is not dict:
             return item
-        changed["arguments"] = encode_arguments(arguments)
+        if kind == _CUSTOM:
+            text = arguments.get(_INPUT)
+            if type(text) is not str:
+                return item
+            changed[_INPUT] = text
+        else:
+            changed["arguments"] = encode_arguments(arguments)
         return changed
     text = rewritten_output(fate)
     if text is None:
@@ -261,7 +281,7 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     kept: set[int] = set()
     for position, item in enumerate(messages):
         kind = _kind(item)
-        if kind == _CALL or (type(kind) is str and kind in _OTHER_CALLS):
+        if _is_call(kind) or (type(kind) is str and kind in _OTHER_CALLS):
             called.add(turns[position])
             if fates[position] is not None:
                 kept.add(turns[position])
@@ -299,7 +319,12 @@ def call_ids(items: Sequence[Any]) -> set[str]:
     """The string ``call_id`` of every call and output item (the ones pairing reads)."""
     found = set()
     for item in items:
-        if isinstance(item, Mapping) and item.get("type") in (_CALL, _OUTPUT):
+        if isinstance(item, Mapping) and item.get("type") in (
+            _CALL,
+            _OUTPUT,
+            _CUSTOM,
+            _CUSTOM_OUTPUT,
+        ):
             ident = item.get("call_id")
             if type(ident) is str:
                 found.add(ident)

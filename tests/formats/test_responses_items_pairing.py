@@ -5,8 +5,10 @@ calls with screenshots, MCP items and server tool calls besides function calls.
 Each prepared prompt is checked by :func:`problems`, written from the API's
 rules (openai.types.responses): every call answered by its output, after it,
 with nothing scoutd added in between; a ``reasoning`` item kept exactly when
-an item of its turn is, and followed by one; items other than function calls
-and outputs kept as the very objects given.
+an item of its turn is, and followed by one; items other than function and
+custom calls and outputs kept as the very objects given, and those rewritten
+still of their type, with their ``call_id`` and a text ``input`` or
+``arguments``, and an ``output`` that is a text or a list.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ PAIRS = {
 OUTPUTS = {output: call for call, output in PAIRS.items()}
 # what a model turn holds after its reasoning item
 TURN_ITEMS = {*PAIRS, "web_search_call", "mcp_call", "message"}
+# the items scoutd may rewrite (shorten), and the field each must keep a text
+REWRITABLE = {
+    "function_call": "arguments",
+    "function_call_output": "output",
+    "custom_tool_call": "input",
+    "custom_tool_call_output": "output",
+}
 
 
 def _in_turn(item: dict[str, Any]) -> bool:
@@ -45,12 +54,21 @@ def problems(given: list[Any], prepared: list[Any]) -> Counter[tuple[str, str]]:
     """What the API would refuse in ``prepared`` (from ``given``), by kind and id."""
     found: Counter[tuple[str, str]] = Counter()
     given_ids = set(map(id, given))
+    given_by_call = {(g.get("type"), g.get("call_id")): g for g in given}
     calls: dict[str, int] = {}
     for at, item in enumerate(prepared):
         kind = item.get("type")
-        rewritable = kind in ("function_call", "function_call_output")
-        if id(item) not in given_ids and not rewritable and item.get("role") != "user":
+        if id(item) not in given_ids and kind not in REWRITABLE and item.get("role") != "user":
             found["item changed", str(item.get("id"))] += 1
+        elif id(item) not in given_ids and kind in REWRITABLE:
+            was = given_by_call.get((kind, item.get("call_id")))
+            field = REWRITABLE[kind]
+            value = item.get(field)
+            kept = {k: v for k, v in item.items() if k != field}
+            if was is None or kept != {k: v for k, v in was.items() if k != field}:
+                found["rewritten item changed beyond its " + field, item["call_id"]] += 1
+            if not (type(value) is str or (field == "output" and type(value) is list)):
+                found["rewritten " + field + " not a text", item["call_id"]] += 1
         if kind in PAIRS:
             calls[item["call_id"]] = at
         elif kind in OUTPUTS:
@@ -219,13 +237,35 @@ def _outputs(output: Any, count: int, kind: str) -> list[Any]:
     return items
 
 
-def test_a_custom_tool_output_counts_for_its_size() -> None:
-    """40 KB custom tool outputs fill a 20,000-token window: the function pairs go
-    (they were counted for nothing and the prompt kept everything)."""
+def test_custom_tool_outputs_are_compacted_like_function_outputs() -> None:
+    """40 KB custom tool outputs (12 of them, about 120,000 tokens) and a 20,000-token
+    window: they are shortened or dropped with their calls until the prompt fits.
+    Before, custom pairs passed through whole: counted, but never compacted."""
     items = _outputs("z" * 40_000, 12, "custom")
     prepared = scoutd.prepare(items, format="openai-responses", config={"context_window": 20_000})
-    assert len(prepared.messages) < len(items)
     assert problems(items, prepared.messages) == Counter()
+    custom = [m for m in prepared.messages if m.get("type") == "custom_tool_call_output"]
+    whole = [m for m in custom if m["output"] == "z" * 40_000]
+    assert len(custom) > len(whole)  # some were shortened, or dropped with their call
+    assert len(json.dumps(prepared.messages)) / 4 < 20_000
+
+
+@pytest.mark.parametrize("output", ["done", [{"type": "input_text", "text": "y" * 3_000}]])
+def test_a_long_custom_input_is_shortened_and_stays_a_custom_call(output: Any) -> None:
+    """A patch of 6,000 characters in an old custom call: its ``input`` is shortened
+    as a long argument is, and the call stays a ``custom_tool_call`` with a text
+    ``input``; an output given as a list of parts comes back a list."""
+    items: list[Any] = [{"type": "message", "role": "user", "content": "go"}]
+    for turn in range(40):
+        call, answer = _custom(turn, output)
+        items += [{**call, "input": "+line\n" * 1_000}, answer]
+    prepared = scoutd.prepare(items, "shorten_tools_epoch", config=epoch_window(4)).messages
+    assert problems(items, prepared) == Counter()
+    calls = [m for m in prepared if m.get("type") == "custom_tool_call"]
+    assert any(len(m["input"]) < 6_000 for m in calls)
+    assert all(type(m["input"]) is str for m in calls)
+    outputs = [m for m in prepared if m.get("type") == "custom_tool_call_output"]
+    assert all(type(m["output"]) is type(output) for m in outputs)
 
 
 def test_a_screenshot_counts_at_the_fixed_image_cost() -> None:
