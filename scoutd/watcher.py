@@ -2,8 +2,9 @@
 
 watchdog's observers run a thread per watched directory (10,000 inboxes,
 10,000 threads). Here all directories share one watchdog ``InotifyFD`` (one
-inotify instance, one reader thread) whose handler only hands ``(wd, mask,
-name)`` to the event loop (``call_soon_threadsafe``); :meth:`FsWatcher.next_batch`
+inotify instance, one reader thread) whose handler
+(:class:`~scoutd.watch_reader.Handoff`) only hands ``(wd, mask, name)`` to the
+event loop (``call_soon_threadsafe``); :meth:`FsWatcher.next_batch`
 returns the deduplicated paths. ``watch_mode = "poll"`` lists the watched
 directories from one task instead (file systems without inotify).
 
@@ -28,10 +29,11 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
+from .watch_reader import COMPLETE, MASK, SELF_GONE, Handoff, InotifyFD
 from .watch_state import (
     GONE,
     Registration,
@@ -54,28 +56,6 @@ MAX_PENDING_PATHS = 10_000
 # How often watch_mode = "poll" lists each watched directory.
 POLL_INTERVAL = 0.1
 
-try:  # Linux
-    from watchdog.observers.inotify_c import InotifyConstants as _C
-    from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
-
-    _MASK = (
-        _C.IN_CREATE
-        | _C.IN_DELETE
-        | _C.IN_MOVED_FROM
-        | _C.IN_MOVED_TO
-        | _C.IN_CLOSE_WRITE
-        | _C.IN_DELETE_SELF
-        | _C.IN_MOVE_SELF
-        | _C.IN_ONLYDIR
-        | _C.IN_EXCL_UNLINK
-    )
-    # A writer closed the file, or it arrived by rename: it is complete.
-    _COMPLETE = _C.IN_CLOSE_WRITE | _C.IN_MOVED_TO
-    _SELF_GONE = _C.IN_DELETE_SELF | _C.IN_MOVE_SELF
-except (ImportError, OSError, AttributeError):  # no inotify: poll instead
-    InotifyFD = None  # type: ignore[assignment,misc]
-    _MASK = _COMPLETE = _SELF_GONE = 0
-
 
 @dataclass(slots=True)
 class Batch:
@@ -89,49 +69,6 @@ class Batch:
     paths: set[str]
     overflow: bool
     complete: set[str] = field(default_factory=set)
-
-
-class _Handoff:
-    """Runs in the inotify reader thread: forward to the loop, never block."""
-
-    def __init__(self, owner: FsWatcher) -> None:
-        self._owner = owner
-
-    def _hand(self, *args: Any) -> None:
-        try:
-            self._owner._loop.call_soon_threadsafe(*args)
-        except RuntimeError:  # the loop is closed: the daemon is stopping
-            pass
-        except Exception:  # an exception here would end the reader thread
-            log.exception("a watch event could not be handed to the event loop")
-
-    def on_event(self, event: InotifyEvent) -> None:
-        self._hand(self._owner._on_event, event.wd, event.mask, event.name)
-
-    def on_watch_deleted(self, wd: int) -> None:
-        self._hand(self._owner._on_gone, wd)
-
-    def on_queue_overflow(self) -> None:
-        self._hand(self._owner._on_overflow)
-
-    def on_events_lost(self) -> None:  # watchdog 7.1: after every on_queue_overflow
-        self._hand(self._owner._on_overflow)
-
-    def __getattr__(self, name: str) -> Any:
-        """A notification a newer watchdog added: taken as lost events (a rescan).
-
-        ``InotifyFD`` calls its callbacks' methods by name from its reader thread;
-        a name missing here raised there and ended the thread (watchdog 7.1 added
-        ``on_events_lost``), and every watch with it until the next rescan.
-        """
-        if not name.startswith("on_"):
-            raise AttributeError(name)
-
-        def unknown(*args: object) -> None:
-            log.warning("unknown file watch notification %s: rechecking every watch", name)
-            self._hand(self._owner._on_overflow)
-
-        return unknown
 
 
 class FsWatcher:
@@ -154,7 +91,9 @@ class FsWatcher:
         if self.mode != mode:
             log.warning("no inotify reader here (not Linux?): polling the watched directories")
         self._poll_interval = poll_interval
-        self._handler = _Handoff(self)
+        self._handler = Handoff(
+            lambda: self._loop, self._on_event, self._on_gone, self._on_overflow
+        )
         self._fd: InotifyFD | None = None
         self._ids = itertools.count(1)
         self._watches: dict[str, Watch] = {}
@@ -237,12 +176,12 @@ class FsWatcher:
             if name:
                 child = os.path.join(reg.path, os.fsdecode(name))
                 if reg.direct:
-                    self._deliver([child], complete=bool(mask & _COMPLETE))
+                    self._deliver([child], complete=bool(mask & COMPLETE))
                 for directory in reg.waiting.get(child, ()):  # the next step appeared (or went)
                     self._queue_rearm(directory)
                 if child in self._watches:  # made, removed, swapped: a symlink's target is mute
                     self._queue_rearm(child)
-            if mask & _SELF_GONE:
+            if mask & SELF_GONE:
                 self._reanchor(reg)
 
     def _on_gone(self, wd: int) -> None:
@@ -474,7 +413,7 @@ class FsWatcher:
             return None
         cid = next(self._ids)
         try:
-            wd = reader.add_callback(os.fsencode(path), _MASK, self._handler, cid)  # type: ignore[arg-type]
+            wd = reader.add_callback(os.fsencode(path), MASK, self._handler, cid)  # type: ignore[arg-type]
         except (FileNotFoundError, NotADirectoryError):
             return GONE
         except OSError as exc:

@@ -182,10 +182,10 @@ def test_an_exception_in_the_handler_thread_loses_no_abort_and_watching_goes_on(
 
 DISPATCH_FAULTS = """
 import os
-import scoutd.watcher
+import scoutd.watch_reader
 
 TOGGLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults.on")
-_on_event = scoutd.watcher._Handoff.on_event
+_on_event = scoutd.watch_reader.Handoff.on_event
 
 
 def on_event(self, event):
@@ -195,7 +195,7 @@ def on_event(self, event):
     _on_event(self, event)
 
 
-scoutd.watcher._Handoff.on_event = on_event
+scoutd.watch_reader.Handoff.on_event = on_event
 """
 
 
