@@ -8,10 +8,10 @@ chat directory created after ``session.open``. When an ``abort`` entry (of any
 type: a directory or FIFO aborts too, unread) shows up, the registry claims
 it with :func:`scoutd.inbox.aborted.claim_and_mark` in a worker thread — the
 move is the claim, so exactly one party (this watcher or an inference's
-``inbox`` strategy) consumes each abort entry — then marks the
-sessions of that inbox aborted and pushes ``session.aborted`` to their
-connections at once; the claim marks the chat aborted for good, and a session
-opened on a chat so marked is aborted at once (:mod:`scoutd.inbox.aborted`).
+``inbox`` strategy) consumes each abort entry — then marks the sessions of that
+inbox aborted and pushes ``session.aborted`` to their connections at once; the
+claim marks the chat aborted for good, and a session opened on a chat so marked
+is aborted at once (:mod:`scoutd.inbox.aborted`), told once of each abort.
 An abort that cannot be moved still aborts (it fails closed, see
 :mod:`scoutd.inbox.claim`); one that cannot be moved at all stays in place
 and is pushed again at every event, open or rescan until an operator removes it.
@@ -168,8 +168,7 @@ class SessionRegistry:
         """Register a session and watch its inbox (and the inbox's parent).
 
         Raises:
-            protocol.ProtocolError: ``TOO_LARGE``: ``uid`` holds
-                ``max_sessions_per_uid`` sessions already.
+            protocol.ProtocolError: ``TOO_LARGE``: ``uid`` holds ``max_sessions_per_uid`` already.
         """
         limit = self._snapshot().config.daemon.max_sessions_per_uid
         if self._per_uid.get(uid, 0) >= limit:
@@ -203,7 +202,9 @@ class SessionRegistry:
         self._spawn_claim(inbox)  # a waiting abort (left for its owner, say) may be this one's
         log.info("session %s opened for %r (pid %s, uid %d)", session.id, resolved, pid, uid)
         reason = await anyio.to_thread.run_sync(marked, resolved, limiter=self._claim_limiter(uid))
-        if reason is not None:  # an aborted chat stays aborted (docs/RELIABILITY.md)
+        while reason is not None and session.aborted is None and (c := self._claiming.get(inbox)):
+            await c.done.wait()  # the claim spawned above may be taking the marker's abort:
+        if reason is not None and session.aborted is None:  # it decides first (one push an abort)
             log.info("session %s opened on an aborted chat: %r", session.id, reason)
             self._mark_aborted(session, reason)
             await anyio.lowlevel.checkpoint()  # the push goes out before the open's answer
@@ -409,8 +410,7 @@ class SessionRegistry:
                         limiter=self._claim_limiter(sessions[0].uid),
                     )
                 except inbox_claim.NotSettled:
-                    # never sleep in a worker thread: retry from the loop, so that a
-                    # close or rename event meanwhile claims at once
+                    # no sleep in a thread: retry from the loop (a close or rename claims at once)
                     self._unsettled.setdefault(inbox, time.monotonic())
                     if self._tg is not None:
                         self._tg.start_soon(self._claim_settled, inbox)

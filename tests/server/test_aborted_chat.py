@@ -10,11 +10,15 @@ on disk. ``scoutd.inbox.aborted.clear`` (``scoutd clear``) lifts it.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
+
+import pytest
 
 from scoutd import protocol
 from scoutd.inbox import write_abort
 from scoutd.inbox.aborted import clear, held, mark, marker_paths
+from scoutd.server.claims import marked as real_marked
 from tests.support.daemon import Daemon, InProcessDaemon, LineClient, wait_for
 
 PUSH_TIMEOUT = 10.0
@@ -114,3 +118,40 @@ def test_a_clear_lifts_the_abort_the_watcher_kept_for_session_less_calls() -> No
         reply = c.call("prepare_prompt", {"messages": HELLO, "save_file": save_file})
         assert reply.get("result", {}).get("messages") == HELLO, reply
         assert refused(c, {"session": session})["reason"] == "third"  # the last pushed to it
+
+
+def test_a_session_opened_while_its_claim_moves_the_abort_is_told_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The open spawns a claim and reads the chat's marker meanwhile; the claim writes
+    the marker before it moves the abort away. An open that read the marker in between
+    pushed ``session.aborted`` for it, and the claim pushed the same abort again at its
+    end (1 in 10 opens alone, 1 in 3 under load). Here the open reads the marker after
+    the claim wrote it and before it moves the abort: that interleaving, every time."""
+    moving, looked = threading.Event(), threading.Event()
+    real_rename = os.rename
+
+    def marked(resolved: str) -> str | None:
+        moving.wait(5.0)  # the open looks once the claim has marked the chat
+        try:
+            return real_marked(resolved)
+        finally:
+            looked.set()
+
+    def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if src == "abort":  # the claim's move, its marker written: the open looks now
+            moving.set()
+            looked.wait(5.0)
+        real_rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr("scoutd.server.sessions.marked", marked)
+    monkeypatch.setattr(os, "rename", rename)
+    with InProcessDaemon(daemon={"rescan_interval": 60.0}) as daemon, daemon.connect() as c:
+        save_file = os.path.join(daemon.dir, "agent.chat")
+        write_abort(save_file, "stop once")
+        session = open_session(c, save_file)
+        wait_for(lambda: "abort consumed" in daemon.log(), PUSH_TIMEOUT, "the claim to end")
+        counts = c.call("status")["result"]["counts"]  # a round trip: every push has come
+        pushed = [n["params"] for n in c.notifications if n["method"] == "session.aborted"]
+        assert pushed == [{"session": session, "save_file": save_file, "reason": "stop once"}]
+        assert counts["aborts"] == 1
