@@ -186,8 +186,7 @@ async def connect_unix(path: str, deadline: float | None) -> Stream:
 
 sleep = anyio.sleep
 
-# anyio 4.7 renamed it; the older name warns from then on.
-wait_writable = getattr(anyio, "wait_writable", None) or anyio.wait_socket_writable
+wait_writable = anyio.wait_writable
 
 
 def close_scope(seconds: float) -> anyio.CancelScope:
