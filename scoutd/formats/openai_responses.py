@@ -3,7 +3,8 @@
 A ``function_call`` item becomes a view call and the ``function_call_output``
 item with its ``call_id`` a view output; a ``custom_tool_call`` (its free-text
 ``input`` shown as the argument ``input``) and its ``custom_tool_call_output``
-likewise; other items stay as they are. A call
+likewise (a ``call_id`` names one pair whatever its kind: a function and a
+custom item sharing one pair with none); other items stay as they are. A call
 and its output are used only as a well-formed pair (one of each, the output
 later); the rest passes through and is counted as malformed (a call still
 waiting at the end is not). The items of one model turn, a ``reasoning`` item
@@ -106,13 +107,21 @@ def _output_part(item: Mapping[str, Any], texts: Texts, mark: bool) -> dict[str,
     return part
 
 
+def _partners(call: Any, output: Any) -> bool:
+    """Whether ``output`` is of the kind that answers ``call`` (custom with custom)."""
+    return bool(_kind(call) == _CUSTOM) is bool(_kind(output) == _CUSTOM_OUTPUT)
+
+
 def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts, mark: bool) -> int:
     """Find the well-formed pairs; return the count of malformed items.
 
-    ``parts`` receives the view message of each item of a pair, by index.
+    ``parts`` receives the view message of each item of a pair, by index. A
+    ``call_id`` is one pair's whatever its kind: a function call and a custom
+    call with the same id pair with none (the strategies pair by id alone, and
+    would take the one's output for the other's).
     """
-    calls: dict[tuple[bool, str], list[int]] = {}  # (custom, call_id) -> positions
-    outputs: dict[tuple[bool, str], list[int]] = {}
+    calls: dict[str, list[int]] = {}  # call_id -> positions
+    outputs: dict[str, list[int]] = {}
     malformed = 0
     for i, item in enumerate(items):
         kind = _kind(item)
@@ -120,18 +129,23 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
             ident = item.get("call_id")
             custom = kind == _CUSTOM
             if type(ident) is str and type(item.get(_INPUT if custom else "arguments")) is str:
-                calls.setdefault((custom, ident), []).append(i)
+                calls.setdefault(ident, []).append(i)
             elif not custom:  # a custom item that cannot pair passes through, sized
                 malformed += 1
         elif kind in (_OUTPUT, _CUSTOM_OUTPUT):
             ident = item.get("call_id")
             if type(ident) is str and blocks_text(item.get("output")) is not None:
-                outputs.setdefault((kind == _CUSTOM_OUTPUT, ident), []).append(i)
+                outputs.setdefault(ident, []).append(i)
             elif kind == _OUTPUT:
                 malformed += 1
     for ident, found in calls.items():
         answers = outputs.pop(ident, [])
-        if len(found) == 1 and len(answers) == 1 and found[0] < answers[0]:
+        if (
+            len(found) == 1
+            and len(answers) == 1
+            and found[0] < answers[0]
+            and _partners(items[found[0]], items[answers[0]])
+        ):
             try:
                 call = _call_part(items[found[0]], texts)
                 output = _output_part(items[answers[0]], texts, mark)
@@ -141,7 +155,7 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
             parts[found[0]], parts[answers[0]] = call, output
         elif answers or len(found) > 1:
             malformed += len(found) + len(answers)
-    malformed += sum(len(found) for (custom, _), found in outputs.items() if not custom)
+    malformed += sum(1 for found in outputs.values() for i in found if _kind(items[i]) == _OUTPUT)
     return malformed
 
 
