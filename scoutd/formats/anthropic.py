@@ -290,6 +290,20 @@ class _Joined:
         return merged
 
 
+def _waiting(message: Any) -> bool:
+    """Whether ``message`` is an assistant turn with ``tool_use`` blocks (the last one
+    of a prompt: its calls wait for results the client sends next, in the user turn
+    right after it, so nothing may come between)."""
+    return (
+        isinstance(message, Mapping)
+        and message.get("role") == "assistant"
+        and any(
+            isinstance(b, Mapping) and b.get("type") == "tool_use"
+            for b in _as_blocks(message.get("content"))
+        )
+    )
+
+
 def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     """Anthropic messages from the strategies' result over ``shape``."""
     out: list[Any] = []
@@ -353,8 +367,13 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
         changed = dict(message)
         changed["content"] = kept
         emit(changed, position)
+    pending = None  # a turn of calls still waiting, last: notices go before it, not after
+    if result.after and out and _waiting(out[-1]):
+        pending = out.pop(), origins.pop()
     for added in result.after:
         emit(new_message(added), -1)
+    if pending is not None:
+        emit(*pending)
     return Rebuilt([m.message() if type(m) is _Joined else m for m in out], narration)
 
 

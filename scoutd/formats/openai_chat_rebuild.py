@@ -135,5 +135,33 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
         changed = dict(message)
         changed["tool_calls"] = kept
         out.append(changed)
-    out.extend(map(new_message, result.after))
+    after = result.after
+    if after:
+        # a notice put after every message goes before an assistant message whose
+        # calls still wait for their answers at the end: the answers follow it
+        end = _open_end(out)
+        out[end:end] = map(new_message, after)
     return Rebuilt(out, narration)
+
+
+def _open_end(out: list[Any]) -> int:
+    """Where a message put after every other one goes: before a last assistant
+    message whose calls are not all answered yet (and its answers so far)."""
+    end = start = len(out)
+    while start and is_tool(out[start - 1]):
+        start -= 1
+    if not start:
+        return end
+    message = out[start - 1]
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return end
+    calls = message.get("tool_calls")
+    if calls is None or calls == []:
+        waiting = message.get("function_call") is not None and start == end
+    else:
+        answered = [answer.get("tool_call_id") for answer in out[start:end]]
+        entries = calls if type(calls) is list else [calls]
+        waiting = any(
+            not isinstance(entry, Mapping) or entry.get("id") not in answered for entry in entries
+        )
+    return start - 1 if waiting else end

@@ -319,8 +319,31 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
             out.append(item)
         else:
             out.append(_rewritten(item, fate) if refs[position] != PASSTHROUGH else fate)
-    out.extend(map(new_message, result.after))
+    end = _open_end(out) if result.after else len(out)
+    out[end:end] = map(new_message, result.after)
     return Rebuilt(out, narration)
+
+
+def _open_end(out: list[Any]) -> int:
+    """Where an item put after every other one goes: before a last model turn whose
+    calls are not all answered yet (and the outputs it has so far), as the outputs
+    still to come must follow their calls with nothing added in between."""
+    start = len(out)
+    answered = set()
+    while start and type(kind := _kind(out[start - 1])) is str and kind.endswith("_output"):
+        start -= 1
+        if type(ident := out[start].get("call_id")) is str:
+            answered.add(ident)
+    if not start or not _in_turn(out[start - 1], _kind(out[start - 1])):
+        return len(out)
+    turn = _turns(out[:start])[-1]
+    for item in out[turn:start]:
+        kind = _kind(item)
+        if _is_call(kind) or (type(kind) is str and kind in _OTHER_CALLS):
+            ident = item.get("call_id")  # a provider's own call has none: it waits for nothing
+            if type(ident) is str and ident not in answered:
+                return turn
+    return len(out)
 
 
 def continues(items: Sequence[Any], start: int, prompt: Sequence[Any]) -> bool:

@@ -296,3 +296,22 @@ def test_hostile_values_in_other_items_pass_through() -> None:
     for strategy in (None, "none", "shorten_tools_epoch"):
         prepared = scoutd.prepare(odd, strategy, format="openai-responses")
         assert prepared.messages == odd
+
+
+def test_the_notice_never_comes_between_calls_still_waiting_and_their_outputs() -> None:
+    """A conversation whose last model turn waits for its outputs, every pair before it
+    dropped: the notice goes before that turn (its reasoning first), never after the
+    call, where the outputs to come must follow it."""
+    call, output = _function(0)
+    waiting, _ = _function(1)
+    items: list[Any] = [
+        {"type": "message", "role": "user", "content": "go"},
+        *(_reasoning(0), call, {**output, "output": "z" * 6_000}),
+        *(_reasoning(5), *_computer(5)),  # a screenshot: passes through, fills the window
+        *(_reasoning(1), {"type": "message", "role": "assistant", "content": "next"}, waiting),
+    ]
+    prepared = scoutd.prepare(items, format="openai-responses", config={"context_window": 1500})
+    assert call not in prepared.messages  # the pair went: the notice has no place before one
+    notices = [i for i, m in enumerate(prepared.messages) if "[Context" in json.dumps(m)]
+    assert len(notices) == 1
+    assert prepared.messages[notices[0] + 1 :] == items[-3:]
