@@ -32,6 +32,8 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd.formats.view import blocks_text
 
+from .drawn import STRATEGIES, configuration
+
 IMAGE = {
     "type": "image",
     "source": {"type": "base64", "media_type": "image/png", "data": "i" * 800},
@@ -39,12 +41,6 @@ IMAGE = {
 THINKING = ("thinking", "redacted_thinking")
 SERVER_RESULTS = ("web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result")
 USES = ("tool_use", "server_tool_use", "mcp_tool_use")
-STRATEGIES: list[str | None] = [
-    None,
-    "shorten_tools_epoch",
-    "shorten_tools_epoch_increment",
-    "shorten_tools",
-]
 CLIENT = ["client", "client", "client_image", "server", "mcp"]
 HOSTILE = [
     "shared_with_server",  # a tool_use and a server_tool_use with one id
@@ -407,24 +403,6 @@ def conversation(data: st.DataObject) -> tuple[list[Any], set[str], list[tuple[s
     if data.draw(st.integers(0, 3)) == 0:
         drawn.messages.pop()  # ends on calls still waiting
     return drawn.messages, drawn.hostile, drawn.shared
-
-
-def configuration(data: st.DataObject, strategy: str | None) -> dict[str, Any]:
-    config: dict[str, Any] = {"recall": data.draw(st.booleans())}
-    if strategy is None:
-        config["context_window"] = data.draw(st.sampled_from([1_500, 3_000, 6_000]))
-        config["cost_keep_share"] = data.draw(st.sampled_from([0, 0.5]))
-    elif strategy.startswith("shorten_tools_epoch"):
-        config |= {
-            "epoch_tool_call_threshold": 2,
-            "epoch_full_tool_calls": 1,
-            "epoch_compacted_tool_calls": data.draw(st.integers(1, 3)),
-            "epoch_size": 1,
-        }
-    else:
-        config |= {"max_tool_calls": data.draw(st.integers(1, 4)), "full_tool_outputs": 1}
-        config["max_tool_chars"] = 0
-    return config
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -32,12 +32,8 @@ from hypothesis import strategies as st
 
 import scoutd
 
-STRATEGIES: list[str | None] = [
-    None,
-    "shorten_tools_epoch",
-    "shorten_tools_epoch_increment",
-    "shorten_tools",
-]
+from .drawn import STRATEGIES, configuration
+
 TOOLS = ["function", "function", "custom"]
 HOSTILE = [
     "shared_kinds",
@@ -240,24 +236,6 @@ def conversation(data: st.DataObject) -> tuple[list[Any], set[str]]:
     for _ in range(data.draw(st.integers(2, 10))):
         drawn.turn(hostile)
     return drawn.messages, drawn.hostile
-
-
-def configuration(data: st.DataObject, strategy: str | None) -> dict[str, Any]:
-    config: dict[str, Any] = {"recall": data.draw(st.booleans())}
-    if strategy is None:
-        config["context_window"] = data.draw(st.sampled_from([1_500, 3_000, 6_000]))
-        config["cost_keep_share"] = data.draw(st.sampled_from([0, 0.5]))
-    elif strategy.startswith("shorten_tools_epoch"):
-        config |= {
-            "epoch_tool_call_threshold": 2,
-            "epoch_full_tool_calls": 1,
-            "epoch_compacted_tool_calls": data.draw(st.integers(1, 3)),
-            "epoch_size": 1,
-        }
-    else:
-        config |= {"max_tool_calls": data.draw(st.integers(1, 4)), "full_tool_outputs": 1}
-        config["max_tool_chars"] = 0
-    return config
 
 
 def chat_rules(messages: list[Any]) -> Counter[tuple[str, str]]:

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd.formats.view import blocks_text
 
+from .drawn import STRATEGIES, configuration
 from .test_responses_items_pairing import PAIRS, problems
 
 CUSTOM, CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
@@ -45,12 +46,6 @@ CALL_OF = {output: call for call, output in PAIRS.items()}
 SHOT = "data:image/png;base64," + "iVBORw0KGgo" * 50
 MARKER = re.compile(r"Truncated \((\d+), recall #(\d+)\): ")
 REMOVED = re.compile(r"removed here: ([#\d, -]+);")
-STRATEGIES: list[str | None] = [
-    None,
-    "shorten_tools_epoch",
-    "shorten_tools_epoch_increment",
-    "shorten_tools",  # drops the oldest pairs past max_tool_calls (there is no "drop_tools")
-]
 TOOLS = ["function", "custom", "custom", "computer", "shell"]
 HOSTILE = [
     "custom_without_output",
@@ -277,25 +272,6 @@ def conversation(data: st.DataObject) -> tuple[list[Any], set[str]]:
     for _ in range(data.draw(st.integers(2, 8))):
         drawn.turn(hostile)
     return drawn.items, drawn.hostile
-
-
-def configuration(data: st.DataObject, strategy: str | None) -> dict[str, Any]:
-    """A small window for ``strategy``, recall on or off."""
-    config: dict[str, Any] = {"recall": data.draw(st.booleans())}
-    if strategy is None:
-        config["context_window"] = data.draw(st.sampled_from([1_500, 3_000, 6_000]))
-        config["cost_keep_share"] = data.draw(st.sampled_from([0, 0.5]))
-    elif strategy.startswith("shorten_tools_epoch"):
-        config |= {
-            "epoch_tool_call_threshold": 2,
-            "epoch_full_tool_calls": 1,
-            "epoch_compacted_tool_calls": data.draw(st.integers(1, 3)),
-            "epoch_size": 1,
-        }
-    else:
-        config |= {"max_tool_calls": data.draw(st.integers(1, 4)), "full_tool_outputs": 1}
-        config["max_tool_chars"] = 0
-    return config
 
 
 def _hashable_type(item: Any) -> bool:
