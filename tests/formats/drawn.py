@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+# The same examples every run: the floors of cases reached hold for them.
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+# A shortened output's marker with recall on: its original length and handle.
+MARKER = re.compile(r"Truncated \((\d+), recall #(\d+)\): ")
 
 # The default, the epoch ones and the one that drops the oldest pairs by count.
 STRATEGIES: list[str | None] = [
@@ -33,3 +46,10 @@ def configuration(data: st.DataObject, strategy: str | None) -> dict[str, Any]:
         config |= {"max_tool_calls": data.draw(st.integers(1, 4)), "full_tool_outputs": 1}
         config["max_tool_chars"] = 0
     return config
+
+
+def output_text(n: int, lines: int) -> str:
+    """Output ``n``'s text: distinct lines, so that each output's text is its own."""
+    if lines == 0:
+        return f"ok {n}"
+    return f"output {n}\n" + "".join(f"line {n}.{k}: value_{n}_{k}\n" for k in range(lines))

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections import Counter
 from typing import Any
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import scoutd
 from scoutd.formats.view import blocks_text
 
-from .drawn import STRATEGIES, configuration
+from .drawn import MARKER, SETTINGS, STRATEGIES, configuration, output_text
 
 IMAGE = {
     "type": "image",
@@ -58,14 +57,6 @@ HOSTILE = [
     "server_result_for_client",  # a web_search_tool_result answering a tool_use
 ]
 SHARED = ["shared_with_server", "result_for_server", "mcp_result_for_client"]
-MARKER = re.compile(r"Truncated \((\d+), recall #(\d+)\): ")
-SETTINGS = settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
 
 
 def _key(block: Any) -> str:
@@ -199,12 +190,6 @@ def changes(given_messages: list[Any], prepared: list[Any]) -> Counter[str]:
     return found
 
 
-def _text(n: int, lines: int) -> str:
-    if lines == 0:
-        return f"ok {n}"
-    return f"output {n}\n" + "".join(f"line {n}.{k}: value_{n}_{k}\n" for k in range(lines))
-
-
 class _Drawn:
     """A conversation being drawn, and the hostile kinds put in it."""
 
@@ -225,7 +210,7 @@ class _Drawn:
         return f"{prefix}_{self.serial}"
 
     def result_content(self, image: bool) -> Any:
-        text = _text(self.serial, self.draw(st.sampled_from([0, 40, 120])))
+        text = output_text(self.serial, self.draw(st.sampled_from([0, 40, 120])))
         if not image and self.draw(st.booleans()):
             return text
         parts: list[Any] = [{"type": "text", "text": text}]
@@ -341,7 +326,7 @@ class _Drawn:
             self.client(uses, results, ident=self.draw(st.sampled_from([7, None, ["x"]])))
         elif kind == "surrogate_result":
             self.client(uses, results)
-            results[-1]["content"] = f"{_text(self.serial, 40)}\udfff"
+            results[-1]["content"] = f"{output_text(self.serial, 40)}\udfff"
         elif kind == "use_in_user":
             self.client(uses, results)
             extra.append(

@@ -27,12 +27,12 @@ import json
 from collections import Counter
 from typing import Any
 
-from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
+from hypothesis import currently_in_test_context, event, given
 from hypothesis import strategies as st
 
 import scoutd
 
-from .drawn import STRATEGIES, configuration
+from .drawn import SETTINGS, STRATEGIES, configuration, output_text
 
 TOOLS = ["function", "function", "custom"]
 HOSTILE = [
@@ -55,21 +55,8 @@ HOSTILE = [
     "unanswered",
     "answered_twice",
 ]
-SETTINGS = settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
 
 Message = dict[str, Any]
-
-
-def _text(n: int, lines: int) -> str:
-    if lines == 0:
-        return f"ok {n}"
-    return f"output {n}\n" + "".join(f"line {n}.{k}: value_{n}_{k}\n" for k in range(lines))
 
 
 def _key(ident: Any) -> str:
@@ -100,7 +87,7 @@ class _Drawn:
         return ident
 
     def output(self) -> Any:
-        text = _text(self.serial, self.draw(st.sampled_from([0, 40, 120])))
+        text = output_text(self.serial, self.draw(st.sampled_from([0, 40, 120])))
         if self.draw(st.booleans()):
             return text
         return [{"type": "text", "text": text}]

@@ -30,13 +30,13 @@ import re
 from collections import Counter
 from typing import Any
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import scoutd
 from scoutd.formats.view import blocks_text
 
-from .drawn import STRATEGIES, configuration
+from .drawn import MARKER, SETTINGS, STRATEGIES, configuration, output_text
 from .test_responses_items_pairing import PAIRS, problems
 
 CUSTOM, CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
@@ -44,7 +44,6 @@ FUNCTION, FUNCTION_OUTPUT = "function_call", "function_call_output"
 OUTPUT_OF = PAIRS  # call type -> its output type
 CALL_OF = {output: call for call, output in PAIRS.items()}
 SHOT = "data:image/png;base64," + "iVBORw0KGgo" * 50
-MARKER = re.compile(r"Truncated \((\d+), recall #(\d+)\): ")
 REMOVED = re.compile(r"removed here: ([#\d, -]+);")
 TOOLS = ["function", "custom", "custom", "computer", "shell"]
 HOSTILE = [
@@ -71,20 +70,6 @@ ODD_OUTPUTS: list[Any] = [
     [{"type": 5}],
     [1],
 ]
-SETTINGS = settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    derandomize=True,  # the same examples every run (the floors below hold for them)
-    suppress_health_check=list(HealthCheck),
-)
-
-
-def _text(n: int, lines: int) -> str:
-    """Output ``n``'s text: distinct lines, so that each output's text is its own."""
-    if lines == 0:
-        return f"ok {n}"
-    return f"output {n}\n" + "".join(f"line {n}.{k}: value_{n}_{k}\n" for k in range(lines))
 
 
 class _Drawn:
@@ -104,7 +89,7 @@ class _Drawn:
         return f"{prefix}_{self.serial}"
 
     def output_text(self) -> str:
-        return _text(self.serial, self.draw(st.sampled_from([0, 40, 120])))
+        return output_text(self.serial, self.draw(st.sampled_from([0, 40, 120])))
 
     def custom_output(self) -> Any:
         text = self.output_text()
