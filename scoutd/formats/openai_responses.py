@@ -130,13 +130,13 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
             custom = kind == _CUSTOM
             if type(ident) is str and type(item.get(_INPUT if custom else "arguments")) is str:
                 calls.setdefault(ident, []).append(i)
-            elif not custom:  # a custom item that cannot pair passes through, sized
+            else:  # passes through (a custom one counted for its size), as malformed
                 malformed += 1
         elif kind in (_OUTPUT, _CUSTOM_OUTPUT):
             ident = item.get("call_id")
             if type(ident) is str and blocks_text(item.get("output")) is not None:
                 outputs.setdefault(ident, []).append(i)
-            elif kind == _OUTPUT:
+            else:
                 malformed += 1
     for ident, found in calls.items():
         answers = outputs.pop(ident, [])
@@ -155,7 +155,7 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
             parts[found[0]], parts[answers[0]] = call, output
         elif answers or len(found) > 1:
             malformed += len(found) + len(answers)
-    malformed += sum(1 for found in outputs.values() for i in found if _kind(items[i]) == _OUTPUT)
+    malformed += sum(map(len, outputs.values()))  # outputs of no call, of either kind
     return malformed
 
 

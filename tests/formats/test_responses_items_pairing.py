@@ -315,3 +315,19 @@ def test_the_notice_never_comes_between_calls_still_waiting_and_their_outputs() 
     notices = [i for i, m in enumerate(prepared.messages) if "[Context" in json.dumps(m)]
     assert len(notices) == 1
     assert prepared.messages[notices[0] + 1 :] == items[-3:]
+
+
+def test_a_custom_item_without_its_partner_is_malformed_as_a_function_one_is() -> None:
+    """An output of no call, a call whose ``input`` is not a text: passed through and
+    counted as malformed, custom and function items alike (custom ones went uncounted)."""
+    for custom in (False, True):
+        call, output = _custom(0) if custom else _function(0)
+        field = "input" if custom else "arguments"
+        items: list[Any] = [
+            {"type": "message", "role": "user", "content": "go"},
+            {**output, "call_id": "nobody"},
+            {**call, "call_id": "odd", field: 7},
+        ]
+        prepared = scoutd.prepare(items, format="openai-responses")
+        assert prepared.messages == items
+        assert prepared.report[-1].malformed == 2, custom
