@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+import scoutd
 
 # The same examples every run: the floors of cases reached hold for them.
 SETTINGS = settings(
@@ -53,3 +57,22 @@ def output_text(n: int, lines: int) -> str:
     if lines == 0:
         return f"ok {n}"
     return f"output {n}\n" + "".join(f"line {n}.{k}: value_{n}_{k}\n" for k in range(lines))
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and equal as JSON text (``True`` is not ``1``); lone surrogates escaped."""
+    return bool(a == b) and json.dumps(a) == json.dumps(b)
+
+
+def session_rounds(
+    messages: list[Any], format: str, strategy: str | None, config: dict[str, Any]
+) -> Iterator[tuple[scoutd.Session, list[Any], list[Any]]]:
+    """``(session, prefix, prompt)`` for each prefix of ``messages`` fed in turn to one
+    in-process session, each prompt checked equal to ``scoutd.prepare`` of the prefix."""
+    with scoutd.Session(format=format, strategies=strategy, config=config) as session:
+        for end in range(1, len(messages) + 1):
+            part = messages[:end]
+            prompt = session.prepare_prompt(part)
+            whole = scoutd.prepare(part, strategy, format=format, config=config).messages
+            assert same(prompt, whole), end
+            yield session, part, prompt

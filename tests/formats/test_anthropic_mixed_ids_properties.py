@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd.formats.view import blocks_text
 
-from .drawn import MARKER, SETTINGS, STRATEGIES, configuration, output_text
+from .drawn import MARKER, SETTINGS, STRATEGIES, configuration, output_text, same, session_rounds
 
 IMAGE = {
     "type": "image",
@@ -390,10 +390,6 @@ def conversation(data: st.DataObject) -> tuple[list[Any], set[str], list[tuple[s
     return drawn.messages, drawn.hostile, drawn.shared
 
 
-def _same(a: Any, b: Any) -> bool:
-    return bool(a == b) and json.dumps(a) == json.dumps(b)
-
-
 def _facts(
     given_messages: list[Any],
     prepared: list[Any],
@@ -460,9 +456,10 @@ def test_mixed_kinds_sharing_ids_are_compacted_validly() -> None:
         messages, hostile, shared = conversation(data)
         config = configuration(data, strategy)
         snapshot = copy.deepcopy(messages)
-        options: dict[str, Any] = {"format": "anthropic", "config": config}
-        prepared = scoutd.prepare(messages, strategy, **options).messages  # (a)
-        assert _same(messages, snapshot)  # (d)
+        prepared = scoutd.prepare(
+            messages, strategy, format="anthropic", config=config
+        ).messages  # (a)
+        assert same(messages, snapshot)  # (d)
         if not hostile:
             assert problems(messages) == Counter(), messages  # the drawing is valid
         assert problems(prepared) - problems(messages) == Counter(), json.dumps(
@@ -471,15 +468,10 @@ def test_mixed_kinds_sharing_ids_are_compacted_validly() -> None:
         assert changes(messages, prepared) == Counter()  # (c)
         _facts(messages, prepared, shared, seen)
         seen["hostile" if hostile else "plain"] += 1
-        with scoutd.Session(format="anthropic", strategies=strategy, config=config) as s:
-            for end in range(1, len(messages) + 1):  # (e)
-                part = messages[:end]
-                prompt = s.prepare_prompt(part)
-                whole = scoutd.prepare(part, strategy, **options).messages
-                assert _same(prompt, whole), end
-                if config["recall"]:
-                    _check_recall(s, part, prompt, seen)
-        assert _same(messages, snapshot)
+        for s, part, prompt in session_rounds(messages, "anthropic", strategy, config):  # (e)
+            if config["recall"]:
+                _check_recall(s, part, prompt, seen)
+        assert same(messages, snapshot)
 
     check()
     floors = {

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import scoutd
 
-from .drawn import SETTINGS, STRATEGIES, configuration, output_text
+from .drawn import SETTINGS, STRATEGIES, configuration, output_text, same, session_rounds
 
 TOOLS = ["function", "function", "custom"]
 HOSTILE = [
@@ -285,11 +285,6 @@ def chat_rules(messages: list[Any]) -> Counter[tuple[str, str]]:
     return found
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal, and equal as JSON text (``True`` is not ``1``); lone surrogates escaped."""
-    return bool(a == b) and json.dumps(a) == json.dumps(b)
-
-
 def _note(seen: Counter[str], name: str) -> None:
     """Count an interesting case (and show it in Hypothesis' statistics)."""
     seen[name] += 1
@@ -316,7 +311,7 @@ def _is_rewrite(given: Any, made: Any) -> bool:
         return False
     if given.get("role") == "tool":
         return _text_of(made.get("content")) is not None and "tool_calls" not in made
-    if given.get("role") != "assistant" or not _same(given.get("content"), made.get("content")):
+    if given.get("role") != "assistant" or not same(given.get("content"), made.get("content")):
         return False
     entries, kept = given.get("tool_calls"), made.get("tool_calls")
     if type(entries) is not list or type(kept) is not list or not kept:
@@ -391,7 +386,7 @@ def _facts(messages: list[Any], prompt: list[Any], hostile: set[str], seen: Coun
             _note(seen, "pair dropped")
     if hostile & {"shared_kinds", "shared_kinds_across"}:
         seen["shared id reached"] += 1
-        if not _same(messages, prompt):
+        if not same(messages, prompt):
             _note(seen, "shared id with a changed prompt")
     shared = _shared_ids(messages)
     for m in messages:  # a pair of a shared id shortened or dropped
@@ -418,7 +413,7 @@ def test_chat_mixed_kinds_and_shared_ids_stay_valid() -> None:
         snapshot = copy.deepcopy(messages)
         options: dict[str, Any] = {"format": "openai-chat", "config": config}
         prepared = scoutd.prepare(messages, strategy, **options).messages  # (a)
-        assert _same(messages, snapshot)  # (d)
+        assert same(messages, snapshot)  # (d)
         if not hostile:
             assert (
                 chat_rules(messages)
@@ -435,18 +430,15 @@ def test_chat_mixed_kinds_and_shared_ids_stay_valid() -> None:
         _facts(messages, prepared, hostile, seen)
         seen["hostile" if hostile else "plain"] += 1
         seen.update(f"hostile: {kind}" for kind in hostile)
-        with scoutd.Session(format="openai-chat", strategies=strategy, config=config) as s:
-            for end in range(1, len(messages) + 1):  # (e)
-                part = messages[:end]
-                prompt = s.prepare_prompt(part)
-                whole = scoutd.prepare(part, strategy, **options).messages
-                assert _same(prompt, whole), end
-        assert _same(messages, snapshot)
+        for _ in session_rounds(messages, "openai-chat", strategy, config):  # (e)
+            pass
+        assert same(messages, snapshot)
 
     check()
-    print(dict(seen))
     # about a third of what the fixed examples (derandomize) reach: the floors only
-    # stop the test from passing on nothing
+    # stop the test from passing on nothing. The examples follow from this test's
+    # source: an edit may leave a late kind of HOSTILE unreached (sampled_from favours
+    # the first ones); weight it in HOSTILE then, never lower its floor.
     floors = {
         "pair dropped": 15,
         "tool rewritten": 12,
@@ -563,7 +555,7 @@ def test_the_notice_never_comes_between_calls_still_waiting_and_their_answers() 
     answered = [*prompt, {"role": "tool", "tool_call_id": "b1", "content": "ok"}]
     assert chat_rules(answered) == Counter()  # the agent's answer goes right after its call
     with scoutd.Session(format="openai-chat", config=config) as session:
-        assert _same(session.prepare_prompt(messages), prompt)
+        assert same(session.prepare_prompt(messages), prompt)
 
 
 def test_the_notice_never_comes_between_parallel_calls_and_their_last_answers() -> None:

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 import scoutd
 from scoutd.formats.view import blocks_text
 
-from .drawn import MARKER, SETTINGS, STRATEGIES, configuration, output_text
+from .drawn import MARKER, SETTINGS, STRATEGIES, configuration, output_text, same, session_rounds
 from .test_responses_items_pairing import PAIRS, problems
 
 CUSTOM, CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
@@ -331,11 +331,6 @@ def _handles(prompt: list[Any]) -> tuple[dict[int, tuple[int, Any]], set[int]]:
     return shortened, removed
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal, and equal as JSON text (``True`` is not ``1``); lone surrogates escaped."""
-    return bool(a == b) and json.dumps(a) == json.dumps(b)
-
-
 def _facts(items: list[Any], prepared: list[Any], seen: Counter[str]) -> None:
     """Count the interesting cases the prompt reached."""
     by_key = {
@@ -402,9 +397,10 @@ def test_custom_tool_pairs_are_compacted_validly() -> None:
         items, hostile = conversation(data)
         config = configuration(data, strategy)
         snapshot = copy.deepcopy(items)
-        options: dict[str, Any] = {"format": "openai-responses", "config": config}
-        prepared = scoutd.prepare(items, strategy, **options).messages  # (a)
-        assert _same(items, snapshot)  # (c)
+        prepared = scoutd.prepare(
+            items, strategy, format="openai-responses", config=config
+        ).messages  # (a)
+        assert same(items, snapshot)  # (c)
         if not hostile:
             assert api_problems(items, items) == Counter()  # the drawing is valid
             assert pair_problems(items) == Counter()
@@ -413,15 +409,10 @@ def test_custom_tool_pairs_are_compacted_validly() -> None:
         _facts(items, prepared, seen)
         seen["hostile" if hostile else "plain"] += 1
         seen.update(f"hostile: {kind}" for kind in hostile)
-        with scoutd.Session(format="openai-responses", strategies=strategy, config=config) as s:
-            for end in range(1, len(items) + 1):  # (d)
-                part = items[:end]
-                prompt = s.prepare_prompt(part)
-                whole = scoutd.prepare(part, strategy, **options).messages
-                assert _same(prompt, whole), end
-                if config["recall"]:
-                    _check_recall(s, part, prompt, seen)  # (e)
-        assert _same(items, snapshot)
+        for s, part, prompt in session_rounds(items, "openai-responses", strategy, config):  # (d)
+            if config["recall"]:
+                _check_recall(s, part, prompt, seen)  # (e)
+        assert same(items, snapshot)
 
     check()
     # about a third of the least seen over many seeds: the examples are fixed
