@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from scoutd.config import TIGHTEN_ONLY, DaemonConfig, FleetConfig, PromptConfig
-from scoutd.fleet.agent import metrics_text
+from scoutd.fleet.metrics import metrics_text
 from scoutd.protocol import messages
 from scoutd.server.metrics import Gauges, Metrics
 

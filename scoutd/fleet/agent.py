@@ -103,7 +103,7 @@ class FleetAgent:
         self.keys = Keys(config.prefix)
         self.group = Keys.group(self.host)
         self.instance = secrets.token_hex(8)  # tells this run's beats from any other's
-        self.conflict: str | None = None  # another daemon beats under this name (see _note_beat)
+        self.conflict: str | None = None  # another daemon beats under this name (see _judge_beat)
         self._beaten = False  # a beat of this run was written
         self._foreign_at = 0.0  # when another instance's beat was last found
         self.journal = Journal(os.path.join(config.state_dir, f"delivered-{self.host}.log"))
@@ -420,7 +420,11 @@ class FleetAgent:
                 raise answer
         del self._unsent[:sent]
         if not isinstance(replaced, Exception):
-            self._note_beat(replaced)
+            conflict = self._judge_beat(replaced)
+            if (conflict or "") != beat.conflict:  # told in the stored beat now, not a beat later
+                told = msgspec.structs.replace(beat, conflict=conflict or "")
+                await self._redis.hset(self.keys.hosts, self.host, encode(told))
+            self.conflict = conflict
         elif not self._unread_beat:  # said once
             self._unread_beat = True
             log.error(
@@ -430,7 +434,7 @@ class FleetAgent:
                 self.host,
             )
 
-    def _note_beat(self, replaced: bytes | None) -> None:
+    def _judge_beat(self, replaced: bytes | None) -> str | None:
         """Tell a second daemon under this host name from this daemon's own restart.
 
         Both read through the name's one consumer group, so Redis gives each
@@ -439,7 +443,9 @@ class FleetAgent:
         own from before a restart, say); after that, a beat of another instance
         in its place was written since its own last one: another daemon, live.
         Said in ``status`` and in the beats (``fleet status``, ``fleet
-        receipts``) until none is seen for three intervals.
+        receipts``) until none is seen for three intervals. Returns the
+        conflict to tell; the caller stores it once the beat says it too, so
+        that ``status`` never tells one the fleet's view does not.
         """
         other = _instance_of(replaced)
         now = time.monotonic()
@@ -452,18 +458,20 @@ class FleetAgent:
                     self.host,
                 )
             self._foreign_at = now
-            self.conflict = (
+            self._beaten = True
+            return (
                 f"another scoutd daemon beats as host {self.host!r} (instance {other}): each"
                 " command reaches only one of the daemons under one name; give each its own"
                 " [fleet] host"
             )
-        elif (
+        self._beaten = True
+        if (
             self.conflict is not None
             and now - self._foreign_at > 3 * self.config.heartbeat_interval
         ):
             log.info("fleet: no other daemon beats as host %r any more", self.host)
-            self.conflict = None
-        self._beaten = True
+            return None
+        return self.conflict
 
 
 def _instance_of(beat: bytes | None) -> str:
@@ -474,25 +482,3 @@ def _instance_of(beat: bytes | None) -> str:
         return decode_beat(beat).instance
     except (msgspec.DecodeError, RecursionError):  # another version, or not a beat at all
         return ""
-
-
-def metrics_text(status: protocol.FleetStatus) -> str:
-    """The fleet's lines of the Prometheus exposition (pure)."""
-    lines = [
-        "# HELP scoutd_fleet_connected 1 while the fleet's Redis answers",
-        "# TYPE scoutd_fleet_connected gauge",
-        f"scoutd_fleet_connected {int(status.connected)}",
-        "# HELP scoutd_fleet_disconnected_seconds how long the fleet link has been down",
-        "# TYPE scoutd_fleet_disconnected_seconds gauge",
-        f"scoutd_fleet_disconnected_seconds {status.disconnected_for}",
-        "# HELP scoutd_fleet_commands_total fleet commands read and acknowledged",
-        "# TYPE scoutd_fleet_commands_total counter",
-        f"scoutd_fleet_commands_total {status.commands}",
-        "# HELP scoutd_fleet_delivered_total chats a fleet command was written to",
-        "# TYPE scoutd_fleet_delivered_total counter",
-        f"scoutd_fleet_delivered_total {status.delivered}",
-        "# HELP scoutd_fleet_reconnects_total reconnections to the fleet's Redis",
-        "# TYPE scoutd_fleet_reconnects_total counter",
-        f"scoutd_fleet_reconnects_total {status.reconnects}",
-    ]
-    return "\n".join(lines) + "\n"

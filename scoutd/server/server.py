@@ -388,7 +388,7 @@ class Server:
         )
         text = self.metrics.render(gauges, ERROR_NAMES)
         if self.fleet is not None:
-            from ..fleet.agent import metrics_text
+            from ..fleet.metrics import metrics_text
 
             text += metrics_text(self.fleet.status())
         return text

@@ -73,6 +73,32 @@ def test_two_daemons_under_one_name_are_told_everywhere(redis_server: RedisServe
         )
 
 
+def test_the_fleet_view_tells_a_conflict_as_soon_as_the_daemons_do(
+    redis_server: RedisServer,
+) -> None:
+    """The beat that finds the other daemon says so itself, not the beat after it.
+
+    Slow beats make the gap plain: an operator who read `fleet status` right
+    after both daemons told the conflict in `status` was shown none for up to
+    an interval.
+    """
+    ops = operator(redis_server)
+    with ExitStack() as stack:
+        first = stack.enter_context(fleet_host(redis_server, "pair", heartbeat_interval=1.5))
+        second = stack.enter_context(fleet_host(redis_server, "pair", heartbeat_interval=1.5))
+        for daemon in (first, second):
+            wait_connected(daemon)
+        for daemon in (first, second):
+            wait_for(
+                lambda d=daemon: (
+                    "beats as host 'pair'" in (d.status()["fleet"]["last_error"] or "")
+                ),
+                WAIT,
+                "the conflict in the daemon's status",
+            )
+        assert run(lambda: fleet_view(ops)).conflicts == ["pair"]
+
+
 def test_a_daemon_restarted_under_its_name_is_no_conflict(redis_server: RedisServer) -> None:
     """Its first beat replaces its own last one from before the restart (killed: fresh)."""
     ops = operator(redis_server)
