@@ -42,13 +42,17 @@ _decode = msgspec.json.Decoder().decode
 
 _ONE_CALL = (0, 0)  # the refs of a call (slot 0) and its output
 _OUTPUT = "function_call_output"
+_CUSTOM, _INPUT = "custom", "input"  # a custom call's entry type and its free text
 
 
-def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
+def _calls(message: Any) -> list[tuple[Any, Any, str | dict[str, str]]] | None:
     """The (name, id, arguments) of each call; None without calls.
 
+    A ``custom`` call's free-text ``input`` is shown as the argument ``input``
+    (as in the Responses format), so its pair is compacted as a function one.
+
     Raises:
-        Malformed: an entry without a string ``id`` or ``arguments``.
+        Malformed: an entry without a string ``id`` or ``arguments`` (``input``).
     """
     if type(message) is not dict and not isinstance(message, Mapping):
         return None
@@ -57,13 +61,25 @@ def _calls(message: Any) -> list[tuple[Any, Any, str]] | None:
     entries = message.get("tool_calls")
     if type(entries) is not list or not entries:
         return None
-    calls = []
+    calls: list[tuple[Any, Any, str | dict[str, str]]] = []
     for entry in entries:
-        function = entry.get("function") if type(entry) is dict else None
-        if type(function) is not dict:
+        if type(entry) is not dict:
             raise Malformed
-        ident, arguments = entry.get("id"), function.get("arguments")
-        if type(ident) is not str or type(arguments) is not str:
+        ident = entry.get("id")
+        if entry.get("type") == _CUSTOM:
+            custom = entry.get(_CUSTOM)
+            if type(custom) is not dict or type(ident) is not str:
+                raise Malformed
+            text = custom.get(_INPUT)
+            if type(text) is not str:
+                raise Malformed
+            calls.append((custom.get("name"), ident, {_INPUT: text}))
+            continue
+        function = entry.get("function")
+        if type(function) is not dict or type(ident) is not str:
+            raise Malformed
+        arguments = function.get("arguments")
+        if type(arguments) is not str:
             raise Malformed
         calls.append((function.get("name"), ident, arguments))
     return calls
@@ -372,7 +388,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
     return end
 
 
-def _answered(calls: list[tuple[Any, Any, str]], ids: list[Any], texts: list[Any]) -> bool:
+def _answered(calls: list[tuple[Any, Any, Any]], ids: list[Any], texts: list[Any]) -> bool:
     """Whether the ``tool`` messages (``ids``, ``texts``) answer ``calls`` exactly once each."""
     if not calls or len(texts) != len(calls) or len(ids) != len(calls) or None in texts:
         return False
@@ -386,7 +402,7 @@ def _answered(calls: list[tuple[Any, Any, str]], ids: list[Any], texts: list[Any
 def _add_group(
     result: View,
     message: Any,
-    calls: list[tuple[Any, Any, str]],
+    calls: list[tuple[Any, Any, str | dict[str, str]]],
     ids: list[Any],
     texts: list[str],
 ) -> None:

@@ -63,6 +63,15 @@ def _rewritten_call(entry: Mapping[str, Any], fate: Any) -> Any:
     arguments = rewritten_arguments(fate)
     if type(arguments) is not dict:
         return entry
+    if entry.get("type") == "custom":  # its input stays a text
+        text = arguments.get("input")
+        if type(text) is not str:
+            return entry
+        custom = dict(entry["custom"])
+        custom["input"] = text
+        changed_custom = dict(entry)
+        changed_custom["custom"] = custom
+        return changed_custom
     function = dict(entry["function"])
     function["arguments"] = encode_arguments(arguments)
     changed = dict(entry)

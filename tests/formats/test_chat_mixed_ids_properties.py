@@ -54,6 +54,9 @@ HOSTILE = [
     "surrogate_arguments",
     "unanswered",
     "answered_twice",
+    "custom_input_not_text",
+    "custom_without_body",
+    "surrogate_input",
 ]
 
 Message = dict[str, Any]
@@ -149,9 +152,8 @@ class _Drawn:
                     pair.reverse()
                 answers += pair
             elif kind == "shared_kinds_across":
-                # an id an earlier function call has, now a custom call's (or the reverse)
-                # a function call taking a custom call's id makes a group the strategies
-                # may shorten or drop; a custom one taking a function call's id passes
+                # an id an earlier function call has, now a custom call's (or the reverse):
+                # either makes a group the strategies may shorten or drop
                 kind = "function" if self.by_kind["custom"] else "custom"
                 other = self.by_kind["function" if kind == "custom" else "custom"]
                 ident = self.draw(st.sampled_from(other)) if other else self.next_id()
@@ -196,6 +198,15 @@ class _Drawn:
                 answers.append(self.answer(ident))
             elif kind == "unanswered":
                 entries.append(self.entry(self.draw(st.sampled_from(TOOLS)), self.next_id()))
+            elif kind in ("custom_input_not_text", "custom_without_body", "surrogate_input"):
+                ident = self.next_id()
+                entry = self.entry("custom", ident)
+                if kind == "custom_without_body":
+                    del entry["custom"]
+                else:
+                    entry["custom"]["input"] = {"patch": "p"} if kind[0] == "c" else "\ud800 p"
+                entries.append(entry)
+                answers.append(self.answer(ident))
             else:  # answered_twice
                 ident = self.next_id()
                 entries.append(self.entry("function", ident))
@@ -327,17 +338,20 @@ def _is_rewrite(given: Any, made: Any) -> bool:
 
 
 def _shortened(given: Any, made: Any) -> bool:
+    """Whether ``made`` is ``given`` with its arguments (a custom call: its input) shortened."""
     if type(given) is not dict or type(made) is not dict or given.get("id") != made.get("id"):
         return False
-    if {k: v for k, v in given.items() if k != "function"} != {
-        k: v for k, v in made.items() if k != "function"
+    body, text = ("custom", "input") if given.get("type") == "custom" else ("function", "arguments")
+    if {k: v for k, v in given.items() if k != body} != {
+        k: v for k, v in made.items() if k != body
     }:
         return False
-    function = made.get("function")
-    if type(function) is not dict or type(function.get("arguments")) is not str:
+    changed = made.get(body)
+    if type(changed) is not dict or type(changed.get(text)) is not str:
         return False
-    json.loads(function["arguments"])  # still JSON
-    return bool(given.get("function", {}).get("name") == function.get("name"))
+    if body == "function":
+        json.loads(changed[text])  # still JSON
+    return bool(given.get(body, {}).get("name") == changed.get("name"))
 
 
 def changes(messages: list[Any], prompt: list[Any], seen: Counter[str]) -> list[str]:
@@ -365,6 +379,15 @@ def changes(messages: list[Any], prompt: list[Any], seen: Counter[str]) -> list[
     return wrong
 
 
+def _entries(messages: list[Any]) -> list[Any]:
+    """The ``tool_calls`` entries (dicts) of the assistant messages."""
+    found = []
+    for m in messages:
+        calls = m.get("tool_calls") if type(m) is dict and m.get("role") == "assistant" else None
+        found += [e for e in (calls if type(calls) is list else ()) if type(e) is dict]
+    return found
+
+
 def _shared_ids(messages: list[Any]) -> set[str]:
     """The ids that calls of both kinds have (in one message or in two)."""
     kinds: dict[str, set[Any]] = {}
@@ -388,6 +411,19 @@ def _facts(messages: list[Any], prompt: list[Any], hostile: set[str], seen: Coun
         seen["shared id reached"] += 1
         if not same(messages, prompt):
             _note(seen, "shared id with a changed prompt")
+    inputs: dict[str, set[Any]] = {}  # the inputs given to the custom calls of each id
+    for entry in _entries(messages):
+        if entry.get("type") == "custom" and type(entry.get("custom")) is dict:
+            inputs.setdefault(_key(entry.get("id")), set()).add(repr(entry["custom"].get("input")))
+    for m in messages:
+        answer = type(m) is dict and m.get("role") == "tool"
+        if answer and id(m) not in kept and _key(m.get("tool_call_id")) in inputs:
+            _note(seen, "custom pair shortened or dropped")
+    for entry in _entries(prompt):
+        given = inputs.get(_key(entry.get("id")), set())
+        custom = entry.get("custom")
+        if given and type(custom) is dict and repr(custom.get("input")) not in given:
+            _note(seen, "custom input shortened")
     shared = _shared_ids(messages)
     for m in messages:  # a pair of a shared id shortened or dropped
         answer = type(m) is dict and m.get("role") == "tool"
@@ -396,9 +432,14 @@ def _facts(messages: list[Any], prompt: list[Any], hostile: set[str], seen: Coun
 
 
 def check_prompt(messages: list[Any], prompt: list[Any], seen: Counter[str]) -> None:
-    assert chat_rules(prompt) - chat_rules(messages) == Counter(), chat_rules(prompt) - chat_rules(
-        messages
-    )
+    broken, given = chat_rules(prompt), chat_rules(messages)
+    for (kind, ident), count in list(broken.items()):
+        # a group that broke the rules, left last when all after it is dropped: the same
+        # call unanswered, now at the end
+        if kind == "call pending at the end" and given["call not answered", ident]:
+            broken["call not answered", ident] += count
+            del broken[kind, ident]
+    assert broken - given == Counter(), broken - given
     assert changes(messages, prompt, seen) == []
 
 
@@ -449,6 +490,8 @@ def test_chat_mixed_kinds_and_shared_ids_stay_valid() -> None:
         "hostile: function_twice_same_id": 5,
         "shared id with a changed prompt": 6,
         "shared id pair shortened or dropped": 4,
+        "custom pair shortened or dropped": 45,
+        "custom input shortened": 30,
     } | {f"hostile: {kind}": 1 for kind in HOSTILE}
     assert all(seen[name] >= floor for name, floor in floors.items()), seen
 

@@ -1,8 +1,8 @@
 """Tool traffic the adapters pass through stays with what belongs with it (docs/FORMATS.md).
 
 The default strategy drops the assistant remarks among the pairs it drops. An
-assistant message holding calls the adapter does not read (custom or legacy
-calls, a malformed group) is no remark: it goes, or stays, with the messages
+assistant message holding calls the adapter does not read (legacy calls, a
+malformed group) is no remark: it goes, or stays, with the messages
 answering it. A Responses ``reasoning`` item goes with its turn, also when its
 turn is an answer without calls that the strategy dropped as a remark.
 """
@@ -29,8 +29,8 @@ PAIRS = 30  # pairs of 900 characters: well past the window
 
 
 def _custom_group() -> list[dict[str, Any]]:
-    """A Chat custom tool call and its answer."""
-    call = {"id": "cu_1", "type": "custom", "custom": {"name": "patch", "input": "*** Begin"}}
+    """A Chat custom tool call whose ``input`` is no text (malformed) and its answer."""
+    call = {"id": "cu_1", "type": "custom", "custom": {"name": "patch", "input": ["*** Begin"]}}
     return [
         {"role": "assistant", "content": "patching", "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "cu_1", "content": "done"},
@@ -64,7 +64,7 @@ def _anthropic_group() -> list[dict[str, Any]]:
 
 # format, conversation builder, where the group goes (after the first pair), the group
 CASES = {
-    "chat custom call": ("openai-chat", chat, 4, _custom_group),
+    "chat custom call, input not a text": ("openai-chat", chat, 4, _custom_group),
     "chat legacy function_call": ("openai-chat", chat, 4, _legacy_group),
     "chat malformed arguments": ("openai-chat", chat, 4, _malformed_group),
     "anthropic malformed input": ("anthropic", anthropic, 3, _anthropic_group),
