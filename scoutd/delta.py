@@ -134,15 +134,21 @@ class DeltaEncoder(_Checksummed):
     def __init__(self, replacing: bool = False) -> None:
         super().__init__(replacing)
         self.writer: object = None
+        self._whole: list[Any] | None = None  # the previous prompt, sent whole
 
     def delta(self, prompt: list[Any], stable: int = 0, *, replace: bool = False) -> PromptDelta:
         """The delta from the previous prompt to ``prompt``.
 
         ``stable`` leading messages are known to be unchanged (they are not
         compared again). ``replace``: the replacing form; asking for the
-        other form than the previous call starts over (``keep`` 0).
+        other form than the previous call starts over (``keep`` 0), unless the
+        previous prompt went whole (:meth:`sent_whole`).
         """
-        if replace != self.replacing:
+        whole, self._whole = self._whole, None
+        if whole is not None:
+            self.reset(replace)
+            self.take(0, whole)
+        elif replace != self.replacing:
             self.reset(replace)
         previous = self.prompt
         keep = min(stable, len(previous), len(prompt))
@@ -175,6 +181,14 @@ class DeltaEncoder(_Checksummed):
     def forget(self) -> None:
         """Forget the previous prompt: the next delta carries everything."""
         self.reset(self.replacing)
+        self._whole = None
+
+    def sent_whole(self, prompt: list[Any]) -> None:
+        """``prompt`` went out whole (not as a delta): the receiver holds it, so the
+        next delta is of it, in the form that one asks for. Its checksums are made
+        then, if one is ever asked for (a caller that never asks pays nothing)."""
+        self.forget()
+        self._whole = prompt
 
 
 class DeltaDecoder(_Checksummed):

@@ -430,8 +430,14 @@ class AsyncSession:
                 except DeltaMismatch as exc:
                     if whole:  # no delta was asked for: not an answer of this protocol
                         raise await self._conn.unreadable("answer to prepare_prompt", exc) from None
+                    conversation.unused()
                 conversation.forget()
                 whole = True
+        except RemoteError:
+            raise  # the daemon's own answer: the round delivered nothing
+        except BaseException:
+            conversation.unused()  # given up (a timeout, a cancellation): its notices again
+            raise
         finally:
             self._busy.release()
 

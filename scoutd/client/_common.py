@@ -263,6 +263,8 @@ class SentConversation:
         self.stale = False
         # Whether the next whole call asks for the notices of a discarded answer.
         self._redeliver = False
+        # Whether the last request made went out (the daemon runs it, answered or not).
+        self._out = False
 
     def params(
         self,
@@ -278,6 +280,7 @@ class SentConversation:
         sent (:meth:`check`, while the daemon prepares).
         """
         self.stale = False
+        self._out = False
         params = prepare_params(messages, strategies, None, self.session_id, config)
         sent = self._sent
         if not whole and 0 < sent <= len(messages):
@@ -303,12 +306,22 @@ class SentConversation:
         Run while the daemon prepares that tail, so that the comparison, the one
         part of a round that grows with the conversation, overlaps its work.
         """
+        self._out = True
         if params.append is not None:
             self.stale = not self._unchanged(messages)
 
     def discard(self, answer: SessionAnswer) -> None:
         """Drop a ``stale`` answer: the next whole call asks for its notices again."""
         self._redeliver = any(report.inbox_delivered for report in answer.report)
+
+    def unused(self) -> None:
+        """The answer to the request last made will not be used (it came too late, was
+        cancelled, or did not apply): start over, and if the request went out, ask in
+        the next whole call for the notices its round took (docs/PROTOCOL.md, "Answers
+        not used"); the daemon gives back those of its last round, none if it failed."""
+        if self._out:
+            self._redeliver = True
+        self.forget()
 
     def refused_redeliver(self, exc: RemoteError) -> bool:
         """Whether ``exc`` refuses ``redeliver`` (a daemon older than it) while it

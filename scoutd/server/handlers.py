@@ -88,6 +88,13 @@ class Call:
             protocol.UNKNOWN_SESSION, f"unknown session {session!r}", id=self.id
         )
 
+    def session(self, session_id: str) -> AgentSession:
+        """The session named, if the peer's uid may use it; else ``-32006``."""
+        found = self.server.registry.get(session_id, self.conn.peer.uid, self.server.shared.own_uid)
+        if found is None:
+            raise self.unknown_session(session_id)
+        return found
+
     async def check_path(self, save_file: str) -> str:
         """The save file resolved, inside the allowed roots and reachable by the peer."""
         server = self.server
@@ -232,27 +239,31 @@ async def session_recall(call: Call, params: protocol.SessionRecallParams) -> by
     one of its uid's prepare slots, in a worker thread (it reads the whole
     conversation), after the room for the answer, which may be a large output:
     looked for first, then again before each slot (as ``prepare_prompt``), since
-    the answers made while this one waited may have filled the uid's bound."""
+    the answers made while this one waited may have filled the uid's bound; in its
+    turn (:func:`_turn`): a recall sent after a round answers from its conversation."""
     server, uid = call.server, call.conn.peer.uid
-    session = server.registry.get(params.session, uid, server.shared.own_uid)
-    if session is None:
-        raise call.unknown_session(params.session)
+    session = call.session(params.session)
     room = partial(call.conn.answer_room, call.id)
-    await room()
-    session.last_used = time.monotonic()
-    async with _turn(call, session), server.shared.quotas.computing(uid, room):
-        return await anyio.to_thread.run_sync(
-            _recall_answer, session, params, call.id, limiter=server.limiter
-        )
+    async with _turn(call, session):
+        await room()
+        if session.closed:  # while it waited for the room
+            raise call.unknown_session(session.id)
+        session.last_used = time.monotonic()
+        async with server.shared.quotas.computing(uid, room):
+            return await anyio.to_thread.run_sync(
+                _recall_answer, session, params, call.id, limiter=server.limiter
+            )
 
 
 @contextlib.asynccontextmanager
 async def _turn(call: Call, session: AgentSession) -> AsyncIterator[None]:
-    """Hold ``session``'s lock: one round (or recall) at a time. A call that waited for
-    it while the session was closed gets ``-32006`` like any call naming a closed
-    session, and nothing runs: ``session.close`` never waits for the rounds in flight,
-    and a round already past this check counts nothing once the session is closed
-    (:meth:`~scoutd.server.quotas.Quotas.reserve_session`)."""
+    """Hold ``session``'s lock: one round (or recall) at a time, in the order they came
+    (anyio's lock passes to its waiters in turn), taken before anything may wait (room,
+    a path check): else a call could overtake an earlier one and be prepared on the
+    conversation that one replaces, its ``base`` (a count) none the wiser. A call that
+    waited for it while the session was closed gets ``-32006``, and nothing runs:
+    ``session.close`` never waits for the rounds in flight, and a round past this check
+    counts nothing once the session is closed (``Quotas.reserve_session``)."""
     async with session.lock:
         if session.closed:
             raise call.unknown_session(session.id)
@@ -345,9 +356,11 @@ class Resolved:
     recheck: workers.PathCheck | None
 
 
-async def resolve_prepare(call: Call, params: protocol.PreparePromptParams) -> Resolved:
-    """The configuration (with the call's overrides), the session and the checked
-    save file of a ``prepare_prompt``; a protocol error for what is refused."""
+async def resolve_prepare(
+    call: Call, params: protocol.PreparePromptParams, session: AgentSession | None
+) -> Resolved:
+    """The configuration (with the call's overrides) and the checked save file of a
+    ``prepare_prompt`` of ``session`` (the one it names); an error for what is refused."""
     server = call.server
     config = call.snap.config
     if params.config:
@@ -355,11 +368,6 @@ async def resolve_prepare(call: Call, params: protocol.PreparePromptParams) -> R
             config = with_overrides(config, params.config)
         except ConfigError as exc:
             raise call.invalid_params("$.params.config", exc) from None
-    session: AgentSession | None = None
-    if params.session is not None:
-        session = server.registry.get(params.session, call.conn.peer.uid, server.shared.own_uid)
-        if session is None:
-            raise call.unknown_session(params.session)
     if session is not None and params.save_file is None:
         # The session's save file; the inbox it names is known already.
         recheck = (session.save_file, call.snap.roots, call.conn.peer, server.shared.own_uid)
@@ -375,15 +383,21 @@ async def resolve_prepare(call: Call, params: protocol.PreparePromptParams) -> R
 
 async def prepare_prompt(call: Call, params: protocol.PreparePromptParams) -> bytes:
     """Resolve the request, then run it; first, while this client's unread answers
-    are at their bound, wait (or refuse), as again before each prepare slot."""
-    await call.conn.answer_room(call.id)
-    request = await resolve_prepare(call, params)
-    return await run_prepare(call, params, request)
+    are at their bound, wait (or refuse), as again before each prepare slot. A
+    session's turn is taken first, before any of that may wait (:func:`_turn`)."""
+    session = None if params.session is None else call.session(params.session)
+    async with contextlib.nullcontext() if session is None else _turn(call, session):
+        if session is not None and not params.redeliver:  # a lost answer's are its round's
+            session.delivered = ()  # (docs/PROTOCOL.md, "Answers not used")
+        await call.conn.answer_room(call.id)
+        request = await resolve_prepare(call, params, session)
+        return await run_prepare(call, params, request)
 
 
 async def run_prepare(call: Call, params: protocol.PreparePromptParams, request: Resolved) -> bytes:
-    """Run a resolved ``prepare_prompt`` (on the event loop or in a worker thread) and
-    encode its answer; an abort found by it or pending for its chat is its error."""
+    """Run a resolved ``prepare_prompt`` (on the event loop or in a worker thread, a
+    session's in its turn) and encode its answer; an abort found by it or pending for
+    its chat is its error."""
     server, rid, uid = call.server, call.id, call.conn.peer.uid
     room = partial(call.conn.answer_room, rid)
     session, inbox = request.session, request.inbox
@@ -415,11 +429,11 @@ async def run_prepare(call: Call, params: protocol.PreparePromptParams, request:
                             )
                 else:
                     session.last_used = time.monotonic()
-                    async with _turn(call, session), quotas.computing(uid, room):
+                    async with quotas.computing(uid, room):
                         _check_writer(call, params, session)
                         if session.encoder.writer not in (None, call.conn):
                             session.encoder.forget()  # its last prompt went to another one
-                        started = time.perf_counter()  # waiting for lock or slot: not preparing
+                        started = time.perf_counter()  # waiting for a slot: not preparing
                         line, delivered = await anyio.to_thread.run_sync(
                             partial(workers.run_session_prepare, quotas=quotas, ticket=ticket),
                             rid,

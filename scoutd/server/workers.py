@@ -273,6 +273,6 @@ def run_session_prepare(
             report=prepared.report,
         )
     else:
-        session.encoder.forget()
+        session.encoder.sent_whole(prepared.messages)
         result = protocol.PreparePromptResult(messages=prepared.messages, report=prepared.report)
     return protocol.encode_result(rid, result), delivered
