@@ -1,18 +1,20 @@
 """OpenAI Responses input items <-> the scout view (docs/FORMATS.md).
 
 A ``function_call`` item becomes a view call and the ``function_call_output``
-item with its ``call_id`` a view output; a ``custom_tool_call`` (its free-text
-``input`` shown as the argument ``input``) and its ``custom_tool_call_output``
-likewise (a ``call_id`` names one pair whatever its kind: a function and a
-custom item sharing one pair with none); other items stay as they are. A call
-and its output are used only as a well-formed pair (one of each, the output
-later); the rest passes through and is counted as malformed (a call still
-waiting at the end is not). The items of one model turn, a ``reasoning`` item
-and what follows it up to the next ``reasoning`` item or non-assistant item,
-go together: when all their calls are dropped the reasoning and the assistant
-text go too, and a notice goes before the turn. Calls of other kinds (shell,
-computer, apply_patch, MCP, the provider's own tools) pass through with their
-outputs, keep their turn and its reasoning, and are counted for their size.
+item with its ``call_id`` a view output; so do a ``custom_tool_call`` (its
+free-text ``input`` shown as the argument ``input``), a ``local_shell_call``,
+``shell_call``, ``apply_patch_call`` and ``computer_call`` with the output items
+that answer them (what each shows and how it is written back:
+:mod:`.openai_responses_items`). A ``call_id`` names one pair whatever its kind:
+two calls sharing one pair with none, nor does a call with an output of a kind
+that does not answer it. Other items stay as they are. A call and its output are
+used only as a well-formed pair (one of each, the output later); the rest passes
+through and is counted as malformed (a call still waiting at the end is not).
+The items of one model turn, a ``reasoning`` item and what follows it up to the
+next ``reasoning`` item or non-assistant item, go together: when all their calls
+are dropped the reasoning and the assistant text go too, and a notice goes
+before the turn. Calls of other kinds (MCP, the provider's own tools) pass
+through, keep their turn and its reasoning, and are counted for their size.
 """
 
 from __future__ import annotations
@@ -23,6 +25,18 @@ from typing import Any
 from ..strategies.media import MEDIA_KEY, media_count
 from .adapter import Adapter
 from .detect import OPENAI_RESPONSES
+from .openai_responses_items import (
+    CALL_KINDS,
+    COMPUTER_OUTPUT,
+    OUTPUT_KINDS,
+    answers,
+    call_arguments,
+    call_name,
+    output_id,
+    output_text,
+    rewritten_call,
+    rewritten_output_item,
+)
 from .texts import ConversationTexts, Texts
 from .view import (
     KEPT,
@@ -32,22 +46,17 @@ from .view import (
     Outcome,
     Rebuilt,
     View,
-    blocks_text,
-    encode_arguments,
-    rewritten_arguments,
-    rewritten_output,
 )
 
 __all__ = ["ADAPTER", "rebuild", "starts_turn", "view", "call_ids", "continues"]
 
-_CALL, _OUTPUT, _REASONING = "function_call", "function_call_output", "reasoning"
-# A custom tool's call and output pair as function ones do; the call's ``input`` is text.
+_CALL, _REASONING = "function_call", "reasoning"
 _CUSTOM, _CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
-_INPUT = "input"
 # The other items a model turn holds (openai.types.responses.ResponseOutputItem): calls
-# answered by an output item of their own (shell, computer, apply_patch), tool
-# calls run by the provider, MCP items. They pass through; a ``reasoning`` item stays
-# with them, and added text never goes between them and the rest of their turn.
+# answered by an output item of their own (shell, computer, apply_patch: paired when
+# well formed), tool calls run by the provider, MCP items. Those not paired pass
+# through; a ``reasoning`` item stays with them, and added text never goes between
+# them and the rest of their turn.
 _OTHER_CALLS = frozenset(
     (
         "local_shell_call",
@@ -86,30 +95,38 @@ def _kind(item: Any) -> Any:
 
 
 def _is_call(kind: Any) -> bool:
-    """Whether an item of type ``kind`` is a call that pairs (function or custom)."""
-    return kind in (_CALL, _CUSTOM)  # a tuple: a kind that is a list compares unequal
+    """Whether an item of type ``kind`` is a call that pairs (function, custom, shell,
+    apply_patch, computer)."""
+    return type(kind) is str and kind in CALL_KINDS  # a list as a type is none
+
+
+def _is_output(kind: Any) -> bool:
+    return type(kind) is str and kind in OUTPUT_KINDS
 
 
 def _call_part(item: Mapping[str, Any], texts: Texts) -> dict[str, Any]:
-    if item.get("type") == _CUSTOM:
-        content = texts.encoded_call(item.get("name"), item["call_id"], {_INPUT: item[_INPUT]})
+    arguments = call_arguments(item)
+    if type(arguments) is str:  # a function call's arguments text
+        content = texts.call(item.get("name"), item["call_id"], arguments)
     else:
-        content = texts.call(item.get("name"), item["call_id"], item["arguments"])
+        content = texts.encoded_call(call_name(item), item["call_id"], arguments)
     return {"role": _CALL, "content": content}
 
 
 def _output_part(item: Mapping[str, Any], texts: Texts, mark: bool) -> dict[str, Any]:
-    text = blocks_text(item["output"]) or ""
-    part: dict[str, Any] = {"role": _OUTPUT, "content": texts.output(item["call_id"], text)}
-    media = media_count(item["output"]) if mark else 0
-    if media:  # shown as placeholders: counted at their fixed cost while whole
-        part[MEDIA_KEY] = media
+    text = output_text(item) or ""
+    content = texts.output(output_id(item), text)
+    part: dict[str, Any] = {"role": "function_call_output", "content": content}
+    if mark:  # images shown as placeholders: counted at their fixed cost while whole
+        media = 1 if item.get("type") == COMPUTER_OUTPUT else media_count(item.get("output"))
+        if media:
+            part[MEDIA_KEY] = media
     return part
 
 
 def _partners(call: Any, output: Any) -> bool:
-    """Whether ``output`` is of the kind that answers ``call`` (custom with custom)."""
-    return bool(_kind(call) == _CUSTOM) is bool(_kind(output) == _CUSTOM_OUTPUT)
+    """Whether ``output`` is of a kind that answers ``call`` (custom with custom)."""
+    return answers(_kind(call), _kind(output))
 
 
 def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts, mark: bool) -> int:
@@ -127,14 +144,13 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
         kind = _kind(item)
         if _is_call(kind):
             ident = item.get("call_id")
-            custom = kind == _CUSTOM
-            if type(ident) is str and type(item.get(_INPUT if custom else "arguments")) is str:
+            if type(ident) is str and call_arguments(item) is not None:
                 calls.setdefault(ident, []).append(i)
-            else:  # passes through (a custom one counted for its size), as malformed
+            else:  # passes through, as malformed (shown as a stand-in of its size)
                 malformed += 1
-        elif kind in (_OUTPUT, _CUSTOM_OUTPUT):
-            ident = item.get("call_id")
-            if type(ident) is str and blocks_text(item.get("output")) is not None:
+        elif _is_output(kind):
+            ident = output_id(item)
+            if type(ident) is str and output_text(item) is not None:
                 outputs.setdefault(ident, []).append(i)
             else:
                 malformed += 1
@@ -246,27 +262,9 @@ def new_message(message: Any) -> Any:
 
 
 def _rewritten(item: Mapping[str, Any], fate: Any) -> Any:
-    changed = dict(item)
-    kind = item.get("type")
-    if _is_call(kind):
-        arguments = rewritten_arguments(fate)
-        if type(arguments) is not dict:
-            return item
-        if kind == _CUSTOM:
-            text = arguments.get(_INPUT)
-            if type(text) is not str:
-                return item
-            changed[_INPUT] = text
-        else:
-            changed["arguments"] = encode_arguments(arguments)
-        return changed
-    text = rewritten_output(fate)
-    if text is None:
-        return item
-    changed["output"] = (
-        text if type(item.get("output")) is str else [{"type": "input_text", "text": text}]
-    )
-    return changed
+    if _is_call(item.get("type")):
+        return rewritten_call(item, fate)
+    return rewritten_output_item(item, fate)
 
 
 def _bare_reasoning(messages: Sequence[Any], turns: list[int], fates: list[Any]) -> set[int]:
@@ -332,7 +330,7 @@ def _open_end(out: list[Any]) -> int:
     answered = set()
     while start and type(kind := _kind(out[start - 1])) is str and kind.endswith("_output"):
         start -= 1
-        if type(ident := out[start].get("call_id")) is str:
+        if type(ident := output_id(out[start])) is str:
             answered.add(ident)
     if not start or not _in_turn(out[start - 1], _kind(out[start - 1])):
         return len(out)
@@ -353,18 +351,18 @@ def continues(items: Sequence[Any], start: int, prompt: Sequence[Any]) -> bool:
 
 
 def call_ids(items: Sequence[Any]) -> set[str]:
-    """The string ``call_id`` of every call and output item (the ones pairing reads)."""
+    """The string ``call_id`` of every call and output item (the ids pairing reads)."""
     found = set()
     for item in items:
-        if isinstance(item, Mapping) and item.get("type") in (
-            _CALL,
-            _OUTPUT,
-            _CUSTOM,
-            _CUSTOM_OUTPUT,
-        ):
+        kind = _kind(item)
+        if _is_call(kind):
             ident = item.get("call_id")
-            if type(ident) is str:
-                found.add(ident)
+        elif _is_output(kind):
+            ident = output_id(item)
+        else:
+            continue
+        if type(ident) is str:
+            found.add(ident)
     return found
 
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import scoutd
+from scoutd.formats.view import blocks_text
 
 # The same examples every run: the floors of cases reached hold for them.
 SETTINGS = settings(
@@ -57,6 +58,21 @@ def output_text(n: int, lines: int) -> str:
     if lines == 0:
         return f"ok {n}"
     return f"output {n}\n" + "".join(f"line {n}.{k}: value_{n}_{k}\n" for k in range(lines))
+
+
+def recalled_text(item: Any) -> str | None:
+    """What recall gives back of a Responses output item: a screenshot as ``[image]``, a
+    shell output's stdout and stderr texts (the empty ones left out) a line apart, an
+    apply_patch output's optional log text, else the text (text parts joined)."""
+    kind, output = item.get("type"), item.get("output")
+    if kind == "computer_call_output":
+        return "[image]"
+    if kind == "shell_call_output":
+        texts = [chunk[key] for chunk in output for key in ("stdout", "stderr")]
+        return "\n".join(text for text in texts if text)
+    if kind == "apply_patch_call_output" and output is None:
+        return ""
+    return blocks_text(output)
 
 
 def same(a: Any, b: Any) -> bool:

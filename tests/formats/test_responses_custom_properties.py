@@ -34,9 +34,17 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 import scoutd
-from scoutd.formats.view import blocks_text
 
-from .drawn import MARKER, SETTINGS, STRATEGIES, configuration, output_text, same, session_rounds
+from .drawn import (
+    MARKER,
+    SETTINGS,
+    STRATEGIES,
+    configuration,
+    output_text,
+    recalled_text,
+    same,
+    session_rounds,
+)
 from .test_responses_items_pairing import PAIRS, problems
 
 CUSTOM, CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
@@ -308,7 +316,7 @@ def pair_problems(items: list[Any]) -> Counter[tuple[str, str, str]]:
 
 def _output_text(item: Any) -> str | None:
     """An output item's text as recall gives it (images as ``[image]``)."""
-    return blocks_text(item.get("output"))
+    return recalled_text(item)
 
 
 def _handles(prompt: list[Any]) -> tuple[dict[int, tuple[int, Any]], set[int]]:

@@ -5,10 +5,12 @@ calls with screenshots, MCP items and server tool calls besides function calls.
 Each prepared prompt is checked by :func:`problems`, written from the API's
 rules (openai.types.responses): every call answered by its output, after it,
 with nothing scoutd added in between; a ``reasoning`` item kept exactly when
-an item of its turn is, and followed by one; items other than function and
-custom calls and outputs kept as the very objects given, and those rewritten
-still of their type, with their ``call_id`` and a text ``input`` or
-``arguments``, and an ``output`` that is a text or a list.
+an item of its turn is, and followed by one; items other than those
+:data:`REWRITABLE` names kept as the very objects given, and those rewritten
+still of their type, with their ``call_id``, changed in that one field only and
+in its shape (a text ``input`` or ``arguments``; an ``output`` a text or a list,
+a shell output's a list of stdout and stderr chunks; an apply_patch
+``operation`` changed in its ``diff`` alone).
 """
 
 from __future__ import annotations
@@ -33,17 +35,56 @@ PAIRS = {
     "computer_call": "computer_call_output",
     "shell_call": "shell_call_output",
     "apply_patch_call": "apply_patch_call_output",
+    "local_shell_call": "local_shell_call_output",
 }
 OUTPUTS = {output: call for call, output in PAIRS.items()}
+# output type -> the call types it may answer: Codex CLI answers a local shell call
+# with a function call output
+ANSWERS = {output: {call} for output, call in OUTPUTS.items()}
+ANSWERS["function_call_output"].add("local_shell_call")
 # what a model turn holds after its reasoning item
 TURN_ITEMS = {*PAIRS, "web_search_call", "mcp_call", "message"}
-# the items scoutd may rewrite (shorten), and the field each must keep a text
+# the items scoutd may rewrite (shorten), and the field each must keep a text (an
+# output: or a list; a shell output: a list of chunks; an apply_patch call: its
+# operation, of which only the ``diff`` may change)
 REWRITABLE = {
     "function_call": "arguments",
     "function_call_output": "output",
     "custom_tool_call": "input",
     "custom_tool_call_output": "output",
+    "local_shell_call_output": "output",
+    "shell_call_output": "output",
+    "apply_patch_call_output": "output",
+    "apply_patch_call": "operation",
 }
+
+
+def call_id(item: dict[str, Any]) -> Any:
+    """The id pairing an item with its partner: a local shell output typed with
+    ``id`` alone names its call with it."""
+    if item.get("type") == "local_shell_call_output" and "call_id" not in item:
+        return item.get("id")
+    return item.get("call_id")
+
+
+def _rewritten_well(kind: str, value: Any, was: Any) -> bool:
+    """Whether a rewritten item's field keeps the shape the API takes."""
+    if kind == "shell_call_output":
+        return type(value) is list and all(
+            type(chunk.get("stdout")) is str and type(chunk.get("stderr")) is str for chunk in value
+        )
+    if kind == "apply_patch_call":
+        original = was.get("operation") if was is not None else None
+        return (
+            type(value) is dict
+            and type(original) is dict
+            and type(value.get("diff")) is str
+            and {k: v for k, v in value.items() if k != "diff"}
+            == {k: v for k, v in original.items() if k != "diff"}
+        )
+    if kind in ("local_shell_call_output", "apply_patch_call_output"):
+        return type(value) is str
+    return type(value) is str or (kind.endswith("_output") and type(value) is list)
 
 
 def _in_turn(item: dict[str, Any]) -> bool:
@@ -54,31 +95,32 @@ def problems(given: list[Any], prepared: list[Any]) -> Counter[tuple[str, str]]:
     """What the API would refuse in ``prepared`` (from ``given``), by kind and id."""
     found: Counter[tuple[str, str]] = Counter()
     given_ids = set(map(id, given))
-    given_by_call = {(g.get("type"), g.get("call_id")): g for g in given}
+    given_by_call = {(g.get("type"), call_id(g)): g for g in given}
     calls: dict[str, int] = {}
     for at, item in enumerate(prepared):
         kind = item.get("type")
         if id(item) not in given_ids and kind not in REWRITABLE and item.get("role") != "user":
             found["item changed", str(item.get("id"))] += 1
         elif id(item) not in given_ids and kind in REWRITABLE:
-            was = given_by_call.get((kind, item.get("call_id")))
+            ident = call_id(item)
+            was = given_by_call.get((kind, ident))
             field = REWRITABLE[kind]
             value = item.get(field)
             kept = {k: v for k, v in item.items() if k != field}
             if was is None or kept != {k: v for k, v in was.items() if k != field}:
-                found["rewritten item changed beyond its " + field, item["call_id"]] += 1
-            if not (type(value) is str or (field == "output" and type(value) is list)):
-                found["rewritten " + field + " not a text", item["call_id"]] += 1
+                found["rewritten item changed beyond its " + field, ident] += 1
+            if not _rewritten_well(kind, value, was):
+                found["rewritten " + field + " not in its shape", ident] += 1
         if kind in PAIRS:
             calls[item["call_id"]] = at
         elif kind in OUTPUTS:
-            call = calls.pop(item["call_id"], None)
-            if call is None or prepared[call]["type"] != OUTPUTS[kind]:
-                found["output without its call", item["call_id"]] += 1
+            call = calls.pop(call_id(item), None)
+            if call is None or prepared[call]["type"] not in ANSWERS[kind]:
+                found["output without its call", call_id(item)] += 1
                 continue
             for between in prepared[call + 1 : at]:
                 if id(between) not in given_ids and between.get("role") == "user":
-                    found["added text between call and output", item["call_id"]] += 1
+                    found["added text between call and output", call_id(item)] += 1
     for ident in calls:
         found["call without its output", ident] += 1
     kept = {id(item): at for at, item in enumerate(prepared)}
