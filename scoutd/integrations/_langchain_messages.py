@@ -3,11 +3,16 @@
 scoutd works on OpenAI Chat messages (docs/FORMATS.md); the agent holds
 LangChain messages. :func:`to_chat` maps each message to a chat dict that
 carries its position under :data:`ORIGIN` (a key the format adapter keeps on
-every message it keeps or edits). :func:`from_chat` maps the prepared prompt
-back: a message scoutd left as it was is the agent's own object again; one it
-edited is a copy of the original with only the edited part replaced (a tool
-message's content, an assistant message's calls); one it added (the
-compaction notice, inbox notices) becomes a new ``HumanMessage``.
+every message it keeps or edits). A message's role comes from its class, so
+that a streamed chunk (``AIMessageChunk``, ...) is what its message is; an
+assistant message's calls are its ``tool_calls`` and its
+``invalid_tool_calls`` too, which the agent answers as well (LangChain's
+``create_agent`` adds an error ``ToolMessage`` for each before every model
+call). :func:`from_chat` maps the prepared prompt back: a message scoutd left
+as it was is the agent's own object again; one it edited is a copy of the
+original with only the edited part replaced (a tool message's content, an
+assistant message's calls, each kept valid or invalid as it was); one it
+added (the compaction notice, inbox notices) becomes a new ``HumanMessage``.
 """
 
 from __future__ import annotations
@@ -19,11 +24,15 @@ from typing import Any
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    ChatMessage,
     HumanMessage,
+    InvalidToolCall,
     SystemMessage,
     ToolCall,
     ToolMessage,
 )
+
+from ..strategies.media import is_media
 
 __all__ = ["ORIGIN", "from_chat", "to_chat"]
 
@@ -31,7 +40,21 @@ __all__ = ["ORIGIN", "from_chat", "to_chat"]
 ORIGIN = "scoutd_origin"
 
 _CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "server_tool_use"})
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+# The roles a generic ChatMessage may carry as its own; any other is a user's.
+_CHAT_ROLES = {"assistant": "assistant", "system": "system", "developer": "system"}
+
+
+def _role(message: BaseMessage) -> str:
+    """The chat role of a message, by its class (a chunk's class is its message's)."""
+    if isinstance(message, AIMessage):
+        return "assistant"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, SystemMessage):
+        return "system"
+    if isinstance(message, ChatMessage):
+        return _CHAT_ROLES.get(message.role, "user")
+    return "user"
 
 
 def _call(call: ToolCall) -> dict[str, Any]:
@@ -42,17 +65,56 @@ def _call(call: ToolCall) -> dict[str, Any]:
     }
 
 
+def _invalid_call(call: InvalidToolCall) -> dict[str, Any]:
+    """An invalid call as the provider gets it: its name and its raw arguments text."""
+    arguments = call.get("args")
+    return {
+        "id": call.get("id"),
+        "type": "function",
+        "function": {
+            "name": call.get("name") or "",
+            "arguments": arguments if isinstance(arguments, str) else "",
+        },
+    }
+
+
+def _content(message: BaseMessage, index: int) -> str | list[dict[str, Any]]:
+    """A message's content as scoutd sees it: its text, then a block standing for each
+    image or file of its content (named by position, not data), so that each weighs
+    what scoutd counts for media (:mod:`scoutd.strategies.media`); a text alone when
+    it holds none, and for a tool message (an OpenAI Chat tool message is a text:
+    scoutd would not count an output's media, and shortens an output to a text).
+    """
+    text = str(message.text)  # a str subclass in LangChain 1.x
+    blocks = message.content if isinstance(message.content, list) else []
+    if isinstance(message, ToolMessage):
+        blocks = []
+    media = [(n, block) for n, block in enumerate(blocks) if is_media(block)]
+    if not media:
+        return text
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    for number, block in media:
+        name = f"langchain:{index}.{number}"
+        if isinstance(block, dict) and "image" in str(block.get("type")):
+            content.append({"type": "image_url", "image_url": {"url": name}})
+        else:
+            content.append({"type": "file", "file": {"file_id": name}})
+    return content
+
+
 def to_chat(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """The OpenAI Chat view of the agent's messages, each tagged with its position."""
     chat: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         item: dict[str, Any] = {
-            "role": _ROLES.get(message.type, "user"),
-            "content": str(message.text),  # a str subclass in LangChain 1.x
+            "role": _role(message),
+            "content": _content(message, index),
             ORIGIN: index,
         }
-        if isinstance(message, AIMessage) and message.tool_calls:
-            item["tool_calls"] = [_call(call) for call in message.tool_calls]
+        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+            calls = [_call(call) for call in message.tool_calls]
+            calls += [_invalid_call(call) for call in message.invalid_tool_calls]
+            item["tool_calls"] = calls
         elif isinstance(message, ToolMessage):
             item["tool_call_id"] = message.tool_call_id
         chat.append(item)
@@ -69,17 +131,26 @@ def _arguments(text: Any) -> dict[str, Any]:
 
 
 def _edited_ai(original: AIMessage, item: dict[str, Any]) -> AIMessage:
-    calls = [
-        ToolCall(
-            name=str(call["function"]["name"]),
-            args=_arguments(call["function"].get("arguments")),
-            id=call.get("id"),
-            type="tool_call",
+    """The original with scoutd's calls: a kept invalid call stays invalid, as it was."""
+    valid = {call.get("id") for call in original.tool_calls}
+    invalid = {call.get("id"): call for call in original.invalid_tool_calls}
+    calls: list[ToolCall] = []
+    kept_invalid: list[InvalidToolCall] = []
+    for call in item.get("tool_calls") or ():
+        ident = call.get("id")
+        if _hashable(ident) and ident not in valid and ident in invalid:
+            kept_invalid.append(invalid[ident])
+            continue
+        calls.append(
+            ToolCall(
+                name=str(call["function"]["name"]),
+                args=_arguments(call["function"].get("arguments")),
+                id=ident,
+                type="tool_call",
+            )
         )
-        for call in item.get("tool_calls") or ()
-    ]
-    kept = {call["id"] for call in calls}
-    update: dict[str, Any] = {"tool_calls": calls, "invalid_tool_calls": []}
+    kept = {call["id"] for call in calls} | {call.get("id") for call in kept_invalid}
+    update: dict[str, Any] = {"tool_calls": calls, "invalid_tool_calls": kept_invalid}
     # Provider-specific copies of the calls must not resurrect dropped ones.
     extra = {k: v for k, v in original.additional_kwargs.items() if k != "tool_calls"}
     update["additional_kwargs"] = extra
@@ -88,6 +159,11 @@ def _edited_ai(original: AIMessage, item: dict[str, Any]) -> AIMessage:
             block for block in original.content if not _dropped_call_block(block, kept)
         ]
     return original.model_copy(update=update)
+
+
+def _hashable(ident: Any) -> bool:
+    """Whether a call id from scoutd's answer may be looked up (a text, or none)."""
+    return ident is None or type(ident) is str
 
 
 def _dropped_call_block(block: Any, kept: set[Any]) -> bool:
@@ -105,9 +181,14 @@ def _dropped_call_block(block: Any, kept: set[Any]) -> bool:
 
 
 def _edited(original: BaseMessage, item: dict[str, Any]) -> BaseMessage:
+    """The original with scoutd's text (a shortened output). A content that is no
+    text holds the blocks that stand for media: the original's content stays."""
     if isinstance(original, AIMessage):
         return _edited_ai(original, item)
-    return original.model_copy(update={"content": item.get("content") or ""})
+    content = item.get("content")
+    if content is not None and not isinstance(content, str):
+        return original
+    return original.model_copy(update={"content": content or ""})
 
 
 def _added(item: Any) -> BaseMessage:

@@ -6,8 +6,11 @@ maps the parts scoutd understands to chat dicts, each tagged under
 :data:`ORIGIN` with its slot (the message and part it came from):
 
 - a request's ``SystemPromptPart`` is a system message, a ``UserPromptPart`` a
-  user message, a ``ToolReturnPart`` (a tool retry too) a tool message with its
-  call id, a ``RetryFeedbackPart`` (a retry that names no call) a user message;
+  user message (its images, audio and files as content blocks that stand for
+  them, so that each weighs what scoutd counts for media, not the text of its
+  data), a ``ToolReturnPart`` (a tool retry too) or a legacy ``RetryPromptPart``
+  naming a tool a tool message with its call id, a ``RetryFeedbackPart`` (or a
+  legacy retry that names no call) a user message;
 - a response is one assistant message: its ``TextPart`` texts and its
   ``ToolCallPart`` calls, with their ids.
 
@@ -16,9 +19,9 @@ framework's own delta and instruction parts) is not sent and stays where it
 is. :func:`from_chat` maps the prepared prompt back: a message scoutd left
 whole is the agent's own object; one it edited or shortened is a copy with
 only those parts replaced or dropped (``dataclasses.replace``; a message
-whose sent parts were all dropped goes, with its other parts); one it added
-(the compaction notice, inbox notices) is a new ``ModelRequest`` with a
-``UserPromptPart``.
+whose sent parts were all dropped goes, with its other parts; a request none
+of whose parts is sent stays, in its place); one it added (the compaction
+notice, inbox notices) is a new ``ModelRequest`` with a ``UserPromptPart``.
 """
 
 from __future__ import annotations
@@ -29,16 +32,24 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic_ai.messages import (
+    AudioUrl,
+    BinaryContent,
+    CachePoint,
+    FileUrl,
+    ImageUrl,
     ModelMessage,
     ModelRequest,
     ModelRequestPart,
     ModelResponse,
     ModelResponsePart,
     RetryFeedbackPart,
+    RetryPromptPart,
     SystemPromptPart,
+    TextContent,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UploadedFile,
     UserPromptPart,
 )
 
@@ -64,25 +75,65 @@ class Sent:
     slots: list[_Slot]
 
 
-def _user_text(content: Any) -> str:
-    """A user prompt's text: a string as it is, the text items of a list (others as JSON)."""
+def _media_block(item: Any) -> dict[str, Any] | None:
+    """The content block that stands for an image, audio or a file in a prompt, or None.
+
+    It names the item by its identifier, not its data: the view is only
+    counted (a user prompt with media is never edited), and a media block
+    weighs a fixed cost there (:mod:`scoutd.strategies.media`).
+    """
+    if not isinstance(item, FileUrl | BinaryContent | UploadedFile):
+        return None
+    name = f"pydantic-ai:{item.identifier}"
+    if isinstance(item, ImageUrl) or (isinstance(item, BinaryContent) and item.is_image):
+        return {"type": "image_url", "image_url": {"url": name}}
+    if isinstance(item, AudioUrl) or (isinstance(item, BinaryContent) and item.is_audio):
+        return {"type": "input_audio", "input_audio": {"data": name, "format": "wav"}}
+    return {"type": "file", "file": {"file_id": name}}
+
+
+def _user_content(content: Any) -> str | list[dict[str, Any]]:
+    """A user prompt's content: a string as it is, the items of a list joined as text
+    (others as JSON), or, when the list holds media, text and media blocks."""
     if isinstance(content, str):
         return content
-    texts = [item if isinstance(item, str) else json.dumps(item, default=str) for item in content]
-    return "\n".join(texts)
+    if not any(_media_block(item) is not None for item in content):
+        texts = [_item_text(item) for item in content if not isinstance(item, CachePoint)]
+        return "\n".join(texts)
+    blocks: list[dict[str, Any]] = []
+    for item in content:
+        block = _media_block(item)
+        if block is None and not isinstance(item, CachePoint):
+            block = {"type": "text", "text": _item_text(item)}
+        if block is not None:
+            blocks.append(block)
+    return blocks
+
+
+def _item_text(item: Any) -> str:
+    """A prompt item's text: a string or a text item's content, anything else as JSON."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, TextContent):
+        return item.content
+    return json.dumps(item, default=str)
 
 
 def _request_item(part: ModelRequestPart) -> dict[str, Any] | None:
     if isinstance(part, SystemPromptPart):
         return {"role": "system", "content": part.content}
     if isinstance(part, UserPromptPart):
-        return {"role": "user", "content": _user_text(part.content)}
+        return {"role": "user", "content": _user_content(part.content)}
     if isinstance(part, ToolReturnPart):
         # Unwrapped: the provider mapping wraps a failed or retried return again.
         text = part.model_response_str(wrap_if_error=False)
         return {"role": "tool", "tool_call_id": part.tool_call_id, "content": text}
     if isinstance(part, RetryFeedbackPart):
         return {"role": "user", "content": part.model_response()}
+    if isinstance(part, RetryPromptPart):  # deprecated, still held by older histories
+        if part.tool_name is None:
+            return {"role": "user", "content": part.model_response()}
+        return {"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response()}
     return None
 
 
@@ -126,7 +177,8 @@ def _edited_request_part(part: ModelRequestPart, item: dict[str, Any]) -> ModelR
     """``part`` with scoutd's text: a plain tool return, a system or a text user prompt.
 
     Others stay whole: the framework's own returns (tool search, capability
-    loads) and retry feedback hold structured content that a text cannot replace.
+    loads), retry feedback and legacy retries hold structured content that a
+    text cannot replace.
     """
     content = item.get("content")
     text = content if isinstance(content, str) else json.dumps(content, default=str)
@@ -214,6 +266,16 @@ def from_chat(
     seen: set[int] = set()
     run_index: int | None = None
     run: dict[int, dict[str, Any] | None] = {}
+    # Requests none of whose parts is sent (framework parts only): scoutd never saw
+    # them, so they stay, each before the first message that came after it.
+    unsent = iter(sorted(set(range(len(messages))) - {slot.message for slot in sent.slots}))
+    waiting = next(unsent, None)
+
+    def place(before: int | None) -> None:
+        nonlocal waiting
+        while waiting is not None and (before is None or waiting < before):
+            result.append(messages[waiting])
+            waiting = next(unsent, None)
 
     def flush() -> None:
         nonlocal run_index
@@ -234,6 +296,9 @@ def from_chat(
             result.append(_added(item))
             continue
         slot = sent.slots[origin]
+        if waiting is not None and waiting < slot.message:
+            flush()
+            place(slot.message)
         unchanged = item is sent.chat[origin] or item == sent.chat[origin]
         if slot.part is None:
             flush()
@@ -246,4 +311,5 @@ def from_chat(
             run_index = slot.message
         run[slot.part] = None if unchanged else item
     flush()
+    place(None)
     return result
