@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from ..paths import safe_value
 from .error_table import too_large_limit
 from .framing import OVERSIZED, LineReader
 from .messages import ErrorObject, SessionAbortedParams
@@ -70,6 +71,10 @@ def _enc_hook(value: Any) -> Any:
 
 
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
+
+
+def _to_builtins(request: _Request) -> Any:
+    return msgspec.to_builtins(request, enc_hook=_enc_hook)
 _incoming = msgspec.json.Decoder(Incoming)
 _aborted_params = msgspec.json.Decoder(SessionAbortedParams)
 
@@ -103,7 +108,13 @@ class ClientState:
         """
         request_id = next(self._ids)
         buffer = bytearray()
-        _encoder.encode_into(_Request("2.0", request_id, method, params), buffer)
+        request = _Request("2.0", request_id, method, params)
+        try:
+            _encoder.encode_into(request, buffer)
+        except UnicodeEncodeError:
+            # A text JSON cannot carry (a lone surrogate: a file name of undecodable
+            # bytes in a tool output, say) goes escaped, as in the daemon's answers.
+            buffer = bytearray(_encoder.encode(safe_value(_to_builtins(request))))
         buffer += b"\n"
         self._waiting[request_id] = len(buffer)
         return request_id, buffer
