@@ -78,6 +78,10 @@ class PeerConnection:
         self._send_lock = anyio.Lock()
         self._slots = anyio.Semaphore(MAX_IN_FLIGHT)
         self._producing = anyio.Semaphore(MAX_PRODUCING)
+        # Held by a request from the start of its task until it is decoded (``placed``):
+        # a lock's waiters go in turn, so each takes its session's turn in arrival order,
+        # however long a large line takes to decode in a worker thread.
+        self._arrival = anyio.Lock(fast_acquire=True)
         self._drained = anyio.Event()  # set when `queued` falls below the bound
         self._tg: anyio.abc.TaskGroup | None = None
         self._sock: socket.socket = stream.extra(anyio.abc.SocketAttribute.raw_socket)
@@ -313,6 +317,13 @@ class PeerConnection:
                 self._waiting -= len(line)  # counted on: its task uncounts it
                 tg.start_soon(self._handle, line, late)
 
+    def placed(self) -> None:
+        """The request of the calling task is decoded: the next one may go on. A
+        handler takes its session's turn before it next waits, so the calls of a
+        session take their turns in the order they arrived (docs/PROTOCOL.md)."""
+        if self._arrival.statistics().owner == anyio.get_current_task():
+            self._arrival.release()
+
     async def _too_much_pending(self, limit: int) -> None:
         log.warning("closing a connection of pid %d: request lines held too large", self.peer.pid)
         await self._send_error(
@@ -327,6 +338,7 @@ class PeerConnection:
         response: bytes | None = None
         held = len(line)  # counted in pending_request_bytes since complete, until answered
         try:
+            await self._arrival.acquire()
             await _acquire(self._producing)
             try:
                 await self._room()
@@ -348,6 +360,7 @@ class PeerConnection:
             shared.metrics.count_error(protocol.INTERNAL_ERROR)
             self.close()
         finally:
+            self.placed()  # if an error came first
             shared.pending_request_bytes -= held  # cancelled before its turn
             shared.request_ended()
             self.in_flight -= 1

@@ -143,6 +143,7 @@ async def dispatch(server: Daemon, conn: PeerConnection, line: bytes, late: bool
             else:
                 params = protocol.decode_params(request, kind)
         session = getattr(params, "session", None)
+        conn.placed()  # in arrival order up to here
         response = await handler(
             Call(server, conn, request.id, server.shared.snapshot, len(line)), params
         )
@@ -235,12 +236,11 @@ async def session_close(call: Call, params: protocol.SessionCloseParams) -> byte
 
 async def session_recall(call: Call, params: protocol.SessionRecallParams) -> bytes:
     """The recall tool's answer from the session's own stored conversation: a session
-    of another uid is unknown here, like a closed one. Under the session's lock and
-    one of its uid's prepare slots, in a worker thread (it reads the whole
-    conversation), after the room for the answer, which may be a large output:
-    looked for first, then again before each slot (as ``prepare_prompt``), since
-    the answers made while this one waited may have filled the uid's bound; in its
-    turn (:func:`_turn`): a recall sent after a round answers from its conversation."""
+    of another uid is unknown here, like a closed one. In the session's turn
+    (:func:`_turn`: a recall sent after a round answers from its conversation) and one
+    of its uid's prepare slots, in a worker thread (it reads the whole conversation),
+    after the room for the answer, which may be a large output: looked for first,
+    then again before each slot, as the answers made meanwhile may fill the bound."""
     server, uid = call.server, call.conn.peer.uid
     session = call.session(params.session)
     room = partial(call.conn.answer_room, call.id)

@@ -125,3 +125,24 @@ def test_whole_conversations_back_to_back_leave_the_last_one(daemon: Daemon) -> 
             if answer["result"]["messages"] != scoutd.prepare([*second, *tail]).messages:
                 wrong += 1
     assert wrong == 0, f"{wrong} of {TRIALS} rounds prepared on a conversation replaced since"
+
+
+def test_a_large_round_is_not_overtaken_by_a_small_one(daemon: Daemon) -> None:
+    """A round of 2 MB (decoded in a worker thread, past 256 KiB) then a small one
+    sent right after it: the small one is prepared on the large one's conversation.
+    It used to be decoded and run first, and refused at ``base`` (6 times in 10)."""
+    refused = 0
+    big = {"role": "user", "content": "x" * 2_000_000}
+    with daemon.connect() as client:
+        session, _ = _open(client, daemon, "large-order.chat")
+        for _ in range(TRIALS):
+            client.call(
+                "prepare_prompt", {"session": session, "messages": RUN[:2], "strategies": "none"}
+            )
+            large = {"session": session, "append": [big], "base": 2, "strategies": "none"}
+            small = {"session": session, "append": RUN[2:4], "base": 3, "strategies": "none"}
+            ids = [client.request("prepare_prompt", large), client.request("prepare_prompt", small)]
+            answers = [client.response(rid) for rid in ids]
+            assert "result" in answers[0], answers[0]
+            refused += "error" in answers[1]
+    assert refused == 0, f"{refused} of {TRIALS} small rounds ran before the large one"
