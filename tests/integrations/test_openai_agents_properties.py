@@ -37,6 +37,8 @@ from pydantic import TypeAdapter
 
 from scoutd.integrations.openai_agents import ScoutdInputFilter
 
+from .drawn import output
+
 SETTINGS = settings(
     max_examples=120,
     deadline=None,
@@ -71,14 +73,6 @@ class Items(list[dict[str, Any]]):
             for item in self
         ]
         return "Items(" + "; ".join(rows) + ")"
-
-
-def output(draw: st.DrawFn, n: int) -> str:
-    size = draw(st.sampled_from([0, 1, 40, 400, 2_000, 30_000]))
-    text = "".join(f"line {n}.{k}: value {k}\n" for k in range(size // 20 + 1))
-    if draw(st.integers(0, 29)) == 29:
-        text += "\ud800 lone"
-    return text
 
 
 @st.composite

@@ -61,6 +61,8 @@ from scoutd.formats import OPENAI_CHAT
 from scoutd.integrations._pydantic_ai_messages import from_chat, to_chat
 from scoutd.integrations._run import RunPreparer
 
+from .drawn import output
+
 SETTINGS = settings(
     max_examples=120,
     deadline=None,
@@ -90,14 +92,6 @@ def snapshot(messages: list[ModelMessage]) -> list[ModelMessage]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return copy.deepcopy(messages)
-
-
-def output(draw: st.DrawFn, n: int) -> str:
-    size = draw(st.sampled_from([0, 1, 40, 400, 2_000, 30_000]))
-    text = "".join(f"line {n}.{k}: value {k}\n" for k in range(size // 20 + 1))
-    if draw(st.integers(0, 29)) == 29:
-        text += "\ud800 lone"
-    return text
 
 
 @st.composite

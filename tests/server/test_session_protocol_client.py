@@ -27,8 +27,8 @@ import pytest
 import scoutd
 from scoutd.config import Config, PromptConfig
 
-from ..formats.conversations import anthropic, chat, responses
-from ..support.daemon import Daemon, conversation
+from ..support.daemon import Daemon
+from .test_session_protocol_stateful import FORMATS, compact, source
 
 PROMPT: dict[str, Any] = {
     "epoch_tool_call_threshold": 2,
@@ -42,23 +42,7 @@ PROMPT: dict[str, Any] = {
 }
 CONFIG = Config(prompt=PromptConfig(**PROMPT))
 STRATEGIES: list[str | None] = [None, "shorten_tools_epoch_increment", "shorten_tools"]
-FORMATS = ["scout", "openai-chat", "openai-responses", "anthropic"]
 STEPS = 160
-
-
-def _compact(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _source(fmt: str, rng: random.Random) -> list[dict[str, Any]]:
-    output = "\n".join(f"row {k} of an output" for k in range(rng.choice([3, 40])))
-    if fmt == "openai-chat":
-        return chat(9, parallel=rng.choice([1, 2]), output=output)
-    if fmt == "openai-responses":
-        return responses(9, output=output)
-    if fmt == "anthropic":
-        return anthropic(9, output=output)
-    return conversation(16, output_size=rng.choice([40, 400]), user_every=4, repeat_every=3)
 
 
 def _longest_key(message: dict[str, Any]) -> str:
@@ -98,9 +82,9 @@ class Agents:
     def round(self, chat: Chat) -> None:
         prompt = chat.session.prepare_prompt(chat.conv, chat.strategies)
         whole = scoutd.prepare(chat.conv, chat.strategies, format=chat.fmt, config=CONFIG)
-        assert _compact(prompt) == _compact(whole.messages), (chat.fmt, chat.strategies)
+        assert compact(prompt) == compact(whole.messages), (chat.fmt, chat.strategies)
         if not chat.in_place:
-            assert _compact(chat.twin.prepare_prompt(chat.conv)) == _compact(prompt)
+            assert compact(chat.twin.prepare_prompt(chat.conv)) == compact(prompt)
         chat.prepared = True
         self.seen[f"round {chat.fmt}"] += 1
 
@@ -158,7 +142,7 @@ def test_client_sessions_match_in_process_sessions(daemon: Daemon, seed: int) ->
     ):
         agents = Agents(daemon, rng, [first, second])
         chats = [
-            agents.open(fmt, rng.choice(STRATEGIES), src := _source(fmt, rng), src[:2])
+            agents.open(fmt, rng.choice(STRATEGIES), src := source(fmt, rng, 9), src[:2])
             for fmt in FORMATS
         ]
         for _ in range(STEPS):

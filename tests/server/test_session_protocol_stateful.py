@@ -66,16 +66,17 @@ def compact(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _source(fmt: str, rng: random.Random) -> list[dict[str, Any]]:
+def source(fmt: str, rng: random.Random, turns: int = 8) -> list[dict[str, Any]]:
     """A long conversation in ``fmt`` that rounds take slices of."""
     output = "\n".join(f"line {k} of a long output é" for k in range(rng.choice([3, 40])))
     if fmt == "openai-chat":
-        return chat(8, parallel=rng.choice([1, 2]), output=output)
+        return chat(turns, parallel=rng.choice([1, 2]), output=output)
     if fmt == "openai-responses":
-        return responses(8, output=output)
+        return responses(turns, output=output)
     if fmt == "anthropic":
-        return anthropic(8, output=output)
-    return conversation(14, output_size=rng.choice([40, 400]), user_every=4, repeat_every=3)
+        return anthropic(turns, output=output)
+    size = rng.choice([40, 400])
+    return conversation(turns + 6, output_size=size, user_every=4, repeat_every=3)
 
 
 def _edited(message: Any, tag: str) -> Any:
@@ -151,7 +152,7 @@ class Attack:
             name=name,
             fmt=fmt,
             strategies=self.rng.choice(STRATEGIES),
-            source=_source(fmt, self.rng),
+            source=source(fmt, self.rng),
             owner=conn,
             held=list(messages or []),
             confirmed=list(messages or []),
