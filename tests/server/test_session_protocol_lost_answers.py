@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,33 +21,66 @@ import scoutd
 from scoutd.errors import DaemonTimeout
 
 from ..support.daemon import Daemon, conversation, wait_for
-from ..test_server import gated_daemon, release
+from ..test_server import release
 
 RUN = conversation(40, output_size=60, user_every=0)
+STRATEGIES = "gate,none,inbox"
+
+
+FAILING_GATE = '''
+import os, time
+
+def gate(messages):
+    """As the suite's gate; once released, raise if gate.fail exists (after marking it)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(here, "gate.release")):
+        if time.monotonic() > deadline:
+            raise RuntimeError("gate never released")
+        time.sleep(0.005)
+    if os.path.exists(os.path.join(here, "gate.fail")):
+        open(os.path.join(here, "gate.failed"), "w").close()
+        raise RuntimeError("this round fails")
+    return messages
+'''
+
+
+@contextlib.contextmanager
+def _gated_session(name: str) -> Iterator[tuple[Daemon, str, Any]]:
+    """A daemon with the gate plugin (open), a client that waits 1 s, a session of it."""
+    daemon = Daemon(plugins={"gate": "gate:gate"})
+    with open(os.path.join(daemon.dir, "gate.py"), "w") as handle:
+        handle.write(FAILING_GATE)
+    save = os.path.join(daemon.dir, name)
+    with (
+        daemon,
+        scoutd.Client(daemon.socket_path, timeout=1.0) as client,
+        client.session(save) as session,
+    ):
+        release(daemon)
+        yield daemon, save, session
+
+
+def _give_up(daemon: Daemon, session: Any) -> None:
+    """A round that waits at the closed gate until the client gives up; the gate
+    opens again."""
+    os.remove(os.path.join(daemon.dir, "gate.release"))
+    with pytest.raises(DaemonTimeout):
+        session.prepare_prompt(RUN[:6], STRATEGIES)
+    release(daemon)
 
 
 def test_the_notice_of_a_round_the_client_timed_out_on_reaches_a_prompt() -> None:
     """The operator's notice is taken by a round whose answer the client gave up
-    on: the next round of that session must deliver it (today it is lost)."""
-    with gated_daemon() as daemon:
-        save = os.path.join(daemon.dir, "late.chat")
-        gate = os.path.join(daemon.dir, "gate.release")
-        strategies = "gate,none,inbox"
-        with (
-            scoutd.Client(daemon.socket_path, timeout=1.0) as client,
-            client.session(save) as session,
-        ):
-            release(daemon)
-            session.prepare_prompt(RUN[:4], strategies)
-            os.remove(gate)
-            scoutd.write_notice(save, "operator: stop and report")
-            with pytest.raises(DaemonTimeout):
-                session.prepare_prompt(RUN[:6], strategies)
-            release(daemon)
-            inbox = scoutd.inbox_dir(save)
-            wait_for(lambda: not os.listdir(inbox), 10.0, "the notice to be taken")
-            prompt = session.prepare_prompt(RUN[:6], strategies)
-        assert any("stop and report" in str(message) for message in prompt)
+    on: the next round of that session delivers it."""
+    with _gated_session("late.chat") as (daemon, save, session):
+        session.prepare_prompt(RUN[:4], STRATEGIES)
+        scoutd.write_notice(save, "operator: stop and report")
+        _give_up(daemon, session)
+        inbox = scoutd.inbox_dir(save)
+        wait_for(lambda: not os.listdir(inbox), 10.0, "the notice to be taken")
+        prompt = session.prepare_prompt(RUN[:6], STRATEGIES)
+    assert any("stop and report" in str(message) for message in prompt)
 
 
 @pytest.mark.parametrize("replacing", [False, True], ids=["running", "replacing"])
@@ -67,50 +102,19 @@ def test_the_delta_after_a_whole_answer_is_of_that_prompt(replacing: bool) -> No
         assert (result["keep"], len(result["append"])) == (60, 2)
 
 
-FAILING_GATE = '''
-import os, time
-
-def gate(messages):
-    """As the suite's gate; once released, raise if gate.fail exists (after marking it)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    deadline = time.monotonic() + 30
-    while not os.path.exists(os.path.join(here, "gate.release")):
-        if time.monotonic() > deadline:
-            raise RuntimeError("gate never released")
-        time.sleep(0.005)
-    if os.path.exists(os.path.join(here, "gate.fail")):
-        open(os.path.join(here, "gate.failed"), "w").close()
-        raise RuntimeError("this round fails")
-    return messages
-'''
-
-
 def test_a_lost_round_that_failed_gives_back_no_older_notice() -> None:
     """A round the client gave up on, which then failed in the daemon, delivered
     nothing: the next whole call's ``redeliver`` must not give back the notices of
     the round before it, which reached a prompt the client used (at most once)."""
-    daemon = Daemon(plugins={"gate": "gate:gate"})
-    with open(os.path.join(daemon.dir, "gate.py"), "w") as handle:
-        handle.write(FAILING_GATE)
-    with daemon:
-        save = os.path.join(daemon.dir, "once.chat")
-        gate = os.path.join(daemon.dir, "gate.release")
-        strategies = "gate,none,inbox"
-        with (
-            scoutd.Client(daemon.socket_path, timeout=1.0) as client,
-            client.session(save) as session,
-        ):
-            release(daemon)
-            scoutd.write_notice(save, "operator: told once")
-            first = session.prepare_prompt(RUN[:4], strategies)
-            assert sum("told once" in str(message) for message in first) == 1
-            os.remove(gate)
-            open(os.path.join(daemon.dir, "gate.fail"), "w").close()
-            with pytest.raises(DaemonTimeout):
-                session.prepare_prompt(RUN[:6], strategies)
-            release(daemon)
-            failed = os.path.join(daemon.dir, "gate.failed")
-            wait_for(lambda: os.path.exists(failed), 10.0, "the lost round to fail")
-            os.remove(os.path.join(daemon.dir, "gate.fail"))
-            again = session.prepare_prompt(RUN[:6], strategies)
-        assert not any("told once" in str(message) for message in again)
+    with _gated_session("once.chat") as (daemon, save, session):
+        scoutd.write_notice(save, "operator: told once")
+        first = session.prepare_prompt(RUN[:4], STRATEGIES)
+        assert sum("told once" in str(message) for message in first) == 1
+        fail = os.path.join(daemon.dir, "gate.fail")
+        open(fail, "w").close()
+        _give_up(daemon, session)
+        failed = os.path.join(daemon.dir, "gate.failed")
+        wait_for(lambda: os.path.exists(failed), 10.0, "the lost round to fail")
+        os.remove(fail)
+        again = session.prepare_prompt(RUN[:6], STRATEGIES)
+    assert not any("told once" in str(message) for message in again)
