@@ -75,6 +75,8 @@ _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 def _to_builtins(request: _Request) -> Any:
     return msgspec.to_builtins(request, enc_hook=_enc_hook)
+
+
 _incoming = msgspec.json.Decoder(Incoming)
 _aborted_params = msgspec.json.Decoder(SessionAbortedParams)
 
