@@ -52,6 +52,7 @@ __all__ = ["ADAPTER", "rebuild", "starts_turn", "view", "call_ids", "continues"]
 
 _CALL, _REASONING = "function_call", "reasoning"
 _CUSTOM, _CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
+_SHELL_OUTPUT = "shell_call_output"  # a hosted shell's output stands inside its response
 # The other items a model turn holds (openai.types.responses.ResponseOutputItem): calls
 # answered by an output item of their own (shell, computer, apply_patch: paired when
 # well formed), tool calls run by the provider, MCP items. Those not paired pass
@@ -234,10 +235,38 @@ def _in_turn(item: Any, kind: Any) -> bool:
 
 
 def starts_turn(items: Sequence[Any], position: int) -> bool:
-    """Whether ``items[position]`` joins no model turn of the items before it."""
+    """Whether ``items[position]`` joins no model turn of the items before it; False
+    when unsure (after a hosted shell's output, which may stand inside its response:
+    :func:`_in_response`), as the caller then reads the whole again."""
     item, last = items[position], items[position - 1]
-    kind = _kind(item)
-    return not (_in_turn(item, kind) and kind != _REASONING and _in_turn(last, _kind(last)))
+    kind, last_kind = _kind(item), _kind(last)
+    if last_kind == _SHELL_OUTPUT and type(last.get("id")) is str:
+        return False
+    return not (_in_turn(item, kind) and kind != _REASONING and _in_turn(last, last_kind))
+
+
+def _in_response(items: Sequence[Any], position: int, start: int) -> bool:
+    """Whether the output item at ``position`` stands inside the model response whose
+    turn opened at ``start``: a hosted shell's output, which the provider wrote into
+    its response (with an ``id`` of its own, as every item of a response has; a
+    client's answer has none), the response going on after it. So it is when the
+    turn opened with a ``reasoning`` item, a call of the turn is the one answered,
+    and a call or assistant text, not a new ``reasoning`` item, follows: the API
+    takes that response's later items back only with its reasoning item."""
+    item = items[position]
+    if _kind(item) != _SHELL_OUTPUT or type(item.get("id")) is not str:
+        return False
+    if start < 0 or _kind(items[start]) != _REASONING or position + 1 >= len(items):
+        return False
+    following = items[position + 1]
+    kind = _kind(following)
+    if kind == _REASONING or not _in_turn(following, kind):
+        return False
+    ident = output_id(item)
+    return type(ident) is str and any(
+        _is_call(_kind(earlier)) and earlier.get("call_id") == ident
+        for earlier in items[start:position]
+    )
 
 
 def _turns(items: Sequence[Any]) -> list[int]:
@@ -247,6 +276,9 @@ def _turns(items: Sequence[Any]) -> list[int]:
     for i, item in enumerate(items):
         kind = _kind(item)
         if not _in_turn(item, kind):
+            if _is_output(kind) and _in_response(items, i, start):
+                starts.append(start)
+                continue
             start = -1
         elif kind == _REASONING or start < 0:
             start = i
