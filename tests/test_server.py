@@ -182,7 +182,7 @@ def test_oversized_line_is_refused_and_serving_goes_on() -> None:
             "error": {
                 "code": protocol.TOO_LARGE,
                 "message": reply["error"]["message"],
-                "data": {"limit": limit},
+                "data": {"limit": limit, "key": "max_request_bytes"},
             },
         }
         sender.join(10)
@@ -339,7 +339,7 @@ def test_max_connections_refuses_the_extra_one() -> None:
         with d.connect() as extra:
             reply = extra.recv()
             assert reply["error"]["code"] == protocol.TOO_LARGE
-            assert reply["error"]["data"] == {"limit": 2}
+            assert reply["error"]["data"] == {"limit": 2, "key": "max_connections"}
             assert extra.read_line() == b""
         b.close()
         wait_for(lambda: _connections(a) == 1, 10, "the closed connection to be counted")

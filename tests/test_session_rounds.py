@@ -158,7 +158,7 @@ def test_session_message_limit() -> None:
             "prepare_prompt", {"session": session, "append": agent_run(1), "base": 8}
         )
         assert answer["error"]["code"] == -32004
-        assert answer["error"]["data"]["limit"] == 10
+        assert answer["error"]["data"] == {"limit": 10, "key": "max_session_messages"}
         # nothing was appended: the session still holds 8 messages
         _round(client, {"session": session, "append": [], "base": 8})
 
@@ -182,7 +182,10 @@ def test_session_byte_limit() -> None:
         too_much = [user("é" * 1000)]
         assert held(*too_much) > limit
         answer = client.call("session.open", {"save_file": save_file, "messages": too_much})
-        assert (answer["error"]["code"], answer["error"]["data"]["limit"]) == (-32004, limit)
+        assert (answer["error"]["code"], answer["error"]["data"]) == (
+            -32004,
+            {"limit": limit, "key": "max_session_bytes"},
+        )
         session = _open(client, small)
         assert held(first, first, first) > limit
         answer = client.call(

@@ -17,11 +17,12 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from ..paths import display_path
 from ._run import RunPreparer
 
-__all__ = ["ChatCache", "Chat"]
+__all__ = ["ChatCache", "Chat", "detached"]
 
 log = logging.getLogger("scoutd.integrations.litellm")
 
@@ -126,3 +127,30 @@ class ChatCache:
 def _close(preparers: list[RunPreparer]) -> None:
     for preparer in preparers:
         preparer.close()
+
+
+def detached(messages: list[Any]) -> list[Any]:
+    """``messages`` with every list and dict in them new; strings and numbers shared.
+
+    A prepared prompt's messages are its session's: through the daemon, the kept
+    chat's last prompt, on which the next answer's delta is applied
+    (docs/PROTOCOL.md, "change copies, never them in place"). The proxy hands the
+    prompt on to LiteLLM, which changes messages in place (it gives a message
+    without a role the role ``assistant``), as may the callbacks after this one:
+    handed on as they are, such changes would reach every later request of the
+    chat. Iterative, so that no nesting depth is too deep for it.
+    """
+    top: list[Any] = []
+    pending: list[tuple[Any, Any]] = [(messages, top)]
+    while pending:
+        source, target = pending.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, value in items:
+            if isinstance(value, dict | list):
+                value, original = ({} if isinstance(value, dict) else []), value
+                pending.append((original, value))
+            if isinstance(target, dict):
+                target[key] = value
+            else:
+                target.append(value)
+    return top

@@ -48,10 +48,10 @@ from ..errors import Aborted, Forbidden, InvalidMessages, RemoteError
 from ..formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES
 from ..inbox.names import inbox_dir
 from ..paths import display_path
-from ..protocol.messages import INVALID_PARAMS
+from ..protocol.messages import INVALID_PARAMS, TOO_LARGE
 from ..protocol.report import Prepared
 from ..security import check_save_file, resolve_roots
-from ._chat_cache import Chat, ChatCache
+from ._chat_cache import Chat, ChatCache, detached
 from ._proxy_settings import ProxySettings
 from ._run import HookClosed, RunPreparer, missing_extra, round_summary
 
@@ -79,6 +79,10 @@ ROUTES: Mapping[str, tuple[str, str]] = {
     "responses": (OPENAI_RESPONSES, "input"),
     "aresponses": (OPENAI_RESPONSES, "input"),
 }
+# The daemon's bounds (TOO_LARGE, the key in its data) that one request's conversation
+# passes by itself: sent again it passes them again, unlike the bounds of a uid's or
+# all sessions together (``max_session_bytes_per_uid``, ...), which another time may not.
+OWN_BOUNDS = frozenset(("max_request_bytes", "max_session_messages", "max_session_bytes"))
 # Rounds a request tries when other requests evict its chat's session meanwhile.
 _TRIES = 3
 # Connections to the daemon that the kept chats share (daemon_clients).
@@ -108,11 +112,19 @@ def aborted_error(reason: str, chat: str) -> HTTPException:
 
 def client_error(exc: InvalidMessages | RemoteError) -> HTTPException | None:
     """The 400 for a conversation that breaks the message rule (docs/PROTOCOL.md,
-    "Messages"), in process or as the daemon's ``INVALID_PARAMS`` about it; else None.
+    "Messages"), in process or as the daemon's ``INVALID_PARAMS`` about it; the 413
+    for one larger than a bound of the daemon's on a request or a session
+    (:data:`OWN_BOUNDS`); else None.
 
     The request is the client's error, not the proxy's: a 500 says otherwise, and
     the OpenAI and Anthropic SDKs retry it, sending the same conversation again.
     """
+    if isinstance(exc, RemoteError) and exc.code == TOO_LARGE:
+        key = exc.data.get("key") if isinstance(exc.data, dict) else None
+        if key not in OWN_BOUNDS:
+            return None  # the bounds of all sessions together: another time may do
+        message = f"scoutd cannot take the request's conversation: {exc.message}"
+        return api_error(413, message, "request_too_large")
     data = exc.data if isinstance(exc, RemoteError) and isinstance(exc.data, dict) else {}
     path = data.get("path")
     about_messages = isinstance(path, str) and path.startswith(
@@ -268,8 +280,9 @@ class ScoutdProxyHook(CustomLogger):
         rather than served unsupervised.
 
         Raises:
-            HTTPException: 400 if it names a file outside the roots, or one no
-                operator's abort can reach.
+            HTTPException: 400 if it names a file outside the roots, one no
+                operator's abort can reach, or, through the daemon, one whose path
+                is not UTF-8.
         """
         named = chat_header(data)
         if named is None:
@@ -286,12 +299,31 @@ class ScoutdProxyHook(CustomLogger):
                 "request's key (SCOUTD_LITELLM_ROOTS, SCOUTD_LITELLM_TEAM_ROOTS)"
             )
             raise api_error(400, message, "invalid_request_error") from None
-        problem = unreachable(save_file)
+        problem = unreachable(save_file) or self._unsendable(named, save_file)
         if problem is not None:
             raise api_error(
                 400, f"scoutd refused the header {CHAT_HEADER}: {problem}", "invalid_request_error"
             )
         return save_file
+
+    def _unsendable(self, named: str, save_file: str) -> str | None:
+        """Why the daemon cannot serve the chat of ``save_file``, or None.
+
+        Its protocol carries UTF-8 paths only: a header of other bytes names a file
+        that only a proxy preparing in its own process can serve. Refused here as
+        the client's error (400), not failed later as the proxy's (500, which the
+        SDKs retry with the same header).
+        """
+        if self.settings.socket in (None, False):
+            return None
+        try:
+            save_file.encode("utf-8")
+        except UnicodeEncodeError:
+            return (
+                f"{display_path(named)!r} is not UTF-8, and this proxy prepares through the "
+                "scoutd daemon, whose protocol carries UTF-8 paths only"
+            )
+        return None
 
     def _new(self, save_file: str | None, format: str, client: Client | None = None) -> RunPreparer:
         s = self.settings
@@ -388,7 +420,9 @@ class ScoutdProxyHook(CustomLogger):
                 raise
             raise refused from None
         log.info("scoutd: %r: %s", chat, round_summary(len(found.messages), prepared))
-        data[found.key] = prepared.messages  # a new list: the request's own is left as it came
+        # New lists and dicts: the request's own are left as they came, and nothing
+        # LiteLLM changes in them reaches the chat's session.
+        data[found.key] = detached(prepared.messages)
         return data
 
     def recheck(self, save_file: str) -> None:

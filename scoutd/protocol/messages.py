@@ -270,8 +270,9 @@ class ForbiddenData(msgspec.Struct, kw_only=True):
     reason: str
 
 
-class TooLargeData(msgspec.Struct, kw_only=True):
+class TooLargeData(msgspec.Struct, kw_only=True, omit_defaults=True):
     limit: int
+    key: str = ""  # the configuration key of the bound passed
 
 
 class ConfigInvalidData(msgspec.Struct, kw_only=True):

@@ -301,7 +301,7 @@ class PeerConnection:
                             None,
                             protocol.TOO_LARGE,
                             f"request line longer than max_request_bytes ({limit})",
-                            protocol.TooLargeData(limit=limit),
+                            protocol.TooLargeData(limit=limit, key="max_request_bytes"),
                         ),
                     )
                     continue
@@ -330,7 +330,7 @@ class PeerConnection:
             protocol.TOO_LARGE,
             f"too large: request lines not yet complete or not yet answered on all"
             f" connections exceed max_pending_request_bytes ({limit}); closing",
-            protocol.TooLargeData(limit=limit),
+            protocol.TooLargeData(limit=limit, key="max_pending_request_bytes"),
         )
 
     async def _handle(self, line: bytes, late: bool) -> None:
@@ -387,7 +387,7 @@ def _refusal(shared: Shared, daemon: DaemonConfig, peer: PeerCred) -> bytes | No
             None,
             protocol.TOO_LARGE,
             f"too many connections (max_connections = {daemon.max_connections})",
-            protocol.TooLargeData(limit=daemon.max_connections),
+            protocol.TooLargeData(limit=daemon.max_connections, key="max_connections"),
         )
     if shared.connections_by_uid.get(peer.uid, 0) >= daemon.max_connections_per_uid:
         limit = daemon.max_connections_per_uid
@@ -396,7 +396,7 @@ def _refusal(shared: Shared, daemon: DaemonConfig, peer: PeerCred) -> bytes | No
             None,
             protocol.TOO_LARGE,
             f"too many connections of uid {peer.uid} (max_connections_per_uid = {limit})",
-            protocol.TooLargeData(limit=limit),
+            protocol.TooLargeData(limit=limit, key="max_connections_per_uid"),
         )
     try:
         check_peer(peer, daemon, shared.own_uid)

@@ -47,10 +47,11 @@ class StoredSession(Protocol):
     closed: bool  # set when it is closed, before its count is released
 
 
-def _too_large(message: str, limit: int, rid: protocol.RequestId) -> protocol.ProtocolError:
-    return protocol.ProtocolError(
-        protocol.TOO_LARGE, f"too large: {message}", protocol.TooLargeData(limit=limit), id=rid
-    )
+def _too_large(
+    message: str, limit: int, key: str, rid: protocol.RequestId
+) -> protocol.ProtocolError:
+    data = protocol.TooLargeData(limit=limit, key=key)
+    return protocol.ProtocolError(protocol.TOO_LARGE, f"too large: {message}", data, id=rid)
 
 
 class Quotas:
@@ -172,6 +173,7 @@ class Quotas:
                 f"answers not yet read by uid {uid} hold {mine} bytes, at least"
                 f" max_queued_response_bytes_per_uid = {limit}; read them first",
                 limit,
+                "max_queued_response_bytes_per_uid",
                 rid,
             )
         if mine and self.queued >= limits.max_queued_response_bytes_total:
@@ -181,6 +183,7 @@ class Quotas:
                 f" max_queued_response_bytes_total = {limit}, {mine} of them uid {uid}'s;"
                 " read them first",
                 limit,
+                "max_queued_response_bytes_total",
                 rid,
             )
 
@@ -216,6 +219,7 @@ class Quotas:
                     f"the session would hold {held} bytes, more than max_session_bytes ="
                     f" {limits.max_session_bytes}",
                     limits.max_session_bytes,
+                    "max_session_bytes",
                     rid,
                 )
             mine = self.held_by_uid.get(uid, 0) + grows
@@ -224,6 +228,7 @@ class Quotas:
                     f"the sessions of uid {uid} would hold {mine} bytes, more than"
                     f" max_session_bytes_per_uid = {limits.max_session_bytes_per_uid}",
                     limits.max_session_bytes_per_uid,
+                    "max_session_bytes_per_uid",
                     rid,
                 )
             if grows > 0 and self.held + grows > limits.max_total_session_bytes:
@@ -231,6 +236,7 @@ class Quotas:
                     f"the daemon's sessions would hold {self.held + grows} bytes, more than"
                     f" max_total_session_bytes = {limits.max_total_session_bytes}",
                     limits.max_total_session_bytes,
+                    "max_total_session_bytes",
                     rid,
                 )
             self._set(session.id, uid, held)

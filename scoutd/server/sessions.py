@@ -175,7 +175,7 @@ class SessionRegistry:
             raise protocol.ProtocolError(
                 protocol.TOO_LARGE,
                 f"too many sessions for uid {uid} (max_sessions_per_uid = {limit})",
-                protocol.TooLargeData(limit=limit),
+                protocol.TooLargeData(limit=limit, key="max_sessions_per_uid"),
                 id=request_id,
             )
         inbox = inbox_dir(resolved)

@@ -140,7 +140,7 @@ def check_session_size(
             protocol.TOO_LARGE,
             f"too large: the session would hold {count} messages, more than"
             f" max_session_messages = {limit}",
-            protocol.TooLargeData(limit=limit),
+            protocol.TooLargeData(limit=limit, key="max_session_messages"),
             id=rid,
         )
     added = json_size(new)

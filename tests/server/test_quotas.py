@@ -72,7 +72,7 @@ def test_unread_answers_are_bounded_per_uid_across_its_connections() -> None:
         wait_for(lambda: _counts(other)["queued_response_bytes"] >= bound, 20, "answers held")
         refused = _error(other.call("prepare_prompt", {"messages": big, "strategies": "none"}))
         assert refused["code"] == -32004
-        assert refused["data"]["limit"] == bound
+        assert refused["data"] == {"limit": bound, "key": "max_queued_response_bytes_per_uid"}
         assert "max_queued_response_bytes_per_uid" in refused["message"]
         assert "read them first" in refused["message"]
         for _ in range(20):  # look a while: an unbounded daemon keeps queueing meanwhile
@@ -156,7 +156,8 @@ def test_sessions_are_bounded_per_uid_by_what_they_hold() -> None:
         assert c.call("prepare_prompt", {"session": a, "messages": first})["result"]
         assert _counts(c)["session_bytes"] == _held(first)
         refused = _error(c.call("prepare_prompt", {"session": b, "messages": second}))
-        assert refused["code"] == -32004 and refused["data"]["limit"] == bound
+        assert refused["code"] == -32004
+        assert refused["data"] == {"limit": bound, "key": "max_session_bytes_per_uid"}
         assert "max_session_bytes_per_uid" in refused["message"]
         # nothing lost: the first session holds its conversation, the second nothing
         reply = c.call("prepare_prompt", {"session": a, "append": [], "base": len(first)})
@@ -179,7 +180,8 @@ def test_sessions_are_bounded_in_total_and_freed_with_their_connection() -> None
                 assert reply["result"]
             session = _open(c, d, "c.chat")
             refused = _error(c.call("prepare_prompt", {"session": session, "messages": messages}))
-            assert refused["code"] == -32004 and refused["data"]["limit"] == bound
+            assert refused["code"] == -32004
+            assert refused["data"] == {"limit": bound, "key": "max_total_session_bytes"}
             assert "max_total_session_bytes" in refused["message"]
         wait_for(lambda: _counts(c)["session_bytes"] == 0, 10, "the closed connection's sessions")
         assert c.call("prepare_prompt", {"session": session, "messages": messages})["result"]
