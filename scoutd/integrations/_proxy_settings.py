@@ -114,9 +114,16 @@ class ProxySettings(msgspec.Struct, frozen=True, kw_only=True):
         passthrough = environ.get("SCOUTD_LITELLM_PASSTHROUGH", "")
         if passthrough not in ("", "allow"):
             raise ValueError(f"SCOUTD_LITELLM_PASSTHROUGH must be 'allow' or unset: {passthrough}")
+        team_roots = {team: tuple(r for r in found if r) for team, found in teams.items()}
+        for root in (*roots, *(r for found in team_roots.values() for r in found)):
+            if "\0" in root or not os.path.isabs(root):  # else no chat would ever be served
+                raise ValueError(
+                    f"SCOUTD_LITELLM_ROOTS / SCOUTD_LITELLM_TEAM_ROOTS entry {root!r} is not"
+                    " an absolute path (a root is never expanded: write ~ out)"
+                )
         return cls(
             roots=roots,
-            team_roots={team: tuple(r for r in found if r) for team, found in teams.items()},
+            team_roots=team_roots,
             socket=socket,
             config=config,
             max_chats=max_chats,

@@ -265,3 +265,21 @@ def test_passthrough_is_read_from_the_environment() -> None:
     assert ProxySettings.from_env({"SCOUTD_LITELLM_PASSTHROUGH": "allow"}).passthrough is True
     with pytest.raises(ValueError, match="SCOUTD_LITELLM_PASSTHROUGH"):
         ProxySettings.from_env({"SCOUTD_LITELLM_PASSTHROUGH": "yes"})
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SCOUTD_LITELLM_ROOTS": "~/chats"},
+        {"SCOUTD_LITELLM_ROOTS": "/srv/chats:chats"},
+        {"SCOUTD_LITELLM_TEAM_ROOTS": '{"team-a": ["/srv/a", "relative/b"]}'},
+    ],
+)
+def test_a_root_that_is_not_absolute_stops_the_proxy_at_its_start(env: dict[str, str]) -> None:
+    """Such a root used to be dropped in silence: every request naming a chat under it
+    was refused, the header's own ``~`` expanded all the same. The daemon's
+    ``allowed_roots`` refuse it so too."""
+    with pytest.raises(ValueError, match="is not an absolute path"):
+        ProxySettings.from_env(env)
+    roots = ProxySettings.from_env({"SCOUTD_LITELLM_ROOTS": "/srv/chats:/tmp"}).roots
+    assert roots == ("/srv/chats", "/tmp")
