@@ -44,6 +44,7 @@ from typing import Any, NamedTuple, TypeVar
 import anyio.to_thread
 
 from ..client import Client, default_socket_path
+from ..client._common import wire_path
 from ..errors import Aborted, Forbidden, InvalidMessages, RemoteError
 from ..formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES
 from ..inbox.names import inbox_dir
@@ -299,30 +300,24 @@ class ScoutdProxyHook(CustomLogger):
                 "request's key (SCOUTD_LITELLM_ROOTS, SCOUTD_LITELLM_TEAM_ROOTS)"
             )
             raise api_error(400, message, "invalid_request_error") from None
-        problem = unreachable(save_file) or self._unsendable(named, save_file)
+        problem = unreachable(save_file) or self._unsendable(named)
         if problem is not None:
             raise api_error(
                 400, f"scoutd refused the header {CHAT_HEADER}: {problem}", "invalid_request_error"
             )
         return save_file
 
-    def _unsendable(self, named: str, save_file: str) -> str | None:
-        """Why the daemon cannot serve the chat of ``save_file``, or None.
-
-        Its protocol carries UTF-8 paths only: a header of other bytes names a file
-        that only a proxy preparing in its own process can serve. Refused here as
-        the client's error (400), not failed later as the proxy's (500, which the
-        SDKs retry with the same header).
-        """
+    def _unsendable(self, named: str) -> str | None:
+        """Why the daemon cannot serve the chat ``named``, or None: its protocol carries
+        UTF-8 paths only, so a header of other bytes names a file only a proxy
+        preparing in its own process can serve. Refused here as the client's error
+        (400), not failed later as the proxy's (500, which the SDKs retry)."""
         if self.settings.socket in (None, False):
             return None
         try:
-            save_file.encode("utf-8")
-        except UnicodeEncodeError:
-            return (
-                f"{display_path(named)!r} is not UTF-8, and this proxy prepares through the "
-                "scoutd daemon, whose protocol carries UTF-8 paths only"
-            )
+            wire_path(named)
+        except ValueError as exc:
+            return str(exc)
         return None
 
     def _new(self, save_file: str | None, format: str, client: Client | None = None) -> RunPreparer:
