@@ -85,6 +85,7 @@ _SIZED = _OTHER_CALLS | {
     "apply_patch_call_output",
     "computer_call_output",
     "mcp_approval_response",
+    "tool_search_output",
 }
 _IMAGE = {"type": "input_image"}  # what an image counts for: the estimate's fixed cost
 

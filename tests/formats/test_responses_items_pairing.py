@@ -373,3 +373,23 @@ def test_a_custom_item_without_its_partner_is_malformed_as_a_function_one_is() -
         prepared = scoutd.prepare(items, format="openai-responses")
         assert prepared.messages == items
         assert prepared.report[-1].malformed == 2, custom
+
+
+def test_a_tool_search_output_counts_for_its_size() -> None:
+    """A provider's tool search answers with a ``tool_search_output`` item (the tools it
+    found, outside any ``content``): it is sent, so it counts. 60,000 characters of
+    it and ten function pairs of 1,500 pass a 12,000-token window: pairs go. It
+    counted for nothing, and the prompt went out whole."""
+    tools = [
+        {"type": "function", "name": f"tool_{k}", "description": "d" * 300} for k in range(200)
+    ]
+    items: list[Any] = [
+        {"type": "message", "role": "user", "content": "find a tool"},
+        {"type": "tool_search_call", "id": "ts_1", "call_id": "ts_1", "status": "completed"},
+        {"type": "tool_search_output", "id": "tso_1", "call_id": "ts_1", "tools": tools},
+    ]
+    for turn in range(10):
+        items += _function(turn)
+    prepared = scoutd.prepare(items, format="openai-responses", config={"context_window": 12_000})
+    assert len(prepared.messages) < len(items)
+    assert problems(items, prepared.messages) == Counter()
