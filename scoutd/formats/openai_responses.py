@@ -69,6 +69,7 @@ _OTHER_CALLS = frozenset(
         "image_generation_call",
         "code_interpreter_call",
         "tool_search_call",
+        "program",
         "mcp_call",
         "mcp_list_tools",
         "mcp_approval_request",
@@ -86,6 +87,8 @@ _SIZED = _OTHER_CALLS | {
     "computer_call_output",
     "mcp_approval_response",
     "tool_search_output",
+    "program_output",
+    "additional_tools",
 }
 _IMAGE = {"type": "input_image"}  # what an image counts for: the estimate's fixed cost
 

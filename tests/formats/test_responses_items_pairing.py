@@ -375,21 +375,32 @@ def test_a_custom_item_without_its_partner_is_malformed_as_a_function_one_is() -
         assert prepared.report[-1].malformed == 2, custom
 
 
-def test_a_tool_search_output_counts_for_its_size() -> None:
-    """A provider's tool search answers with a ``tool_search_output`` item (the tools it
-    found, outside any ``content``): it is sent, so it counts. 60,000 characters of
-    it and ten function pairs of 1,500 pass a 12,000-token window: pairs go. It
-    counted for nothing, and the prompt went out whole."""
-    tools = [
-        {"type": "function", "name": f"tool_{k}", "description": "d" * 300} for k in range(200)
-    ]
-    items: list[Any] = [
-        {"type": "message", "role": "user", "content": "find a tool"},
+BIG = "d" * 60_000  # about 15,000 tokens
+TOOLS = [{"type": "function", "name": f"tool_{k}", "description": "d" * 300} for k in range(200)]
+# Items the provider defines that carry their weight outside any ``content``
+SIZED = {
+    "tool_search": [
         {"type": "tool_search_call", "id": "ts_1", "call_id": "ts_1", "status": "completed"},
-        {"type": "tool_search_output", "id": "tso_1", "call_id": "ts_1", "tools": tools},
-    ]
+        {"type": "tool_search_output", "id": "tso_1", "call_id": "ts_1", "tools": TOOLS},
+    ],
+    "program": [
+        {"type": "program", "id": "p_1", "call_id": "p_1", "code": "x", "fingerprint": "f"},
+        {"type": "program_output", "id": "po_1", "call_id": "p_1", "result": BIG},
+    ],
+    "additional_tools": [{"type": "additional_tools", "role": "developer", "tools": TOOLS}],
+}
+
+
+@pytest.mark.parametrize("kind", SIZED)
+def test_items_outside_content_count_for_their_size(kind: str) -> None:
+    """A tool search's output (the tools it found), a program's output, tools added
+    mid-run: sent, so counted. With ten function pairs of 1,500 characters they pass
+    a 12,000-token window: pairs go. The last two counted for nothing, and the
+    prompt went out whole (a tool search's output was counted as any other item)."""
+    items: list[Any] = [{"type": "message", "role": "user", "content": "go"}, *SIZED[kind]]
     for turn in range(10):
         items += _function(turn)
     prepared = scoutd.prepare(items, format="openai-responses", config={"context_window": 12_000})
     assert len(prepared.messages) < len(items)
+    assert all(item in prepared.messages for item in SIZED[kind])  # they pass through
     assert problems(items, prepared.messages) == Counter()
