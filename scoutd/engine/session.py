@@ -99,13 +99,15 @@ class Session:
         is recognised (by identity, else by equality) and only what is new is
         indexed. Equal to :func:`scoutd.prepare` with the session's arguments.
 
+        A round that raises leaves the session's conversation as it was before
+        it, as a daemon session's failed call does: a :meth:`recall` then answers
+        from the conversation of the last round that succeeded.
+
         Raises:
             Aborted: this round, or an earlier one, met an ``abort`` file.
             SessionClosed: the session was closed.
             InvalidMessages: a message breaks the rule of docs/PROTOCOL.md
-                ("Messages"); the session keeps what it held. Messages nested
-                deeper than the interpreter walks are refused the same way, and the
-                session then forgets its conversation (the next round starts over).
+                ("Messages"), or is nested deeper than the interpreter walks.
         """
         with self._lock:
             return self._prepare(messages)
@@ -115,23 +117,46 @@ class Session:
             raise SessionClosed("the session is closed")
         if self.aborted:
             raise Aborted(self.reason or "aborted")
+        held = len(self._state.messages)
         try:
-            self._absorb(messages)
-            prepared, _ = self._state.prepare(
+            state = self._absorb(messages)
+            prepared, _ = state.prepare(
                 self.strategies,
                 self.config,
                 save_file=self.save_file,
                 cache_control=self.cache_control,
             )
         except Aborted as exc:
+            self._roll_back(held)
             self.aborted, self.reason = True, exc.reason
             raise
         except RecursionError:
-            self._state = SessionPrompt(format=self.format)
-            self._counted = (0, 0)
+            self._roll_back(held)
             raise too_deep() from None
+        except BaseException:
+            self._roll_back(held)
+            raise
+        if state is not self._state:  # a new conversation replaces the old one
+            self._state, self._counted = state, (0, 0)
         self._shown = prepared.messages
         return prepared
+
+    def _roll_back(self, held: int) -> None:
+        """Leave the conversation as the failed round found it: its first ``held``
+        messages, as the daemon does with a session call that fails (docs/PROTOCOL.md),
+        so that a ``recall`` before the next round answers the same in both.
+
+        The index is rebuilt from them (what a failed round pays). Should even that
+        fail, the session forgets its conversation and the next round starts over;
+        the round's own error is the one raised.
+        """
+        try:
+            self._state.truncate(held)
+        except BaseException as exc:
+            self._state = SessionPrompt(format=self.format)
+            self._counted = (0, 0)
+            if not isinstance(exc, Exception):
+                raise  # an interrupt is the caller's own
 
     def recall(self, handle: str | int | None = None, search: str | None = None) -> str:
         """The recall tool's answer from this session's conversation (docs/STRATEGIES.md,
@@ -167,8 +192,9 @@ class Session:
             self._counted = (len(messages), held)
             return held
 
-    def _absorb(self, messages: Sequence[Any]) -> None:
-        """Bring the session's conversation to ``messages``: extend it, or start over."""
+    def _absorb(self, messages: Sequence[Any]) -> SessionPrompt:
+        """The session's conversation brought to ``messages``: the held one extended,
+        or a new one (the held one stays until the round succeeds, as in the daemon)."""
         state = self._state
         held = len(state.messages)
         check_messages(messages, start=len(messages))  # a list at all
@@ -176,10 +202,11 @@ class Session:
             check_messages(messages, start=held)  # what was held kept the rule
             if len(messages) > held:
                 state.extend(messages[held:], size=0)  # the daemon's byte limits only
-            return
+            return state
         check_messages(messages)  # a new conversation: every message is new
-        state.reset(messages, size=0)
-        self._counted = (0, 0)
+        fresh = SessionPrompt(format=self.format)
+        fresh.reset(messages, size=0)
+        return fresh
 
     def close(self) -> None:
         """Forget the conversation (idempotent); the session prepares nothing more."""

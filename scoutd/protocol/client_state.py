@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from ..errors import InvalidMessages
 from ..paths import safe_value
 from .error_table import too_large_limit
 from .framing import OVERSIZED, LineReader
@@ -117,6 +118,8 @@ class ClientState:
             # A text JSON cannot carry (a lone surrogate: a file name of undecodable
             # bytes in a tool output, say) goes escaped, as in the daemon's answers.
             buffer = bytearray(_encoder.encode(safe_value(_to_builtins(request))))
+        except RecursionError:  # refused as the library in process refuses it
+            raise InvalidMessages(None, "nested too deeply to read") from None
         buffer += b"\n"
         self._waiting[request_id] = len(buffer)
         return request_id, buffer
