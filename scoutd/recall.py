@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from .formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES, scout_view
+from .paths import safe_text
 from .protocol.messages import MAX_RECALL_SEARCH
 from .strategies.tool_messages import (
     ToolBody,
@@ -37,6 +38,7 @@ __all__ = [
     "RECALL_PARAMETERS",
     "RECALL_TOOL_NAME",
     "Recalled",
+    "arguments_of",
     "find_output",
     "parse_handle",
     "recall_output",
@@ -68,6 +70,11 @@ RECALL_PARAMETERS: dict[str, Any] = {
 }
 # What a search must hold at least: a shorter text matches nearly every output.
 MIN_SEARCH = 3
+# The recall tool's parameters: any other key a model sends is refused by name.
+PARAMETER_NAMES = ("handle", "search")
+NOT_AN_OBJECT = 'the recall arguments must be a JSON object: {"handle": "#37"}'
+# The most unknown keys a refusal names, and the characters of each it quotes.
+MAX_NAMED_KEYS, MAX_KEY_CHARS = 8, 40
 # The most digits a handle has, whether a text or an integer: more name no output,
 # and Python will not even write an integer of over 4,300 digits as text.
 MAX_HANDLE_DIGITS = 18
@@ -170,6 +177,26 @@ def arguments_problem(handle: Any, search: Any) -> str | None:
         if type(value) is str and not _encodable(value):
             return f"{name} holds a lone surrogate (U+D800 to U+DFFF), which no tool output holds"
     return None
+
+
+def arguments_of(given: Any) -> tuple[Any, Any] | str:
+    """``(handle, search)`` from a recall call's arguments as a framework decoded them,
+    or the tool-error text for arguments that are not an object of those two keys.
+
+    One rule for every integration, so a model gets the same text from each:
+    arguments that are not an object, or an object with another key (the schema
+    allows none), are refused rather than half read. The types of the two values
+    are :func:`arguments_problem`'s to check.
+    """
+    if not isinstance(given, Mapping):
+        return NOT_AN_OBJECT
+    unknown = [key for key in given if key not in PARAMETER_NAMES]
+    if unknown:
+        names = sorted(safe_text(str(key)[:MAX_KEY_CHARS]) for key in unknown)  # stays UTF-8
+        more = len(names) - MAX_NAMED_KEYS
+        listed = ", ".join(names[:MAX_NAMED_KEYS]) + (f" and {more} more" if more > 0 else "")
+        return f"unknown recall arguments: {listed} (handle, search)"
+    return given.get("handle"), given.get("search")
 
 
 def _encodable(text: str) -> bool:

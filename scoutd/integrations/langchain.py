@@ -53,7 +53,7 @@ import anyio.to_thread
 
 from ..errors import Aborted
 from ..formats import OPENAI_CHAT
-from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
+from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, arguments_of, recall_parameters
 from ._run import ClosedByWith, HookClosed, HookOptions, RunPreparer, missing_extra
 
 try:
@@ -131,6 +131,23 @@ def _wrappers_inside(handler: Callable[..., Any]) -> list[AgentMiddleware[Any, A
                 except ValueError:  # a cell not filled yet
                     continue
     return found
+
+
+class _RecallTool(StructuredTool):
+    """The recall tool: whatever object the model sends reaches the function whole, as
+    ``given``, beside the ``runtime`` the tool node injects.
+
+    LangChain checks no dict schema and calls the function with ``**`` the model's
+    keys: a key the function does not take (``{"extra": 1}``), or ``self``, which
+    LangChain's own ``_run`` takes, ended the run with a ``TypeError``.
+    """
+
+    def _to_args_and_kwargs(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> tuple[tuple[str, ...], dict[str, Any]]:
+        args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
+        runtime = kwargs.pop("runtime", None)  # LangChain refuses a text input before this
+        return args, {"given": kwargs, "runtime": runtime}
 
 
 class ModelCallAborted(Aborted, ModelError):
@@ -230,7 +247,7 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any], ClosedByWith):
         self.tools: list[BaseTool] = []
         if options["recall"]:
             self.tools.append(
-                StructuredTool.from_function(
+                _RecallTool.from_function(
                     func=self._recall,
                     coroutine=self._arecall,
                     name=RECALL_TOOL_NAME,
@@ -239,31 +256,25 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any], ClosedByWith):
                 )
             )
 
-    def _recall(
-        self,
-        handle: str | None = None,
-        search: str | None = None,
-        runtime: ToolRuntime | None = None,
-    ) -> str:
-        """The recall tool: answered from the session of the run that called it (its
-        state, which the agent's tool node injects as ``runtime``)."""
-        run = _run_of(runtime.state if runtime is not None else None)
+    def _recall(self, given: Any = None, runtime: ToolRuntime | None = None) -> str:
+        """The recall tool: ``given``, the model's arguments, answered from the session of
+        the run that called it (its state, which the agent's tool node injects as
+        ``runtime``)."""
+        arguments = arguments_of({} if given is None else given)
+        if isinstance(arguments, str):
+            return arguments
+        run = _run_of(getattr(runtime, "state", None))
         preparer = self.preparer if run is None else run.current()
         try:
             if preparer is None:
                 raise HookClosed
-            return preparer.recall(handle, search)
+            return preparer.recall(*arguments)
         except HookClosed:  # a new session would answer from an empty conversation
             return _SESSION_ENDED
 
-    async def _arecall(
-        self,
-        handle: str | None = None,
-        search: str | None = None,
-        runtime: ToolRuntime | None = None,
-    ) -> str:
+    async def _arecall(self, given: Any = None, runtime: ToolRuntime | None = None) -> str:
         """:meth:`_recall` for the async agent loop (in a thread: it may ask the daemon)."""
-        return await anyio.to_thread.run_sync(self._recall, handle, search, runtime)
+        return await anyio.to_thread.run_sync(self._recall, given, runtime)
 
     def _new_preparer(self) -> RunPreparer:
         """A run's new preparer, which :attr:`preparer` then shows."""

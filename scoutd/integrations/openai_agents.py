@@ -34,7 +34,7 @@ import anyio.to_thread
 import msgspec
 
 from ..formats import OPENAI_RESPONSES
-from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
+from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, arguments_of, recall_parameters
 from ._run import ClosedByWith, HookOptions, RunPreparer, missing_extra
 
 try:
@@ -79,10 +79,10 @@ class ScoutdInputFilter(ClosedByWith):
             given = msgspec.json.decode(arguments or "{}")
         except (msgspec.DecodeError, RecursionError):  # what a model sent: never raised
             given = None
-        if not isinstance(given, dict):
-            return 'the recall arguments must be a JSON object: {"handle": "#37"}'
-        handle, search = given.get("handle"), given.get("search")
-        return await anyio.to_thread.run_sync(self.preparer.recall, handle, search)
+        found = arguments_of(given)  # the rule and the texts every integration gives
+        if isinstance(found, str):
+            return found
+        return await anyio.to_thread.run_sync(self.preparer.recall, *found)
 
     def prepare_items(self, items: Sequence[Any]) -> list[Any]:
         """The prepared input items (blocking; :meth:`__call__` runs it in a thread)."""

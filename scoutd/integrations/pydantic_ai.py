@@ -42,7 +42,13 @@ import anyio.to_thread
 
 from ..errors import Aborted
 from ..formats import OPENAI_CHAT
-from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, recall_parameters
+from ..recall import (
+    NOT_AN_OBJECT,
+    RECALL_DESCRIPTION,
+    RECALL_TOOL_NAME,
+    arguments_of,
+    recall_parameters,
+)
 from ._run import HookOptions, RunPreparer, missing_extra
 
 try:
@@ -64,7 +70,13 @@ _T = TypeVar("_T")
 
 # The one keyword the recall function gets for arguments that are not a JSON object.
 _NOT_AN_OBJECT = "(not a JSON object)"
-_NOT_AN_OBJECT_TEXT = 'the recall arguments must be a JSON object: {"handle": "#37"}'
+
+
+class _NotAnObject:
+    """The value under :data:`_NOT_AN_OBJECT`: no value a model sends is one, so a model's
+    own ``{"(not a JSON object)": 1}`` is an object with an unknown key, as it is."""
+
+    __slots__ = ()
 
 
 def _keywords(given: Any) -> dict[str, Any]:
@@ -72,7 +84,7 @@ def _keywords(given: Any) -> dict[str, Any]:
     anything else (a list, a number, ``null``) under one key that the function answers
     with a text. Pydantic AI calls the function with ``**`` these and insists on a dict:
     a model's ``[1, 2]`` or ``null`` used to end the run with a ``TypeError``."""
-    return given if isinstance(given, dict) else {_NOT_AN_OBJECT: given}
+    return given if isinstance(given, dict) else {_NOT_AN_OBJECT: _NotAnObject()}
 
 
 class _Shared:
@@ -140,13 +152,12 @@ class ScoutdCapability(AbstractCapability[Any]):
 
     async def _recall(self, given: dict[str, Any]) -> str:
         """The recall tool's answer (Pydantic AI skips the schema's checks: done here)."""
-        if _NOT_AN_OBJECT in given:
-            return _NOT_AN_OBJECT_TEXT
-        arguments = dict(given)
-        handle, search = arguments.pop("handle", None), arguments.pop("search", None)
-        if arguments:
-            return f"unknown recall arguments: {', '.join(sorted(arguments))} (handle, search)"
-        return await anyio.to_thread.run_sync(self._run_preparer().recall, handle, search)
+        if isinstance(given.get(_NOT_AN_OBJECT), _NotAnObject):
+            return NOT_AN_OBJECT
+        arguments = arguments_of(given)  # the rule and the texts every integration gives
+        if isinstance(arguments, str):
+            return arguments
+        return await anyio.to_thread.run_sync(self._run_preparer().recall, *arguments)
 
     def _run_preparer(self) -> RunPreparer:
         """The run's preparer, made at its first use (no session opens before a round)."""
