@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from ..strategies.tool_kinds import EDIT, KINDS, OTHER, READ, call_kind, command_text
+from ..strategies.tool_kinds import EDIT, KINDS, OTHER, READ, CallKind, call_kind, command_text
 from .facts import Call, Hidden, RunFacts, action_facts, fact_kind
 from .texts import ACTION, OUTPUT
 
@@ -38,10 +38,16 @@ def _arguments(text: str) -> Any:
         return text
 
 
-def tool_kind(tool: str | None, arguments: str) -> str:
+def tool_kind(tool: str | None, arguments: Any) -> str:
     """What produced an output (:func:`scoutd.strategies.tool_kinds.call_kind`), from
-    the call's tool name and the JSON text of its arguments."""
-    return call_kind(tool, _arguments(arguments)).kind
+    the call's tool name and its arguments: the JSON text of a function call's, or
+    the object of a call of another kind."""
+    return _call(tool, arguments).kind
+
+
+def _call(tool: str | None, arguments: Any) -> CallKind:
+    found = _arguments(arguments) if type(arguments) is str else arguments
+    return call_kind(tool, found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +58,15 @@ class OutputInfo:
     target: str | None
 
 
-def _target(kind: str, arguments: str) -> str | None:
+def _target(kind: str, arguments: Any, named: str | None = None) -> str | None:
+    """The file a read or an edit names: ``named``, the one its call names in a field
+    (an apply_patch operation's ``path``), else the longest path of its arguments."""
     if kind not in (READ, EDIT):
         return None
-    found = action_facts(command_text(_arguments(arguments)))
+    if named is not None:
+        return named
+    value = _arguments(arguments) if type(arguments) is str else arguments
+    found = action_facts(command_text(value))
     kinds = ("path", "line")
     paths = sorted(f for f in found if fact_kind(f) in kinds and not f.startswith("line "))
     if not paths:
@@ -67,16 +78,18 @@ def _target(kind: str, arguments: str) -> str | None:
 
 def run_outputs(facts: RunFacts) -> list[OutputInfo]:
     """Every tool output of the run, in order, with its kind and target file."""
-    calls: dict[str, tuple[str | None, str]] = {}
+    calls: dict[str, tuple[str | None, Any]] = {}
     infos = []
     for parts in facts.parts:
         for part in parts:
             if part.kind == ACTION and part.call_id is not None:
-                calls[part.call_id] = (part.tool, part.text)
+                given = part.text if part.arguments is None else part.arguments
+                calls[part.call_id] = (part.tool, given)
             elif part.kind == OUTPUT:
                 tool, arguments = calls.get(part.call_id or "", (None, ""))
-                kind = tool_kind(tool, arguments)
-                infos.append(OutputInfo(kind, _target(kind, arguments)))
+                found = _call(tool, arguments)
+                named = None if type(arguments) is str else found.target
+                infos.append(OutputInfo(found.kind, _target(found.kind, arguments, named)))
     return infos
 
 

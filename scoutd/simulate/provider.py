@@ -17,6 +17,9 @@ from typing import Any
 import msgspec
 
 from ..engine.prepare import prepare
+from ..formats import OPENAI_RESPONSES
+from ..formats.openai_responses_items import CALL_KINDS, COMPUTER_OUTPUT, OUTPUT_KINDS
+from ..strategies.media import MEDIA_CHARS, counted_content
 from .cache import CacheModel
 from .facts import FactTally, Hidden, RunFacts
 from .replay import Settings
@@ -24,8 +27,23 @@ from .runners import PEERS, make_runner, side_cost
 
 __all__ = ["ProviderResult", "provider_facts", "provider_rounds", "replay_in_format"]
 
-# Items of the OpenAI Responses format that the model produces.
-_MODEL_ITEMS = frozenset({"function_call", "reasoning"})
+# Items of the OpenAI Responses format that the model produces: its reasoning, the calls
+# its client answers (function, custom, shell, apply_patch, computer) and the calls of
+# the provider's own tools.
+_MODEL_ITEMS = CALL_KINDS | {
+    "reasoning",
+    "web_search_call",
+    "file_search_call",
+    "image_generation_call",
+    "code_interpreter_call",
+    "tool_search_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+}
+_SHELL_OUTPUT = "shell_call_output"
+# What a screenshot is billed as: the fixed image cost (scoutd.strategies.media).
+_SCREENSHOT = "m" * MEDIA_CHARS
 _encode = msgspec.json.Encoder(order="deterministic").encode
 
 
@@ -49,13 +67,47 @@ def _from_model(message: Any) -> bool:
     return message.get("role") == "assistant" or (type(kind) is str and kind in _MODEL_ITEMS)
 
 
+def _made_by_model(messages: Sequence[Any]) -> list[bool]:
+    """Whether each message is part of a model response: a model item, or a hosted
+    shell's output the provider wrote into its response (docs/FORMATS.md: a
+    ``shell_call_output`` with an ``id`` of its own, answering a call of a turn that
+    a ``reasoning`` item opened, a call or assistant text of the response after it),
+    the rule the Responses adapter keeps a turn by."""
+    made = []
+    reasoned = False  # the current model turn opened with a reasoning item
+    calls: set[str] = set()  # the call ids of that turn since its reasoning item
+    for position, message in enumerate(messages):
+        if _from_model(message):
+            kind, ident = message.get("type"), message.get("call_id")
+            if kind == "reasoning":
+                reasoned, calls = True, set()
+            elif type(kind) is str and kind in CALL_KINDS and type(ident) is str:
+                calls.add(ident)
+            made.append(True)
+            continue
+        following: Any = messages[position + 1] if position + 1 < len(messages) else None
+        answered = message.get("call_id") if type(message) is dict else None
+        hosted = (
+            reasoned
+            and type(answered) is str
+            and answered in calls
+            and message.get("type") == _SHELL_OUTPUT
+            and type(message.get("id")) is str
+            and _from_model(following)
+            and following.get("type") != "reasoning"
+        )
+        if not hosted:
+            reasoned, calls = False, set()
+        made.append(hosted)
+    return made
+
+
 def provider_rounds(messages: Sequence[Any]) -> list[int]:
-    """Prefix lengths at which the model is called: before each model turn, and at the end."""
-    ends = [
-        i
-        for i in range(1, len(messages))
-        if _from_model(messages[i]) and not _from_model(messages[i - 1])
-    ]
+    """Prefix lengths at which the model is called: before each model turn, and at the end.
+
+    A hosted shell's output inside a response is no call: the response goes on."""
+    made = _made_by_model(messages)
+    ends = [i for i in range(1, len(messages)) if made[i] and not made[i - 1]]
     if messages and (not ends or ends[-1] != len(messages)):
         ends.append(len(messages))
     return ends
@@ -68,6 +120,22 @@ def provider_facts(messages: Sequence[Any], format_name: str) -> RunFacts:
 
 def _segment(message: Any) -> str:
     return _encode(message).decode("utf-8", "replace") + "\n"
+
+
+def _responses_segment(message: Any) -> str:
+    """A Responses item's segment, its images billed as the provider bills them: a
+    screenshot, or an image in an output's or a message's list, at the fixed image
+    cost, not by the characters of their data."""
+    if type(message) is dict:
+        kind = message.get("type")
+        output = message.get("output")
+        if kind == COMPUTER_OUTPUT and isinstance(output, dict):
+            message = {**message, "output": _SCREENSHOT}
+        elif type(kind) is str and kind in OUTPUT_KINDS and type(output) is list:
+            message = {**message, "output": counted_content(output)}
+        elif type(message.get("content")) is list:
+            message = {**message, "content": counted_content(message["content"])}
+    return _segment(message)
 
 
 def replay_in_format(
@@ -90,7 +158,8 @@ def replay_in_format(
     config = settings.config
     peer = make_runner(name, settings.peers, settings.estimator) if name in PEERS else None
     conversation = list(messages)
-    texts = {id(m): _segment(m) for m in conversation}
+    segment = _responses_segment if format_name == OPENAI_RESPONSES else _segment
+    texts = {id(m): segment(m) for m in conversation}
     billed = 0.0
     peak = overflow = breaks = 0
     ends = provider_rounds(conversation)
@@ -100,7 +169,7 @@ def replay_in_format(
             prompt = prepare(prefix, peer, format=format_name).messages
         else:
             prompt = prepare(prefix, [name], config=config, format=format_name).messages
-        segments = [texts.get(id(m)) or _segment(m) for m in prompt]
+        segments = [texts.get(id(m)) or segment(m) for m in prompt]
         if end in calls and facts is not None:
             facts.tally_call(tally, calls[end], prompt, record)
         outcome = model.step(segments, now=number * settings.round_seconds)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.session import Session
+from ..formats import SCOUT
 from .cache import Estimator, Prices
 from .peers import PeerMemo, SummaryState, clear_tool_uses, mask_last_n, summarize
 
@@ -154,7 +155,10 @@ def scoutd_runner(name: str, config: Any) -> Runner:
     """A runner of a scoutd, registered or plugin strategy with one config snapshot.
 
     The runner keeps one session: give it the rounds of one conversation in
-    order (another list is recognised as such and prepared whole).
+    order (another list is recognised as such and prepared whole). It prepares
+    scoutd's roles (a synthetic run, a run in scoutd's roles, a chat's scout
+    view), named as such: the view of a Responses chat keeps its ``message`` and
+    ``reasoning`` items as they are, which format detection would take for a mix.
     """
-    session = Session(strategies=[name], config=config)
+    session = Session(strategies=[name], config=config, format=SCOUT)
     return lambda prefix: session.prepare_prompt(prefix)

@@ -5,7 +5,12 @@ recorded conversation, which text came from the operator (system and user
 text), which from the agent (its text, its reasoning and its tool-call
 arguments) and which from a tool (tool outputs). Each :class:`Part` says it,
 and for tool traffic carries the call id that pairs a call with its output,
-the tool's name and, for a call, its arguments as text.
+the tool's name and, for a call, its arguments as text. A Responses call of a
+built-in kind (shell, local shell, apply_patch, computer, custom) and an OpenAI
+Chat ``custom`` call are read as the strategies see them
+(:mod:`scoutd.formats.openai_responses_items`): their action or input is the
+agent's, their outputs' text (shell chunks, a log) a tool's; a screenshot holds
+no text.
 """
 
 from __future__ import annotations
@@ -17,6 +22,15 @@ from typing import Any
 import msgspec
 
 from ..formats import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, SCOUT
+from ..formats.openai_responses_items import (
+    CALL_KINDS,
+    COMPUTER_OUTPUT,
+    OUTPUT_KINDS,
+    call_arguments,
+    call_name,
+    output_id,
+    output_text,
+)
 
 __all__ = ["ACTION", "OUTPUT", "SOURCE", "Part", "message_parts", "strings"]
 
@@ -36,6 +50,9 @@ class Part:
     text: str
     call_id: str | None = None
     tool: str | None = None  # a call's tool name (calls only)
+    # A call of a kind whose arguments are no JSON text (a Responses shell, apply_patch,
+    # computer or custom call): its arguments as the strategies see them.
+    arguments: Any = None
 
 
 def strings(value: Any) -> Iterator[str]:
@@ -90,6 +107,13 @@ def _openai_chat(message: Mapping[str, Any]) -> list[Part]:
     for call in calls if isinstance(calls, list) else ():
         if not isinstance(call, Mapping):
             continue
+        custom = call.get("custom")
+        if call.get("type") == "custom" and isinstance(custom, Mapping):
+            given = custom.get("input")  # a freeform tool's text: its one argument
+            text = given if type(given) is str else ""
+            name = _ident(custom.get("name"))
+            parts.append(Part(ACTION, text, _ident(call.get("id")), name, {"input": text}))
+            continue
         function = call.get("function")
         function = function if isinstance(function, Mapping) else {}
         arguments = function.get("arguments")
@@ -136,6 +160,14 @@ def _openai_responses(item: Mapping[str, Any]) -> list[Part]:
         arguments = item.get("arguments")
         text = arguments if type(arguments) is str else "\n".join(strings(arguments))
         return [Part(ACTION, text, _ident(item.get("call_id")), _ident(item.get("name")))]
+    if type(kind) is str and kind in OUTPUT_KINDS:  # a screenshot holds no fact
+        shown = None if kind == COMPUTER_OUTPUT else output_text(item)
+        return [Part(OUTPUT, shown or "", _ident(output_id(item)))]
+    if type(kind) is str and kind in CALL_KINDS:
+        arguments = call_arguments(item)
+        text = "\n".join(strings(arguments))
+        ident, name = _ident(item.get("call_id")), _ident(call_name(item))
+        return [Part(ACTION, text, ident, name, arguments)]
     if kind == "reasoning":
         return [Part(ACTION, "\n".join(strings(item.get("summary"))))]
     mine = item.get("role") == "assistant"

@@ -269,16 +269,32 @@ def _shell_read(words: list[str], later: Iterator[str]) -> CallKind:
     return CallKind(READ, target, lines)
 
 
+# Shells whose ``-c`` script is the command an argv runs (Codex CLI: ``bash -lc '...'``).
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+# The file a freeform patch (Codex CLI's apply_patch input) changes first.
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (\S[^\n]*)$", re.M)
+
+
+def _argv(words: list[str]) -> str:
+    """An argv's command: a shell's ``-c`` script alone, else its words joined."""
+    if len(words) == 3 and words[0].rsplit("/", 1)[-1] in _SHELLS and words[1] in ("-c", "-lc"):
+        return words[2]
+    return " ".join(words[:MAX_COMMAND_CHARS])
+
+
 def _command(arguments: Any) -> str:
-    """A shell call's command: the ``command`` (or ``cmd``) field, else every string value."""
+    """A shell call's command: the ``command`` (or ``cmd``) field (an argv: its words,
+    a shell's ``-c`` script alone), a Responses shell call's ``commands`` one a line,
+    else every string value."""
     command = None
     if isinstance(arguments, dict):
-        for field in ("command", "cmd"):
+        for field in ("command", "cmd", "commands"):
             value = arguments.get(field)
             if type(value) is str:
                 command = value
             elif isinstance(value, list) and all(type(v) is str for v in value):
-                command = " ".join(value[:MAX_COMMAND_CHARS])
+                lines = value[:MAX_COMMAND_CHARS]
+                command = "\n".join(lines) if field == "commands" else _argv(lines)
             if command is not None:
                 break
     return (command if command is not None else command_text(arguments))[:MAX_COMMAND_CHARS]
@@ -302,9 +318,13 @@ def _search_call(arguments: Any) -> CallKind:
 
 
 def _edit_call(arguments: Any) -> CallKind:
-    path = (
-        arguments.get("file_path", arguments.get("path")) if isinstance(arguments, dict) else None
-    )
+    """An edit of its ``file_path`` or ``path``, or of the first file a freeform
+    patch (``input``) names."""
+    get = (arguments if isinstance(arguments, dict) else {}).get
+    path, given = get("file_path", get("path")), get("input")
+    if not isinstance(path, str) and type(given) is str:
+        found = _PATCH_FILE.search(given[:MAX_COMMAND_CHARS])
+        path = found.group(1).strip() if found else None
     return CallKind(EDIT, path if isinstance(path, str) else None)
 
 

@@ -15,7 +15,10 @@ from hypothesis import strategies as st
 from scoutd.strategies.tool_kinds import (
     _SPLIT,
     _TEST,
+    EDIT,
     MAX_COMMAND_CHARS,
+    READ,
+    SEARCH,
     _runs_tests,
     _segments,
     _words,
@@ -89,3 +92,17 @@ def test_only_the_head_of_a_long_command_is_read() -> None:
     listed = call_kind("bash", {"cmd": ["grep", "-rn", "x"] + ["y"] * 100_000})
     assert listed.kind == "search/listing"
     assert len(listed.key) <= MAX_COMMAND_CHARS
+
+
+def test_codex_shapes_are_read_as_what_they_do() -> None:
+    """Codex CLI runs a command as an argv, ``["bash", "-lc", "cat a.py"]``, a built-in
+    shell call lists ``commands``, and a freeform patch names its files in ``*** Update
+    File:`` lines: a read, a search and an edit of that file (a script run, other and
+    an edit of nothing before)."""
+    read = call_kind("shell", {"command": ["bash", "-lc", "cat src/a.py"]})
+    assert (read.kind, read.target) == (READ, "src/a.py")
+    assert call_kind("shell", {"commands": ["rg -n needle src"]}).kind == SEARCH
+    assert call_kind("shell", {"command": ["ls", "-la"]}).kind == call_kind("shell", "ls -la").kind
+    patch = "*** Begin Patch\n*** Update File: src/b.py\n@@\n-x\n+y\n*** End Patch"
+    edit = call_kind("apply_patch", {"input": patch})
+    assert (edit.kind, edit.target) == (EDIT, "src/b.py")
