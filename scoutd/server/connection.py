@@ -431,11 +431,13 @@ async def serve_client(
             pass
         client.close()
         return
-    stream = await anyio.abc.UNIXSocketStream.from_socket(client)
+    # Counted at once, before anything waits: two connections admitted meanwhile would
+    # both pass a limit their counts together exceed.
     shared.metrics.connections += 1
     by_uid = shared.connections_by_uid
     by_uid[peer.uid] = by_uid.get(peer.uid, 0) + 1
     try:
+        stream = await anyio.abc.UNIXSocketStream.from_socket(client)
         await PeerConnection(shared, registry, dispatch, stream, peer).serve()
     except Exception as exc:
         # Last resort: one connection's failure never ends the daemon.
