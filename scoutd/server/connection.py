@@ -345,6 +345,7 @@ class PeerConnection:
                 try:
                     response = await self._dispatch(self, line, late)
                 finally:
+                    self.placed()  # refused before it was placed: not held while answered
                     shared.pending_request_bytes -= held
                     held = 0
                     del line
@@ -360,7 +361,7 @@ class PeerConnection:
             shared.metrics.count_error(protocol.INTERNAL_ERROR)
             self.close()
         finally:
-            self.placed()  # if an error came first
+            self.placed()  # cancelled before its dispatch
             shared.pending_request_bytes -= held  # cancelled before its turn
             shared.request_ended()
             self.in_flight -= 1
