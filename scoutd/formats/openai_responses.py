@@ -48,7 +48,7 @@ from .view import (
     View,
 )
 
-__all__ = ["ADAPTER", "rebuild", "starts_turn", "view", "call_ids", "continues"]
+__all__ = ["ADAPTER", "call_ids", "continues", "rebuild", "starts_turn", "turn_starts", "view"]
 
 _CALL, _REASONING = "function_call", "reasoning"
 _CUSTOM, _CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
@@ -271,6 +271,13 @@ def _in_response(items: Sequence[Any], position: int, start: int) -> bool:
         _is_call(_kind(earlier)) and earlier.get("call_id") == ident
         for earlier in items[start:position]
     )
+
+
+def turn_starts(items: Sequence[Any]) -> list[int]:
+    """The first item of the model turn each item belongs to (its own index if none):
+    the turns a rebuild keeps or drops whole, for a reader of the same items (the
+    simulator's model calls)."""
+    return _turns(items)
 
 
 def _turns(items: Sequence[Any]) -> list[int]:

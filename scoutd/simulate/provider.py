@@ -18,6 +18,7 @@ import msgspec
 
 from ..engine.prepare import prepare
 from ..formats import OPENAI_RESPONSES
+from ..formats.openai_responses import turn_starts
 from ..formats.openai_responses_items import CALL_KINDS, COMPUTER_OUTPUT, OUTPUT_KINDS
 from ..strategies.media import MEDIA_CHARS, counted_content
 from .cache import CacheModel
@@ -41,7 +42,6 @@ _MODEL_ITEMS = CALL_KINDS | {
     "mcp_list_tools",
     "mcp_approval_request",
 }
-_SHELL_OUTPUT = "shell_call_output"
 # What a screenshot is billed as: the fixed image cost (scoutd.strategies.media).
 _SCREENSHOT = "m" * MEDIA_CHARS
 _encode = msgspec.json.Encoder(order="deterministic").encode
@@ -68,38 +68,11 @@ def _from_model(message: Any) -> bool:
 
 
 def _made_by_model(messages: Sequence[Any]) -> list[bool]:
-    """Whether each message is part of a model response: a model item, or a hosted
-    shell's output the provider wrote into its response (docs/FORMATS.md: a
-    ``shell_call_output`` with an ``id`` of its own, answering a call of a turn that
-    a ``reasoning`` item opened, a call or assistant text of the response after it),
-    the rule the Responses adapter keeps a turn by."""
-    made = []
-    reasoned = False  # the current model turn opened with a reasoning item
-    calls: set[str] = set()  # the call ids of that turn since its reasoning item
-    for position, message in enumerate(messages):
-        if _from_model(message):
-            kind, ident = message.get("type"), message.get("call_id")
-            if kind == "reasoning":
-                reasoned, calls = True, set()
-            elif type(kind) is str and kind in CALL_KINDS and type(ident) is str:
-                calls.add(ident)
-            made.append(True)
-            continue
-        following: Any = messages[position + 1] if position + 1 < len(messages) else None
-        answered = message.get("call_id") if type(message) is dict else None
-        hosted = (
-            reasoned
-            and type(answered) is str
-            and answered in calls
-            and message.get("type") == _SHELL_OUTPUT
-            and type(message.get("id")) is str
-            and _from_model(following)
-            and following.get("type") != "reasoning"
-        )
-        if not hosted:
-            reasoned, calls = False, set()
-        made.append(hosted)
-    return made
+    """Whether each message is part of a model response: a model item, or an item the
+    Responses adapter keeps in a model turn (a hosted shell's output the provider
+    wrote into its response, docs/FORMATS.md)."""
+    starts = turn_starts(messages)
+    return [_from_model(m) or starts[i] != i for i, m in enumerate(messages)]
 
 
 def provider_rounds(messages: Sequence[Any]) -> list[int]:
