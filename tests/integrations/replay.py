@@ -163,3 +163,18 @@ def check_one_daemon_session(socket_path: str | None, directory: str) -> None:
     """In daemon mode: the run used one session, and it is closed now."""
     if socket_path is not None:
         wait_for(lambda: daemon_sessions(directory) == (1, 1), 10, "one session, closed")
+
+
+def langchain_answer(decided: tuple[str, Any] | None, ident: str) -> Any:
+    """A scripted LangChain chat model's ``ChatResult``: one call ``decided`` (its name
+    and arguments) with the id ``ident``, or the final answer "done" when None."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    if decided is None:
+        message = AIMessage(content="done")
+    else:
+        name, arguments = decided
+        call = {"name": name, "args": arguments, "id": ident, "type": "tool_call"}
+        message = AIMessage(content="", tool_calls=[call])
+    return ChatResult(generations=[ChatGeneration(message=message)])

@@ -36,7 +36,7 @@ from pydantic import ConfigDict, Field
 import scoutd
 from scoutd.inbox import write_abort
 from scoutd.integrations.langchain import ScoutdMiddleware
-from tests.integrations.replay import CONFIG
+from tests.integrations.replay import CONFIG, langchain_answer
 from tests.integrations.test_recall_loops import MAX_CALLS, Script, bash_output
 from tests.support.daemon import Daemon, session_count, sessions_settled
 
@@ -269,12 +269,8 @@ def test_a_tool_error_an_outer_retry_catches_leaves_recall_exact(
             if decided is None:
                 answers = [m.content for m in messages if getattr(m, "name", "") == "recall"]
                 script.answer = str(answers[-1])
-                message = AIMessage(content="done")
-            else:
-                name, arguments = decided
-                call = {"name": name, "args": arguments, "id": f"c{script.calls}"}
-                message = AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])
-            return ChatResult(generations=[ChatGeneration(message=message)])
+            result: ChatResult = langchain_answer(decided, f"c{script.calls}")
+            return result
 
     failed: list[str] = []
 

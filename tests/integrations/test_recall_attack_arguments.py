@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.integrations.replay import langchain_answer
 from tests.test_recall import output_text
 
 OUTPUT = output_text(1)
@@ -83,8 +84,8 @@ def test_langchain_answers_every_argument_object_and_the_run_goes_on(
     pytest.importorskip("langchain.agents", reason="needs the extra scoutd[langchain]")
     from langchain.agents import create_agent
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.outputs import ChatResult
     from langchain_core.tools import tool
 
     from scoutd.integrations.langchain import ScoutdMiddleware
@@ -102,13 +103,8 @@ def test_langchain_answers_every_argument_object_and_the_run_goes_on(
         def _generate(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> ChatResult:
             decided = decide(self.turns)
             self.turns += 1
-            if decided is None:
-                message = AIMessage(content="done")
-            else:
-                name, arguments = decided
-                call = {"name": name, "args": arguments, "id": f"c{self.turns}"}
-                message = AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])
-            return ChatResult(generations=[ChatGeneration(message=message)])
+            result: ChatResult = langchain_answer(decided, f"c{self.turns}")
+            return result
 
     @tool
     def bash(command: str) -> str:

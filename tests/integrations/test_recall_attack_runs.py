@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from scoutd.integrations._run import RECALL_LOST
+from tests.integrations.replay import langchain_answer
 from tests.integrations.test_recall_loops import MAX_CALLS, Script, bash_output
 from tests.support.daemon import Daemon
 
@@ -249,13 +250,12 @@ def test_langchain_recall_across_a_daemon_restart(daemon: Daemon) -> None:
     from langchain.agents import create_agent
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import (
-        AIMessage,
         BaseMessage,
         HumanMessage,
         ToolMessage,
         convert_to_openai_messages,
     )
-    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.outputs import ChatResult
     from langchain_core.tools import tool
 
     from scoutd.integrations.langchain import ScoutdMiddleware
@@ -278,13 +278,8 @@ def test_langchain_recall_across_a_daemon_restart(daemon: Daemon) -> None:
                 if isinstance(m, ToolMessage) and m.name == "recall"
             ]
             decided = script.decide(convert_to_openai_messages(messages), answers)
-            if decided is None:
-                message = AIMessage(content="done")
-            else:
-                name, arguments = decided
-                call = {"name": name, "args": arguments, "id": f"c{script.calls}_{len(answers)}"}
-                message = AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])
-            return ChatResult(generations=[ChatGeneration(message=message)])
+            result: ChatResult = langchain_answer(decided, f"c{script.calls}_{len(answers)}")
+            return result
 
     @tool
     def bash(command: str) -> str:
