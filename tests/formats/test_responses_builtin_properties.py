@@ -45,19 +45,12 @@ from .drawn import (
     same,
     session_rounds,
 )
+from .test_responses_builtin_pairs import KINDS as BUILTIN
 from .test_responses_builtin_pairs import pair
 from .test_responses_items_pairing import ANSWERS, call_id, problems
 
 FORMAT = "openai-responses"
-KINDS = [
-    "function",
-    "local_shell",
-    "local_shell_by_id",
-    "codex_local_shell",
-    "shell",
-    "apply_patch",
-    "computer",
-]
+KINDS = ["function", *BUILTIN]
 # the kinds drawn: the new ones twice as often as function calls
 DRAWN = [*KINDS, *KINDS[1:]]
 HOSTILE = [

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+# The properties' examples: fixed (derandomized), no database, no deadline.
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 def output(draw: st.DrawFn, n: int) -> str:

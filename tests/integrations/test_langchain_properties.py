@@ -30,7 +30,7 @@ import pytest
 
 pytest.importorskip("langchain_core", reason="needs the extra scoutd[langchain]")
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
@@ -50,15 +50,8 @@ from scoutd.formats import OPENAI_CHAT
 from scoutd.integrations._langchain_messages import from_chat, to_chat
 from scoutd.integrations._run import RunPreparer
 
-from .drawn import output
+from .drawn import SETTINGS, output
 
-SETTINGS = settings(
-    max_examples=120,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
 TEXTS = st.text(st.characters(codec="utf-8"), max_size=30) | st.sampled_from(
     ["", "héllo ☃ 𝄞", "a\nb\r\n"]
 )

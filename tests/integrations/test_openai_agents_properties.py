@@ -31,21 +31,14 @@ import pytest
 pytest.importorskip("agents", reason="needs the extra scoutd[openai-agents]")
 
 from agents.items import TResponseInputItem
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from scoutd.integrations.openai_agents import ScoutdInputFilter
 
-from .drawn import output
+from .drawn import SETTINGS, output
 
-SETTINGS = settings(
-    max_examples=120,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
 ITEMS: TypeAdapter[list[TResponseInputItem]] = TypeAdapter(list[TResponseInputItem])
 TEXTS = st.text(st.characters(codec="utf-8"), max_size=30) | st.sampled_from(["", "héllo ☃"])
 JSON = st.recursive(

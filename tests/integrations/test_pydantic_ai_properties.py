@@ -29,7 +29,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="needs the extra scoutd[pydantic-ai]")
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 from pydantic_ai.messages import (
     AudioUrl,
@@ -61,15 +61,8 @@ from scoutd.formats import OPENAI_CHAT
 from scoutd.integrations._pydantic_ai_messages import from_chat, to_chat
 from scoutd.integrations._run import RunPreparer
 
-from .drawn import output
+from .drawn import SETTINGS, output
 
-SETTINGS = settings(
-    max_examples=120,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
 TEXTS = st.text(st.characters(codec="utf-8"), max_size=40) | st.sampled_from(
     ["", "héllo ☃ 𝄞", "a\nb\r\n", "\x00nul"]
 )

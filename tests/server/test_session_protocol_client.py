@@ -25,22 +25,10 @@ from typing import Any
 import pytest
 
 import scoutd
-from scoutd.config import Config, PromptConfig
 
 from ..support.daemon import Daemon
-from .test_session_protocol_stateful import FORMATS, compact, source
+from .test_session_protocol_stateful import CONFIG, FORMATS, PROMPT, compact, source
 
-PROMPT: dict[str, Any] = {
-    "epoch_tool_call_threshold": 2,
-    "epoch_full_tool_calls": 1,
-    "epoch_compacted_tool_calls": 2,
-    "epoch_size": 1,
-    "max_tool_calls": 3,
-    "full_tool_outputs": 1,
-    "context_window": 3_000,
-    "recall": True,
-}
-CONFIG = Config(prompt=PromptConfig(**PROMPT))
 STRATEGIES: list[str | None] = [None, "shorten_tools_epoch_increment", "shorten_tools"]
 STEPS = 160
 
