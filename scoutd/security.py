@@ -31,6 +31,7 @@ __all__ = [
     "check_peer",
     "check_save_file",
     "groups_of",
+    "inside_roots",
     "may_take_abort",
     "peer_credentials",
     "process_owned_by",
@@ -123,6 +124,19 @@ def _realpath(directory: str, save_file: str) -> str:
     raise Forbidden(f"save_file {save_file!r} kept changing while it was resolved")
 
 
+def inside_roots(resolved: str, roots: Iterable[str]) -> bool:
+    """Whether the resolved path ``resolved`` lies strictly inside one of ``roots``
+    (resolved too), without a look at the disk. Strictly: the inbox and its record
+    are siblings of the save file, so a root itself is no save file."""
+    for root in roots:
+        try:
+            if resolved != root and os.path.commonpath([root, resolved]) == root:
+                return True
+        except ValueError:  # one absolute, one not: not inside
+            continue
+    return False
+
+
 def check_save_file(save_file: str, roots: Iterable[str]) -> str:
     """Return ``save_file`` with its directory resolved, or raise :class:`Forbidden`.
 
@@ -147,13 +161,8 @@ def check_save_file(save_file: str, roots: Iterable[str]) -> str:
         raise Forbidden(f"save_file must name a file: {save_file!r}")
     resolved = os.path.join(_realpath(directory, save_file), base)
     roots = tuple(roots)
-    for root in roots:
-        try:
-            # Strictly inside: the inbox and its record are siblings of the save file.
-            if resolved != root and os.path.commonpath([root, resolved]) == root:
-                return resolved
-        except ValueError:
-            continue
+    if inside_roots(resolved, roots):
+        return resolved
     served = ", ".join(roots) or "none"
     raise Forbidden(
         f"save_file {save_file!r} resolves to {resolved!r}, outside allowed_roots ({served})"

@@ -246,7 +246,6 @@ class PeerConnection:
         while True:
             await self._room()
             daemon = self.shared.snapshot.config.daemon
-            reader.limit = daemon.max_request_bytes
             now = time.monotonic()
             if reader.started is not None:
                 timeout = reader.started + daemon.read_timeout - now
@@ -267,14 +266,19 @@ class PeerConnection:
                     log.debug("closing idle connection of pid %d", self.peer.pid)
                     return
             data = b""
-            with anyio.move_on_after(timeout):
+            with anyio.move_on_after(timeout) as waiting:
+                shared.reads.add(waiting)  # a reload cancels it: the timeouts are read anew
                 try:
                     data = await self.stream.receive(RECEIVE_SIZE)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                     return
+                finally:
+                    shared.reads.discard(waiting)
             if not data:
                 continue  # a timeout: the checks at the top of the loop decide
             self.last_activity = time.monotonic()
+            daemon = shared.snapshot.config.daemon  # the bounds in force when the bytes came
+            reader.limit = daemon.max_request_bytes
             before = reader.pending
             lines = reader.feed(data, self.last_activity)
             # A complete line stays counted until it is answered (``_handle``): it may

@@ -12,8 +12,11 @@ import os
 import signal
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import anyio
+
+from .. import protocol
 from ..config import (
     TIGHTEN_ONLY,
     Config,
@@ -25,7 +28,7 @@ from ..config import (
 from ..config_rules import untrusted_writer
 from ..errors import ConfigError
 from ..paths import printable
-from ..security import resolve_roots
+from ..security import Forbidden, PeerCred, check_peer, inside_roots, resolve_roots
 from .abort_signal import parse_signal
 
 __all__ = [
@@ -63,12 +66,51 @@ SETTLE_TRIES = 20
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """One configuration generation and what is derived from it."""
+    """One configuration generation and what is derived from it.
+
+    ``superseded`` is set when a reload puts the next generation in force, so
+    that a loop sleeping one of this generation's durations wakes to read the
+    new one (:meth:`sleep`). Build it on the event loop.
+    """
 
     config: Config
     generation: int
     roots: tuple[str, ...]
     abort_signal: signal.Signals | None
+    superseded: anyio.Event = field(default_factory=anyio.Event, compare=False)
+
+    def refusal(self, peer: PeerCred, own_uid: int, resolved: str | None = None) -> str | None:
+        """Why this generation refuses ``peer`` (or its chat ``resolved``), None if not.
+
+        What a reload may take away from state made before it: a connection
+        admitted, a session opened, under a rule that is gone. Pure: ``resolved``
+        is the save file as checked when the session opened (a round checks its
+        path again on disk).
+        """
+        try:
+            check_peer(peer, self.config.daemon, own_uid)
+        except Forbidden as exc:
+            return str(exc)
+        if resolved is not None and not inside_roots(resolved, self.roots):
+            served = ", ".join(self.roots) or "none"
+            return f"save file {resolved!r} is outside allowed_roots ({served})"
+        return None
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when a reload supersedes this generation: a
+        duration the new file shortens applies at once, not once the old one ran out."""
+        with anyio.move_on_after(seconds):
+            await self.superseded.wait()
+
+    def admit(
+        self, peer: PeerCred, own_uid: int, resolved: str, rid: protocol.RequestId = None
+    ) -> None:
+        """Refuse (``-32003``) a session this generation would not let ``peer`` open on
+        ``resolved``: a reload may have come since its path was checked."""
+        why = self.refusal(peer, own_uid, resolved)
+        if why is not None:
+            data = protocol.ForbiddenData(reason=why)
+            raise protocol.ProtocolError(protocol.FORBIDDEN, f"forbidden: {why}", data, id=rid)
 
 
 def load_daemon_config(

@@ -139,6 +139,14 @@ class Quotas:
             if freed is not None:
                 freed.set()
 
+    def reloaded(self) -> None:
+        """Wake every prepare waiting for a slot, to look again under the bound a reload
+        put in force: a raised ``max_prepares_per_uid`` lets them go at once, not
+        behind the requests that came after it, nor only once a slot frees."""
+        for freed in self._freed.values():
+            freed.set()
+        self._freed.clear()
+
     # --- unread answers -------------------------------------------------------------
 
     def add_queued(self, uid: int, size: int) -> None:

@@ -16,7 +16,6 @@ import os
 import signal
 import sys
 import time
-from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -47,6 +46,7 @@ from .state import Shared
 
 if TYPE_CHECKING:
     from ..fleet.agent import FleetAgent
+    from .connection import PeerConnection
 
 __all__ = ["Server", "run", "serve"]
 
@@ -128,7 +128,7 @@ class Server:
         self.config_watch = ConfigFileWatch(self.watcher, self.config_file)
         self.fleet: FleetAgent | None = None  # with a [fleet] table (docs/OPERATIONS.md)
         self.abandoned = False
-        self._dispatch = partial(handlers.dispatch, self)
+        self._dispatch = self._dispatch_admitted
         self._stop = anyio.Event()
         self._config_event = anyio.Event()
         self._reload_lock = anyio.Lock()
@@ -224,8 +224,9 @@ class Server:
 
     async def _idle_session_loop(self) -> None:
         while True:
+            snap = self.snapshot  # a reload wakes it: a shorter timeout applies at once
+            await snap.sleep(min(snap.config.daemon.session_idle_timeout / 4, IDLE_SWEEP_MAX))
             timeout = self.snapshot.config.daemon.session_idle_timeout
-            await anyio.sleep(min(timeout / 4, IDLE_SWEEP_MAX))
             self.registry.forget_idle(timeout)  # releases what it drops (never a round's)
 
     async def _watchdog_loop(self, interval: float) -> None:
@@ -327,16 +328,49 @@ class Server:
             if config.fleet not in (self.started_with.fleet, previous.fleet):
                 log.warning("[fleet] changed: takes effect after a restart")
             warn_missing_roots(config)
+            running = self.snapshot
             self.shared.snapshot = Snapshot(
                 config=config,
-                generation=self.snapshot.generation + 1,
+                generation=running.generation + 1,
                 roots=roots,
                 abort_signal=signum,
             )
+            running.superseded.set()  # the loops paced by its durations read the new ones
+            self.quotas.reloaded()  # and the prepares waiting for a slot, its bound
+            for waiting in list(self.shared.reads):
+                waiting.cancel()
             self.last_reload_error = None
             set_level(config.daemon.log_level)
             log.info("configuration reloaded (generation %d)", self.snapshot.generation)
+            await self._close_refused_sessions()
             return self.snapshot.generation
+
+    async def _close_refused_sessions(self) -> None:
+        """Close the sessions the generation in force refuses (peer or chat): nothing a
+        reload took away works on through them; their watches and memory go at once."""
+        snap = self.snapshot
+        for session in list(self.registry.sessions.values()):
+            why = snap.refusal(session.owner.peer, self.own_uid, session.resolved)
+            if why is not None and await self.registry.close(session.id):
+                log.warning("session %s closed by the reload: %s", session.id, why)
+
+    async def _dispatch_admitted(
+        self, conn: PeerConnection, line: bytes, late: bool
+    ) -> bytes | None:
+        """Answer a request line while its peer is let in. A reload may have removed the
+        rule that admitted the connection: then the request gets the refusal a new
+        connection gets (an error line without id) and the connection ends, with its sessions."""
+        why = self.snapshot.refusal(conn.peer, self.own_uid)
+        if why is None:
+            return await handlers.dispatch(self, conn, line, late)
+        log.warning("closing a connection of pid %d: %s", conn.peer.pid, why)
+        self.metrics.count_error(protocol.FORBIDDEN)
+        refusal = protocol.ForbiddenData(reason=why)
+        await conn.send(
+            protocol.encode_error(None, protocol.FORBIDDEN, f"forbidden: {why}", refusal)
+        )
+        conn.close()
+        return None
 
     # --- requests and reports --------------------------------------------------------
 

@@ -168,8 +168,10 @@ class SessionRegistry:
         """Register a session and watch its inbox (and the inbox's parent).
 
         Raises:
-            protocol.ProtocolError: ``TOO_LARGE``: ``uid`` holds ``max_sessions_per_uid`` already.
+            protocol.ProtocolError: ``TOO_LARGE``: ``uid`` holds ``max_sessions_per_uid`` already;
+                ``FORBIDDEN``: the generation in force refuses it (a reload since its check).
         """
+        self._snapshot().admit(owner.peer, self._own_uid, resolved, request_id)
         limit = self._snapshot().config.daemon.max_sessions_per_uid
         if self._per_uid.get(uid, 0) >= limit:
             raise protocol.ProtocolError(
@@ -268,9 +270,6 @@ class SessionRegistry:
         if forgotten:
             log.info("dropped the stored conversation of %d idle session(s)", forgotten)
         return forgotten
-
-    def count_owned(self, owner: SessionOwner) -> int:
-        return sum(1 for s in self.sessions.values() if s.owner is owner)
 
     # --- aborts ----------------------------------------------------------------------
 
@@ -489,8 +488,8 @@ class SessionRegistry:
             self._tg = tg
             task_status.started()
             try:
-                while True:
-                    await anyio.sleep(self._snapshot().config.daemon.rescan_interval)
+                while True:  # a reload wakes it: a shorter interval applies at once
+                    await (snap := self._snapshot()).sleep(snap.config.daemon.rescan_interval)
                     try:
                         await self.rescan()
                     except Exception:

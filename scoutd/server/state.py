@@ -42,6 +42,7 @@ class Shared:
         self.in_flight = 0  # requests being handled or answered, on all connections
         self.pending_request_bytes = 0  # request lines, first byte to answer, all connections
         self.connections_by_uid: dict[int, int] = {}
+        self.reads: set[anyio.CancelScope] = set()  # connections waiting for bytes now
         self.shutting_down = False
         self.drained = anyio.Event()
 
