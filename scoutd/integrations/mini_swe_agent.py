@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Unpack
 
 from ..errors import Aborted
@@ -40,6 +41,19 @@ __all__ = ["RunAborted", "ScoutdModel"]
 
 # mini-swe-agent's own keys of a message that never reach a model.
 _AGENT_ONLY = frozenset({"extra"})
+# Runs whose sessions one model keeps at once (agents sharing it); past it the least
+# recently queried idle run's session ends, and its next query opens a new one.
+MAX_RUNS = 8
+
+
+@dataclass(eq=False)
+class _Run:
+    """One run the model serves: its first message (the very object) and its preparer."""
+
+    head: Any
+    preparer: RunPreparer
+    busy: int = 0  # its queries between picking the preparer and preparing
+    ending: bool = False  # dropped while busy: its session ends when its last round does
 
 
 class RunAborted(Aborted, InterruptAgentFlow):
@@ -69,9 +83,10 @@ class ScoutdModel(ClosedByWith):
         wrapped: a model object to wrap instead (from Python).
         **config: the wrapped model's own config (``model_name``, ``model_kwargs``, ...).
 
-    Each run of an agent (its messages start again) gets a fresh scoutd
-    session; :meth:`close` ends the last one (the daemon also ends it when
-    the process goes away).
+    Each run of an agent (its messages start again) gets a scoutd session of
+    its own, kept from query to query while agents sharing this model query in
+    between (at most ``MAX_RUNS`` at once); :meth:`close` ends them (the daemon
+    also ends them when the process goes away), and so does an abort.
     """
 
     def __init__(
@@ -88,12 +103,8 @@ class ScoutdModel(ClosedByWith):
             wrapped = model_class(**config)
         self.wrapped = wrapped
         self._lock = threading.Lock()
-        self._preparer: RunPreparer | None = None
-        self._run_head: Any = None  # the first message of the run being served
-        # Rounds in progress on each preparer (by id): a run that starts while another
-        # run's query is between picking its preparer and preparing must not close it.
-        self._busy: dict[int, int] = {}
-        self._retired: list[RunPreparer] = []  # replaced while busy: closed when idle
+        self._runs: list[_Run] = []  # the runs served, least recently queried first
+        self._latest: RunPreparer | None = None  # the preparer of the latest query
         self._aborted: str | None = None
 
     @classmethod
@@ -112,8 +123,8 @@ class ScoutdModel(ClosedByWith):
 
     @property
     def preparer(self) -> RunPreparer | None:
-        """The current run's preparer (``.last`` is the latest round), once it queried."""
-        return self._preparer
+        """The preparer of the latest query's run (``.last`` is its round), once it queried."""
+        return self._latest
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         """The wrapped model's answer to the prepared messages.
@@ -122,60 +133,67 @@ class ScoutdModel(ClosedByWith):
             RunAborted: an operator aborted the chat (now, or in an earlier run).
         """
         sent = [{k: v for k, v in m.items() if k not in _AGENT_ONLY} for m in messages]
-        preparer: RunPreparer | None = None
         try:
-            preparer = self._for_run(messages)
+            run = self._for_run(messages)
             try:
-                prepared = preparer.prepare(sent).messages
+                prepared = run.preparer.prepare(sent).messages
             finally:
-                self._done(preparer)
+                self._done(run)
         except Aborted as exc:
-            self._aborted = exc.reason
-            if preparer is not None:  # the run ends here, and its session with it
-                preparer.close()  # (its ``.last`` and ``.aborted`` stay readable)
-            raise RunAborted(exc.reason) from None
+            self._end_all(exc.reason)  # every run ends here, and its session with it
+            raise RunAborted(exc.reason) from None  # (``.last`` and ``.aborted`` stay readable)
         answer: dict[str, Any] = self.wrapped.query(prepared, **kwargs)
         return answer
 
-    def _for_run(self, messages: list[dict[str, Any]]) -> RunPreparer:
-        """The preparer of the run ``messages`` belong to, counted busy until :meth:`_done`:
-        a new one when a run starts. The one it replaces is closed once no round of
-        another thread is using it (runs of agents sharing this model may overlap).
+    def _for_run(self, messages: list[dict[str, Any]]) -> _Run:
+        """The run ``messages`` belong to (by their first message), counted busy until
+        :meth:`_done`: a new one when a run starts. A run keeps its session while other
+        runs query between its queries (agents sharing this model); past ``MAX_RUNS``
+        the least recently queried idle run's session is ended.
 
         Raises:
             Aborted: a run of this model was aborted.
         """
-        previous: RunPreparer | None = None
         with self._lock:
             if self._aborted is not None:
                 raise Aborted(self._aborted)
             head = messages[0] if messages else None
-            if self._preparer is None or head is not self._run_head:
-                previous, self._preparer = (
-                    self._preparer,
-                    RunPreparer(format=OPENAI_CHAT, **self.options),
-                )
-                self._run_head = head
-                if previous is not None and self._busy.get(id(previous)):
-                    self._retired.append(previous)
-                    previous = None
-            preparer = self._preparer
-            self._busy[id(preparer)] = self._busy.get(id(preparer), 0) + 1
-        if previous is not None:
-            previous.close()
-        return preparer
+            run = next((r for r in self._runs if r.head is head), None)
+            if run is None:
+                run = _Run(head, RunPreparer(format=OPENAI_CHAT, **self.options))
+            else:
+                self._runs.remove(run)
+            self._runs.append(run)  # the most recently queried last
+            run.busy += 1
+            self._latest = run.preparer
+            idle = [r for r in self._runs if not r.busy]
+            ended = idle[: max(0, len(self._runs) - MAX_RUNS)]
+            for old in ended:
+                self._runs.remove(old)
+        for old in ended:
+            old.preparer.close()
+        return run
 
-    def _done(self, preparer: RunPreparer) -> None:
-        """A round of ``preparer`` ended: close it if it was replaced meanwhile and is idle."""
+    def _done(self, run: _Run) -> None:
+        """A round of ``run`` ended: end its session if it was dropped meanwhile and is idle."""
         with self._lock:
-            left = self._busy.pop(id(preparer)) - 1
-            if left:
-                self._busy[id(preparer)] = left
+            run.busy -= 1
+            if run.busy or not run.ending:
                 return
-            if preparer not in self._retired:
-                return
-            self._retired.remove(preparer)
-        preparer.close()
+            run.ending = False
+        run.preparer.close()
+
+    def _end_all(self, reason: str) -> None:
+        """An abort: every later query raises it; the runs' sessions end (a run with a
+        round in progress when that round ends)."""
+        with self._lock:
+            self._aborted = self._aborted or reason
+            runs, self._runs = self._runs, []
+            for run in runs:
+                run.ending = run.busy > 0
+        for run in runs:
+            if not run.ending:
+                run.preparer.close()
 
     def format_message(self, **kwargs: Any) -> dict[str, Any]:
         """The wrapped model's message format."""
@@ -210,12 +228,12 @@ class ScoutdModel(ClosedByWith):
         return getattr(self.wrapped, name)
 
     def close(self) -> None:
-        """End the current run's scoutd session (idempotent)."""
+        """End the scoutd sessions of the runs served (idempotent)."""
         with self._lock:
-            preparer, self._preparer = self._preparer, None
-            retired, self._retired = self._retired, []
-        for old in [*retired, *([preparer] if preparer is not None else [])]:
-            old.close()
+            runs, self._runs = self._runs, []
+            self._latest = None
+        for run in runs:
+            run.preparer.close()
 
 
 def _options(given: Mapping[str, Any]) -> HookOptions:
