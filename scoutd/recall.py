@@ -24,7 +24,14 @@ import msgspec
 
 from .formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES, scout_view
 from .paths import safe_text
-from .protocol.messages import MAX_RECALL_SEARCH
+from .protocol.recall_args import (
+    MAX_HANDLE_DIGITS,
+    MIN_SEARCH,
+    NO_CONVERSATION,
+    arguments_problem,
+    parse_handle,
+    recall_question,
+)
 from .strategies.tool_messages import (
     ToolBody,
     ToolIndex,
@@ -34,11 +41,15 @@ from .strategies.tool_messages import (
 )
 
 __all__ = [
+    "MAX_HANDLE_DIGITS",
+    "MIN_SEARCH",
+    "NO_CONVERSATION",
     "RECALL_DESCRIPTION",
     "RECALL_PARAMETERS",
     "RECALL_TOOL_NAME",
     "Recalled",
     "arguments_of",
+    "arguments_problem",
     "find_output",
     "parse_handle",
     "recall_output",
@@ -68,16 +79,11 @@ RECALL_PARAMETERS: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
-# What a search must hold at least: a shorter text matches nearly every output.
-MIN_SEARCH = 3
 # The recall tool's parameters: any other key a model sends is refused by name.
 PARAMETER_NAMES = ("handle", "search")
 NOT_AN_OBJECT = 'the recall arguments must be a JSON object: {"handle": "#37"}'
 # The most unknown keys a refusal names, and the characters of each it quotes.
 MAX_NAMED_KEYS, MAX_KEY_CHARS = 8, 40
-# The most digits a handle has, whether a text or an integer: more name no output,
-# and Python will not even write an integer of over 4,300 digits as text.
-MAX_HANDLE_DIGITS = 18
 
 
 def recall_parameters() -> dict[str, Any]:
@@ -137,20 +143,6 @@ class Recalled:
     found: bool = False
 
 
-def parse_handle(handle: Any) -> int | None:
-    """The number in ``"#37"``, ``"37"`` or ``37``; None when it is not one (at most
-    :data:`MAX_HANDLE_DIGITS` digits, as a text or as an integer)."""
-    if type(handle) is int:
-        return handle if 0 < handle < 10**MAX_HANDLE_DIGITS else None
-    if not isinstance(handle, str):
-        return None
-    text = handle.strip().removeprefix("#").strip()
-    if not text.isascii() or not text.isdigit() or len(text) > MAX_HANDLE_DIGITS:
-        return None
-    number = int(text)
-    return number if number > 0 else None
-
-
 def recall_output(
     messages: Sequence[Any],
     handle: str | int | None = None,
@@ -161,22 +153,6 @@ def recall_output(
 ) -> str:
     """The recall tool's answer over ``messages``: :func:`find_output`'s text."""
     return find_output(messages, handle, search, format=format, visible=visible).text
-
-
-def arguments_problem(handle: Any, search: Any) -> str | None:
-    """Why a recall call's arguments, as a model sent them, cannot be looked up; None when
-    they can (a handle a text or a number, a search a text).
-
-    A text must be one UTF-8 can carry: JSON's ``"\\ud800"`` gives a lone surrogate,
-    which no output held (its message passes through, shown whole) and which the
-    daemon's client cannot send; refused here, it is the same text in every path.
-    """
-    if not isinstance(handle, str | int | None) or not isinstance(search, str | None):
-        return "handle and search must be strings"
-    for name, value in (("handle", handle), ("search", search)):
-        if type(value) is str and not _encodable(value):
-            return f"{name} holds a lone surrogate (U+D800 to U+DFFF), which no tool output holds"
-    return None
 
 
 def arguments_of(given: Any) -> tuple[Any, Any] | str:
@@ -199,26 +175,6 @@ def arguments_of(given: Any) -> tuple[Any, Any] | str:
     return given.get("handle"), given.get("search")
 
 
-def _encodable(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _quoted(handle: Any) -> str:
-    """``handle`` as a malformed-handle text quotes it: its first 40 characters (an
-    integer too long for Python to write as text is described, not written)."""
-    try:
-        return repr(str(handle)[:40])
-    except ValueError:  # past sys.get_int_max_str_digits()
-        return f"<an integer of {handle.bit_length()} bits>"
-
-
 def find_output(
     messages: Sequence[Any],
     handle: str | int | None = None,
@@ -237,14 +193,10 @@ def find_output(
     whole in ``visible`` (the last prompt prepared from ``messages``) and the
     answers of earlier recall calls are passed over. ``messages`` is only read.
     """
-    problem = arguments_problem(handle, search)
-    if problem is not None:
-        return Recalled(problem)
-    number = None if handle in (None, "") else parse_handle(handle)
-    if handle not in (None, "") and number is None:
-        return Recalled(f'malformed handle {_quoted(handle)}: give a number such as "#37"')
-    if number is None and not search:
-        return Recalled('give handle (a number such as "#37") or search (a text the output held)')
+    question = recall_question(handle, search)
+    if isinstance(question, str):  # answered without the conversation
+        return Recalled(question)
+    number, search = question
     try:
         view = scout_view(messages, format)
     except ValueError as exc:  # messages that mix formats: nothing to number
@@ -256,13 +208,6 @@ def find_output(
             return Recalled(f"no output #{number}: {_holds(len(outputs))}")
         return Recalled(_output_text(index, view, outputs[number - 1]), number, True)
     assert search is not None
-    if len(search) < MIN_SEARCH:
-        return Recalled(f"search {search!r} is too short: give at least {MIN_SEARCH} characters")
-    if len(search) > MAX_RECALL_SEARCH:  # as the daemon's bound: one answer in every path
-        return Recalled(
-            f"search is too long ({len(search)} characters):"
-            f" give at most {MAX_RECALL_SEARCH} characters"
-        )
     shown = _shown_whole(visible, format)
     for slot in reversed(outputs):
         partner = index.partners[slot]

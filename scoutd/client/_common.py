@@ -13,13 +13,24 @@ import msgspec
 from ..config import OPERATOR_ONLY, Config, PromptConfig, refuse_operator_keys
 from ..delta import DeltaDecoder, DeltaMismatch, PromptDelta
 from ..discovery import discover_socket
-from ..errors import Aborted, RemoteError
+from ..errors import Aborted, InvalidMessages, RemoteError
 from ..paths import display_path
-from ..protocol import PreparePromptParams, SessionOpenParams
+from ..protocol import (
+    UNKNOWN_SESSION,
+    PreparePromptParams,
+    SessionOpenParams,
+    SessionRecallParams,
+)
 from ..protocol.client_state import ClientState, Incoming
-from ..protocol.error_table import about_field, about_replace, exception_for
+from ..protocol.error_table import (
+    RemoteSessionClosed,
+    about_field,
+    about_replace,
+    exception_for,
+)
 from ..protocol.format_names import check_format_name
 from ..protocol.layout import LayoutError, rebuild
+from ..protocol.recall_args import recall_question
 from ..protocol.report import Prepared, StrategyReport
 
 __all__ = [
@@ -35,8 +46,10 @@ __all__ = [
     "default_socket_path",
     "open_params",
     "prepare_params",
+    "recall_params",
     "refused_indices",
     "result_of",
+    "session_closed",
     "unfinished_line",
     "whole_params",
     "wire_path",
@@ -181,8 +194,9 @@ def prepare_params(
 ) -> PreparePromptParams:
     """The ``prepare_prompt`` params for the library's arguments; refuses what cannot
     go over the wire (a callable strategy) before anything is sent."""
-    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes, bytearray)):
+        # the library's refusal (engine.message_rules), raised before anything is sent
+        raise InvalidMessages(None, f"must be a list of messages, got {type(messages).__name__}")
     names: str | list[str] | None = None
     if isinstance(strategies, str):
         names = strategies
@@ -202,6 +216,30 @@ def prepare_params(
         format=None if format is None else check_format_name(format),  # type: ignore[arg-type]
         cache_control=cache_control,
     )
+
+
+def recall_params(
+    session: str, handle: Any, search: Any, *, closed: bool
+) -> SessionRecallParams | str:
+    """The ``session.recall`` params for what a model sent, or the answer itself when
+    the arguments need no conversation (:func:`~scoutd.protocol.recall_args.recall_question`).
+
+    Raises:
+        RemoteSessionClosed: ``closed``: the client closed the session (as the daemon
+            answers for it).
+    """
+    if closed:
+        raise session_closed(session)
+    question = recall_question(handle, search)
+    if isinstance(question, str):
+        return question
+    return SessionRecallParams(session=session, handle=question.number, search=question.search)
+
+
+def session_closed(session: str) -> RemoteSessionClosed:
+    """What the daemon answers for a session no longer open: a call of a session the
+    client closed gets it without asking."""
+    return RemoteSessionClosed(UNKNOWN_SESSION, f"unknown session {session!r}")
 
 
 class LineTooLong(ValueError):
@@ -240,8 +278,11 @@ def result_of(answer: Incoming, kind: type[T], state: ClientState, params: msgsp
 def raise_error(answer: Incoming, state: ClientState, params: msgspec.Struct) -> NoReturn:
     """Raise the exception of an error answer."""
     assert answer.error is not None
-    exception = exception_for(answer.error)
-    session = params.session if isinstance(params, PreparePromptParams) else None
+    session: str | None = None
+    base = 0  # the messages a session held before an append: its positions start there
+    if isinstance(params, PreparePromptParams):
+        session, base = params.session, params.base or 0
+    exception = exception_for(answer.error, base)
     if isinstance(exception, Aborted) and session is not None:
         state.record_abort(session, exception.reason)
     raise exception

@@ -26,7 +26,6 @@ from ..protocol import (
     PreparePromptParams,
     SessionCloseParams,
     SessionOpenResult,
-    SessionRecallParams,
     SessionRecallResult,
     StatusParams,
 )
@@ -46,6 +45,7 @@ from ._common import (
     default_socket_path,
     open_params,
     prepare_params,
+    recall_params,
     refused_indices,
     whole_params,
 )
@@ -435,12 +435,18 @@ class Session:
 
     def recall(self, handle: str | int | None = None, search: str | None = None) -> str:
         """The recall tool's answer from the conversation the daemon holds (docs/PROTOCOL.md,
-        ``session.recall``); a bad handle or a search without a match gets an error text.
+        ``session.recall``); a bad handle or a search without a match gets an error text,
+        and arguments that need no conversation are answered here, as
+        :meth:`scoutd.Session.recall` answers them (the wire cannot carry them all).
 
         Raises:
-            RemoteError: the daemon refused the call (an unknown session: code -32006).
+            RemoteError: the daemon refused the call; a closed or unknown session is also
+                :class:`~scoutd.errors.SessionClosed` (code -32006).
         """
-        params = SessionRecallParams(session=self.id, handle=handle, search=search)
+        self._conn.of_session(self.id)  # a lost connection says so first
+        params = recall_params(self.id, handle, search, closed=self._closed)
+        if isinstance(params, str):
+            return params
         return (self._call("session.recall", params, SessionRecallResult)).text
 
     def _call(

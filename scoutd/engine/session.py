@@ -22,6 +22,7 @@ from typing import Any
 from ..config import Config, PromptConfig
 from ..errors import Aborted, SessionClosed
 from ..formats import AUTO, check_format_name
+from ..protocol.recall_args import NO_CONVERSATION, recall_question
 from ..recall import find_output
 from .held import held_bytes
 from .incremental import SessionPrompt, json_size
@@ -165,12 +166,21 @@ class Session:
         it. An unknown or malformed handle, or a search without a match, gets a
         tool-error text, not an exception. Only this session's conversation is read.
 
+        The same text as the daemon's ``session.recall``: arguments that need no
+        conversation are answered first, then a session that holds none (no round
+        has succeeded yet) says so.
+
         Raises:
             SessionClosed: the session was closed.
         """
         with self._lock:
             if self.closed:
                 raise SessionClosed("the session is closed")
+            question = recall_question(handle, search)
+            if isinstance(question, str):
+                return question
+            if not self._state.messages:
+                return NO_CONVERSATION
             return find_output(
                 self._state.messages, handle, search, format=self.format, visible=self._shown
             ).text

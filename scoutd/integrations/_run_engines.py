@@ -21,8 +21,8 @@ from ..engine.prepare import Prepared, prepare, resolve_snapshot
 from ..engine.session import Session as InProcessSession
 from ..inbox.aborted import check, held
 from ..inbox.names import ABORT_NAME, inbox_dir
-from ..protocol.messages import MAX_RECALL_SEARCH
-from ..recall import find_output, parse_handle
+from ..protocol.recall_args import recall_question
+from ..recall import NO_CONVERSATION, find_output
 
 __all__ = ["Engine", "InProcess", "Overrides", "Strategies", "ThroughDaemon", "recalled"]
 
@@ -35,9 +35,11 @@ Held = tuple[Sequence[Any], Sequence[Any]]
 
 
 def recalled(held: Held | None, handle: Any, search: Any) -> str:
-    """The recall tool's answer over the last round's conversation and prompt, here."""
+    """The recall tool's answer over the last round's conversation and prompt, here;
+    before any round, the answer every path gives a session that holds nothing."""
     if held is None:
-        return "no tool output yet: nothing was prepared in this run"
+        question = recall_question(handle, search)
+        return question if isinstance(question, str) else NO_CONVERSATION
     messages, shown = held
     return find_output(messages, handle, search, visible=shown).text
 
@@ -186,20 +188,13 @@ class ThroughDaemon:
         """Answered by the daemon from the session's conversation; without a session
         (no save file), here from the last round's.
 
-        The daemon is asked what the in-process lookup would look up: a handle's
-        number (a padded ``"#2   "`` is output #2, as here), never what the wire's
-        bounds refuse, so what a model sends gets a text, never an exception.
+        The client answers what needs no conversation as the library does and asks
+        the daemon only what the wire carries, so what a model sends gets a text,
+        never an exception.
         """
         if self.session is None:
             return recalled(self.held, handle, search)
-        if handle not in (None, ""):
-            number = parse_handle(handle)
-            if number is None:  # find_output's malformed-handle text, as in process
-                return find_output((), handle).text
-            return self.session.recall(number)
-        if search is not None and len(search) > MAX_RECALL_SEARCH:
-            return find_output((), None, search).text  # the in-process text, as above
-        return self.session.recall(None, search)
+        return self.session.recall(handle, search)
 
     def lost(self) -> bool:
         return self.session is not None and self.session.lost

@@ -19,8 +19,8 @@ from typing import Any
 import msgspec
 
 from ..errors import InvalidMessages
-from ..paths import safe_value
-from .error_table import too_large_limit
+from ..paths import safe_text
+from .error_table import TOO_DEEP_REASON, too_large_limit
 from .framing import OVERSIZED, LineReader
 from .messages import ErrorObject, SessionAbortedParams
 
@@ -64,10 +64,18 @@ class _Request(msgspec.Struct):
     params: msgspec.Struct
 
 
+# A key JSON writes as text though it is not one: ``json.dumps``' spelling of it, so that
+# the daemon reads what an agent would send its provider (msgspec writes int and float
+# keys so already, and asks the hook for these: a bool or None is native as a value).
+_KEY_TEXT: dict[Any, str] = {True: "true", False: "false", None: "null"}
+
+
 def _enc_hook(value: Any) -> Any:
     # Messages may be any mapping, as for the library; dicts take the fast path.
     if isinstance(value, Mapping):
         return dict(value)
+    if value is None or type(value) is bool:
+        return _KEY_TEXT[value]
     raise TypeError(f"cannot send a {type(value).__name__} to the daemon")
 
 
@@ -76,6 +84,44 @@ _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 def _to_builtins(request: _Request) -> Any:
     return msgspec.to_builtins(request, enc_hook=_enc_hook)
+
+
+def _key(key: Any) -> Any:
+    if type(key) is str:
+        return safe_text(key)
+    if key is None or type(key) is bool:
+        return _KEY_TEXT[key]
+    return key  # a number the encoder writes as text; anything else, its hook refuses
+
+
+def escaped_copy(value: Any) -> Any:
+    """``value`` (built-in types, as ``msgspec.to_builtins`` gives them) with every text,
+    keys included, escaped as the daemon escapes its own (:func:`~scoutd.paths.safe_text`)
+    and every key JSON writes as text written so, nothing else changed.
+
+    For a request that holds a lone surrogate. A loop, not recursion: it keeps every
+    level, as deep as the encoder that follows goes, and refuses none of its own.
+    """
+    top: list[Any] = [None]
+    pending: list[tuple[Any, Any, Any]] = [(value, top, 0)]  # (value, its copy's holder, slot)
+    while pending:
+        item, holder, slot = pending.pop()
+        if type(item) is str:
+            holder[slot] = safe_text(item)
+        elif type(item) is dict:
+            copy: dict[Any, Any] = {}
+            holder[slot] = copy
+            for key, child in item.items():
+                name = _key(key)
+                copy[name] = None  # the key's place, in the original order
+                pending.append((child, copy, name))
+        elif type(item) is list:
+            items: list[Any] = [None] * len(item)
+            holder[slot] = items
+            pending.extend((child, items, index) for index, child in enumerate(item))
+        else:
+            holder[slot] = item
+    return top[0]
 
 
 _incoming = msgspec.json.Decoder(Incoming)
@@ -113,13 +159,14 @@ class ClientState:
         buffer = bytearray()
         request = _Request("2.0", request_id, method, params)
         try:
-            _encoder.encode_into(request, buffer)
-        except UnicodeEncodeError:
-            # A text JSON cannot carry (a lone surrogate: a file name of undecodable
-            # bytes in a tool output, say) goes escaped, as in the daemon's answers.
-            buffer = bytearray(_encoder.encode(safe_value(_to_builtins(request))))
+            try:
+                _encoder.encode_into(request, buffer)
+            except UnicodeEncodeError:
+                # A text JSON cannot carry (a lone surrogate: a file name of undecodable
+                # bytes in a tool output, say) goes escaped, as in the daemon's answers.
+                buffer = bytearray(_encoder.encode(escaped_copy(_to_builtins(request))))
         except RecursionError:  # refused as the library in process refuses it
-            raise InvalidMessages(None, "nested too deeply to read") from None
+            raise InvalidMessages(None, TOO_DEEP_REASON) from None
         buffer += b"\n"
         self._waiting[request_id] = len(buffer)
         return request_id, buffer

@@ -27,7 +27,7 @@ from ..config import Config, strategy_names, with_overrides
 from ..errors import NOT_CONSUMED, Aborted, ConfigError, StillAborted, UnknownStrategy
 from ..formats import FormatError
 from ..protocol.error_table import error_for
-from ..recall import find_output
+from ..recall import NO_CONVERSATION, find_output
 from ..security import Forbidden
 from ..strategies import BUILTINS
 from ..strategies.inbox import inbox_dir
@@ -298,10 +298,7 @@ def _recall_answer(
     """The encoded ``session.recall`` answer (in a worker thread, under the session's lock)."""
     held = session.prompt.messages
     if not held:
-        found = protocol.SessionRecallResult(
-            text="no conversation is stored for this session yet (or it was dropped while"
-            " idle): prepare a prompt in this session first"
-        )
+        found = protocol.SessionRecallResult(text=NO_CONVERSATION)
     else:
         answer = find_output(
             held,

@@ -29,6 +29,10 @@ SURROGATE = "{} holds a lone surrogate (U+D800 to U+DFFF), which no tool output 
 STRINGS = "handle and search must be strings"
 NOT_AN_OBJECT = 'the recall arguments must be a JSON object: {"handle": "#37"}'
 GIVE = 'give handle (a number such as "#37") or search (a text the output held)'
+NO_CONVERSATION = (
+    "no conversation is stored for this session yet (or it was dropped while"
+    " idle): prepare a prompt in this session first"
+)
 # (arguments as the model sends them, the answer); the first case sees one output.
 CASES: list[tuple[dict[str, Any], str]] = [
     ({"handle": "#99"}, "no output #99: this conversation has 1 tool output, #1"),
@@ -138,7 +142,7 @@ def test_langchain_recall_called_outside_the_tool_node_takes_no_runtime_it_canno
         [recall] = middleware.tools
         for runtime in ("x", {"state": 1}, 7):
             answer = recall.invoke({"handle": "#1", "runtime": runtime})
-            assert answer == "no tool output yet: nothing was prepared in this run"
+            assert answer == NO_CONVERSATION
 
 
 # --- OpenAI Agents SDK ----------------------------------------------------------------------------
