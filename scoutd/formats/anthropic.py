@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..strategies.media import MEDIA_KEY, media_count
+from ..strategies.media import MEDIA_KEY, media_blocks
 from .adapter import Adapter
 from .detect import ANTHROPIC
 from .texts import ConversationTexts, Texts
@@ -204,8 +204,8 @@ def _add_turns(result: View, message: Any, answer: Any, texts: Texts) -> None:
         if block["type"] == "tool_result":
             text = texts.output(block["tool_use_id"], _output_text(block))
             output: dict[str, Any] = {"role": "function_call_output", "content": text}
-            media = media_count(block.get("content")) if result.mark else 0
-            if media:  # shown as placeholders: counted at their fixed cost while whole
+            media = media_blocks(block.get("content")) if result.mark else []
+            if media:  # shown as placeholders: counted by what they hold while whole
                 output[MEDIA_KEY] = media
             result.add(output, slot)
         elif type(block.get("text")) is str:

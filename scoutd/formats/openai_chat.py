@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from ..strategies.media import MEDIA_KEY, media_blocks
 from .adapter import Adapter
 from .detect import OPENAI_CHAT
 from .openai_chat_rebuild import is_tool as _is_tool
@@ -356,6 +357,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
     end = i + 1
     texts: list[str | None] = []
     ids: list[Any] = []
+    media: list[list[Any]] = []  # each output's media blocks, shown as placeholders
     while end < count:
         answer = messages[end]
         if type(answer) is not dict or answer.get("role") != "tool":
@@ -367,6 +369,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
         content = answer.get("content")
         texts.append(content if type(content) is str else blocks_text(content))
         ids.append(answer.get("tool_call_id"))
+        media.append(media_blocks(content) if result.mark else [])
         end += 1
     if not _answered(calls, ids, texts):
         pending = bool(calls) and end == i + 1 and end == count
@@ -378,7 +381,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
         return end
     saved = len(result.messages), len(result.starts)
     try:
-        _add_group(result, message, calls, ids, texts)  # type: ignore[arg-type]
+        _add_group(result, message, calls, ids, texts, media)  # type: ignore[arg-type]
     except Malformed:
         result.rollback(*saved)
         result.malformed += end - i
@@ -405,13 +408,19 @@ def _add_group(
     calls: list[tuple[Any, Any, str | dict[str, str]]],
     ids: list[Any],
     texts: list[str],
+    media: list[list[Any]],
 ) -> None:
-    """Add an assistant message's text and calls, and their answers, to the view."""
+    """Add an assistant message's text and calls, and their answers, to the view; an
+    output's media blocks go under :data:`MEDIA_KEY`, counted while it is whole."""
     content = message.get("content")
     text = blocks_text(content) if content else None
     parts = [{"role": "assistant", "content": text}] if text else []
     parts.extend(call_message(name, ident, arguments) for name, ident, arguments in calls)
-    parts.extend(output_message(ident, output) for ident, output in zip(ids, texts, strict=True))
+    for ident, output, blocks in zip(ids, texts, media, strict=True):
+        part: dict[str, Any] = output_message(ident, output)
+        if blocks:
+            part[MEDIA_KEY] = blocks
+        parts.append(part)
     _commit(result, parts, len(calls))
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..strategies.media import MEDIA_KEY, media_count
+from ..strategies.media import MEDIA_KEY, media_blocks
 from .adapter import Adapter
 from .detect import OPENAI_RESPONSES
 from .openai_responses_items import (
@@ -122,8 +122,9 @@ def _output_part(item: Mapping[str, Any], texts: Texts, mark: bool) -> dict[str,
     text = output_text(item) or ""
     content = texts.output(output_id(item), text)
     part: dict[str, Any] = {"role": "function_call_output", "content": content}
-    if mark:  # images shown as placeholders: counted at their fixed cost while whole
-        media = 1 if item.get("type") == COMPUTER_OUTPUT else media_count(item.get("output"))
+    if mark:  # media shown as placeholders: counted by what they hold while whole
+        output = item.get("output")
+        media = [_IMAGE] if item.get("type") == COMPUTER_OUTPUT else media_blocks(output)
         if media:
             part[MEDIA_KEY] = media
     return part

@@ -21,7 +21,9 @@ from typing import Any
 
 import msgspec
 
+from ..formats.openai_responses_items import COMPUTER_OUTPUT
 from ..pricing import PRICE_PRESETS
+from ..strategies.media import IMAGE_TOKENS, billed_content
 
 __all__ = [
     "CACHE_MODELS",
@@ -32,6 +34,7 @@ __all__ = [
     "Prices",
     "RoundCost",
     "Tokenizer",
+    "billed_message",
     "common_chars",
     "common_segments",
     "segment_text",
@@ -106,6 +109,25 @@ PRESETS: dict[str, tuple[Prices, CacheSettings]] = {
     "openai": _preset("openai", 128),
     "openai-4o": _preset("openai-4o", 128),
 }
+
+
+def billed_message(message: Any, chars_per_token: float) -> Any:
+    """``message`` with its media as the provider bills them, in every format
+    (:mod:`scoutd.strategies.media`: an image by its size, a PDF by its pages, a text
+    document by its text, audio by its seconds), not by the characters of their data:
+    each a text of as many characters as its tokens take at ``chars_per_token``. A
+    screenshot (a Responses computer output) is an image. Unchanged: ``message`` itself."""
+    if type(message) is not dict:
+        return message
+    output = message.get("output")
+    if message.get("type") == COMPUTER_OUTPUT and isinstance(output, dict):
+        message = {**message, "output": "m" * math.ceil(IMAGE_TOKENS * chars_per_token)}
+    for key in ("content", "output"):
+        value = message.get(key)
+        billed = billed_content(value, chars_per_token)
+        if billed is not value:
+            message = {**message, key: billed}
+    return message
 
 
 def segment_text(message: Any) -> str:

@@ -17,16 +17,20 @@ from typing import Any
 import msgspec
 
 from ..engine.prepare import prepare
-from ..formats import OPENAI_RESPONSES
 from ..formats.openai_responses import turn_starts
-from ..formats.openai_responses_items import CALL_KINDS, COMPUTER_OUTPUT, OUTPUT_KINDS
-from ..strategies.media import MEDIA_CHARS, counted_content
-from .cache import CacheModel
+from ..formats.openai_responses_items import CALL_KINDS
+from .cache import CacheModel, billed_message
 from .facts import FactTally, Hidden, RunFacts
 from .replay import Settings
 from .runners import PEERS, make_runner, side_cost
 
-__all__ = ["ProviderResult", "provider_facts", "provider_rounds", "replay_in_format"]
+__all__ = [
+    "ProviderResult",
+    "media_segment",
+    "provider_facts",
+    "provider_rounds",
+    "replay_in_format",
+]
 
 # Items of the OpenAI Responses format that the model produces: its reasoning, the calls
 # its client answers (function, custom, shell, apply_patch, computer) and the calls of
@@ -42,8 +46,6 @@ _MODEL_ITEMS = CALL_KINDS | {
     "mcp_list_tools",
     "mcp_approval_request",
 }
-# What a screenshot is billed as: the fixed image cost (scoutd.strategies.media).
-_SCREENSHOT = "m" * MEDIA_CHARS
 _encode = msgspec.json.Encoder(order="deterministic").encode
 
 
@@ -95,20 +97,10 @@ def _segment(message: Any) -> str:
     return _encode(message).decode("utf-8", "replace") + "\n"
 
 
-def _responses_segment(message: Any) -> str:
-    """A Responses item's segment, its images billed as the provider bills them: a
-    screenshot, or an image in an output's or a message's list, at the fixed image
-    cost, not by the characters of their data."""
-    if type(message) is dict:
-        kind = message.get("type")
-        output = message.get("output")
-        if kind == COMPUTER_OUTPUT and isinstance(output, dict):
-            message = {**message, "output": _SCREENSHOT}
-        elif type(kind) is str and kind in OUTPUT_KINDS and type(output) is list:
-            message = {**message, "output": counted_content(output)}
-        elif type(message.get("content")) is list:
-            message = {**message, "content": counted_content(message["content"])}
-    return _segment(message)
+def media_segment(message: Any, chars_per_token: float) -> str:
+    """A message's segment, its media billed as the provider bills them
+    (:func:`.cache.billed_message`)."""
+    return _segment(billed_message(message, chars_per_token))
 
 
 def replay_in_format(
@@ -131,7 +123,11 @@ def replay_in_format(
     config = settings.config
     peer = make_runner(name, settings.peers, settings.estimator) if name in PEERS else None
     conversation = list(messages)
-    segment = _responses_segment if format_name == OPENAI_RESPONSES else _segment
+    per_token = settings.estimator.chars_per_token
+
+    def segment(message: Any) -> str:
+        return media_segment(message, per_token)
+
     texts = {id(m): segment(m) for m in conversation}
     billed = 0.0
     peak = overflow = breaks = 0

@@ -23,7 +23,7 @@ from ..engine.prepare import available_strategies
 from ..errors import UnknownStrategy
 from ..formats import SCOUT
 from ..pricing import AUTO, PRICE_PRESETS
-from .cache import CacheModel, CacheSettings, Estimator, Prices, segment_text
+from .cache import CacheModel, CacheSettings, Estimator, Prices, billed_message, segment_text
 from .facts import FactTally, Hidden, RunFacts
 from .peers import OUTPUT, output_data, role_of
 from .runners import (
@@ -313,7 +313,8 @@ def run_strategy(
     calls = facts.calls_at() if facts is not None else {}
     tally = FactTally()
     originals = _Originals(messages)
-    texts = {id(message): segment_text(message) for message in messages}
+    per_token = settings.estimator.chars_per_token
+    texts = {id(message): media_segment(message, per_token) for message in messages}
     model = CacheModel(settings.prices, settings.cache, settings.estimator)
     runner = strategy_runner(name, settings)
     window = settings.context_window
@@ -330,7 +331,7 @@ def run_strategy(
     ends = round_ends(messages)
     for number, end in enumerate(ends, start=1):
         prepared = runner(messages[:end])
-        segments = [texts.get(id(m)) or segment_text(m) for m in prepared]
+        segments = [texts.get(id(m)) or media_segment(m, per_token) for m in prepared]
         outcome = model.step(segments, now=number * settings.round_seconds)
         billed += outcome.cost + side_cost(
             runner, settings.prices, settings.estimator.chars_per_token
@@ -386,6 +387,12 @@ def run_strategy(
         if keep_series
         else None,
     )
+
+
+def media_segment(message: Any, chars_per_token: float) -> str:
+    """A message's segment, its media billed as the provider bills them
+    (:func:`.cache.billed_message`)."""
+    return segment_text(billed_message(message, chars_per_token))
 
 
 def describe_workload(workload: Workload) -> dict[str, Any]:

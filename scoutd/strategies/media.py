@@ -1,39 +1,91 @@
-"""What an image, a file or audio in a message counts for in the default's estimate.
+"""What an image, a document, a file or audio in a message counts for in the estimate.
 
-A provider bills an image by its size in pixels, not by its bytes: at most
-about 1,600 tokens (Anthropic; OpenAI's high detail 765 to 1,105 for common
-sizes). Counted as the text of its base64 data, one 750 KB image weighed
-250,000 tokens and the default dropped every tool output of a short chat to
-fit the window. A media block of a message's content is counted as a text of
-:data:`MEDIA_CHARS` characters instead, whatever its data: a fixed cost, like
-the ``[image]`` a tool output's image becomes in the view
-(:func:`scoutd.formats.view.blocks_text`), only nearer what is billed.
-Documents and audio are billed by their pages or seconds: the fixed cost
-undercounts a long one.
+A provider bills media by what they hold, not by the characters of their
+base64 data: an image by its pixels, a PDF by its pages (each page's text and
+an image of it), a text document by its text, audio by its seconds. Counted as
+the text of its data, one 750 KB image weighed 250,000 tokens and the default
+dropped every tool output of a short chat; counted at one fixed image cost, a
+200-page PDF or a 500 KB text document weighed 1,500 tokens and the prompt
+overflowed the window. Each media block now counts as an upper bound of what
+its provider documents (:func:`block_tokens`), in tokens, whatever the
+tokenizer or ``chars_per_token``:
 
+- an image at least :data:`IMAGE_TOKENS` (1,500, the former fixed cost, above
+  OpenAI's most by tiles: 85 + 170 x 8 = 1,445); an Anthropic one read from its
+  PNG, GIF, JPEG or WebP header as ``width x height / 750`` after the 1,568 px
+  downscale, at most :data:`ANTHROPIC_IMAGE_MOST`, which one whose size cannot
+  be read (a URL, a file id) counts;
+- a PDF at :data:`PAGE_TOKENS` a page (3,000 of text and 1,600 of its image),
+  its pages counted in its data (:func:`pdf_pages`); one whose pages cannot be
+  counted as the text of its data, at least one page;
+- a text document (Anthropic ``source.type`` ``text`` or ``content``, a
+  ``text/*`` file) as its text;
+- audio at :data:`AUDIO_TOKENS_PER_SECOND`, its seconds read from a WAV
+  header, else from its size at 6 kbit/s (below the 8 kbit/s an MP3 goes
+  down to: more seconds than it holds);
+- a file known only by an id or a URL, whose size cannot be known, as one page
+  (:data:`UNKNOWN_FILE_TOKENS`).
+
+Media are looked for in a content list and below a block's ``content`` (a
+``tool_result`` passed through, a web fetch's document: :func:`split_media`).
 A tool output shows its media as placeholders in the view (``[image]``); the
-adapter marks its view message with how many it holds (:data:`MEDIA_KEY`), and
-the estimate adds the fixed cost of each while the output is sent whole. A
-shortened output is counted as its shortened text; one whose text is too
-short to shorten is left as it was, and sent with its images: counted whole
+adapter puts its media blocks under :data:`MEDIA_KEY` of its view message, and
+the estimate adds what they count while the output is sent whole. A shortened
+output is counted as its shortened text; one whose text is too short to
+shorten is left as it was, and sent with its media: counted whole
 (:func:`~.cost_aware.sent_with_media`).
 """
 
 from __future__ import annotations
 
+import binascii
+import math
+import re
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import contains
 from typing import Any
 
-__all__ = ["MEDIA_CHARS", "MEDIA_KEY", "counted_content", "is_media", "media_count", "media_tokens"]
+__all__ = [
+    "ANTHROPIC_IMAGE_MOST",
+    "AUDIO_TOKENS_PER_SECOND",
+    "IMAGE_TOKENS",
+    "MEDIA_CHARS",
+    "MEDIA_KEY",
+    "PAGE_TOKENS",
+    "UNKNOWN_FILE_TOKENS",
+    "billed_content",
+    "block_tokens",
+    "counted_content",
+    "is_media",
+    "media_blocks",
+    "media_count",
+    "media_tokens",
+    "split_media",
+]
 
-# About 1,500 tokens at the default 4 characters a token.
-MEDIA_CHARS = 6_000
-# The key of a tool output's view message that says how many media blocks it holds.
+# The least an image counts, in tokens: the former fixed cost (6,000 characters at 4 a
+# token), above OpenAI's most by tiles (high detail: 85 + 170 x 8 tiles = 1,445).
+IMAGE_TOKENS = 1_500
+MEDIA_CHARS = 6_000  # the same, in characters at 4 a token (what the simulator bills)
+# Anthropic: width x height / 750, an image above about 1,600 tokens scaled down to it.
+ANTHROPIC_IMAGE_MOST = 1_600
+_ANTHROPIC_EDGE = 1_568  # the long edge an Anthropic image is scaled down to
+_PIXELS_PER_TOKEN = 750
+# A PDF page: its text (Anthropic documents 1,500 to 3,000 tokens a page) and an image.
+PAGE_TOKENS = 3_000 + ANTHROPIC_IMAGE_MOST
+# Audio: OpenAI bills about 10 tokens a second (1 per 100 ms), 1,000 a minute by
+# other accounts: twice the first, to stay above both.
+AUDIO_TOKENS_PER_SECOND = 20
+# A file known by an id or a URL alone: its size cannot be known, one page is assumed.
+UNKNOWN_FILE_TOKENS = PAGE_TOKENS
+# The key of a tool output's view message that holds its media blocks.
 MEDIA_KEY = "scoutd.media"
-_STAND_IN = "m" * MEDIA_CHARS
+_STAND_IN = "m" * MEDIA_CHARS  # what one image counted for before (a legacy count mark)
+_PLACEHOLDER = ""  # what a media block is in the text counted: its cost is added apart
 _MEDIA_TYPES = frozenset(("document", "audio", "input_audio"))
+_OPENAI_LOW = 85  # an OpenAI image at ``detail: low``
 
 
 def is_media(block: Any) -> bool:
@@ -47,12 +99,61 @@ def is_media(block: Any) -> bool:
 
 
 def counted_content(content: Any) -> Any:
-    """``content`` as the estimate counts it: each media block of a list replaced by a
-    text of :data:`MEDIA_CHARS` characters; anything else as it is (the same object
-    when it holds no media, so that its count is unchanged)."""
-    if type(content) is not list or not any(map(is_media, content)):
-        return content
-    return [_STAND_IN if is_media(block) else block for block in content]
+    """``content`` as the estimate counts its text: each media block of a list replaced
+    by an empty text, whose cost :func:`block_tokens` gives apart; anything else as it
+    is (the same object when it holds no media, so that its count is unchanged)."""
+    return split_media(content)[0]
+
+
+def split_media(content: Any) -> tuple[Any, list[Mapping[str, Any]]]:
+    """``content`` with each media block replaced by an empty text, and those blocks:
+    in a list, and below a block's ``content`` (a ``tool_result`` the adapter passes
+    through, a web fetch's result), :data:`_DEPTH` levels down at most. ``content``
+    itself when it holds none."""
+    found: list[Mapping[str, Any]] = []
+
+    def take(block: Mapping[str, Any]) -> Any:
+        found.append(block)
+        return _PLACEHOLDER
+
+    if type(content) is not list:
+        return content, found
+    return _replaced(content, take, _DEPTH), found
+
+
+# How deep media are looked for: a list, its block, the block's ``content`` (a list or a
+# result object), and the object's ``content`` (a web fetch's document).
+_DEPTH = 4
+
+
+def _replaced(value: Any, replace: Callable[[Mapping[str, Any]], Any], depth: int) -> Any:
+    """``value`` with each media block ``replace``'d, through lists and ``content`` keys
+    ``depth`` levels down; ``value`` itself when nothing was replaced."""
+    if isinstance(value, Mapping):
+        if is_media(value):
+            return replace(value)
+        inner = value.get("content")
+        if depth <= 0 or not (type(inner) is list or isinstance(inner, Mapping)):
+            return value
+        changed = _replaced(inner, replace, depth - 1)
+        return value if changed is inner else {**value, "content": changed}
+    if type(value) is not list or depth <= 0:
+        return value
+    out: list[Any] | None = None
+    for at, item in enumerate(value):
+        if type(item) is str:
+            continue
+        changed = _replaced(item, replace, depth - 1)
+        if changed is not item:
+            if out is None:
+                out = list(value)
+            out[at] = changed
+    return value if out is None else out
+
+
+def media_blocks(content: Any) -> list[Any]:
+    """The media blocks of a tool output's content (none for a text)."""
+    return [block for block in content if is_media(block)] if type(content) is list else []
 
 
 def media_count(content: Any) -> int:
@@ -60,9 +161,114 @@ def media_count(content: Any) -> int:
     return sum(map(is_media, content)) if type(content) is list else 0
 
 
+def content_tokens(content: Any, count: Callable[[str], int]) -> int:
+    """What the media blocks of ``content`` (a list, and below, :func:`split_media`)
+    count, in tokens."""
+    return sum(block_tokens(block, count) for block in split_media(content)[1])
+
+
+def block_tokens(block: Mapping[str, Any], count: Callable[[str], int]) -> int:
+    """What one media block counts for, in tokens: an upper bound of what its provider
+    bills (the module's rules); ``count`` counts a text document's text."""
+    kind = block.get("type")
+    if type(kind) is not str:
+        return IMAGE_TOKENS
+    if kind == "document":
+        return _document_tokens(block, count)
+    if "image" in kind:
+        return _image_tokens(block, kind)
+    if kind.endswith("file"):
+        found = block.get("file") if kind == "file" else block
+        return _file_tokens(found if isinstance(found, Mapping) else {}, count)
+    if kind in ("audio", "input_audio"):
+        audio = block.get("input_audio", block.get("audio"))
+        return _audio_tokens(audio if isinstance(audio, Mapping) else {})
+    return IMAGE_TOKENS
+
+
+def _image_tokens(block: Mapping[str, Any], kind: str) -> int:
+    """An image: Anthropic's by its size when read (at most the cap, else the cap);
+    any other at the floor, above OpenAI's most."""
+    if kind != "image":
+        return IMAGE_TOKENS
+    source = block.get("source")
+    data = source.get("data") if isinstance(source, Mapping) else None
+    size = image_size(data) if type(data) is str else None
+    if size is None:
+        return ANTHROPIC_IMAGE_MOST
+    width, height = size
+    scale = min(1.0, _ANTHROPIC_EDGE / max(width, height, 1))
+    pixels = math.ceil(width * scale) * math.ceil(height * scale)
+    tokens = min(ANTHROPIC_IMAGE_MOST, math.ceil(pixels / _PIXELS_PER_TOKEN))
+    return max(IMAGE_TOKENS, tokens)
+
+
+def _document_tokens(block: Mapping[str, Any], count: Callable[[str], int]) -> int:
+    """An Anthropic document: a text one as its text, a PDF by its pages, one by URL
+    or file id as one page."""
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        return UNKNOWN_FILE_TOKENS
+    kind, data = source.get("type"), source.get("data")
+    if kind == "text" and type(data) is str:
+        return count(data)
+    if kind == "content":
+        inner = source.get("content")
+        if type(inner) is str:
+            return count(inner)
+        if type(inner) is list:  # text and image blocks (read one level deep, no further)
+            texts = [b.get("text") for b in inner if isinstance(b, Mapping)]
+            words = "\n".join(t for t in texts if type(t) is str)
+            images = [b for b in inner if is_media(b)]
+            return count(words) + sum(_image_tokens(b, b["type"]) for b in images)
+        return UNKNOWN_FILE_TOKENS
+    if kind == "base64" and type(data) is str:
+        return _pdf_tokens(data, count)
+    return UNKNOWN_FILE_TOKENS
+
+
+def _pdf_tokens(data: str, count: Callable[[str], int]) -> int:
+    """A PDF's base64 ``data``: its pages at :data:`PAGE_TOKENS`, or, when they cannot be
+    counted, the text of its data (at least one page)."""
+    pages = pdf_pages(data)
+    if pages:
+        return pages * PAGE_TOKENS
+    return max(PAGE_TOKENS, count(data))
+
+
+def _file_tokens(file: Mapping[str, Any], count: Callable[[str], int]) -> int:
+    """An OpenAI file part (Chat ``file.file_data``, Responses ``input_file``): a PDF by
+    its pages, a text by its text, another by the text of its data; by id or URL one page."""
+    data = file.get("file_data")
+    if type(data) is not str:
+        return UNKNOWN_FILE_TOKENS
+    media_type, raw = data_of(data)
+    if media_type.startswith("text/") or media_type in ("application/json", "application/xml"):
+        decoded = _decoded_text(raw)
+        if decoded is not None:
+            return count(decoded)
+    if media_type in ("", "application/pdf"):
+        return _pdf_tokens(raw, count)
+    return max(PAGE_TOKENS, count(raw))
+
+
+def _decoded_text(raw: str) -> str | None:
+    decoded = _decoded(raw)
+    return None if decoded is None else decoded.decode("utf-8", "replace")
+
+
+def _audio_tokens(audio: Mapping[str, Any]) -> int:
+    """Audio: its seconds (a WAV header's, else its size at the lowest bit rate)."""
+    data = audio.get("data")
+    if type(data) is not str:
+        return UNKNOWN_FILE_TOKENS
+    return max(1, math.ceil(audio_seconds(data) * AUDIO_TOKENS_PER_SECOND))
+
+
 def media_tokens(messages: Sequence[Any], count: Callable[[str], int]) -> list[tuple[int, int]]:
     """``(position, tokens)`` of each message marked with :data:`MEDIA_KEY`: what its
-    media add to its count, at the fixed cost each."""
+    media add to its count (a list of the blocks; a positive count of images at the
+    former fixed cost)."""
     try:  # most conversations hold none: looked for without a Python loop first
         unmarked = not any(map(contains, messages, repeat(MEDIA_KEY)))
     except TypeError:  # a message that holds nothing (a number): looked at one by one
@@ -70,10 +276,170 @@ def media_tokens(messages: Sequence[Any], count: Callable[[str], int]) -> list[t
     if unmarked:
         return []
     marked = [i for i, m in enumerate(messages) if type(m) is dict and MEDIA_KEY in m]
-    each = count(_STAND_IN)
     found = []
     for i in marked:
         blocks = messages[i][MEDIA_KEY]
-        if type(blocks) is int and blocks > 0:
-            found.append((i, blocks * each))
+        if type(blocks) is list and blocks:
+            found.append((i, content_tokens(blocks, count)))
+        elif type(blocks) is int and blocks > 0:
+            found.append((i, blocks * count(_STAND_IN)))
     return found
+
+
+def billed_content(content: Any, chars_per_token: float) -> Any:
+    """``content`` as the simulator bills it: each media block (as :func:`split_media`
+    finds them) replaced by a text of as many characters as its tokens take at
+    ``chars_per_token``, so that a replay bills media by the estimate's rules."""
+
+    def count(text: str) -> int:
+        return math.ceil(len(text) / chars_per_token)
+
+    def stand_in(block: Mapping[str, Any]) -> str:
+        return "m" * math.ceil(block_tokens(block, count) * chars_per_token)
+
+    return _replaced(content, stand_in, _DEPTH) if type(content) is list else content
+
+
+# Reading what the data holds: an image's size, a PDF's pages, audio's seconds. Each
+# reads a bounded part, or the whole data once, and gives None (or 0) when unsure.
+
+_HEAD_BYTES = 64
+_JPEG_BYTES = 1 << 18  # a JPEG's frame header comes after its metadata (a thumbnail)
+_JPEG_FRAMES = frozenset(
+    (*range(0xC0, 0xC4), *range(0xC5, 0xC8), *range(0xC9, 0xCC), 0xCD, 0xCE, 0xCF)
+)
+_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z0-9])")
+_TREE_COUNT = re.compile(
+    rb"/Type\s*/Pages[^>]{0,400}?/Count\s+(\d{1,6})|/Count\s+(\d{1,6})[^>]{0,400}?/Type\s*/Pages"
+)
+_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm")
+_MOST_PAGES = 10_000  # a count read past it is held to it (the sums stay small)
+_INFLATED_BYTES = 1 << 22  # what the object streams of one PDF may inflate to, at most
+_LEAST_BYTES_PER_SECOND = 6_000 / 8  # 6 kbit/s: below the least an MP3 is sent at
+_MOST_BYTES_PER_SECOND = 1_536_000  # 192 kHz, 2 channels, 32 bits: a WAV header past it lies
+
+
+def data_of(data: str) -> tuple[str, str]:
+    """``(media type, base64)`` of a data URL, or ``("", data)`` of plain base64."""
+    if not data.startswith("data:"):
+        return "", data
+    head, _, raw = data.partition(",")
+    return head[5:].split(";", 1)[0].strip().lower(), raw
+
+
+def _decoded(raw: str, limit: int | None = None) -> bytes | None:
+    """The bytes of base64 ``raw`` (its first ``limit`` or so when given), None if it is
+    not base64; characters out of the alphabet (line breaks) are skipped."""
+    if limit is not None:
+        raw = raw[: 4 * (limit // 3 + 2) + 64]
+    try:  # the whole at once when it is plain base64 (the decoder skips line breaks)
+        return binascii.a2b_base64(raw)
+    except (binascii.Error, ValueError):  # its padding cut, or characters out of the alphabet
+        pass
+    text = re.sub(r"[^A-Za-z0-9+/]", "", raw)
+    text = text[: len(text) - len(text) % 4]
+    try:
+        return binascii.a2b_base64(text)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def image_size(data: str) -> tuple[int, int] | None:
+    """``(width, height)`` from the header of a base64 PNG, GIF, WebP or JPEG image."""
+    head = _decoded(data_of(data)[1], _HEAD_BYTES)
+    if head is None:
+        return None
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24:
+        return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    if head[:4] == b"GIF8" and len(head) >= 10:
+        return int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP" and len(head) >= 30:
+        return _webp_size(head)
+    if head[:2] == b"\xff\xd8":
+        whole = _decoded(data_of(data)[1], _JPEG_BYTES)
+        return None if whole is None else _jpeg_size(whole)
+    return None
+
+
+def _webp_size(head: bytes) -> tuple[int, int] | None:
+    chunk = head[12:16]
+    if chunk == b"VP8X":
+        return 1 + int.from_bytes(head[24:27], "little"), 1 + int.from_bytes(head[27:30], "little")
+    if chunk == b"VP8 ":
+        width = int.from_bytes(head[26:28], "little") & 0x3FFF
+        return width, int.from_bytes(head[28:30], "little") & 0x3FFF
+    if chunk == b"VP8L":
+        bits = int.from_bytes(head[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    return None
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """A JPEG's size from its first frame header, segment by segment."""
+    at = 2
+    while at + 9 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # a fill byte
+            at += 1
+            continue
+        if marker in _JPEG_FRAMES:
+            height = int.from_bytes(data[at + 5 : at + 7], "big")
+            return int.from_bytes(data[at + 7 : at + 9], "big"), height
+        at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+    return None
+
+
+def pdf_pages(data: str) -> int:
+    """How many pages a base64 PDF holds (0 when none can be found): its page objects,
+    those inside compressed object streams too, or its page tree's count, whichever
+    is more, at most :data:`_MOST_PAGES`."""
+    raw = _decoded(data_of(data)[1])
+    if raw is None or b"%PDF" not in raw[:1024]:
+        return 0
+    texts = [raw, *_object_streams(raw)]
+    leaves = sum(len(_PAGE.findall(text)) for text in texts)
+    counted = [int(a or b) for text in texts for a, b in _TREE_COUNT.findall(text)]
+    return min(_MOST_PAGES, max(leaves, *counted, 0))
+
+
+def _object_streams(raw: bytes) -> list[bytes]:
+    """The inflated object streams of a PDF (where compressed page objects are), at most
+    :data:`_INFLATED_BYTES` in all."""
+    found = []
+    budget = _INFLATED_BYTES
+    for match in _OBJECT_STREAM.finditer(raw):
+        start = raw.find(b"stream", match.end(), match.end() + 2_048)
+        if start < 0 or b"/FlateDecode" not in raw[max(0, match.start() - 2_048) : start]:
+            continue
+        start += 6  # past ``stream`` and its end of line
+        start += 2 if raw[start : start + 2] == b"\r\n" else raw[start : start + 1] == b"\n"
+        end = raw.find(b"endstream", start)
+        if end < 0 or budget <= 0:
+            continue
+        try:
+            inflated = zlib.decompressobj().decompress(raw[start:end], budget)
+        except zlib.error:
+            continue
+        budget -= len(inflated)
+        found.append(inflated)
+    return found
+
+
+def audio_seconds(data: str) -> float:
+    """The seconds of base64 audio: a WAV header's byte rate, else its size at the
+    lowest bit rate audio is sent at (more seconds than it holds)."""
+    raw = data_of(data)[1]
+    size = len(raw) * 3 / 4
+    head = _decoded(raw, _HEAD_BYTES)
+    if (
+        head is not None
+        and head[:4] == b"RIFF"
+        and head[8:12] == b"WAVE"
+        and head[12:16] == b"fmt "
+    ):
+        rate = int.from_bytes(head[28:32], "little")
+        if 0 < rate <= _MOST_BYTES_PER_SECOND:
+            return size / rate
+    return size / _LEAST_BYTES_PER_SECOND

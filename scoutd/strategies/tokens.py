@@ -2,9 +2,10 @@
 
 The operator's tokenizer (``tokenizer = "module:attr"``), held to its contract,
 or characters / ``chars_per_token``; a message is its content's count plus a
-few tokens of overhead, an image or a file at a fixed cost whatever its data
-(:mod:`.media`). One count for the whole-conversation replay and the session's
-round by round (:mod:`.cost_rounds`), so that both plan alike.
+few tokens of overhead, an image, a document, a file or audio at the most its
+provider bills for it, in tokens, whatever its data (:mod:`.media`). One count
+for the whole-conversation replay and the session's round by round
+(:mod:`.cost_rounds`), so that both plan alike.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import msgspec
 from ..config import PromptConfig
 from ..errors import ConfigError
 from .columns import Columns, known_columns
-from .media import counted_content, media_tokens
+from .media import block_tokens, media_tokens, split_media
 from .named_code import Contained, import_named
 from .text import ENCODE_ERRORS, json_text
 
@@ -100,17 +101,20 @@ def token_counter(config: PromptConfig) -> TokenCounter:
     return _CharEstimate(config.chars_per_token)
 
 
-def _text(message: Any) -> str:
+def _tokens(message: Any, count: TokenCounter) -> int:
+    """A message's content tokens: its text's count, and what its media count apart
+    (.media: by what the provider bills, not by their data)."""
     content = message.get("content") if isinstance(message, dict) else message
     if type(content) is str:
-        return content
+        return count(content)
     if content is None:
-        return ""
-    content = counted_content(content)  # an image at a fixed cost, not its data (.media)
+        return count("")
+    counted, media = split_media(content)  # each media block an empty text, counted apart
     try:
-        return msgspec.json.encode(content).decode()
+        text = msgspec.json.encode(counted).decode()
     except ENCODE_ERRORS:  # a lone surrogate, a key that is not a string, another object
-        return json_text(content)
+        text = json_text(counted)
+    return count(text) + sum(block_tokens(block, count) for block in media)
 
 
 _get_content = itemgetter("content")
@@ -124,7 +128,7 @@ _EXACT_STEPS = frozenset((1.0, 2.0, 4.0, 8.0))
 def message_tokens(
     messages: Sequence[Any], count: TokenCounter, shared: Columns | None = None
 ) -> list[int]:
-    """Tokens of each message, a tool output's media at their fixed cost (.media)."""
+    """Tokens of each message, a tool output's media while whole included (.media)."""
     return tokens_and_media(messages, count, shared)[0]
 
 
@@ -182,4 +186,4 @@ def _content_tokens(
             return [count(text) + overhead for text in contents]
     except (KeyError, TypeError, IndexError):
         pass  # a message that is not a mapping, or without a string content
-    return [count(_text(m)) + overhead for m in messages]
+    return [_tokens(m, count) + overhead for m in messages]

@@ -197,7 +197,7 @@ def test_the_view_of_a_turn_and_its_results() -> None:
         {
             "role": "function_call_output",
             "content": '{"id":"b","content":"3\\n[image]"}',
-            "scoutd.media": 1,  # its image, counted at the fixed cost while whole
+            "scoutd.media": [{"type": "image", "source": {}}],  # counted while whole
         },
         {"role": "function_call_output", "content": '{"id":"a","content":"out"}'},
         {"role": "user", "content": "also\nthis"},

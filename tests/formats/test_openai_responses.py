@@ -55,7 +55,7 @@ def test_the_view_of_calls_and_their_outputs() -> None:
         {
             "role": "function_call_output",
             "content": '{"id":"b","content":"x\\n[image]"}',
-            "scoutd.media": 1,  # its image, counted at the fixed cost while whole
+            "scoutd.media": [{"type": "input_image"}],  # counted while whole
         },
         {"role": "function_call_output", "content": '{"id":"a","content":"out"}'},
     ]
