@@ -148,7 +148,12 @@ def read_input(source: str) -> bytes:
     """
     name = input_name(source)
     if source == "-":
-        return _read_bounded(sys.stdin.fileno(), name)
+        if sys.stdin is None:  # started with fd 0 closed (``scoutd notify F - <&-``)
+            raise CliError(f"cannot read {name}: standard input is closed")
+        try:
+            return _read_bounded(sys.stdin.fileno(), name)
+        except OSError as exc:  # opened for writing only, say
+            raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
     try:
         fd, mode = open_input(source)
     except OSError as exc:
@@ -219,6 +224,13 @@ def read_messages(source: str) -> list[Any]:
         raise _json_error(source, data, exc) from exc
     except RecursionError:
         raise CliError(f"invalid JSON in {input_name(source)}: nested too deeply") from None
+    except MemoryError:
+        # Decoded JSON takes up to some 40 times its bytes (``[{},{},...]``): an input
+        # under the byte bound may still not fit in memory.
+        raise CliError(
+            f"{input_name(source)}: not enough memory to decode its"
+            f" {len(data) / (1024 * 1024):.0f} MiB of JSON"
+        ) from None
     if isinstance(document, dict) and "messages" in document:
         document = document["messages"]
     if not isinstance(document, list):
@@ -230,9 +242,21 @@ def read_messages(source: str) -> list[Any]:
 
 
 def write_json(value: Any) -> None:
-    """One JSON document (compact, UTF-8) on stdout."""
+    """One JSON document (compact, UTF-8) on stdout.
+
+    A string JSON cannot hold (a path's bytes that are not UTF-8, as Python hands
+    them over) is written with those bytes as ``\\xNN`` (:func:`~scoutd.paths.safe_value`).
+    """
+    try:
+        data = encode(value)
+    except UnicodeEncodeError:
+        import msgspec
+
+        from ..paths import safe_value
+
+        data = encode(safe_value(msgspec.to_builtins(value)))
     sys.stdout.flush()
-    sys.stdout.buffer.write(encode(value) + b"\n")
+    sys.stdout.buffer.write(data + b"\n")
     sys.stdout.buffer.flush()
 
 
@@ -254,12 +278,17 @@ def _parse_setting(text: str) -> tuple[str, Any]:
 
     try:
         value: Any = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        # UnicodeEncodeError: bytes that are not UTF-8 (``surrogateescape``); the
+        # configuration then refuses the string by its key, as it does any bad value
         value = raw
     return key, value
 
 
-_positive_seconds = real(0.0, above=True)  # --timeout
+# --timeout: at most a week, well inside what the waits it bounds accept (poll(2) takes
+# milliseconds in an int: some 24.8 days); past that it ended in an OverflowError
+MAX_TIMEOUT = 7 * 86400.0
+_positive_seconds = real(0.0, above=True, maximum=MAX_TIMEOUT)
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,7 +20,9 @@ def _render(key: str, value: Any) -> str:
         return format(value, "#o")
     if value is None:
         return "(unset)"
-    return encode(value).decode()
+    # JSON escapes the C0 controls only: a C1 control (an 8-bit CSI), a bidirectional
+    # override or a line separator in a string would reach the terminal as is
+    return printable(encode(value).decode())
 
 
 def _effective(config: Config) -> list[tuple[str, Any, str]]:

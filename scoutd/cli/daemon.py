@@ -127,8 +127,17 @@ def _metrics(args: argparse.Namespace) -> int:
     from ..client import Client
 
     with Client(client_socket(args, config_optional=True), timeout=args.timeout) as client:
-        sys.stdout.write(client.metrics())
+        sys.stdout.write(_exposition(client.metrics()))
     return EXIT_OK
+
+
+def _exposition(text: str) -> str:
+    """The daemon's Prometheus text with its line breaks and tabs kept and every other
+    character that is not printable escaped: whatever answers on the socket cannot send
+    escape sequences to the terminal, and a valid exposition holds none."""
+    return "\n".join(
+        "\t".join(printable(part) for part in line.split("\t")) for line in text.split("\n")
+    )
 
 
 def _configure_metrics(parser: argparse.ArgumentParser) -> None:

@@ -199,11 +199,29 @@ def _print_receipts(found: Receipts) -> None:
         print(f"  {printable(bad.host)}  unreadable receipt: {printable(bad.reason)}")
 
 
+def _command_id(text: str) -> str:
+    """``text`` if it is a command id as publishing makes them, else a usage error: a
+    mistyped id has no receipts, and would read as "no host answered yet" forever
+    (exit 1) or, with no host beating, as a command every host answered (exit 0)."""
+    import msgspec
+
+    from ..fleet.wire import CommandId
+
+    try:
+        return msgspec.convert(text, CommandId)
+    except msgspec.ValidationError:
+        raise UsageError(
+            f"'{printable(text)}' is not a command id (the 32 hex digits that"
+            " notify --fleet or abort --fleet printed)"
+        ) from None
+
+
 def _receipts(args: argparse.Namespace) -> int:
     from ..fleet.operator import receipts
 
+    command = _command_id(args.command)
     config = _fleet_config(args)
-    found = _run(lambda: receipts(config, args.command))
+    found = _run(lambda: receipts(config, command))
     if args.json:
         write_json(found)
     else:

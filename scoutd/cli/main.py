@@ -134,8 +134,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if sys.stdout is None:  # started with fd 1 closed (``scoutd status >&-``)
         sys.stdout = _closed_stdout()
+    if sys.stderr is None:  # started with fd 2 closed (``scoutd prepare F 2>&-``)
+        # ``print(file=None)`` writes to stdout: a warning would land in the JSON a
+        # script reads. The messages are lost instead; the exit code still tells.
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    if sys.stdout is sys.__stdout__ and isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout = _whole_writes(sys.stdout)
     try:
-        return _dispatch(arguments)
+        code = _dispatch(arguments)
+        sys.stdout.flush()  # here, not at exit: a reader gone is answered below
+        return code
     except Aborted as exc:
         return _fail(f"aborted: {exc.reason}", EXIT_ABORTED)
     except CliError as exc:
@@ -151,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except MemoryError:  # a memory limit (ulimit -v, a cgroup's) under a large input
+        return _fail("not enough memory (decoded JSON takes up to some 40 times its bytes)")
     except OSError as exc:
         return _fail(_os_error(exc))
     except Exception as exc:
@@ -190,6 +200,58 @@ def _closed_stdout() -> io.TextIOWrapper:
     """A ``sys.stdout`` for a closed fd 1 (Python leaves it None: ``print`` then drops
     everything without a word), failing at the first write."""
     return io.TextIOWrapper(_ClosedOutput(), encoding="utf-8", write_through=True)  # type: ignore[arg-type]
+
+
+class _WholeWrites(io.BufferedIOBase):
+    """Standard output's buffer, each write finished or failed.
+
+    A blocked write to a pipe whose reader then goes away returns the bytes
+    already taken, and a buffered writer hands that short count back without
+    an error; the text layer above it drops the rest. The output was then lost
+    with exit 0, or 1, as the timing fell. Here the rest is written again, and
+    the next write meets the broken pipe.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self._inner = inner
+
+    @property
+    def name(self) -> Any:
+        return self._inner.name
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        total = len(view)
+        while view:
+            done = self._inner.write(view)
+            if not done:  # a non-blocking fd that would block: not ours to wait on
+                raise BlockingIOError(errno.EAGAIN, "standard output would block")
+            view = view[done:]
+        return total
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def fileno(self) -> int:
+        return int(self._inner.fileno())
+
+    def isatty(self) -> bool:
+        return bool(self._inner.isatty())
+
+
+def _whole_writes(out: io.TextIOWrapper) -> io.TextIOWrapper:
+    """``out`` with its buffer behind :class:`_WholeWrites`, encoded as before."""
+    out.flush()
+    return io.TextIOWrapper(
+        _WholeWrites(out.buffer),
+        encoding=out.encoding,
+        errors=out.errors,
+        line_buffering=out.line_buffering,
+    )
 
 
 def _silence_stdout() -> None:

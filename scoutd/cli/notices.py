@@ -117,6 +117,21 @@ def _unrecorded(save_file: str, written: str) -> str | None:
     return f"{printable(inbox_removed_dir(real))!r} ({problem})"
 
 
+def _unwritten(what: str, save_file: str, exc: OSError) -> CliError | None:
+    """Why ``what`` could not be written into the inbox of ``save_file``, naming the
+    inbox; None when ``exc`` names a path of its own (a symlink on the way, a file
+    where a directory goes), which says more. The name it carries otherwise is
+    the temporary file's (``.inbox-123-...``), which tells the operator nothing."""
+    if isinstance(exc.filename, str) and os.path.isabs(exc.filename):
+        return None
+    from ..inbox import inbox_dir
+
+    return CliError(
+        f"cannot write {what} into {printable(inbox_dir(save_file))}:"
+        f" {exc.strerror or printable(str(exc))}"
+    )
+
+
 def _notify(args: argparse.Namespace) -> int:
     from ..inbox import write_notice
 
@@ -134,6 +149,11 @@ def _notify(args: argparse.Namespace) -> int:
         path = write_notice(save_file, text, name=args.name)
     except ValueError as exc:  # a bad --name
         raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        unwritten = _unwritten("the notice", save_file, exc)
+        if unwritten is None:
+            raise
+        raise unwritten from exc
     print(printable(path))
     _where_it_went(save_file, path)
     _warn_doubt(daemon)
@@ -221,6 +241,11 @@ def _abort(args: argparse.Namespace) -> int:
         # Fails closed all the same: the entry already there aborts the agent.
         shown = printable(str(exc.filename))
         raise CliError(f"{shown}: {exc.strerror}; see docs/OPERATIONS.md") from exc
+    except OSError as exc:
+        unwritten = _unwritten("the abort", save_file, exc)
+        if unwritten is None:
+            raise
+        raise unwritten from exc
     print(printable(path))
     daemon = serving(args)
     problem = daemon.outside(save_file)

@@ -73,15 +73,21 @@ PEER_KEYS = frozenset(
 )
 
 
+# The longest synthetic run, in tool calls (and user turns): far past any real agent
+# run, while the replay, quadratic in the calls, still ends (10,000 calls take minutes).
+MAX_CALLS = 100_000
+
+
 class UsageError(ValueError):
     """A command line that cannot run."""
 
 
 def _value(text: str) -> Any:
-    """A command-line value: JSON when it parses (numbers, booleans), else the string."""
+    """A command-line value: JSON when it parses (numbers, booleans), else the string
+    (bytes that are not UTF-8 too: the configuration refuses them by name)."""
     try:
         return msgspec.json.decode(text)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
         return text
 
 
@@ -183,6 +189,9 @@ def _settings(
 def _workload(args: argparse.Namespace) -> Workload:
     if args.chat is not None:
         workload = load_chat(args.chat)
+        # the file's name is shown in the header and the JSON: one safe line, and text
+        # JSON can hold (its maker chose it: escape sequences, bytes that are not UTF-8)
+        shown = printable(workload.source)
         try:  # the strategies replay the scout view of any provider format
             view = scout_view(workload.messages, args.format)
         except ValueError as exc:
@@ -191,9 +200,12 @@ def _workload(args: argparse.Namespace) -> Workload:
             name = detect_format(workload.messages) if args.format == AUTO else args.format
         except ValueError as exc:
             raise ChatError(f"chat {workload.source}: {exc}") from exc
-        parameters = {**workload.parameters, "format": name}
-        return dataclasses.replace(workload, messages=view, parameters=parameters)
+        parameters = {**workload.parameters, "chat": shown, "format": name}
+        return dataclasses.replace(workload, messages=view, source=shown, parameters=parameters)
     calls = DEFAULT_CALLS if args.calls is None else args.calls
+    for flag, count in (("--calls", calls), ("--user-turns", args.user_turns)):
+        if count > MAX_CALLS:  # else a run that never ends, or a wait before it starts
+            raise UsageError(f"{flag} {count}: at most {MAX_CALLS:,}")
     try:
         return synthetic_run(
             calls, seed=args.seed, repeat_rate=args.repeat_rate, user_turns=args.user_turns
@@ -293,7 +305,8 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, st
     else:
         header = format_header(runs[0]["simulation"], exclude=key)
         text = (
-            f"{header}\nsweep of {key} over {', '.join(map(str, values))}\n\n{format_table(rows)}\n"
+            f"{header}\nsweep of {key} over {', '.join(printable(str(v)) for v in values)}"
+            f"\n\n{format_table(rows)}\n"
         )
     return (1 if failed and args.strict else 0), text
 
@@ -319,7 +332,8 @@ def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str
     if args.plot:  # the cost/harm plot: bill against hidden facts, all runs and long runs
         from .harm_plot import harm_points, plot_harm
 
-        title = f"{os.path.basename(args.runs)}: {len(rows)} runs, pricing {args.pricing}"
+        name = printable(os.path.basename(args.runs))  # a title's text must encode
+        title = f"{name}: {len(rows)} runs, pricing {args.pricing}"
         plot_harm(harm_points(summary), args.plot, title)
     if args.json:
         data = {
@@ -335,7 +349,7 @@ def _runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[int, str
             }
         text = encode_json(data)
     else:
-        text = f"runs {args.runs}: {len(rows)} runs, pricing {args.pricing}\n\n"
+        text = f"runs {printable(args.runs)}: {len(rows)} runs, pricing {args.pricing}\n\n"
         text += format_runs(rows, names) + "\n"
         if origins is not None:
             text += "\n" + format_origins(origins) + "\n"
@@ -393,6 +407,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc, 2)
     except (ChatError, PlotUnavailable, ScoutdError, OSError, TokenizerFailed) as exc:
         return _fail(exc, 1)
+    except MemoryError:  # a chat or run whose decoded JSON does not fit (some 40 times its bytes)
+        return _fail(RuntimeError("not enough memory for this replay"), 1)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if code:
         print(

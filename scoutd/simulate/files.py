@@ -69,6 +69,8 @@ def read_bounded(path: str, what: str = "chat", limit: int | None = None) -> byt
     """
     limit = MAX_INPUT_BYTES if limit is None else limit
     if path == "-":
+        if sys.stdin is None:  # started with fd 0 closed
+            raise ChatError(f"cannot read {what} from stdin: standard input is closed")
         try:
             return _bounded(sys.stdin.buffer, "stdin", what, limit)
         except OSError as exc:

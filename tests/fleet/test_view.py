@@ -109,11 +109,14 @@ def test_receipts_expire_after_their_retention(redis_server: RedisServer) -> Non
             client.close()
 
 
+COMMAND = "c" * 32  # a command id as publishing makes them (32 hex digits)
+
+
 def test_receipts_are_printed_escaped(redis_server: RedisServer, tmp_path: object) -> None:
     """A receipt's error and chats may hold what an agent named (a file) or what another
     writer put in the stream: ``scoutd fleet receipts`` prints each escaped on one line."""
     receipt = Receipt(
-        command="c1",
+        command=COMMAND,
         host="h1",
         at=time.time(),
         chats=["/srv/x\x1b[2J.chat"],
@@ -121,13 +124,13 @@ def test_receipts_are_printed_escaped(redis_server: RedisServer, tmp_path: objec
     )
     client = redis.Redis.from_url(redis_server.url)
     try:
-        client.hset(KEYS.receipts("c1"), "h1", msgspec.json.encode(receipt))
+        client.hset(KEYS.receipts(COMMAND), "h1", msgspec.json.encode(receipt))
     finally:
         client.close()
     config = Path(str(tmp_path)) / "ops.toml"
     config.write_text(toml_text({"fleet": {"url": redis_server.url}}))
     shown = subprocess.run(
-        [sys.executable, "-m", "scoutd", "fleet", "receipts", "--config", str(config), "c1"],
+        [sys.executable, "-m", "scoutd", "fleet", "receipts", "--config", str(config), COMMAND],
         capture_output=True,
         text=True,
         timeout=WAIT,
