@@ -11,8 +11,19 @@ import os
 
 import pytest
 from hypothesis import Phase, settings
+from hypothesis.internal.conjecture import providers as hypothesis_providers
 
 import scoutd.config
+
+# Hypothesis now and then draws a constant found in the local modules loaded so far
+# (not site-packages, not tests): which modules those are depends on the tests run
+# before in the same process, so a derandomized property's examples, and the counts
+# of interesting cases it asserts, would depend on the order of the run
+# (docs/TESTING.md, "Deterministic"). The pool is pinned to the empty one it starts
+# with; should Hypothesis rename what this reaches, the suite stops here, loudly.
+_NO_LOCAL_CONSTANTS = hypothesis_providers._local_constants
+assert not any(_NO_LOCAL_CONSTANTS.set_for_type(kind) for kind in (int, float, bytes, str))
+hypothesis_providers._get_local_constants = lambda: _NO_LOCAL_CONSTANTS
 
 # LiteLLM (the litellm extra, and mini-swe-agent's models) fetches its price map
 # from the network at import unless told to use the bundled one: tests stay offline.
