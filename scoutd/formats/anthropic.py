@@ -163,15 +163,21 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
 # Blocks of a turn of calls the view shows otherwise (text, calls, results) or not at all:
 # thinking, which most models' API strips from earlier turns (not counted, as before).
 _NOT_SHOWN = frozenset(("text", "tool_use", "tool_result", "thinking", "redacted_thinking"))
+# What the view shows of a text block (its text), and its cache mark, which bills nothing
+_TEXT_KEYS = frozenset(("type", "text", "cache_control"))
 
 
 def _beside(text: str, blocks: list[Any]) -> Any:
     """The content of the view message that stands for a turn's text: the text, and,
     when the turn holds other blocks the provider bills (a server tool's use and
-    result, an MCP result, an image or document beside the results), those blocks
-    too, so that the estimate counts them (an image at its fixed cost,
-    strategies/media.py) and frees them when the turn goes."""
+    result, an MCP result, an image or document beside the results) or a text block
+    sends more than its text (``citations``), those blocks too (such a text block
+    without its text), so that the estimate counts them (an image at its fixed
+    cost, strategies/media.py) and frees them when the turn goes."""
     others = [b for b in blocks if b["type"] not in _NOT_SHOWN]
+    for block in blocks:  # a text block's citations: sent, and billed, beside its text
+        if block["type"] == "text" and block.keys() - _TEXT_KEYS:
+            others.append({key: value for key, value in block.items() if key != "text"})
     if not others:
         return text
     return [{"type": "text", "text": text}, *others] if text else others

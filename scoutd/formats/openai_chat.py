@@ -19,6 +19,9 @@ import msgspec
 from ..strategies.media import MEDIA_KEY, media_blocks
 from .adapter import Adapter
 from .detect import OPENAI_CHAT
+from .openai_chat_fields import pass_through as _pass
+from .openai_chat_fields import said as _said
+from .openai_chat_fields import unshown as _unshown
 from .openai_chat_rebuild import is_tool as _is_tool
 from .openai_chat_rebuild import new_message, rebuild
 from .texts import ConversationTexts, Known, Texts
@@ -110,6 +113,7 @@ def _same_group(message: dict[str, Any], entry: dict[str, Any], answer: Any, fou
         and answer.get("role") == "tool"
         and answer.get("tool_call_id") == found[1]
         and not message.get("content")
+        and not _unshown(message)
     )
 
 
@@ -173,9 +177,12 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
         elif role is not None and role not in SCOUT_TOOL_ROLES:
             if role == "tool":
                 result.malformed += 1
-            out.append(message)
-            refs.append(PASSTHROUGH)
-            starts.append(len(out))
+            if _unshown(message, True):
+                _pass(result, message)
+            else:
+                out.append(message)
+                refs.append(PASSTHROUGH)
+                starts.append(len(out))
             i += 1
             continue
         i = _add_any_group(result, messages, i, message)
@@ -214,8 +221,7 @@ def _add_one_call(
     arguments = function.get("arguments")
     if type(arguments) is not str or answer.get("tool_call_id") != ident:
         return False
-    content = message.get("content")
-    text = (content if type(content) is str else blocks_text(content)) if content else None
+    text = _said(message)
     name = function.get("name")
     key = id(output)  # a kept entry holds its output: the key is that very string
     known = texts.known.get(key)
@@ -267,7 +273,7 @@ def _add_plain_group(
     entries = message.get("tool_calls")
     if type(entries) is not list or not entries:
         # an assistant message without calls it can read: as it is
-        result.passthrough(message, _holds_calls(message))
+        _pass(result, message, _holds_calls(message))
         return i + 1
     end = i + 1 + len(entries)
     if end >= len(messages):
@@ -277,8 +283,7 @@ def _add_plain_group(
         following = messages[end]
         if following.get("role") == "tool" if type(following) is dict else _is_tool(following):
             return 0
-    content = message.get("content")
-    text = (content if type(content) is str else blocks_text(content)) if content else None
+    text = _said(message)
     base = len(out)
     if text:
         out.append({"role": "assistant", "content": text, VIEW_KEY: base})
@@ -351,7 +356,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
         calls = []
     if calls is None:
         result.malformed += _is_tool(message)
-        result.passthrough(message, _holds_calls(message))
+        _pass(result, message, _holds_calls(message))
         return i + 1
     count = len(messages)
     end = i + 1
@@ -375,9 +380,9 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
         pending = bool(calls) and end == i + 1 and end == count
         result.malformed += 0 if pending else end - i
         # its calls go, or stay, with their answers (calls still waiting: after every answer)
-        result.passthrough(message, not pending)
+        _pass(result, message, not pending)
         for passed in messages[i + 1 : end]:
-            result.passthrough(passed)
+            _pass(result, passed)
         return end
     saved = len(result.messages), len(result.starts)
     try:
@@ -385,9 +390,9 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
     except Malformed:
         result.rollback(*saved)
         result.malformed += end - i
-        result.passthrough(message, True)
+        _pass(result, message, True)
         for passed in messages[i + 1 : end]:
-            result.passthrough(passed)
+            _pass(result, passed)
     return end
 
 
@@ -412,8 +417,7 @@ def _add_group(
 ) -> None:
     """Add an assistant message's text and calls, and their answers, to the view; an
     output's media blocks go under :data:`MEDIA_KEY`, counted while it is whole."""
-    content = message.get("content")
-    text = blocks_text(content) if content else None
+    text = _said(message)
     parts = [{"role": "assistant", "content": text}] if text else []
     parts.extend(call_message(name, ident, arguments) for name, ident, arguments in calls)
     for ident, output, blocks in zip(ids, texts, media, strict=True):

@@ -51,7 +51,6 @@ from .view import (
 __all__ = ["ADAPTER", "call_ids", "continues", "rebuild", "starts_turn", "turn_starts", "view"]
 
 _CALL, _REASONING = "function_call", "reasoning"
-_CUSTOM, _CUSTOM_OUTPUT = "custom_tool_call", "custom_tool_call_output"
 _SHELL_OUTPUT = "shell_call_output"  # a hosted shell's output stands inside its response
 # The other items a model turn holds (openai.types.responses.ResponseOutputItem): calls
 # answered by an output item of their own (shell, computer, apply_patch: paired when
@@ -75,21 +74,12 @@ _OTHER_CALLS = frozenset(
         "mcp_approval_request",
     )
 )
-# The items that carry a tool's traffic outside ``content``: shown to the strategies as a
-# stand-in whose content stands for their size (:func:`_stand_in`), as they read none else
-# (a custom call or output that pairs with none, too).
-_SIZED = _OTHER_CALLS | {
-    _CUSTOM,
-    _CUSTOM_OUTPUT,
-    "local_shell_call_output",
-    "shell_call_output",
-    "apply_patch_call_output",
-    "computer_call_output",
-    "mcp_approval_response",
-    "tool_search_output",
-    "program_output",
-    "additional_tools",
-}
+# The only items passed through as they are: a message counts by its ``content``, and
+# reasoning is not counted (providers strip it from earlier turns). Any other item
+# passed through carries what is sent outside ``content`` (a tool's traffic, an output
+# of no call, a type this adapter does not know): the strategies see a stand-in whose
+# content stands for its size (:func:`_stand_in`).
+_SHOWN_TYPES = frozenset(("message", _REASONING))
 _IMAGE = {"type": "input_image"}  # what an image counts for: the estimate's fixed cost
 
 
@@ -187,8 +177,9 @@ def _is_image(value: Any) -> bool:
 
 
 def _stand_in(item: Mapping[str, Any]) -> dict[str, Any]:
-    """What the strategies see of an item of :data:`_SIZED`: its fields as content parts,
-    an image (a screenshot, a generated image) as an ``input_image`` part.
+    """What the strategies see of an item passed through that is no message
+    (:func:`_unshown`): its fields as content parts, an image (a screenshot, a
+    generated image) as an ``input_image`` part.
 
     The estimate counts a message by its ``content`` (an image part at a fixed cost):
     read as it is, a 40 KB shell output or a huge ``mcp_list_tools`` counted for
@@ -207,6 +198,18 @@ def _stand_in(item: Mapping[str, Any]) -> dict[str, Any]:
     return {"role": "passthrough", "content": parts}
 
 
+def _unshown(item: Any, kind: Any) -> bool:
+    """Whether ``item``, passed through, would hide what is sent outside ``content``:
+    any item but a message (a ``role``, its text in ``content``) and a ``reasoning``
+    item (not counted: docs/FORMATS.md). A call or output that pairs with none, an
+    item of a type this adapter does not know, an ``item_reference``: read as it is,
+    a 100 KB output of no call counted for nothing and the prompt passed its window.
+    """
+    if type(kind) is str:
+        return kind not in _SHOWN_TYPES
+    return isinstance(item, Mapping) and "role" not in item
+
+
 def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | None = None) -> View:
     """The scout view of a Responses input item list."""
     result = View(mark=mark)
@@ -217,7 +220,7 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
         part = parts.get(i)
         if part is None:
             kind = _kind(item)
-            if type(kind) is str and kind in _SIZED:
+            if _unshown(item, kind):
                 result.passthrough(_stand_in(item))
             else:
                 result.passthrough(item)

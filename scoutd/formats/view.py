@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 __all__ = [
+    "ORIGIN_KEY",
     "DECODE_ERRORS",
     "ENCODE_ERRORS",
     "KEPT",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 VIEW_KEY = "scoutd.view"
+# The key an integration ties a provider message to its framework's object with
+# (LangChain, Pydantic AI): the framework's object is what is sent, never this key.
+ORIGIN_KEY = "scoutd_origin"
 SCOUT_TOOL_ROLES = ("function_call", "function_call_output")
 KEPT: Any = True  # fate of a view message the strategies kept as it was
 PASSTHROUGH = -2  # ref of a provider message placed in the view as it is
@@ -109,6 +113,8 @@ class View:
         A message carrying a scout tool role (foreign traffic in a provider
         format) is shown to the strategies as a neutral stand-in, so that they
         never take it for one of their tool messages; it comes back as it was.
+        Its other fields are the stand-in's content, which the estimate counts
+        (without them, a 100 KB message of that role counted for nothing).
         So is, with ``calls``, a message holding tool calls the adapter passes
         through (custom or legacy calls, a malformed group): as an assistant
         message the strategies would drop it as a remark and keep the messages
@@ -116,7 +122,8 @@ class View:
         """
         if isinstance(message, Mapping):
             if message.get("role") in SCOUT_TOOL_ROLES:
-                message = {"role": "passthrough"}
+                fields = {key: value for key, value in message.items() if key != "role"}
+                message = {"role": "passthrough", "content": [fields]}
             elif calls:
                 message = {"role": "passthrough", "content": message.get("content")}
         self.messages.append(message)

@@ -32,12 +32,13 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from ..formats.view import ORIGIN_KEY
 from ..strategies.media import is_media
 
 __all__ = ["ORIGIN", "from_chat", "to_chat"]
 
-# The key that ties a chat dict to the agent's message it came from.
-ORIGIN = "scoutd_origin"
+# The key that ties a chat dict to what it came from (never sent, never counted).
+ORIGIN = ORIGIN_KEY
 
 _CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "server_tool_use"})
 # The roles a generic ChatMessage may carry as its own; any other is a user's.

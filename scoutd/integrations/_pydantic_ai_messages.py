@@ -53,10 +53,13 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from ..formats.view import ORIGIN_KEY
+
 __all__ = ["ORIGIN", "Sent", "from_chat", "to_chat"]
 
-# The key that ties a chat dict to the slot (message, parts) it came from.
-ORIGIN = "scoutd_origin"
+# The key that ties a chat dict to the slot (message, parts) it came from (never sent,
+# never counted).
+ORIGIN = ORIGIN_KEY
 
 
 @dataclass(frozen=True)
