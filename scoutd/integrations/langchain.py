@@ -55,6 +55,7 @@ from ..errors import Aborted
 from ..formats import OPENAI_CHAT
 from ..recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, arguments_of, recall_parameters
 from ._run import ClosedByWith, HookClosed, HookOptions, RunPreparer, missing_extra
+from ._run_engines import recalled
 
 try:
     from langchain.agents.middleware import (
@@ -259,12 +260,18 @@ class ScoutdMiddleware(AgentMiddleware[ScoutdState, Any, Any], ClosedByWith):
     def _recall(self, given: Any = None, runtime: ToolRuntime | None = None) -> str:
         """The recall tool: ``given``, the model's arguments, answered from the session of
         the run that called it (its state, which the agent's tool node injects as
-        ``runtime``)."""
+        ``runtime``). A call that carries no run of this middleware (the tool given to
+        an agent without it, or called directly) holds no conversation: it gets the answer
+        of a session that holds none, never one from the latest run's session, which is
+        another conversation's (a run at once, an outer agent's).
+        """
         arguments = arguments_of({} if given is None else given)
         if isinstance(arguments, str):
             return arguments
         run = _run_of(getattr(runtime, "state", None))
-        preparer = self.preparer if run is None else run.current()
+        if run is None:
+            return recalled(None, *arguments)
+        preparer = run.current()
         try:
             if preparer is None:
                 raise HookClosed

@@ -16,9 +16,10 @@ A request names its chat with the header ``x-scoutd-chat: <save file>``
 (the path's bytes), which must lie under the roots the operator configured
 (``SCOUTD_LITELLM_ROOTS``, or the key's LiteLLM team's,
 ``SCOUTD_LITELLM_TEAM_ROOTS``), in a directory that exists: the chat's inbox
-beside it brings notices and aborts, and the chat keeps one incremental
-session from request to request, in a bounded LRU of this process (or a
-daemon session with ``SCOUTD_LITELLM_SOCKET``). Without the header a request
+beside it brings notices and aborts, and each conversation of the chat (an
+agent's, its sub-agents') keeps one incremental session from request to
+request, in a bounded LRU of this process (or a daemon session with
+``SCOUTD_LITELLM_SOCKET``; :mod:`._litellm_routes`). Without the header a request
 is only compacted: no inbox, no state. An abort answers the agent with HTTP
 403, a non-retryable error saying that the operator aborted the chat, and the
 chat stays aborted (its marker, docs/RELIABILITY.md) until an operator runs
@@ -32,11 +33,9 @@ Needs the extra ``scoutd[litellm]``.
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
 import os
-import stat
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
@@ -47,12 +46,13 @@ from ..client import Client, default_socket_path
 from ..client._common import wire_path
 from ..errors import Aborted, Forbidden, InvalidMessages, RemoteError
 from ..formats import ANTHROPIC, AUTO, OPENAI_CHAT, OPENAI_RESPONSES
-from ..inbox.names import inbox_dir
 from ..paths import display_path
 from ..protocol.messages import INVALID_PARAMS, TOO_LARGE
 from ..protocol.report import Prepared
 from ..security import check_save_file, resolve_roots
 from ._chat_cache import Chat, ChatCache, detached
+from ._litellm_paths import unreachable
+from ._litellm_routes import Routes, format_of
 from ._proxy_settings import ProxySettings
 from ._run import HookClosed, RunPreparer, missing_extra, round_summary
 
@@ -137,40 +137,6 @@ def client_error(exc: InvalidMessages | RemoteError) -> HTTPException | None:
     return api_error(400, message, "invalid_request_error")
 
 
-def unreachable(save_file: str) -> str | None:
-    """Why no operator's abort can reach the chat of ``save_file``, or None.
-
-    Its directory does not exist, or a name on the way to its inbox is longer
-    than the file system allows (``ENAMETOOLONG``): ``scoutd abort`` cannot
-    write there, so the chat would be served unsupervised for good. A directory
-    that exists but cannot be looked at is left to the inbox's own check, which
-    fails closed (docs/RELIABILITY.md, "An abort fails closed").
-    """
-    directory = os.path.dirname(save_file)
-    try:
-        missing = not stat.S_ISDIR(os.stat(directory).st_mode)
-    except (FileNotFoundError, NotADirectoryError):
-        missing = True
-    except OSError as exc:  # EACCES, ELOOP...: the inbox's check fails closed on it
-        missing = exc.errno == errno.ENAMETOOLONG
-    if missing:
-        return (
-            f"the chat's directory {display_path(directory)} does not exist, so no "
-            "operator's abort can reach the chat (a mistyped path, or one not sent as its "
-            "bytes? a new chat's directory must be made first)"
-        )
-    inbox = inbox_dir(save_file)
-    try:
-        os.lstat(inbox)
-    except OSError as exc:
-        if exc.errno == errno.ENAMETOOLONG:
-            return (
-                f"the chat's inbox {display_path(inbox)} has a name longer than the file "
-                "system allows, so no operator's abort can reach the chat"
-            )
-    return None
-
-
 def chat_header(data: Mapping[str, Any]) -> str | None:
     """The ``x-scoutd-chat`` header of the request, if any, as the path its bytes name.
 
@@ -226,11 +192,12 @@ def conversation(data: Mapping[str, Any], call_type: str) -> Conversation | None
 class ScoutdProxyHook(CustomLogger):
     """A LiteLLM proxy callback whose pre-call hook prepares each request with scoutd.
 
-    One :class:`~scoutd.integrations._run.RunPreparer` per chat (save file and
-    format), kept between requests in a bounded LRU: a chat's requests share
-    one incremental session, so each prepares only what is new. A chat evicted,
-    or aborted, ends its session; its next request opens a new one (which an
-    aborted chat's marker aborts at once).
+    One :class:`~scoutd.integrations._run.RunPreparer` per conversation of a chat
+    (save file and format), kept between requests in a bounded LRU: a
+    conversation's requests share one incremental session, so each prepares only
+    what is new, whatever other agents under the chat's header send meanwhile. A
+    conversation evicted, or aborted, ends its session; its next request opens a
+    new one (which an aborted chat's marker aborts at once).
     """
 
     def __init__(self, settings: ProxySettings | None = None) -> None:
@@ -238,6 +205,7 @@ class ScoutdProxyHook(CustomLogger):
         self.settings = ProxySettings.from_env() if settings is None else settings
         self._lock = threading.Lock()  # the settings and their cache change together
         self._cache, self._clients = self._cache_for(self.settings)
+        self._routes = Routes(self.settings.max_chats)
 
     def _cache_for(self, settings: ProxySettings) -> tuple[ChatCache, list[Client]]:
         """The chat cache of ``settings``, and the daemon connections its chats share."""
@@ -246,7 +214,7 @@ class ScoutdProxyHook(CustomLogger):
 
         def new(chat: Chat) -> RunPreparer:
             shared = clients[next(turns) % len(clients)] if clients else None
-            return self._new(*chat, client=shared)
+            return self._new(chat[0], format_of(chat[1]), client=shared)
 
         return ChatCache(settings.max_chats, settings.max_bytes, new), clients
 
@@ -256,13 +224,15 @@ class ScoutdProxyHook(CustomLogger):
             self.settings = settings
             old, clients = self._cache, self._clients
             self._cache, self._clients = self._cache_for(settings)
+            self._routes = Routes(settings.max_chats)
         old.clear()  # their sessions end first, then the connections they shared
         for client in clients:
             client.close()
 
     @property
     def chats(self) -> list[Chat]:
-        """The chats (save file, format) whose session is kept, least recently used first."""
+        """The conversations (save file, format marked past a chat's first) whose session
+        is kept, least recently used first (:mod:`._litellm_routes`)."""
         return self._cache.chats
 
     @property
@@ -341,7 +311,8 @@ class ScoutdProxyHook(CustomLogger):
             shared = self._clients[0] if self._clients else None
             with self._new(None, format, client=shared) as preparer:
                 return preparer.prepare(messages)
-        return self._round(save_file, format, lambda preparer: preparer.prepare(messages))
+        name = self._routes.route(save_file, format, messages)  # the conversation it continues
+        return self._round(save_file, name, lambda preparer: preparer.prepare(messages))
 
     def check(self, save_file: str) -> None:
         """Raise the chat's abort, for a request with no conversation to prepare
