@@ -13,6 +13,7 @@ from .messages import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
+    TOO_DEEP,
     Envelope,
     ErrorObject,
     ErrorResponse,
@@ -37,13 +38,61 @@ def _request_id(line: bytes) -> RequestId:
         return None
 
 
+# A top-level member whose value is a scalar (or the start of a nested one): what the
+# id of a line too deep to decode is read from, before the nesting.
+_MEMBER = re.compile(
+    rb'[ \t\r\n]*[{,][ \t\r\n]*("(?:[^"\\]++|\\.)*+")[ \t\r\n]*:[ \t\r\n]*'
+    rb'("(?:[^"\\]++|\\.)*+"|-?[0-9][0-9.eE+-]*+|true|false|null|[\[{])',
+    re.DOTALL,
+)
+# Members looked at, at most: a request has four; more is not worth the time.
+_MEMBERS_READ = 16
+
+
+def _id_before_nesting(line: bytes) -> RequestId:
+    """The ``id`` of a line too deep to decode, when its members before the first
+    nested value give one (as the clients write a request: ``jsonrpc``, ``id``,
+    ``method``, then ``params``); else null. A loop over at most a few members, so
+    it never recurses and costs next to nothing, however long the line.
+    """
+    found: RequestId = None
+    position = 0
+    for _ in range(_MEMBERS_READ):
+        member = _MEMBER.match(line, position)
+        if member is None or member[2] in (b"[", b"{"):
+            break
+        position = member.end()
+        try:
+            if msgspec.json.decode(member[1], type=str) == "id":
+                found = msgspec.json.decode(member[2], type=RequestId)  # the last one wins
+        except msgspec.DecodeError:  # an id of the wrong type, or a malformed text
+            found = None
+    return found
+
+
+def too_deep(line: bytes) -> ProtocolError:
+    """The error for a line nesting deeper than the decoder walks: PARSE_ERROR with
+    ``data`` ``{"path": "$", "error": TOO_DEEP}`` and the request's id when it can
+    be read (:func:`_id_before_nesting`), so that only its own caller gets it."""
+    data = {"path": "$", "error": TOO_DEEP}
+    return ProtocolError(PARSE_ERROR, f"parse error: {TOO_DEEP}", data, id=_id_before_nesting(line))
+
+
 def decode_request(line: bytes) -> Request:
     """Decode one received line (without its newline) into a :class:`Request`.
 
     Raises:
-        ProtocolError: PARSE_ERROR for invalid JSON or UTF-8, INVALID_REQUEST for a
-            batch, a non-object or a request with missing or mistyped members.
+        ProtocolError: PARSE_ERROR for invalid JSON or UTF-8, or JSON nested too
+            deeply to decode (:func:`too_deep`), INVALID_REQUEST for a batch, a
+            non-object or a request with missing or mistyped members.
     """
+    try:
+        return _decode_request(line)
+    except RecursionError:  # msgspec stops at the interpreter's recursion limit
+        raise too_deep(line) from None
+
+
+def _decode_request(line: bytes) -> Request:
     try:
         envelope = msgspec.json.decode(line, type=Envelope)
     except msgspec.ValidationError as exc:
@@ -93,11 +142,16 @@ def decode_prepare_request(line: bytes) -> tuple[Request, PreparePromptParams] |
     params at once saves a second pass over megabytes of messages. Returns
     None for anything else (another method, or an invalid request), which the
     caller then decodes the general way, for the precise error.
+
+    Raises:
+        ProtocolError: the line nests too deeply to decode (:func:`too_deep`).
     """
     try:
         envelope = _decode_prepare(line)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
+    except RecursionError:
+        raise too_deep(line) from None
     notification = isinstance(envelope.id, msgspec.UnsetType)
     request = Request(
         method=envelope.method,

@@ -32,6 +32,7 @@ from .messages import (
     CONFIG_INVALID,
     INVALID_PARAMS,
     PARSE_ERROR,
+    TOO_DEEP,
     TOO_LARGE,
     UNKNOWN_SESSION,
     UNKNOWN_STRATEGY,
@@ -51,9 +52,10 @@ CODE_OF: dict[type[Exception], int] = {
 
 
 # The reason the library gives messages nested past what the interpreter walks
-# (engine.message_rules.too_deep), and the daemon's word for the same refusal.
+# (engine.message_rules.too_deep); the daemon's refusal says TOO_DEEP in its data.
 TOO_DEEP_REASON = "nested too deeply to read (past the recursion limit)"
-_TOO_DEEP = "nested too deeply"
+# Where each code that may refuse a request for its nesting says it is (data.path).
+_TOO_DEEP_AT = {PARSE_ERROR: "$", INVALID_PARAMS: "$.params"}
 # A message of the list, as the wire types name it: `$.params.messages[3]`.
 _MESSAGE_PATH = re.compile(r"\$\.params\.(?P<field>messages|append)\[(?P<index>\d+)\]")
 
@@ -137,10 +139,8 @@ def _library_error(error: ErrorObject, data: dict[str, Any], base: int) -> Remot
     path, detail = data.get("path"), data.get("error")
     if error.code == UNKNOWN_SESSION:
         return RemoteSessionClosed(error.code, error.message, error.data)
-    too_deep = (error.code == PARSE_ERROR and _TOO_DEEP in error.message) or (
-        error.code == INVALID_PARAMS and path == "$.params" and detail == _TOO_DEEP
-    )
-    if too_deep:
+    # Code and data, never the message's wording (docs/PROTOCOL.md, error codes).
+    if detail == TOO_DEEP and path is not None and _TOO_DEEP_AT.get(error.code) == path:
         return RemoteInvalidMessages(error.code, error.message, error.data, None, TOO_DEEP_REASON)
     if error.code != INVALID_PARAMS or not isinstance(path, str) or not isinstance(detail, str):
         return None

@@ -27,6 +27,11 @@ TOO_LARGE: Final = -32004  # data: TooLargeData
 CONFIG_INVALID: Final = -32005  # data: ConfigInvalidData
 UNKNOWN_SESSION: Final = -32006
 SHUTTING_DOWN: Final = -32007
+# ``data.error`` of a request refused for its nesting, whichever code says it: -32700
+# at ``$`` (the line nests past what the decoder walks), -32602 at ``$.params`` (its
+# params did, once read). Clients recognise the refusal by code and data, never by
+# the message's wording (docs/PROTOCOL.md, error codes).
+TOO_DEEP: Final = "nested too deeply"
 
 FormatName = Literal["auto", "scout", "openai-chat", "openai-responses", "anthropic"]
 # How a session-less ``prepare_prompt`` answers: every prepared message, or the

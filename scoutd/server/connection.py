@@ -162,22 +162,37 @@ class PeerConnection:
             else:
                 self._send_lock.acquire_nowait()
             try:
-                rest = self._send_now(line)
-                if rest:
-                    with anyio.fail_after(self.shared.snapshot.config.daemon.idle_timeout):
-                        await self.stream.send(rest)
+                sent = self._send_now(line)
+                if sent < len(line):
+                    await self._send_rest(memoryview(line)[sent:])
             finally:
                 self._send_lock.release()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, TimeoutError):
             self.close()
 
-    def _send_now(self, line: bytes) -> bytes:
-        """Write what the socket takes now (never waits); return the rest."""
+    def _send_now(self, data: bytes | memoryview) -> int:
+        """Write what the socket takes now (never waits); the bytes written."""
         try:
-            sent = self._sock.send(line)
+            return self._sock.send(data)
         except (BlockingIOError, InterruptedError):
-            return line
-        return line[sent:] if sent < len(line) else b""
+            return 0
+
+    async def _send_rest(self, rest: memoryview) -> None:
+        """Write ``rest`` as the client takes it; TimeoutError unless all of it is taken
+        within ``idle_timeout`` of this call. A reload wakes the wait, which then holds
+        to the bound now in force (docs/RELIABILITY.md, rule 29)."""
+        started = time.monotonic()
+        while rest:
+            left = started + self.shared.snapshot.config.daemon.idle_timeout - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            with anyio.move_on_after(left) as waiting:
+                self.shared.waits.add(waiting)
+                try:
+                    await anyio.wait_writable(self._sock)
+                finally:
+                    self.shared.waits.discard(waiting)
+            rest = rest[self._send_now(rest) :]
 
     def _full(self) -> bool:
         """Whether this connection must not be read: its unread answers are at their
@@ -196,11 +211,20 @@ class PeerConnection:
         self.shared.quotas.check_answers(self.peer.uid, rid)
 
     async def _room(self) -> None:
-        """Wait while this connection's unread answers fill its bound (back-pressure)."""
+        """Wait while this connection's unread answers fill its bound (back-pressure).
+
+        A reload wakes the wait too: a bound it raised lets the connection go on at
+        once, not once its client reads (docs/RELIABILITY.md, rule 29).
+        """
         while self._full() and not self.closed:
             if self._drained.is_set():  # waiters share one event until it is set
                 self._drained = anyio.Event()
-            await self._drained.wait()
+            with anyio.CancelScope() as woken:
+                self.shared.waits.add(woken)
+                try:
+                    await self._drained.wait()
+                finally:
+                    self.shared.waits.discard(woken)
 
     def close(self) -> None:
         """Stop this connection: cancels its reader and request tasks."""
@@ -267,13 +291,13 @@ class PeerConnection:
                     return
             data = b""
             with anyio.move_on_after(timeout) as waiting:
-                shared.reads.add(waiting)  # a reload cancels it: the timeouts are read anew
+                shared.waits.add(waiting)  # a reload cancels it: the timeouts are read anew
                 try:
                     data = await self.stream.receive(RECEIVE_SIZE)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                     return
                 finally:
-                    shared.reads.discard(waiting)
+                    shared.waits.discard(waiting)
             if not data:
                 continue  # a timeout: the checks at the top of the loop decide
             self.last_activity = time.monotonic()

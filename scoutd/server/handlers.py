@@ -1,12 +1,10 @@
 """The daemon's methods: one handler per method name, and the dispatch that routes to them.
 
-:func:`dispatch` turns one request line into one answer line: it decodes the
-envelope and the params (in a worker thread when the line is large), finds the
-method in :data:`HANDLERS`, and maps every failure to its error code
-(docs/PROTOCOL.md, errors). A handler gets the decoded params and returns the
-encoded answer; it raises :class:`scoutd.protocol.ProtocolError` to refuse.
-Adding a method: its params/result Structs in :mod:`scoutd.protocol`, a
-handler here, one entry in :data:`HANDLERS` (docs/ARCHITECTURE.md).
+:func:`dispatch` turns one request line into one answer line: it decodes the envelope
+and the params (in a worker thread when the line is large), finds the method in
+:data:`HANDLERS`, and maps every failure to its error code (docs/PROTOCOL.md). A handler
+gets the decoded params and returns the encoded answer, or raises ProtocolError. A new
+method: its Structs in :mod:`scoutd.protocol`, a handler, an entry in :data:`HANDLERS`.
 """
 
 from __future__ import annotations
@@ -75,10 +73,10 @@ class Call:
         )
 
     def invalid_params(self, path: str, error: object) -> protocol.ProtocolError:
-        """``-32602`` naming the params field at ``path``."""
+        """``-32602`` naming the params field at ``path``, in its data and its message."""
         return protocol.ProtocolError(
             protocol.INVALID_PARAMS,
-            f"invalid params: {error}",
+            f"invalid params: {error} - at `{path}`",
             {"path": path, "error": str(error)},
             id=self.id,
         )
@@ -203,10 +201,15 @@ async def session_open(call: Call, params: protocol.SessionOpenParams) -> bytes:
     server, conn = call.server, call.conn
     resolved = await call.check_path(params.save_file)
     session = await server.registry.open(
-        params.save_file, resolved, params.pid, conn.peer.uid, conn, request_id=call.id
+        params.save_file,
+        resolved,
+        params.pid,
+        conn.peer.uid,
+        conn,
+        label=params.label,
+        request_id=call.id,
     )
     session.prompt.format = params.format
-    session.label = params.label
     if params.messages:
         try:
             async with session.lock, server.shared.quotas.computing(conn.peer.uid):

@@ -337,7 +337,7 @@ class Server:
             )
             running.superseded.set()  # the loops paced by its durations read the new ones
             self.quotas.reloaded()  # and the prepares waiting for a slot, its bound
-            for waiting in list(self.shared.reads):
+            for waiting in list(self.shared.waits):
                 waiting.cancel()
             self.last_reload_error = None
             set_level(config.daemon.log_level)

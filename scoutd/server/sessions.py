@@ -163,9 +163,10 @@ class SessionRegistry:
         uid: int,
         owner: SessionOwner,
         *,
+        label: str | None = None,
         request_id: protocol.RequestId = None,
     ) -> AgentSession:
-        """Register a session and watch its inbox (and the inbox's parent).
+        """Register a session whole (a heartbeat may list it), and watch its inbox and its parent.
 
         Raises:
             protocol.ProtocolError: ``TOO_LARGE``: ``uid`` holds ``max_sessions_per_uid`` already;
@@ -190,6 +191,7 @@ class SessionRegistry:
             uid=uid,
             owner=owner,
             gid=owner.peer.gid,
+            label=label,
         )
         self.sessions[session.id] = session
         self._per_uid[uid] = self._per_uid.get(uid, 0) + 1
@@ -255,10 +257,8 @@ class SessionRegistry:
         return session
 
     def forget_idle(self, idle_timeout: float) -> int:
-        """Drop the stored conversation of sessions unused for ``idle_timeout`` seconds.
-
-        The session itself (and its abort watch) lives as long as its
-        connection; only the memory of its conversation is given back.
+        """Drop the stored conversation of sessions unused for ``idle_timeout`` seconds;
+        the session (and its abort watch) lives as long as its connection.
         """
         limit = time.monotonic() - idle_timeout
         forgotten = 0

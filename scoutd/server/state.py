@@ -42,7 +42,10 @@ class Shared:
         self.in_flight = 0  # requests being handled or answered, on all connections
         self.pending_request_bytes = 0  # request lines, first byte to answer, all connections
         self.connections_by_uid: dict[int, int] = {}
-        self.reads: set[anyio.CancelScope] = set()  # connections waiting for bytes now
+        # Waits sized by the configuration: reads for bytes (their timeouts) and
+        # connections held back by unread answers (their bounds). A reload cancels
+        # each, and each reads the new generation's values at once (rule 29).
+        self.waits: set[anyio.CancelScope] = set()
         self.shutting_down = False
         self.drained = anyio.Event()
 

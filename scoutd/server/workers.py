@@ -19,7 +19,9 @@ from ..engine.held import held_bytes
 from ..engine.incremental import SessionPrompt, json_size
 from ..engine.prepare import Prepared, prepare_with
 from ..inbox.gate import Ticket
+from ..protocol.codec import too_deep as too_deep_line
 from ..protocol.layout import layout_of
+from ..protocol.messages import TOO_DEEP
 from ..security import PeerCred, check_access, check_save_file
 from ..strategies.base import InboxCall, Redelivery
 from .quotas import Quotas
@@ -96,14 +98,21 @@ def run_prepare(
 
 
 def too_deep(request: protocol.Request | None) -> bytes:
-    """The error for a line whose JSON nests deeper than the decoder allows."""
+    """The error for a request whose JSON nests deeper than the interpreter walks.
+
+    Once the request is read, its params did (``-32602`` at ``$.params``); a line
+    that could not be read at all is the codec's parse error (``-32700`` at ``$``,
+    :func:`scoutd.protocol.codec.too_deep`). Either way ``data.error`` is
+    :data:`~scoutd.protocol.messages.TOO_DEEP`, what clients recognise it by.
+    """
     if request is None:
-        return protocol.encode_error(None, protocol.PARSE_ERROR, "parse error: nested too deeply")
+        error = too_deep_line(b"")
+        return protocol.encode_error(error.id, error.code, error.message, error.data)
     return protocol.encode_error(
         request.id,
         protocol.INVALID_PARAMS,
-        "invalid params: nested too deeply - at `$.params`",
-        {"path": "$.params", "error": "nested too deeply"},
+        f"invalid params: {TOO_DEEP} - at `$.params`",
+        {"path": "$.params", "error": TOO_DEEP},
     )
 
 
