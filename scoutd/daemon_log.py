@@ -4,16 +4,22 @@ Every record is one line: its message is escaped (:func:`~scoutd.paths.printable
 so that a value a client or a file chose (a save file named ``x\\nINFO ...``, an
 escape sequence) cannot forge a line or drive the terminal of whoever reads the
 log, whatever the call site did with it (docs/OPERATIONS.md, "Logs").
+
+A ``scoutd`` command other than ``serve`` (:func:`command_logging`) shows the
+library's warnings the way it shows its own: ``scoutd: warning: ...``, one
+escaped line, each once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 
 from .paths import printable
 
-__all__ = ["LEVELS", "configure_logging", "set_level"]
+__all__ = ["LEVELS", "command_logging", "configure_logging", "set_level"]
 
 LEVELS = {
     "debug": logging.DEBUG,
@@ -46,7 +52,7 @@ def configure_logging(level: str, *, journal: bool) -> None:
     records its own, and a second one only makes lines longer.
     """
     logger = logging.getLogger("scoutd")
-    for old in [h for h in logger.handlers if isinstance(h, _DaemonHandler)]:
+    for old in [h for h in logger.handlers if isinstance(h, (_DaemonHandler, _CommandHandler))]:
         logger.removeHandler(old)
     handler = _DaemonHandler(sys.stderr)
     fmt = "%(levelname)s %(name)s: %(message)s"
@@ -61,3 +67,47 @@ def configure_logging(level: str, *, journal: bool) -> None:
 def set_level(level: str) -> None:
     """Change the level of the ``scoutd`` loggers (on reload)."""
     logging.getLogger("scoutd").setLevel(LEVELS.get(level, logging.INFO))
+
+
+# A command repeating one message more often than this is past telling apart.
+_MAX_REMEMBERED = 1000
+
+
+class _CommandHandler(logging.Handler):
+    """A command's handler: a warning or an error of the library as the command's
+    own line on stderr, each distinct line once (two passes over one broken
+    inbox entry say the same thing twice)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self._written: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level = "error" if record.levelno >= logging.ERROR else "warning"
+            line = f"scoutd: {level}: {printable(record.getMessage())}"
+            if line in self._written:
+                return
+            if len(self._written) < _MAX_REMEMBERED:
+                self._written.add(line)
+            # stderr as it is now: the command may have replaced a closed one
+            print(line, file=sys.stderr, flush=True)
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def command_logging() -> Iterator[None]:
+    """While a command runs, the ``scoutd`` loggers' warnings as its own lines.
+
+    Without it Python's last-resort handler wrote them bare (no ``scoutd:``,
+    not escaped), and once per pass. ``scoutd serve`` replaces it with the
+    daemon's format (:func:`configure_logging`).
+    """
+    logger = logging.getLogger("scoutd")
+    handler = _CommandHandler()
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)

@@ -1,8 +1,9 @@
-"""Number types for command-line options: a value out of its bounds is a usage error.
+"""Option types for the command line: a value out of its bounds is a usage error.
 
 argparse turns the ``ArgumentTypeError`` these raise into one usage line and
 exit 2, before anything runs: a count of 0 that would make a run check
-nothing, a price of ``inf`` that makes every figure NaN, a timeout of ``nan``.
+nothing, a price of ``inf`` that makes every figure NaN, a timeout of ``nan``,
+an empty file name that would otherwise read as no option at all.
 Shared by the ``scoutd`` verbs, ``scoutd simulate`` and the operator scripts.
 """
 
@@ -12,7 +13,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["integer", "real"]
+__all__ = ["integer", "path", "real"]
 
 
 def integer(minimum: int) -> Callable[[str], int]:
@@ -56,3 +57,11 @@ def real(
 
     parse.__name__ = "number"
     return parse
+
+
+def path(text: str) -> str:
+    """A file name that is not empty: ``--config ''`` (a variable left unset in a
+    script) must not quietly mean "no --config", the default file instead."""
+    if not text:
+        raise argparse.ArgumentTypeError("must name a file, got an empty string")
+    return text

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from ..paths import MAX_INPUT_BYTES, open_input, printable
 from ..protocol.format_names import AUTO, FORMATS
-from .arg_types import real
+from .arg_types import path, real
 
 # The configuration, the JSON codec and socket discovery are imported where they are
 # used: the parser, --help and the light verbs need none of them (docs/ARCHITECTURE.md,
@@ -96,6 +96,9 @@ class Verb(NamedTuple):
     (``scoutd config show``) instead of a verb with a ``run`` of its own;
     ``passthrough`` hands every argument after the verb, ``--help`` included,
     to ``run`` as ``args.args`` (a verb with its own parser, like ``simulate``).
+    ``logs`` false: the verb runs no code that logs (``notify``), so it is
+    spared loading :mod:`logging`, most of a light verb's start-up; the others
+    show the library's warnings as their own lines (``scoutd: warning: ...``).
     """
 
     name: str
@@ -105,6 +108,7 @@ class Verb(NamedTuple):
     run: Handler | None = None
     actions: tuple[Verb, ...] = ()
     passthrough: bool = False
+    logs: bool = True
 
 
 class Parser(argparse.ArgumentParser):
@@ -367,6 +371,7 @@ def add_config(parser: argparse.ArgumentParser, *, overrides: bool = True) -> No
     parser.add_argument(
         "--config",
         metavar="FILE",
+        type=path,
         help="config file (default: $SCOUTD_CONFIG, else /etc/scoutd/scoutd.toml if present, "
         "else the running daemon's)",
     )
@@ -385,6 +390,7 @@ def add_client(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--socket",
         metavar="PATH",
+        type=path,
         help="daemon socket (default: found as docs/OPERATIONS.md says: $SCOUTD_SOCKET, "
         "the config's socket_path, $XDG_RUNTIME_DIR/scoutd/scoutd.sock, ...)",
     )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config import Config, DaemonConfig, FleetConfig, PromptConfig
 from ..paths import printable
+from .arg_types import path
 from .common import EXIT_OK, Verb, add_config, encode, found_config, snapshot, write_json
 
 __all__ = ["CONFIG"]
@@ -87,7 +88,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _configure_check(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "file", metavar="FILE", help="the TOML file to validate as the daemon would"
+        "file", metavar="FILE", type=path, help="the TOML file to validate as the daemon would"
     )
 
 

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ..paths import printable
+from .arg_types import path
 from .common import (
     EXIT_OK,
     Verb,
@@ -30,7 +31,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _configure_serve(parser: argparse.ArgumentParser) -> None:
     add_config(parser, overrides=False)
     parser.add_argument(
-        "--socket", metavar="PATH", help="listen here instead of [daemon].socket_path"
+        "--socket", metavar="PATH", type=path, help="listen here instead of [daemon].socket_path"
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from .._version import __version__
 from ..errors import Aborted, ConfigError, FormatError, ScoutdError, UnknownStrategy
 from ..paths import printable
+from .arg_types import path
 from .common import (
     EXIT_ABORTED,
     EXIT_ERROR,
@@ -50,7 +51,7 @@ def _add_verb(verbs: Any, verb: Verb) -> None:
         add_help=not verb.passthrough,
     )
     # The innermost parser wins: an unknown option is reported with its usage.
-    sub.set_defaults(handler=verb.run, verb_parser=sub)
+    sub.set_defaults(handler=verb.run, verb_parser=sub, logs=verb.logs)
     if verb.passthrough:
         sub.add_argument("args", nargs=argparse.REMAINDER, help="the verb's own arguments")
     if verb.configure is not None:
@@ -80,6 +81,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--config",
         dest="global_config",
         metavar="FILE",
+        type=path,
         help="config file for any command (default: $SCOUTD_CONFIG, else "
         "/etc/scoutd/scoutd.toml if present, else the running daemon's)",
     )
@@ -112,14 +114,22 @@ def _dispatch(argv: list[str]) -> int:
         if config is not None:
             # The simulator reads the config like the library: through the environment.
             os.environ["SCOUTD_CONFIG"] = config
-        return run_simulate(simulate_args)
+        from ..daemon_log import command_logging
+
+        with command_logging():
+            return run_simulate(simulate_args)
     parser = build_parser(argv)
     try:
         args = _parse(parser, argv)
     except SystemExit as exc:  # --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     handler: Handler = args.handler
-    return handler(args)
+    if not args.logs:
+        return handler(args)
+    from ..daemon_log import command_logging  # here: not for --help nor a light verb
+
+    with command_logging():
+        return handler(args)
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> int:

@@ -196,6 +196,7 @@ NOTIFY = Verb(
     ),
     configure=_configure_notify,
     run=_notify,
+    logs=False,
 )
 
 

@@ -46,6 +46,8 @@ def simulate_argv(argv: list[str]) -> tuple[list[str], str | None] | None:
             config, rest = rest[1], rest[2:]
         else:
             return None
+    if config == "":
+        return None  # argparse refuses the empty name, with the usage
     if rest and rest[0] == SIMULATE.name:
         return rest[1:], config
     return None

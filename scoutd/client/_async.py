@@ -56,7 +56,7 @@ from ._common import (
     refused_indices,
     whole_params,
 )
-from ._reconnect import deadline_after
+from ._sockets import checked_timeout, deadline_in
 
 __all__ = ["AsyncClient", "AsyncSession"]
 
@@ -78,7 +78,7 @@ class AsyncClient:
             says ("Finding the daemon": ``$SCOUTD_SOCKET``, the configured
             ``[daemon] socket_path``, the user's socket, the system socket).
         timeout: seconds allowed for connecting and for each answer (``None``:
-            no limit).
+            no limit; past about 24.8 days, poll's longest wait, held to that).
         reconnect: when the daemon cannot be reached (not running, restarting),
             keep trying to connect with exponential backoff (see
             :mod:`scoutd.client._reconnect`) for up to ``timeout`` seconds
@@ -108,7 +108,7 @@ class AsyncClient:
         max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self.socket_path = socket_path if socket_path is not None else default_socket_path()
-        self.timeout = timeout
+        self.timeout = checked_timeout(timeout)
         self.max_answer_bytes = max_answer_bytes
         self.reconnect_on_loss = reconnect
         self._conn: AsyncConnection | None = None
@@ -269,7 +269,7 @@ class AsyncClient:
             if not conn.inherited() and not conn.state.lost and not conn.stream.closed_by_peer():
                 return conn
             await self._lose(conn, "the daemon closed the connection")
-        deadline = deadline_after(self.timeout)
+        deadline = deadline_in(self.timeout)
         if not await self._connect_lock.acquire(deadline):
             raise DaemonTimeout(f"the scoutd client was busy for {self.timeout} s")
         try:
@@ -477,7 +477,7 @@ class AsyncSession:
         Raises:
             DaemonUnavailable: the connection was lost before an abort arrived.
         """
-        return await self._conn.wait_aborted(self.id, deadline_after(timeout))
+        return await self._conn.wait_aborted(self.id, deadline_in(timeout))
 
     async def aclose(self) -> None:
         """Tell the daemon the session is over (idempotent; bounded even when cancelled)."""

@@ -23,6 +23,7 @@ from ..protocol.client_state import ClientState, Incoming, SessionAborted
 from ._backend_anyio import Lock, ReadLock, Stream, connect_unix, guard, sleep
 from ._common import LineTooLong, raise_error, result_of, unfinished_line
 from ._reconnect import backoff, deadline_after, next_delay, remaining, unavailable, worth_retrying
+from ._sockets import deadline_in
 
 __all__ = ["AsyncConnection", "open_stream"]
 
@@ -131,7 +132,7 @@ class AsyncConnection:
 
         ``meanwhile`` runs once the request is out, while the daemon works on it.
         """
-        deadline = deadline_after(self.timeout)
+        deadline = deadline_in(self.timeout)
         if self.inherited():
             raise self.lost_error()
         with self.guard:

@@ -49,7 +49,7 @@ from ._common import (
     refused_indices,
     whole_params,
 )
-from ._reconnect import deadline_after
+from ._sockets import checked_timeout, deadline_in
 from ._sync_connection import Connection, open_stream
 
 __all__ = ["Client", "Session"]
@@ -72,7 +72,7 @@ class Client:
             says ("Finding the daemon": ``$SCOUTD_SOCKET``, the configured
             ``[daemon] socket_path``, the user's socket, the system socket).
         timeout: seconds allowed for connecting and for each answer (``None``:
-            no limit).
+            no limit; past about 24.8 days, poll's longest wait, held to that).
         reconnect: when the daemon cannot be reached (not running, restarting),
             keep trying to connect with exponential backoff (see
             :mod:`scoutd.client._reconnect`) for up to ``timeout`` seconds
@@ -102,7 +102,7 @@ class Client:
         max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self.socket_path = socket_path if socket_path is not None else default_socket_path()
-        self.timeout = timeout
+        self.timeout = checked_timeout(timeout)
         self.max_answer_bytes = max_answer_bytes
         self.reconnect_on_loss = reconnect
         self._conn: Connection | None = None
@@ -263,7 +263,7 @@ class Client:
             if not conn.inherited() and not conn.state.lost and not conn.stream.closed_by_peer():
                 return conn
             self._lose(conn, "the daemon closed the connection")
-        deadline = deadline_after(self.timeout)
+        deadline = deadline_in(self.timeout)
         if not self._connect_lock.acquire(deadline):
             raise DaemonTimeout(f"the scoutd client was busy for {self.timeout} s")
         try:
@@ -469,7 +469,7 @@ class Session:
         Raises:
             DaemonUnavailable: the connection was lost before an abort arrived.
         """
-        return self._conn.wait_aborted(self.id, deadline_after(timeout))
+        return self._conn.wait_aborted(self.id, deadline_in(timeout))
 
     def close(self) -> None:
         """Tell the daemon the session is over (idempotent; bounded even when cancelled)."""

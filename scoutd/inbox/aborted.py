@@ -332,20 +332,25 @@ def _remove(path: str, *, inbox: bool) -> bool:
     removed (a directory is removed only when empty), or when a symlink on the
     way was made by another user than root or the caller
     (:mod:`scoutd.inbox.walk`: the agent cannot point an operator's clear at
-    another agent's chat), or the inbox is one.
+    another agent's chat), or the inbox is one. A name longer than the file
+    system allows names nothing, as :func:`held` judges: not there.
     """
     directory, name = os.path.split(path)
     try:
         dfd = _reach(directory, inbox=inbox)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
+    except OSError as exc:
+        if exc.errno in _ABSENT:
+            return False
+        raise
     try:
         try:
             os.unlink(name, dir_fd=dfd)
         except IsADirectoryError:
             os.rmdir(name, dir_fd=dfd)
-    except FileNotFoundError:
-        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+            return False
+        raise
     finally:
         os.close(dfd)
     return True

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from ..paths import printable
 from .plotting import PlotUnavailable, plot, require_matplotlib
 from .replay import Simulation, StrategyResult
 
@@ -27,7 +28,8 @@ def _billed(value: float) -> str:
 
 
 def format_header(simulation: Simulation, *, exclude: str | None = None) -> str:
-    """What was replayed, under which cache and price model, with which overrides.
+    """What was replayed, under which cache and price model, with which overrides:
+    lines of printable text (:func:`~scoutd.paths.printable`).
 
     ``exclude`` leaves one override out (the key a sweep varies).
     """
@@ -59,7 +61,9 @@ def format_header(simulation: Simulation, *, exclude: str | None = None) -> str:
     if overrides:
         listed = ", ".join(f"{k}={v}" for k, v in overrides.items())
         lines.append(f"config overrides: {listed}")
-    return "\n".join(lines)
+    # A --set value, a chat's file name or a tokenizer's name is the user's text: an
+    # escape sequence or a newline in it must not drive the terminal or forge a line.
+    return "\n".join(printable(line) for line in lines)
 
 
 _COLUMNS = (
@@ -83,7 +87,7 @@ def _row(label: str, result: StrategyResult) -> list[str]:
     retention = result.retention
     overflow = f"{result.overflow_rounds} FAILED" if result.failed else "0"
     return [
-        label,
+        printable(label),  # a swept value is the user's text, as in the header
         _billed(result.billed),
         "-" if result.ratio is None else f"{result.ratio:.3f}",
         f"{result.cache_read_share:.1%}",
