@@ -29,10 +29,20 @@ hypothesis_providers._get_local_constants = lambda: _NO_LOCAL_CONSTANTS
 # from the network at import unless told to use the bundled one: tests stay offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+# No deadline for any example: one that reads files or asks a daemon took over the
+# default 200 ms on a loaded host, a failure of the machine, not of the code (speed
+# is measured by scripts/bench, never asserted in a test).
+settings.register_profile("scoutd", deadline=None)
+settings.load_profile("scoutd")
+
 if "MUTANT_UNDER_TEST" in os.environ:
     # Under mutmut (scripts/mutation) one failing example kills the mutant:
     # shrinking it would only cost minutes per killed mutant.
-    settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    settings.register_profile(
+        "mutation",
+        parent=settings.get_profile("scoutd"),
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    )
     settings.load_profile("mutation")
 
 
