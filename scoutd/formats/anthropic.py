@@ -31,6 +31,7 @@ from .view import (
     encode_arguments,
     rewritten_arguments,
     rewritten_output,
+    with_body_fields,
 )
 
 __all__ = ["ADAPTER", "opens_turn", "rebuild", "view", "continues"]
@@ -167,6 +168,24 @@ _NOT_SHOWN = frozenset(("text", "tool_use", "tool_result", "thinking", "redacted
 _TEXT_KEYS = frozenset(("type", "text", "cache_control"))
 
 
+# What the view shows of a ``tool_use`` block (its call), and its cache mark
+_USE_KEYS = frozenset(("type", "id", "name", "input", "cache_control"))
+# The caller of a call the model made itself: the default, as if there were none
+_DIRECT = {"type": "direct"}
+
+
+def _sent_beside(use: Mapping[str, Any]) -> dict[str, Any]:
+    """What a ``tool_use`` block sends beside its call: a ``caller`` (the code execution
+    that made the call, with its tool id), any field a client adds. A direct caller,
+    the default, is left out: the recorded runs carry it on 799 calls, and counting it
+    changed their prompts (the estimate they were recorded with)."""
+    return {
+        key: value
+        for key, value in use.items()
+        if key not in _USE_KEYS and not (key == "caller" and value == _DIRECT)
+    }
+
+
 def _beside(text: str, blocks: list[Any]) -> Any:
     """The content of the view message that stands for a turn's text: the text, and,
     when the turn holds other blocks the provider bills (a server tool's use and
@@ -203,6 +222,10 @@ def _add_turns(result: View, message: Any, answer: Any, texts: Texts) -> None:
             if type(arguments) is not dict:
                 arguments = dict(arguments)
             text = texts.encoded_call(block.get("name"), block["id"], arguments)
+            if block.keys() - _USE_KEYS:  # a ``caller``, any field a client adds: sent
+                extra = _sent_beside(block)
+                if extra:
+                    text = with_body_fields(text, extra)
             result.add({"role": "function_call", "content": text}, slot)
     result.close()
     others = []

@@ -37,6 +37,7 @@ from .view import (
     blocks_text,
     call_message,
     output_message,
+    with_body_fields,
 )
 
 __all__ = ["ADAPTER", "new_message", "rebuild", "view", "continues", "opens_group"]
@@ -114,6 +115,7 @@ def _same_group(message: dict[str, Any], entry: dict[str, Any], answer: Any, fou
         and answer.get("tool_call_id") == found[1]
         and not message.get("content")
         and not _unshown(message)
+        and (len(answer) == 3 or not _unshown(answer))
     )
 
 
@@ -221,6 +223,8 @@ def _add_one_call(
     arguments = function.get("arguments")
     if type(arguments) is not str or answer.get("tool_call_id") != ident:
         return False
+    if len(answer) != 3 and _unshown(answer):  # (3: its role, call id and content)
+        return False  # it sends more than its content: the general way counts it
     text = _said(message)
     name = function.get("name")
     key = id(output)  # a kept entry holds its output: the key is that very string
@@ -306,6 +310,8 @@ def _add_plain_group(
                 output, ident = answer.get("content"), answer.get("tool_call_id")
                 if type(output) is not str or type(ident) is not str or ident not in waiting:
                     break
+                if len(answer) != 3 and _unshown(answer):  # 3: its role, call id, content
+                    break  # it sends more than its content: the general way counts it
                 waiting.discard(ident)
                 body = texts.output(ident, output)
                 out.append({"role": "function_call_output", "content": body, VIEW_KEY: len(out)})
@@ -363,6 +369,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
     texts: list[str | None] = []
     ids: list[Any] = []
     media: list[list[Any]] = []  # each output's media blocks, shown as placeholders
+    fields: list[dict[Any, Any]] = []  # what each answer sends beside its content
     while end < count:
         answer = messages[end]
         if type(answer) is not dict or answer.get("role") != "tool":
@@ -375,6 +382,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
         texts.append(content if type(content) is str else blocks_text(content))
         ids.append(answer.get("tool_call_id"))
         media.append(media_blocks(content) if result.mark else [])
+        fields.append(_unshown(answer))
         end += 1
     if not _answered(calls, ids, texts):
         pending = bool(calls) and end == i + 1 and end == count
@@ -386,7 +394,7 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
         return end
     saved = len(result.messages), len(result.starts)
     try:
-        _add_group(result, message, calls, ids, texts, media)  # type: ignore[arg-type]
+        _add_group(result, message, calls, ids, texts, media, fields)  # type: ignore[arg-type]
     except Malformed:
         result.rollback(*saved)
         result.malformed += end - i
@@ -414,12 +422,22 @@ def _add_group(
     ids: list[Any],
     texts: list[str],
     media: list[list[Any]],
+    fields: list[dict[Any, Any]],
 ) -> None:
     """Add an assistant message's text and calls, and their answers, to the view; an
-    output's media blocks go under :data:`MEDIA_KEY`, counted while it is whole."""
+    output's media blocks go under :data:`MEDIA_KEY`, counted while it is whole.
+
+    What an answer sends beside its content (a ``name``) is in its call's body, under
+    ``fields``: a shortened call is counted as its rewrite sends it, which keeps them,
+    where a shortened output is counted at its bound whatever its body holds."""
     text = _said(message)
     parts = [{"role": "assistant", "content": text}] if text else []
-    parts.extend(call_message(name, ident, arguments) for name, ident, arguments in calls)
+    beside = {ident: extra for ident, extra in zip(ids, fields, strict=True) if extra}
+    for name, ident, arguments in calls:
+        call = call_message(name, ident, arguments)
+        if ident in beside:
+            call["content"] = with_body_fields(call["content"], beside[ident])
+        parts.append(call)
     for ident, output, blocks in zip(ids, texts, media, strict=True):
         part: dict[str, Any] = output_message(ident, output)
         if blocks:

@@ -33,6 +33,7 @@ _SHOWN = frozenset(
 )
 _OWN_CALLS = frozenset(("tool_calls", "tool_call_id"))
 _PLAIN = frozenset(("role", "content"))
+_PLAIN_ANSWER = frozenset(("role", "content", "tool_call_id"))  # a tool message's own
 
 
 def unshown(message: Mapping[str, Any], passed: bool = False) -> dict[Any, Any]:
@@ -46,6 +47,8 @@ def unshown(message: Mapping[str, Any], passed: bool = False) -> dict[Any, Any]:
     """
     if message.keys() <= _PLAIN:  # the common message: nothing beside its content
         return {}
+    if not passed and message.keys() <= _PLAIN_ANSWER:  # the common answer of a group
+        return {}
     return {
         key: value
         for key, value in message.items()
@@ -55,14 +58,23 @@ def unshown(message: Mapping[str, Any], passed: bool = False) -> dict[Any, Any]:
 
 def with_fields(content: Any, fields: dict[Any, Any]) -> Any:
     """``content`` as content parts with ``fields`` as one more part (the
-    estimate counts a part by its JSON text, a medium by what it holds)."""
+    estimate counts a part by its JSON text, a medium by what it holds).
+
+    An assistant's ``audio`` (sent back by its id) is billed as the audio it
+    names, not as its id's few characters: it adds an audio part, which the
+    media rules count as one page when its data is not there to read.
+    """
     if type(content) is list:
         parts = list(content)
     elif type(content) is str:
         parts = [{"type": "text", "text": content}]
     else:
         parts = [] if content is None else [content]
-    return [*parts, fields] if fields else parts
+    if not fields:
+        return parts
+    audio = fields.get("audio")
+    medium = [{"type": "audio", "audio": audio}] if isinstance(audio, Mapping) else []
+    return [*parts, fields, *medium]
 
 
 def said(message: Mapping[str, Any]) -> Any:

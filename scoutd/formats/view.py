@@ -22,6 +22,8 @@ from typing import Any
 
 import msgspec
 
+from ..strategies.text import json_text
+
 __all__ = [
     "ORIGIN_KEY",
     "DECODE_ERRORS",
@@ -43,6 +45,7 @@ __all__ = [
     "output_text",
     "rewritten_arguments",
     "rewritten_output",
+    "with_body_fields",
 ]
 
 VIEW_KEY = "scoutd.view"
@@ -270,6 +273,22 @@ def encode_arguments(arguments: Any) -> str:
         return _encode(arguments).decode("utf-8")
     except ENCODE_ERRORS as exc:
         raise Malformed(str(exc)) from None
+
+
+def with_body_fields(text: str, fields: Mapping[Any, Any]) -> str:
+    """A view call's body ``text`` with ``fields`` (what its call or answer sends beside
+    what the body shows: a tool message's ``name``, a ``tool_use``'s ``caller``) as one
+    more key, ``fields``, so that the estimate counts them while the pair is sent.
+
+    Only counted, never sent: a value JSON cannot hold (a key that is not a text, a
+    lone surrogate) is measured as JSON writes it, as the daemon would get it, so that
+    the pair is read alike in process and through the daemon (never malformed here).
+    """
+    try:
+        encoded = encode_arguments(fields)
+    except Malformed:
+        encoded = json_text(fields)
+    return f'{text[:-1]},"fields":{encoded}}}'
 
 
 def call_message(name: Any, ident: Any, arguments: Any) -> dict[str, Any]:
