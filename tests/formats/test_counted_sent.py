@@ -337,6 +337,24 @@ def _place(numbered: tuple[int, tuple[str, int]]) -> int:
 CASES = [(fmt, kind) for fmt in FORMATS for kind in KINDS[fmt]]
 
 
+def fits_its_window(data: st.DataObject, drawn: Drawn) -> bool:
+    """Prepare ``drawn`` with a window drawn between the least prompt the default can
+    send and the whole conversation: the oracle's bill of the prompt fits the window,
+    and the prompt stays valid in its format. Whether a compaction was needed and
+    took place."""
+    fmt, messages = drawn.fmt, drawn.messages()
+    newest = data.draw(st.integers(1, 3))
+    floor, total = drawn.floor(newest), drawn.oracle.bill(messages)
+    least = int(floor / _FILL) + 1
+    window = data.draw(st.integers(least, max(least, total - 1)))  # below the whole
+    config = {"context_window": window, "cost_full_tool_outputs": newest}
+    prepared = scoutd.prepare(messages, format=fmt, config=config)
+    billed = drawn.oracle.bill(prepared.messages)
+    assert billed <= window, (drawn.kinds, billed, window, total, floor)
+    assert new_problems(fmt, messages, prepared.messages) == {}  # still valid
+    return total > window and prepared.messages != messages
+
+
 @pytest.mark.parametrize(("fmt", "kind"), CASES)
 def test_no_prompt_passes_its_window_as_its_provider_counts(fmt: str, kind: str) -> None:
     reached: Counter[str] = Counter()
@@ -344,19 +362,8 @@ def test_no_prompt_passes_its_window_as_its_provider_counts(fmt: str, kind: str)
     @EXAMPLES
     @given(st.data())
     def check(data: st.DataObject) -> None:
-        drawn = data.draw(conversations(fmt, kind))
-        messages = drawn.messages()
-        newest = data.draw(st.integers(1, 3))
-        floor, total = drawn.floor(newest), drawn.oracle.bill(messages)
-        least = int(floor / _FILL) + 1
-        window = data.draw(st.integers(least, max(least, total - 1)))  # below the whole
-        config = {"context_window": window, "cost_full_tool_outputs": newest}
-        prepared = scoutd.prepare(messages, format=fmt, config=config)
-        billed = drawn.oracle.bill(prepared.messages)
-        assert billed <= window, (drawn.kinds, billed, window, total, floor)
-        assert new_problems(fmt, messages, prepared.messages) == {}  # still valid
         reached["examples"] += 1
-        if total > window and prepared.messages != messages:
+        if fits_its_window(data, data.draw(conversations(fmt, kind))):
             reached["compacted"] += 1  # the window needed a compaction, which took place
 
     check()
