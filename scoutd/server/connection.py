@@ -289,17 +289,25 @@ class PeerConnection:
                         continue
                     log.debug("closing idle connection of pid %d", self.peer.pid)
                     return
-            data = b""
+            # Wait for bytes, then take them without waiting: a wait cancelled (a reload,
+            # a timeout) just as bytes came must not cancel a read the event loop was
+            # completing (asyncio's InvalidStateError for the stream's own receive).
             with anyio.move_on_after(timeout) as waiting:
                 shared.waits.add(waiting)  # a reload cancels it: the timeouts are read anew
                 try:
-                    data = await self.stream.receive(RECEIVE_SIZE)
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                    return
+                    await anyio.wait_readable(self._sock)
                 finally:
                     shared.waits.discard(waiting)
+            if waiting.cancelled_caught:
+                continue  # a timeout or a reload: the checks at the top of the loop decide
+            try:
+                data = self._sock.recv(RECEIVE_SIZE)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return
             if not data:
-                continue  # a timeout: the checks at the top of the loop decide
+                return  # the client closed its end
             self.last_activity = time.monotonic()
             daemon = shared.snapshot.config.daemon  # the bounds in force when the bytes came
             reader.limit = daemon.max_request_bytes
