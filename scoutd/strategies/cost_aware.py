@@ -35,7 +35,7 @@ before the whole ones, up to ``cost_keep_share`` of what it removes
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from itertools import accumulate, compress, islice, repeat
 from operator import add, and_, gt, le, lt, ne, not_
@@ -52,7 +52,7 @@ from .epoch import Window
 from .reasons import RowReason, band_reasons, plan_reason, uncompacted_reasons
 from .report import Changes, StrategyReport, apply_changes
 from .retention import NOTHING, Kept, PairCalls
-from .rewrites import RewriteCache, shortened
+from .rewrites import RewriteCache, shortened, shortened_call, sized_call
 from .tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     TokenCounter,
@@ -147,6 +147,39 @@ def sent_with_media(
     return found
 
 
+def sent_calls(
+    messages: Sequence[Any],
+    per_message: Sequence[int],
+    index: ToolIndex,
+    slots: Iterable[int],
+    limit: int,
+    count: TokenCounter,
+) -> list[tuple[int, int]]:
+    """``(pair number, tokens)`` to add to the shortened count of each call of ``slots``
+    that its shortening leaves above ``limit`` (the count of a shortened call).
+
+    Only long top-level strings are shortened: arguments that nest long strings,
+    are not an object, hold many medium strings or three long ones, or a long
+    tool name, are sent longer than the bound, so such a call counts as the
+    rewrite sends it (its whole count when nothing is shortened). ``per_message``:
+    :func:`~.tokens.tokens_and_media`'s counts of every message.
+    """
+    found = []
+    indices, numbers = index.indices, index.numbers
+    # the estimate reads a text's length only: one as long as the rewrite will do
+    rewrite = sized_call if type(count) is _CharEstimate else shortened_call
+    for slot in slots:
+        tokens = per_message[indices[slot]]
+        if tokens <= limit:
+            continue  # counted whole already
+        new = rewrite(index.bodies[slot], index.content(messages, slot))
+        if new is not None:
+            tokens = count(new) + MESSAGE_OVERHEAD_TOKENS
+        if tokens > limit:
+            found.append((numbers[slot], tokens - limit))
+    return found
+
+
 class _Tokens:
     """Token counts of the conversation, by message and by pair, as prefix sums.
 
@@ -200,6 +233,13 @@ class _Tokens:
                 if not is_call:
                     output_end[number] = position + 1
         for number, added in sent_with_media(per_message, media, index, limits[False]):
+            if number <= outputs:
+                shortened[number] += added
+        # the calls over the bound, found without a Python loop over every slot
+        over = map(gt, map(per_message.__getitem__, index.indices), repeat(limits[True]))
+        call_slots = compress(range(len(index.indices)), map(and_, index.is_call, over))
+        long_calls = sent_calls(messages, per_message, index, call_slots, limits[True], count)
+        for number, added in long_calls:
             if number <= outputs:
                 shortened[number] += added
         self.bare = list(accumulate(whole))  # without the remarks

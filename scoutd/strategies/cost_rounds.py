@@ -25,6 +25,7 @@ from .cost_aware import (
     _Tokens,
     effective_prices,
     notice_tokens,
+    sent_calls,
     sent_with_media,
 )
 from .cost_plan import Plan, Replay, fit_sent, plan_compaction
@@ -77,6 +78,7 @@ class GrowingTokens(_Tokens):
         shortened = [0] * (outputs - base + 1)
         ends = [0] * (outputs - base + 1)
         pending = []
+        calls = []  # the call slots counted at this extension
         indices, numbers, is_call, roles = index.indices, index.numbers, index.is_call, index.roles
         for slot in [*self.pending, *range(self.slots, len(indices))]:
             number = numbers[slot]
@@ -94,9 +96,14 @@ class GrowingTokens(_Tokens):
             whole[at] += tokens + remarks
             bare[at] += tokens
             shortened[at] += min(tokens, self.limits[is_call[slot]]) + remarks
-            if not is_call[slot]:
+            if is_call[slot]:
+                calls.append(slot)
+            else:
                 ends[at] = position + 1
         for number, added in sent_with_media(new, media, index, self.limits[False], seen):
+            shortened[number - base] += added
+        long_calls = sent_calls(messages, per_message, index, calls, self.limits[True], self.count)
+        for number, added in long_calls:
             shortened[number - base] += added
         self.whole += _sums_after(self.whole[-1], whole[1:])
         self.bare += _sums_after(self.bare[-1], bare[1:])

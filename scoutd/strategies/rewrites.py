@@ -34,6 +34,7 @@ __all__ = [
     "shortened",
     "shortened_call",
     "shortened_output",
+    "sized_call",
 ]
 
 
@@ -100,18 +101,28 @@ def shortened_call(body: ToolBody, content: str, cache: RewriteCache | None = No
     None when nothing changes (arguments missing, not an object, or short).
     ``cache``: a session's rewrites, read and filled (None: computed).
     """
-    arguments = body.arguments
-    if type(arguments) is not dict:
-        return None
-    if not any(type(v) is str and len(v) > ARGUMENT_SIZE for v in arguments.values()):
+    if not _shortens(body.arguments):
         return None
     return _remembered(cache, "calls", content, lambda: _shortened_call(content))
 
 
-def _shortened_call(content: str) -> str:
+def _shortens(arguments: Any) -> bool:
+    """Whether a call's arguments are an object with a long top-level string."""
+    if type(arguments) is not dict:
+        return False
+    return any(type(v) is str and len(v) > ARGUMENT_SIZE for v in arguments.values())
+
+
+def sized_call(body: ToolBody, content: str) -> str | None:
+    """A text as long as :func:`shortened_call`'s (its markers' digests written as
+    zeros), cheaper to make: for counting the rewrite's characters. None alike."""
+    return _shortened_call(content, hashed=False) if _shortens(body.arguments) else None
+
+
+def _shortened_call(content: str, hashed: bool = True) -> str:
     data = _full_body(content)
     data["arguments"] = {
-        name: shorten_string(value, ARGUMENT_SIZE) if type(value) is str else value
+        name: shorten_string(value, ARGUMENT_SIZE, hashed=hashed) if type(value) is str else value
         for name, value in data["arguments"].items()
     }
     return encode_json(data)

@@ -13,6 +13,8 @@ __all__ = ["ENCODE_ERRORS", "json_text", "shorten_string", "truncate_string"]
 # What encoding a value JSON cannot hold raises (msgspec's and the json module's).
 ENCODE_ERRORS = (msgspec.EncodeError, TypeError, UnicodeError, ValueError, OverflowError)
 
+# What stands for the digest in a text made only to be measured (the same length).
+_NO_DIGEST = "0" * 5
 _lenient = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr).encode
 
 
@@ -23,13 +25,22 @@ def truncate_string(s: str, max: int = 150) -> str:
     are in code points. Raises ``ValueError`` when ``max`` is too small to hold
     the marker.
     """
+    return _truncated(s, max, True)
+
+
+def _truncated(s: str, max: int, hashed: bool) -> str:
+    """:func:`truncate_string`; ``hashed`` False: the digest's five hex digits written
+    as zeros, a text of the same length without hashing ``s`` (for measuring it)."""
     length = len(s)
     if length <= max:
         return s
-    data = s.encode("utf-8", "surrogatepass")
-    # pragma below: its mutants only change usedforsecurity (False, None or absent
-    # differ only on a FIPS-restricted build, where the marker is no security use)
-    digest = hashlib.md5(data, usedforsecurity=False).hexdigest()  # pragma: no mutate
+    if hashed:
+        data = s.encode("utf-8", "surrogatepass")
+        # pragma below: its mutants only change usedforsecurity (False, None or absent
+        # differ only on a FIPS-restricted build, where the marker is no security use)
+        digest = hashlib.md5(data, usedforsecurity=False).hexdigest()  # pragma: no mutate
+    else:
+        digest = _NO_DIGEST
     middle = f"<...{length} - {digest[:5]}...>"
     keep = (max - len(middle)) // 2
     if keep < 1:
@@ -39,12 +50,16 @@ def truncate_string(s: str, max: int = 150) -> str:
     return s[: keep - 1] + middle + s[-keep:]
 
 
-def shorten_string(s: str, size: int = 200, warning: str = "Truncated") -> str:
+def shorten_string(
+    s: str, size: int = 200, warning: str = "Truncated", *, hashed: bool = True
+) -> str:
     """Truncate ``s`` to about ``size`` code points and say so in a prefix.
 
     ``"Truncated (LEN): ..."`` when anything was cut, else ``s`` unchanged.
+    ``hashed`` False: a text of the same length whose digest digits are zeros,
+    cheaper when only its size is wanted.
     """
-    cut = truncate_string(s, size)
+    cut = _truncated(s, size, hashed)
     if len(cut) < len(s):
         return f"{warning} ({len(s)}): {cut}"
     return s

@@ -29,6 +29,7 @@ from scoutd.strategies.cost_aware import (
 from scoutd.strategies.cost_plan import Plan, Replay, plan_compaction
 from scoutd.strategies.epoch import Window
 from scoutd.strategies.retention import KEEP_REASONS, Kept, Key
+from scoutd.strategies.rewrites import shortened_call
 from scoutd.strategies.tokens import MESSAGE_OVERHEAD_TOKENS, message_tokens, token_counter
 from scoutd.strategies.tool_messages import (
     ARGUMENT_SIZE,
@@ -210,7 +211,13 @@ def reference_counts(messages: list[Any], index: ToolIndex, count: Any) -> tuple
             continue
         tokens = per_message[index.indices[slot]]
         whole[number] += tokens
-        shortened[number] += min(tokens, limits[index.is_call[slot]] + MESSAGE_OVERHEAD_TOKENS)
+        limit = limits[index.is_call[slot]] + MESSAGE_OVERHEAD_TOKENS
+        short = min(tokens, limit)
+        if index.is_call[slot] and tokens > limit:
+            # a call counts at least what its rewrite sends (all of it when none is made)
+            sent = shortened_call(index.bodies[slot], index.content(messages, slot))
+            short = max(limit, tokens if sent is None else count(sent) + MESSAGE_OVERHEAD_TOKENS)
+        shortened[number] += short
         if not index.is_call[slot]:
             ends[number] = index.indices[slot] + 1
     for position, number in reference_remarks(index):
