@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import stat
+import struct
 import time
 from collections.abc import Mapping, MutableMapping
 
@@ -36,6 +37,11 @@ SD_LISTEN_FDS_START = 3  # the first fd systemd passes (sd_listen_fds(3))
 WATCHDOG_MIN_INTERVAL = 0.01  # seconds
 # ... and at least this often: a huge value is "never", not an overflow.
 WATCHDOG_MAX_INTERVAL = 86400.0  # seconds
+# How long a state message (READY=1, RELOADING=1, STOPPING=1) waits for room in a
+# full notify queue: systemd reads it when it gets to it, and libsystemd's
+# sd_notify waits meanwhile. A ping never waits (the next one comes soon).
+NOTIFY_STATE_WAIT = 1.0  # seconds
+STATE_KINDS = frozenset({"READY=1", "RELOADING=1", "STOPPING=1"})
 
 
 class Notifier:
@@ -46,6 +52,12 @@ class Notifier:
     notification is advisory, serving goes on) and is logged once per kind of
     message until one of that kind is sent again: a socket that is missing or
     never reads must not write a line to the log at every watchdog ping.
+
+    State messages are what systemd acts on, so they are kept true and in order:
+    one waits up to :data:`NOTIFY_STATE_WAIT` for room in a full queue, one that
+    still could not be sent goes out before the next message (a ping, say), and
+    after STOPPING=1 no READY=1 or RELOADING=1 is sent: a daemon that said it is
+    stopping does not tell systemd it serves again (a reload while draining).
     """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
@@ -56,6 +68,8 @@ class Notifier:
         self._address = address if address.startswith(("/", "\0")) else ""
         self._sock: socket.socket | None = None
         self._failing: set[str] = set()  # kinds (first lines) whose last send failed
+        self._unsent: tuple[str, ...] | None = None  # the last state message not sent
+        self._stopping = False
 
     @property
     def enabled(self) -> bool:
@@ -66,14 +80,30 @@ class Notifier:
         if not self._address:
             return False
         kind = lines[0] if lines else ""
+        if kind == "STOPPING=1":
+            self._stopping = True
+        elif self._stopping and kind in STATE_KINDS:
+            return False
+        if kind in STATE_KINDS:
+            self._unsent = None  # the newer state says it all
+        elif self._unsent is not None and self._send(self._unsent, wait=False):
+            self._unsent = None
+        sent = self._send(lines, wait=kind in STATE_KINDS)
+        if not sent and kind in STATE_KINDS:
+            self._unsent = lines
+        return sent
+
+    def _send(self, lines: tuple[str, ...], *, wait: bool) -> bool:
+        """One datagram, waiting for room in a full queue if ``wait``; logged on failure."""
+        kind = lines[0] if lines else ""
         # one line each, whatever they hold: a newline in a STATUS= would be a
         # message of its own to systemd (a WATCHDOG=trigger, a MAINPID=)
         payload = "\n".join(printable(line) for line in lines).encode()
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-                self._sock.setblocking(False)
-            self._sock.sendto(payload, self._address)
+                self._sock = _notify_socket()
+            flags = 0 if wait else socket.MSG_DONTWAIT
+            self._sock.sendto(payload, flags, self._address)
         except OSError as exc:
             if kind not in self._failing:
                 self._failing.add(kind)
@@ -101,6 +131,20 @@ class Notifier:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+def _notify_socket() -> socket.socket:
+    """A blocking datagram socket whose sends wait at most :data:`NOTIFY_STATE_WAIT`
+    (the kernel's send timeout: it waits for room in the peer's queue, no polling)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+    try:
+        whole = int(NOTIFY_STATE_WAIT)
+        micro = int((NOTIFY_STATE_WAIT - whole) * 1_000_000)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("@ll", whole, micro))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def watchdog_interval(environ: Mapping[str, str] | None = None) -> float | None:

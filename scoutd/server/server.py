@@ -139,8 +139,6 @@ class Server:
         """The configuration generation now (swapped whole by :meth:`reload`)."""
         return self.shared.snapshot
 
-    # --- lifecycle -------------------------------------------------------------------
-
     def stop(self) -> None:
         """Begin a graceful shutdown (what SIGTERM does)."""
         self._stop.set()
@@ -258,8 +256,6 @@ class Server:
                     continue
                 tg.start_soon(serve_client, self.shared, self.registry, self._dispatch, client)
 
-    # --- file events and reload ------------------------------------------------------
-
     async def _watch_loop(self) -> None:
         while True:
             batch = await self.watcher.next_batch()
@@ -283,7 +279,10 @@ class Server:
 
     async def _reload_logged(self) -> None:
         """Reload for a file change or SIGHUP: a failure is logged, never raised, and the
-        last good configuration stays."""
+        last good configuration stays. None while stopping: the daemon told systemd so."""
+        if self._stop.is_set():
+            log.info("shutting down: the reload is skipped")
+            return
         try:
             await self.reload()
         except ConfigError:
