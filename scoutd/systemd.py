@@ -70,6 +70,7 @@ class Notifier:
         self._failing: set[str] = set()  # kinds (first lines) whose last send failed
         self._unsent: tuple[str, ...] | None = None  # the last state message not sent
         self._stopping = False
+        self._status: str | None = None  # what READY=1 says while all is well
 
     @property
     def enabled(self) -> bool:
@@ -112,9 +113,14 @@ class Notifier:
         self._failing.discard(kind)
         return True
 
-    def ready(self, status: str | None = None) -> bool:
-        """READY=1, with ``status`` (any text: sent as one escaped line) as STATUS=."""
-        return self.notify("READY=1", *([f"STATUS={status}"] if status else []))
+    def ready(self, status: str | None = None, *, trouble: str | None = None) -> bool:
+        """READY=1 with a STATUS= line (any text: sent as one escaped line): ``trouble``
+        this time only (a failed reload), else ``status``, remembered, else the last
+        ``status`` given: a good reload after a failed one clears the failure."""
+        if status is not None:
+            self._status = status
+        shown = trouble if trouble is not None else self._status
+        return self.notify("READY=1", *([f"STATUS={shown}"] if shown else []))
 
     def reloading(self) -> bool:
         # MONOTONIC_USEC lets systemd match the RELOADING=1 to this reload (Type=notify-reload).

@@ -140,7 +140,9 @@ def test_no_ready_or_reloading_after_stopping() -> None:
 
 def test_a_failed_reload_is_reloading_then_ready() -> None:
     """A reload that finds the file broken still ends with READY=1 (systemd would hold the
-    unit in "reloading" otherwise), and the MONOTONIC_USEC it carries is now's."""
+    unit in "reloading" otherwise), and the MONOTONIC_USEC it carries is now's. Its
+    STATUS= says the reload failed (``systemctl status`` showed "serving on" still);
+    the next good reload says "serving on" again."""
     d = Daemon()
     peer = Peer(os.path.join(d.dir, "notify"))
     d.env["NOTIFY_SOCKET"] = peer.address
@@ -161,6 +163,15 @@ def test_a_failed_reload_is_reloading_then_ready() -> None:
             assert before <= usec <= after
             with d.connect() as c:
                 assert "result" in c.call("status")
+            readies = [m for m in peer.messages if m.startswith("READY=1")]
+            assert readies[0].split("\n")[1].startswith("STATUS=serving on "), readies
+            assert (
+                readies[1].split("\n")[1].startswith("STATUS=reload failed, keeping generation 1: ")
+            ), readies
+            d.write_config()  # good again
+            d.signal(signal.SIGHUP)
+            peer.until("READY=1", count=3)
+            assert peer.messages[-1].split("\n")[1] == readies[0].split("\n")[1], peer.messages
     finally:
         d.cleanup()
         peer.close()

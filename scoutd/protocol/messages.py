@@ -27,6 +27,21 @@ TOO_LARGE: Final = -32004  # data: TooLargeData
 CONFIG_INVALID: Final = -32005  # data: ConfigInvalidData
 UNKNOWN_SESSION: Final = -32006
 SHUTTING_DOWN: Final = -32007
+# Each code by its name (the metrics' labels).
+ERROR_NAMES: Final = {
+    PARSE_ERROR: "PARSE_ERROR",
+    INVALID_REQUEST: "INVALID_REQUEST",
+    METHOD_NOT_FOUND: "METHOD_NOT_FOUND",
+    INVALID_PARAMS: "INVALID_PARAMS",
+    INTERNAL_ERROR: "INTERNAL_ERROR",
+    ABORTED: "ABORTED",
+    UNKNOWN_STRATEGY: "UNKNOWN_STRATEGY",
+    FORBIDDEN: "FORBIDDEN",
+    TOO_LARGE: "TOO_LARGE",
+    CONFIG_INVALID: "CONFIG_INVALID",
+    UNKNOWN_SESSION: "UNKNOWN_SESSION",
+    SHUTTING_DOWN: "SHUTTING_DOWN",
+}
 # ``data.error`` of a request refused for its nesting, whichever code says it: -32700
 # at ``$`` (the line nests past what the decoder walks), -32602 at ``$.params`` (its
 # params did, once read). Clients recognise the refusal by code and data, never by

@@ -27,6 +27,7 @@ from ..config import Config
 from ..config_watch import ConfigFileWatch
 from ..daemon_log import configure_logging, set_level
 from ..errors import ConfigError
+from ..protocol.messages import ERROR_NAMES
 from ..security import resolve_roots
 from ..systemd import Notifier, under_journald, watchdog_interval
 from ..watcher import FsWatcher
@@ -59,24 +60,6 @@ ACCEPT_SKIP_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, e
 ACCEPT_RETRY_DELAY = 0.1  # seconds; long enough for a finishing request to free an fd
 RELOAD_DEBOUNCE = 0.1  # seconds of quiet after a config file event before reloading
 IDLE_SWEEP_MAX = 60.0  # seconds between looks for idle sessions, at most
-# Error codes by name, for the metrics' labels.
-ERROR_NAMES = {
-    getattr(protocol, name): name
-    for name in (
-        "PARSE_ERROR",
-        "INVALID_REQUEST",
-        "METHOD_NOT_FOUND",
-        "INVALID_PARAMS",
-        "INTERNAL_ERROR",
-        "ABORTED",
-        "UNKNOWN_STRATEGY",
-        "FORBIDDEN",
-        "TOO_LARGE",
-        "CONFIG_INVALID",
-        "UNKNOWN_SESSION",
-        "SHUTTING_DOWN",
-    )
-}
 
 
 class Server:
@@ -299,6 +282,7 @@ class Server:
         """
         async with self._reload_lock:
             self.notifier.reloading()
+            failed = None  # what systemd shows while the last reload has failed
             try:
                 config, roots, signum = await anyio.to_thread.run_sync(
                     load_daemon_config, self.config_arg
@@ -315,9 +299,10 @@ class Server:
                     self.snapshot.generation,
                     exc,
                 )
+                failed = f"reload failed, keeping generation {self.snapshot.generation}: {exc}"
                 raise
             finally:
-                self.notifier.ready()
+                self.notifier.ready(trouble=failed)
             # Said once, at the reload that brings it: a file read again (a watched write
             # and a config.reload at once) holds no news.
             previous = self.snapshot.config
