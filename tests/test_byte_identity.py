@@ -20,7 +20,11 @@ default) are recorded apart, as ``shipped-keep`` and ``full-keep``. ``full`` was
 recorded again when a shortened call came to count what its rewrite sends
 (docs/STRATEGIES.md): 8 of its 24 groups changed, the recorded Anthropic runs
 under the cost-aware strategy with that older band; no digest of the
-default's own changed.
+default's own changed. Every set was recorded again when an assistant turn's
+thinking and reasoning came to count (docs/FORMATS.md): 57 digests changed,
+the runs that send thinking or reasoning back (recorded Anthropic sessions,
+and the OpenAI-format runs derived into those formats) under the strategies
+that count, and the detailed reports' counts.
 
 Regenerate the digests (only when an output is meant to change) with
 ``python -m tests.test_byte_identity`` (``--full`` for the full set too;

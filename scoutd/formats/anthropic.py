@@ -161,9 +161,10 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
     return result
 
 
-# Blocks of a turn of calls the view shows otherwise (text, calls, results) or not at all:
-# thinking, which most models' API strips from earlier turns (not counted, as before).
-_NOT_SHOWN = frozenset(("text", "tool_use", "tool_result", "thinking", "redacted_thinking"))
+# Blocks of a turn of calls the view shows otherwise (text, calls, results) or apart:
+# thinking, sent back with its turn (:func:`_text_part`)
+_THINKING = frozenset(("thinking", "redacted_thinking"))
+_NOT_SHOWN = frozenset(("text", "tool_use", "tool_result", *_THINKING))
 # What the view shows of a text block (its text), and its cache mark, which bills nothing
 _TEXT_KEYS = frozenset(("type", "text", "cache_control"))
 
@@ -202,6 +203,21 @@ def _beside(text: str, blocks: list[Any]) -> Any:
     return [{"type": "text", "text": text}, *others] if text else others
 
 
+def _text_part(blocks: list[Any], mark: bool) -> dict[str, Any] | None:
+    """The view message that stands for an assistant turn's text (:func:`_beside`), and,
+    in a view that is counted (``mark``), for its thinking: the provider takes the
+    thinking of the tool loop in progress back as input, and a model that preserves
+    thinking every turn's. Which turns' it bills depends on the model and the request,
+    which the view does not see, so it counts every turn's with its turn, under
+    :data:`~scoutd.strategies.media.MEDIA_KEY` (its content stays a text, read as
+    fast as any); it is freed when the turn goes. None when there is neither."""
+    shown = _beside(_narration(blocks), blocks)
+    thinking = [b for b in blocks if b["type"] in _THINKING] if mark else []
+    if not thinking:
+        return {"role": "assistant", "content": shown} if shown else None
+    return {"role": "assistant", "content": shown, MEDIA_KEY: thinking}
+
+
 def _narration(blocks: list[Any]) -> str:
     """An assistant turn's text blocks, joined: what the view shows of its text."""
     return "\n".join(
@@ -212,10 +228,9 @@ def _narration(blocks: list[Any]) -> str:
 def _add_turns(result: View, message: Any, answer: Any, texts: Texts) -> None:
     """Add an assistant turn's narration and calls, and the results after it, to the view."""
     blocks = message["content"]
-    narration = _narration(blocks)
-    shown = _beside(narration, blocks)
-    if shown:
-        result.add({"role": "assistant", "content": shown}, TEXT_PART)
+    said = _text_part(blocks, result.mark)
+    if said is not None:
+        result.add(said, TEXT_PART)
     for slot, block in enumerate(blocks):
         if block["type"] == "tool_use":
             arguments = block["input"]

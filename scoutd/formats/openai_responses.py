@@ -75,10 +75,10 @@ _OTHER_CALLS = frozenset(
     )
 )
 # The only items passed through as they are: a message counts by its ``content``, and
-# reasoning is not counted (providers strip it from earlier turns). Any other item
-# passed through carries what is sent outside ``content`` (a tool's traffic, an output
-# of no call, a type this adapter does not know): the strategies see a stand-in whose
-# content stands for its size (:func:`_stand_in`).
+# a reasoning item by its fields where the view is counted (:func:`_thought`). Any
+# other item passed through carries what is sent outside ``content`` (a tool's traffic,
+# an output of no call, a type this adapter does not know): the strategies see a
+# stand-in whose content stands for its size (:func:`_stand_in`).
 _SHOWN_TYPES = frozenset(("message", _REASONING))
 _IMAGE = {"type": "input_image"}  # what an image counts for: the estimate's fixed cost
 
@@ -198,6 +198,18 @@ def _stand_in(item: Mapping[str, Any]) -> dict[str, Any]:
     return {"role": "passthrough", "content": parts}
 
 
+def _thought(item: Mapping[str, Any]) -> dict[str, Any]:
+    """What the strategies see of a ``reasoning`` item: an assistant remark that sends
+    the item (its summary, reasoning text and ``encrypted_content``), counted apart
+    under :data:`MEDIA_KEY` as its JSON text.
+
+    The provider takes the reasoning of the tool loop in progress back as input, and,
+    with a model that keeps reasoning across turns, every turn's: counted for what it
+    sends, it belongs to the pair after it and is freed with it (the rebuild keeps it
+    while its turn keeps any item, :func:`_reasoning_kept`)."""
+    return {"role": "assistant", "content": "", MEDIA_KEY: [item]}
+
+
 def _unshown(item: Any, kind: Any) -> bool:
     """Whether ``item``, passed through, would hide what is sent outside ``content``:
     any item but a message (a ``role``, its text in ``content``) and a ``reasoning``
@@ -222,6 +234,8 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
             kind = _kind(item)
             if _unshown(item, kind):
                 result.passthrough(_stand_in(item))
+            elif kind == _REASONING and result.mark:
+                result.passthrough(_thought(item))
             else:
                 result.passthrough(item)
         else:
@@ -314,18 +328,24 @@ def _rewritten(item: Mapping[str, Any], fate: Any) -> Any:
     return rewritten_output_item(item, fate)
 
 
-def _bare_reasoning(messages: Sequence[Any], turns: list[int], fates: list[Any]) -> set[int]:
-    """The ``reasoning`` items whose turn had other items and keeps none of them.
+def _reasoning_kept(
+    messages: Sequence[Any], turns: list[int], fates: list[Any]
+) -> tuple[set[int], set[int]]:
+    """The ``reasoning`` items whose turn had other items: those that keep none of
+    them (bare), and those that keep some.
 
     A reasoning item must be followed by an item of its turn: when the
     strategies dropped them all (an assistant's answer without calls, dropped
-    as a remark), the reasoning goes with them, as the turn goes as a whole.
+    as a remark), the reasoning goes with them, as the turn goes as a whole; while
+    one stays, so does the reasoning, whatever its own fate (the strategies see it
+    as a remark of the turn's first pair, :func:`_thought`).
     """
     others: dict[int, bool] = {}  # a turn's reasoning item -> whether an item after it stays
     for position, turn in enumerate(turns):
         if turn != position and _kind(messages[turn]) == _REASONING:
             others[turn] = others.get(turn, False) or fates[position] is not None
-    return {turn for turn, stays in others.items() if not stays}
+    bare = {turn for turn, stays in others.items() if not stays}
+    return bare, others.keys() - bare
 
 
 def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
@@ -345,7 +365,10 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
             if fates[position] is not None:
                 kept.add(turns[position])
     gone = called - kept
-    bare = _bare_reasoning(messages, turns, fates) if any(f is None for f in fates) else set()
+    bare: set[int] = set()
+    carried: set[int] = set()  # reasoning kept for its turn, whatever its own fate
+    if any(f is None for f in fates):
+        bare, carried = _reasoning_kept(messages, turns, fates)
     before: dict[int, list[Any]] = {}
     for position, added in result.before.items():
         before.setdefault(turns[position], []).extend(added)
@@ -358,12 +381,17 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
         if gone and turns[position] in gone:  # its calls all dropped: the rest goes too
             narration += isinstance(item, Mapping) and item.get("role") == "assistant"
             continue
+        if position in carried:
+            out.append(item)  # seen as a remark (:func:`_thought`): never rewritten
+            continue
         if fate is None or position in bare:
             continue
         if fate is KEPT:
             out.append(item)
-        else:
-            out.append(_rewritten(item, fate) if refs[position] != PASSTHROUGH else fate)
+        elif refs[position] != PASSTHROUGH:
+            out.append(_rewritten(item, fate))
+        else:  # a stand-in rewritten: what it stands for, if a reasoning item (a remark)
+            out.append(item if _kind(item) == _REASONING else fate)
     end = _open_end(out) if result.after else len(out)
     out[end:end] = map(new_message, result.after)
     return Rebuilt(out, narration)

@@ -30,7 +30,9 @@ Media are looked for in a content list and below a block's ``content`` (a
 ``tool_result`` passed through, a web fetch's document: :func:`split_media`).
 A tool output shows its media as placeholders in the view (``[image]``); the
 adapter puts its media blocks under :data:`MEDIA_KEY` of its view message, and
-the estimate adds what they count while the output is sent whole. A shortened
+the estimate adds what they count while the output is sent whole. An assistant
+turn's thinking or reasoning, sent back with it, goes there too, and counts as
+its JSON text (:func:`sent_tokens`). A shortened
 output is counted as its shortened text; one whose text is too short to
 shorten is left as it was, and sent with its media: counted whole
 (:func:`~.cost_aware.sent_with_media`).
@@ -47,6 +49,10 @@ from itertools import repeat
 from operator import contains
 from typing import Any
 
+import msgspec
+
+from .text import ENCODE_ERRORS, json_text
+
 __all__ = [
     "ANTHROPIC_IMAGE_MOST",
     "AUDIO_TOKENS_PER_SECOND",
@@ -62,6 +68,7 @@ __all__ = [
     "media_blocks",
     "media_count",
     "media_tokens",
+    "sent_tokens",
     "split_media",
 ]
 
@@ -80,7 +87,8 @@ PAGE_TOKENS = 3_000 + ANTHROPIC_IMAGE_MOST
 AUDIO_TOKENS_PER_SECOND = 20
 # A file known by an id or a URL alone: its size cannot be known, one page is assumed.
 UNKNOWN_FILE_TOKENS = PAGE_TOKENS
-# The key of a tool output's view message that holds its media blocks.
+# The key of a view message that holds what it sends but does not show: a tool
+# output's media blocks, an assistant turn's thinking (:func:`sent_tokens`).
 MEDIA_KEY = "scoutd.media"
 _STAND_IN = "m" * MEDIA_CHARS  # what one image counted for before (a legacy count mark)
 _PLACEHOLDER = ""  # what a media block is in the text counted: its cost is added apart
@@ -165,6 +173,21 @@ def content_tokens(content: Any, count: Callable[[str], int]) -> int:
     """What the media blocks of ``content`` (a list, and below, :func:`split_media`)
     count, in tokens."""
     return sum(block_tokens(block, count) for block in split_media(content)[1])
+
+
+def sent_tokens(blocks: list[Any], count: Callable[[str], int]) -> int:
+    """What the blocks a view message carries under :data:`MEDIA_KEY` count: its media
+    by the rules above, and any other block (the thinking or reasoning a turn sends
+    back, which the view does not show) as its JSON text."""
+    tokens = content_tokens(blocks, count)
+    rest = [block for block in blocks if not is_media(block)]
+    if rest:
+        try:
+            text = msgspec.json.encode(rest).decode()
+        except ENCODE_ERRORS:  # a lone surrogate, a key that is not a string
+            text = json_text(rest)
+        tokens += count(text)
+    return tokens
 
 
 def block_tokens(block: Mapping[str, Any], count: Callable[[str], int]) -> int:
@@ -280,7 +303,7 @@ def media_tokens(messages: Sequence[Any], count: Callable[[str], int]) -> list[t
     for i in marked:
         blocks = messages[i][MEDIA_KEY]
         if type(blocks) is list and blocks:
-            found.append((i, content_tokens(blocks, count)))
+            found.append((i, sent_tokens(blocks, count)))
         elif type(blocks) is int and blocks > 0:
             found.append((i, blocks * count(_STAND_IN)))
     return found

@@ -191,7 +191,12 @@ def test_the_view_of_a_turn_and_its_results() -> None:
     view = adapter.view(messages, True)
     assert [{k: v for k, v in m.items() if k != VIEW_KEY} for m in view.messages] == [
         messages[0],
-        {"role": "assistant", "content": "Let me look.\nAnd count."},
+        {
+            "role": "assistant",
+            "content": "Let me look.\nAnd count.",
+            # sent back with its turn: counted, not shown
+            "scoutd.media": [{"type": "thinking", "thinking": "hm", "signature": "s"}],
+        },
         {"role": "function_call", "content": _call_text("a", '{"cmd":"ls"}')},
         {"role": "function_call", "content": _call_text("b", '{"cmd":"wc"}')},
         {

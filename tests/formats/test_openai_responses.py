@@ -49,7 +49,8 @@ def test_the_view_of_calls_and_their_outputs() -> None:
     view = adapter.view(items, True)
     assert [{k: v for k, v in m.items() if k != VIEW_KEY} for m in view.messages] == [
         USER,
-        reasoning,
+        # sent back with its turn: a remark that counts the item, never shown
+        {"role": "assistant", "content": "", "scoutd.media": [reasoning]},
         {"role": "function_call", "content": '{"name":"bash","id":"a","arguments":{"cmd":"ls"}}'},
         {"role": "function_call", "content": '{"name":"bash","id":"b","arguments":"not json"}'},
         {
@@ -59,7 +60,7 @@ def test_the_view_of_calls_and_their_outputs() -> None:
         },
         {"role": "function_call_output", "content": '{"id":"a","content":"out"}'},
     ]
-    assert view.messages[0] is USER and view.messages[1] is reasoning
+    assert view.messages[0] is USER and view.messages[1]["scoutd.media"][0] is reasoning
     assert view.refs == [PASSTHROUGH, PASSTHROUGH, 0, 0, 0, 0]
     assert view.starts == [0, 1, 2, 3, 4, 5, 6]
     assert view.malformed == 0
