@@ -41,19 +41,31 @@ _EXTENSIONS = (
     "scala|sh|bash|zsh|md|rst|txt|json|jsonl|toml|yaml|yml|ini|cfg|conf|lock|xml|html|css|"
     "scss|sql|proto|csv|log|mod|sum|gradle|vue|svelte|tf|lua|ex|exs|dart"
 )
-_NAME = r"[A-Za-z0-9_]"
+# A word character in Unicode's sense: an identifier or a number is never cut out of
+# a longer word (``café_config`` is one identifier, ``é4096`` no number).
+_NAME = r"\w"
 _PATH = rf"(?:[\w.~-]*/)+[\w.-]*\w|[\w-][\w.-]*\.(?:{_EXTENSIONS})(?!{_NAME})"
+_IDENT = rf"[^\W\d]{_NAME}{{5,}}"  # a letter or ``_``, then 5+ word characters
 _FACT = re.compile(
     rf"(?<![\w.~/-])(?P<path>(?:{_PATH})(?::\d+)?)"
-    r"|\b(?P<line>[Ll]ines? \d+)"
-    rf"|(?<!{_NAME})(?P<ident>[A-Za-z_]{_NAME}{{5,}})(?!{_NAME})"
+    r"|\b(?P<line>(?i:lines?) \d+)"
+    rf"|(?<!{_NAME})(?P<ident>{_IDENT})(?!{_NAME})"
     rf"|(?<!{_NAME})(?P<number>\d{{3,}})(?!{_NAME})"
 )
 # Identifiers and numbers inside a path or a line reference.
-_INNER = re.compile(
-    rf"(?<!{_NAME})(?:(?P<ident>[A-Za-z_]{_NAME}{{5,}})|(?P<number>\d{{3,}}))(?!{_NAME})"
-)
+_INNER = re.compile(rf"(?<!{_NAME})(?:(?P<ident>{_IDENT})|(?P<number>\d{{3,}}))(?!{_NAME})")
 _LINE_NUMBER = re.compile(r"(\d+)$")
+# scoutd's own words in a rewritten message: a shortened text's prefix and middle marker
+# (its length, digest and recall handle) and the default notice's counts and handles.
+# They copy nothing from an output: a needed fact they happen to spell is still hidden.
+_HANDLES = r"#\d+(?:-#\d+)?(?:, #\d+(?:-#\d+)?)*"
+_MARKUP = re.compile(
+    r"Truncated \(\d+(?:, recall #\d+)?\): "
+    r"|<\.\.\.\d+ - [0-9a-f]{5}\.\.\.>"
+    r"|\d+ older tool messages are shown shortened"
+    r"|\d+ were removed\."
+    rf"|from the oldest; removed here: {_HANDLES};"
+)
 
 
 def _identifier(token: str) -> bool:
@@ -262,7 +274,7 @@ class RunFacts:
         found = self._rewritten.get(encoded)
         if found is None:
             parts = message_parts(message, self.format_name)
-            found = frozenset().union(*(text_facts(p.text) for p in parts))
+            found = frozenset().union(*(text_facts(_MARKUP.sub(" ", p.text)) for p in parts))
             self._rewritten[encoded] = found
         return found
 

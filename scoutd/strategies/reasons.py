@@ -24,6 +24,8 @@ from ..protocol.report import Reason
 from .cost_plan import Decision, Plan
 from .projection import forecast
 from .report import Fate
+from .retention import Key, retention_key
+from .tool_kinds import READ, call_kind
 from .tool_messages import ToolIndex
 
 __all__ = [
@@ -105,12 +107,17 @@ def band_reasons(
     positions = index.positions
     numbers = index.numbers
     kept = kept or {}
+    since = _superseded_since(index, kept)
 
     def why(slot: int, fate: Fate) -> tuple[str, str]:
         position = positions[slot]
         if fate is Fate.PROTECTED:
             said = kept.get(numbers[slot])
-            return row_text(RowReason.REPEAT) if said is None else row_text(RowReason.KEPT, said)
+            if said is None:
+                return row_text(RowReason.REPEAT)
+            if numbers[slot] in since:
+                said += f" at the last compaction; {since[numbers[slot]]}"
+            return row_text(RowReason.KEPT, said)
         if fate is Fate.DROPPED:
             return row_text(RowReason.OLDER)
         if fate is Fate.TRUNCATED:
@@ -122,6 +129,33 @@ def band_reasons(
         return row_text(RowReason.SHORT)
 
     return why
+
+
+def _superseded_since(index: ToolIndex, kept: Mapping[int, str]) -> dict[int, str]:
+    """The kept pairs a newer pair of the same retention key followed after the
+    compaction that kept them, with the words that say so.
+
+    The retention chooses at a compaction and the prompt keeps that choice until the
+    next one: a file read again since makes "the newest whole read" no longer true.
+    """
+    if not kept:
+        return {}
+    oldest = min(kept)
+    keys: dict[int, Key] = {}
+    newest: dict[Key, int] = {}
+    for slot, number in enumerate(index.numbers):
+        if not index.is_call[slot] or number < oldest or index.partners[slot] == -1:
+            continue  # an output, an older pair, or a call whose output has not come
+        body = index.bodies[slot]
+        key = retention_key(call_kind(body.name, body.arguments))
+        if key is not None:
+            keys[number] = key
+            newest[key] = max(number, newest.get(key, 0))
+    return {
+        number: f"a newer {'read' if keys[number][0] == READ else 'run'} came since"
+        for number in kept
+        if number in keys and newest[keys[number]] > number
+    }
 
 
 def round_reason(plan: Plan | None, windowed: bool, config: PromptConfig) -> Reason | None:
