@@ -50,8 +50,9 @@ class Part:
     text: str
     call_id: str | None = None
     tool: str | None = None  # a call's tool name (calls only)
-    # A call of a kind whose arguments are no JSON text (a Responses shell, apply_patch,
-    # computer or custom call): its arguments as the strategies see them.
+    # A call's arguments as the strategies see them: a function call's JSON text, the
+    # object of a call of another kind (a Responses shell, apply_patch, computer or
+    # custom call). None: the text is the arguments.
     arguments: Any = None
 
 
@@ -72,6 +73,20 @@ def strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for item in value:
             yield from strings(item)
+
+
+def _arguments_text(arguments: Any) -> str:
+    """The text of a function call's arguments, read as an Anthropic input is: the
+    strings and numbers of the JSON they hold (``"a\\nb"`` is ``a``, a line break,
+    ``b``, not the escape), or the text itself when it is no JSON."""
+    if type(arguments) is str:
+        try:
+            arguments = _decode(arguments)
+        except (msgspec.DecodeError, UnicodeError, RecursionError):
+            return arguments
+        if type(arguments) is str:
+            return arguments
+    return "\n".join(strings(arguments))
 
 
 def _text(value: Any) -> str:
@@ -117,14 +132,8 @@ def _openai_chat(message: Mapping[str, Any]) -> list[Part]:
         function = call.get("function")
         function = function if isinstance(function, Mapping) else {}
         arguments = function.get("arguments")
-        parts.append(
-            Part(
-                ACTION,
-                arguments if type(arguments) is str else "\n".join(strings(arguments)),
-                _ident(call.get("id")),
-                _ident(function.get("name")),
-            )
-        )
+        ident, name = _ident(call.get("id")), _ident(function.get("name"))
+        parts.append(Part(ACTION, _arguments_text(arguments), ident, name, arguments))
     return parts
 
 
@@ -158,8 +167,8 @@ def _openai_responses(item: Mapping[str, Any]) -> list[Part]:
         return [Part(OUTPUT, _text(item.get("output")), _ident(item.get("call_id")))]
     if kind == "function_call":
         arguments = item.get("arguments")
-        text = arguments if type(arguments) is str else "\n".join(strings(arguments))
-        return [Part(ACTION, text, _ident(item.get("call_id")), _ident(item.get("name")))]
+        ident, name = _ident(item.get("call_id")), _ident(item.get("name"))
+        return [Part(ACTION, _arguments_text(arguments), ident, name, arguments)]
     if type(kind) is str and kind in OUTPUT_KINDS:  # a screenshot holds no fact
         shown = None if kind == COMPUTER_OUTPUT else output_text(item)
         return [Part(OUTPUT, shown or "", _ident(output_id(item)))]

@@ -67,7 +67,7 @@ def chat(steps: list[tuple[str, str, str]], last: str) -> list[dict[str, Any]]:
         {"role": "user", "content": "Fix it."},
     ]
     for number, (text, command, output) in enumerate(steps):
-        # unescaped, as an agent writes it: the arguments are read as their JSON text
+        # the arguments are read as the strings their JSON holds (an escape is no letter)
         function = {
             "name": "bash",
             "arguments": json.dumps({"command": command}, ensure_ascii=False),
@@ -152,6 +152,29 @@ def test_a_fact_split_across_two_messages_is_no_fact() -> None:
     messages = chat(steps, "src/pkg/load.py")
     facts = RunFacts(messages, "openai-chat", provider_rounds(messages))
     assert [dict(call.needed) for call in facts.calls][-1] == {}
+
+
+def test_a_chat_calls_arguments_are_read_as_the_strings_they_hold() -> None:
+    """``"cd /x\\nparse_config --all"`` in a Chat call's JSON arguments is a command of
+    two lines: it names ``parse_config``, which output 1 held. Read as JSON text the
+    escape glued ``n`` to it (``nparse_config``, no fact of any output): the need was
+    missed (the name after the escaped quote was found either way)."""
+    steps = [("the", "the", "parse_config INSTALLED_APPS")]
+    command = 'cd /x\nparse_config --all && grep \\"INSTALLED_APPS\\" settings.py'
+    messages = chat(steps, "")
+    messages[-1] = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c9",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+            }
+        ],
+    }
+    facts = RunFacts(messages, "openai-chat", provider_rounds(messages))
+    assert set(facts.calls[-1].needed) == {"parse_config", "INSTALLED_APPS"}
 
 
 # --- scoutd's own markers ------------------------------------------------------------
