@@ -24,7 +24,9 @@ default's own changed. Every set was recorded again when an assistant turn's
 thinking and reasoning came to count (docs/FORMATS.md): 57 digests changed,
 the runs that send thinking or reasoning back (recorded Anthropic sessions,
 and the OpenAI-format runs derived into those formats) under the strategies
-that count, and the detailed reports' counts.
+that count, and the detailed reports' counts; and again when the last report
+of a chain in scoutd's own format came to count the assistant remarks dropped
+(``narration_dropped``; only those reports changed, 32 digests, not a prompt).
 
 Regenerate the digests (only when an output is meant to change) with
 ``python -m tests.test_byte_identity`` (``--full`` for the full set too;

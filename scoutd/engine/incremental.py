@@ -209,6 +209,7 @@ class SessionPrompt:
         tail = names[1:]
         if _appending(tail):
             prompt, reports = _appended(core, report, tail, config, save_file, inbox)
+            later = sum(r.narration_dropped for r in reports[1:])
         else:
             rest = prepare_with(
                 core,
@@ -224,11 +225,13 @@ class SessionPrompt:
             )
             stable = 0  # a later strategy may rewrite the core: nothing is known to stay
             prompt, reports = rest.messages, [report, *rest.report]
+            later = rest.report[-1].narration_dropped  # the rest's whole count
         first = self._signals[SCOUT][0] if SCOUT in self._signals else len(self.messages)
         prefix = _stable_prefix(names, self.messages[: first + 1], prompt, *reported(reports))
         # as prepare() sets them on the last report of a scout conversation
+        narration = report.narration_dropped + later  # the remarks dropped, as prepare()
         reports[-1] = msgspec.structs.replace(
-            reports[-1], stable_prefix=prefix, malformed=0, narration_dropped=0
+            reports[-1], stable_prefix=prefix, malformed=0, narration_dropped=narration
         )
         return Prepared(messages=prompt, report=reports), stable
 

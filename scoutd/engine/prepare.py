@@ -255,7 +255,9 @@ def prepare_with(
         inbox,
         numbered,
     )
-    narration = 0
+    # messages dropped with their calls: the rebuild's count, or in scoutd's own format
+    # the assistant remarks the strategies dropped (each counts its own)
+    narration = sum(report.narration_dropped for report in reports)
     if chosen is not None and shape is not None:
         rebuilt = chosen.restore(messages, shape, result)
         result, narration = rebuilt.messages, rebuilt.narration_dropped

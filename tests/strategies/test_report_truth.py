@@ -148,6 +148,12 @@ def check_prepared(messages: list[dict[str, Any]], config: dict[str, Any]) -> No
     _, own = shorten_tools_cost_aware(messages, PromptConfig(**config))
     remarks = [m for m in messages if m["role"] == "assistant"]
     assert own.narration_dropped == sum(id(m) not in present for m in remarks)
+    # the whole call's figure, on its last report (the default chain): the remarks gone
+    whole = scoutd.prepare(messages, config=config)
+    kept = {id(m) for m in whole.messages}
+    gone = sum(id(m) not in kept for m in remarks)
+    assert whole.report[-1].narration_dropped == gone
+    COUNTS["remarks dropped"] += gone
 
 
 @settings(max_examples=100, derandomize=True, deadline=None)
@@ -162,6 +168,23 @@ def test_each_row_and_count_is_true_of_the_prepared_prompt() -> None:
     assert COUNTS["compacted"] >= 50, COUNTS
     assert COUNTS["kept rows"] >= 500, COUNTS
     assert COUNTS["kept reads read again since"] >= 80, COUNTS
+    assert COUNTS["remarks dropped"] >= 500, COUNTS
+
+
+def test_a_session_counts_the_remarks_dropped_as_prepare_does() -> None:
+    """In scoutd's own format the last report's ``narration_dropped`` said 0, round by
+    round and in a whole prepare, however many assistant remarks went with their pairs."""
+    messages = conversation([Step("read", n % 9, 2500, True) for n in range(80)])
+    session = scoutd.Session()
+    ends = [n for n in range(3, len(messages) + 1) if messages[n - 1]["role"] != "assistant"]
+    for end in ends:
+        got = session.prepare(messages[:end])
+    whole = scoutd.prepare(messages)
+    assert got.messages == whole.messages
+    remarks = [m for m in messages if m["role"] == "assistant"]
+    gone = sum(all(m is not kept for kept in whole.messages) for m in remarks)
+    assert gone > 0  # the case is what it says
+    assert got.report[-1].narration_dropped == whole.report[-1].narration_dropped == gone
 
 
 def test_a_kept_read_read_again_since_does_not_claim_to_be_the_newest() -> None:
