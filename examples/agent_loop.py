@@ -93,7 +93,8 @@ def compacted(report: list[Any]) -> str:
     dropped = sum(entry.calls_dropped + entry.outputs_dropped for entry in report)
     if not shortened and not dropped:
         return ""
-    return f"compacted: {shortened} tool messages shortened, {dropped} dropped"
+    noun = "tool message" if shortened == 1 else "tool messages"
+    return f"compacted: {shortened} {noun} shortened, {dropped} dropped"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -173,8 +173,8 @@ EXPLAIN = Verb(
     help="show what each strategy does to each tool message (never touches an inbox)",
     examples=(
         "scoutd explain examples/chats/scout.json",
-        "scoutd explain examples/chats/openai_chat.json --strategies shorten_tools "
-        "--set full_tool_outputs=1",
+        "scoutd explain examples/chats/anthropic.json --strategies shorten_tools_epoch "
+        "--set epoch_tool_call_threshold=2 --set epoch_full_tool_calls=2 --set epoch_size=2",
         "scoutd explain --json examples/chats/anthropic.json",
     ),
     configure=_configure_explain,
