@@ -307,9 +307,11 @@ _CODES = {"trigger": "below_trigger", "rent": "not_paying", "horizon": "horizon"
 def _compacted(decision: Decision, config: PromptConfig) -> tuple[str, str]:
     """The code and sentence of a compaction at the last round: forced by the limit, or paying."""
     if decision.forced:
+        # a prompt holding an earlier compaction's notice is held to the limit with it
+        held = " and its compaction notice were" if decision.prompt <= decision.limit else " was"
         return "over_limit", (
             f"compacted at this output to fit: the prompt of {_tokens(decision.prompt)} tokens"
-            f" was over the limit of {_tokens(decision.limit)}"
+            f"{held} over the limit of {_tokens(decision.limit)}"
             f" ({_share(config.compaction_limit_share)} of a {config.context_window:,} window);"
             f" it removed {_tokens(decision.removed)} tokens"
         )

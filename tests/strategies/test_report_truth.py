@@ -211,3 +211,33 @@ def test_a_kept_read_read_again_since_does_not_claim_to_be_the_newest() -> None:
     )
     assert rows["f078.py"].why == "kept whole: the newest whole read of its file"
     check_prepared(messages, {})
+
+
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(STEPS, st.sampled_from([8_000, 12_000, 20_000]))
+def limit_sentences_are_true(steps: list[Step], window: int) -> None:
+    messages = conversation(steps)
+    session = scoutd.Session(config={"context_window": window})
+    for end in range(3, len(messages) + 1):
+        if messages[end - 1]["role"] != "function_call_output":
+            continue
+        reason = session.prepare(messages[:end]).report[0].reason
+        if reason is None or reason.code != "over_limit":
+            continue
+        assert reason.prompt_tokens is not None and reason.limit_tokens is not None
+        COUNTS["over the limit"] += 1
+        if reason.prompt_tokens <= reason.limit_tokens:  # only its notice put it over
+            COUNTS["over the limit with its notice"] += 1
+            assert "and its compaction notice were over the limit" in reason.text
+        else:
+            assert " tokens was over the limit" in reason.text
+
+
+def test_an_over_limit_sentence_is_true_of_its_figures() -> None:
+    """``the prompt of 14,962 tokens was over the limit of 15,000``: a prompt that holds an
+    earlier compaction's notice is held to the limit with it (133 of 824 such sentences in
+    20 drawn runs said a prompt under the limit was over it)."""
+    COUNTS.clear()
+    limit_sentences_are_true()
+    assert COUNTS["over the limit"] >= 300, COUNTS
+    assert COUNTS["over the limit with its notice"] >= 30, COUNTS
