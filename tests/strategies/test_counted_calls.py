@@ -33,6 +33,7 @@ import scoutd
 from scoutd.strategies.rewrites import shortened_call, sized_call
 from scoutd.strategies.tool_messages import index_tools
 from tests.formats.drawn import SETTINGS
+from tests.formats.test_counted_sent import _user
 from tests.formats.validity import new_problems
 from tests.strategies.test_media_overflow import Oracle
 
@@ -81,12 +82,6 @@ def _pair(fmt: str, ident: str, name: str, arguments: Any, output: str) -> list[
     use = {"type": "tool_use", "id": ident, "name": name, "input": arguments}
     result = {"type": "tool_result", "tool_use_id": ident, "content": output}
     return [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
-
-
-def _user(fmt: str, text: str) -> dict[str, Any]:
-    if fmt == "openai-responses":
-        return {"type": "message", "role": "user", "content": text}
-    return {"role": "user", "content": text}
 
 
 @st.composite
