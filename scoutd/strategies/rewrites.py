@@ -121,8 +121,12 @@ def sized_call(body: ToolBody, content: str) -> str | None:
 
 def _shortened_call(content: str, hashed: bool = True) -> str:
     data = _full_body(content)
+    # a string no longer than the size is left as it is: not looked at (not mutated:
+    # shorten_string returns such a string unchanged, so either side gives the same)
     data["arguments"] = {
-        name: shorten_string(value, ARGUMENT_SIZE, hashed=hashed) if type(value) is str else value
+        name: shorten_string(value, ARGUMENT_SIZE, hashed=hashed)
+        if type(value) is str and len(value) > ARGUMENT_SIZE  # pragma: no mutate
+        else value
         for name, value in data["arguments"].items()
     }
     return encode_json(data)
