@@ -26,7 +26,10 @@ the runs that send thinking or reasoning back (recorded Anthropic sessions,
 and the OpenAI-format runs derived into those formats) under the strategies
 that count, and the detailed reports' counts; and again when the last report
 of a chain in scoutd's own format came to count the assistant remarks dropped
-(``narration_dropped``; only those reports changed, 32 digests, not a prompt).
+(``narration_dropped``; only those reports changed, 32 digests, not a prompt);
+and again when a turn's text and thinking came to count with its newest pair
+(25 digests: the detailed reports' row indices, and one Anthropic session
+whose 4-call turn a compaction cut).
 
 Regenerate the digests (only when an output is meant to change) with
 ``python -m tests.test_byte_identity`` (``--full`` for the full set too;

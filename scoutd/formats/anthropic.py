@@ -229,10 +229,19 @@ def _add_turns(result: View, message: Any, answer: Any, texts: Texts) -> None:
     """Add an assistant turn's narration and calls, and the results after it, to the view."""
     blocks = message["content"]
     said = _text_part(blocks, result.mark)
-    if said is not None:
+    # In a counted view, before the turn's last call: a remark belongs to the pair after
+    # it (strategies/cost_aware.py), and the turn's text and thinking are sent while any
+    # of its calls is, so they count with its last pair, the newest. Shown (``scout_view``),
+    # the text comes first, as the model said it.
+    last = -1  # the slot of the call the text part goes before
+    if said is not None and result.mark:
+        last = max(slot for slot, block in enumerate(blocks) if block["type"] == "tool_use")
+    elif said is not None:
         result.add(said, TEXT_PART)
     for slot, block in enumerate(blocks):
         if block["type"] == "tool_use":
+            if slot == last and said is not None:
+                result.add(said, TEXT_PART)
             arguments = block["input"]
             if type(arguments) is not dict:
                 arguments = dict(arguments)
@@ -401,7 +410,7 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
                 blocks[slot] = rewrite(blocks[slot], fate)
         if is_assistant and all(fates[v] is None for v in slots):
             # its text went with it (the view's text part may stand for other blocks only)
-            narration += refs[start] == TEXT_PART and bool(_narration(message["content"]))
+            narration += TEXT_PART in refs[start:end] and bool(_narration(message["content"]))
             continue
         kept = [b for b in blocks if b is not None]
         if not kept or all(

@@ -41,6 +41,7 @@ from .texts import ConversationTexts, Texts
 from .view import (
     KEPT,
     PASSTHROUGH,
+    TEXT_PART,
     VIEW_KEY,
     Malformed,
     Outcome,
@@ -125,8 +126,11 @@ def _partners(call: Any, output: Any) -> bool:
     return answers(_kind(call), _kind(output))
 
 
-def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts, mark: bool) -> int:
-    """Find the well-formed pairs; return the count of malformed items.
+def _pairs(
+    items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts, mark: bool
+) -> tuple[int, bool]:
+    """Find the well-formed pairs; return the count of malformed items, and whether
+    any item is a ``reasoning`` item.
 
     ``parts`` receives the view message of each item of a pair, by index. A
     ``call_id`` is one pair's whatever its kind: a function call and a custom
@@ -136,6 +140,7 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
     calls: dict[str, list[int]] = {}  # call_id -> positions
     outputs: dict[str, list[int]] = {}
     malformed = 0
+    thinks = False
     for i, item in enumerate(items):
         kind = _kind(item)
         if _is_call(kind):
@@ -150,6 +155,8 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
                 outputs.setdefault(ident, []).append(i)
             else:
                 malformed += 1
+        elif kind == _REASONING:
+            thinks = True
     for ident, found in calls.items():
         answers = outputs.pop(ident, [])
         if (
@@ -168,7 +175,7 @@ def _pairs(items: Sequence[Any], parts: dict[int, dict[str, Any]], texts: Texts,
         elif answers or len(found) > 1:
             malformed += len(found) + len(answers)
     malformed += sum(map(len, outputs.values()))  # outputs of no call, of either kind
-    return malformed
+    return malformed, thinks
 
 
 def _is_image(value: Any) -> bool:
@@ -205,8 +212,8 @@ def _thought(item: Mapping[str, Any]) -> dict[str, Any]:
 
     The provider takes the reasoning of the tool loop in progress back as input, and,
     with a model that keeps reasoning across turns, every turn's: counted for what it
-    sends, it belongs to the pair after it and is freed with it (the rebuild keeps it
-    while its turn keeps any item, :func:`_reasoning_kept`)."""
+    sends, it belongs to the pair after it, or, in a turn of parallel calls, to the
+    newest (:func:`_moved_thoughts`), and is freed with it."""
     return {"role": "assistant", "content": "", MEDIA_KEY: [item]}
 
 
@@ -222,12 +229,36 @@ def _unshown(item: Any, kind: Any) -> bool:
     return isinstance(item, Mapping) and "role" not in item
 
 
+def _moved_thoughts(items: Sequence[Any], parts: dict[int, dict[str, Any]]) -> dict[int, int]:
+    """The ``reasoning`` items whose turn has two paired calls or more, by the position
+    of its last one, before which the view counts it: a remark of the turn's newest
+    pair, the last the default drops, as the rebuild sends it while any item of its
+    turn stays (:func:`_reasoning_kept`)."""
+    last: dict[int, int] = {}  # a turn's reasoning item -> its last paired call
+    calls: dict[int, int] = {}  # -> how many
+    turns = _turns(items)
+    for position in parts:
+        turn = turns[position]
+        if (
+            turn != position
+            and _is_call(_kind(items[position]))
+            and _kind(items[turn]) == _REASONING
+        ):
+            last[turn] = max(last.get(turn, position), position)
+            calls[turn] = calls.get(turn, 0) + 1
+    return {at: turn for turn, at in last.items() if calls[turn] > 1}
+
+
 def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | None = None) -> View:
-    """The scout view of a Responses input item list."""
+    """The scout view of a Responses input item list: one view message an item, and,
+    in a counted view, a turn's reasoning counted before its last call
+    (:func:`_moved_thoughts`)."""
     result = View(mark=mark)
     parts: dict[int, dict[str, Any]] = {}
     texts = Texts.after(kept)
-    result.malformed = _pairs(messages, parts, texts, result.mark)
+    result.malformed, thinks = _pairs(messages, parts, texts, result.mark)
+    moved = _moved_thoughts(messages, parts) if result.mark and parts and thinks else {}
+    away = set(moved.values())
     for i, item in enumerate(messages):
         part = parts.get(i)
         if part is None:
@@ -235,10 +266,14 @@ def view(messages: Sequence[Any], mark: bool = True, kept: ConversationTexts | N
             if _unshown(item, kind):
                 result.passthrough(_stand_in(item))
             elif kind == _REASONING and result.mark:
-                result.passthrough(_thought(item))
+                # counted before its turn's last call instead: a remark of no size here
+                seen = {"role": "assistant", "content": ""} if i in away else _thought(item)
+                result.passthrough(seen)
             else:
                 result.passthrough(item)
         else:
+            if i in moved:
+                result.add(_thought(messages[moved[i]]), TEXT_PART)
             result.add(part, 0)
             result.close()
     texts.keep(kept)
@@ -338,7 +373,7 @@ def _reasoning_kept(
     strategies dropped them all (an assistant's answer without calls, dropped
     as a remark), the reasoning goes with them, as the turn goes as a whole; while
     one stays, so does the reasoning, whatever its own fate (the strategies see it
-    as a remark of the turn's first pair, :func:`_thought`).
+    as a remark of the turn's first pair, or newest, :func:`_thought`).
     """
     others: dict[int, bool] = {}  # a turn's reasoning item -> whether an item after it stays
     for position, turn in enumerate(turns):
@@ -350,8 +385,12 @@ def _reasoning_kept(
 
 def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
     """Responses input items from the strategies' result over ``shape``."""
-    # One view message per item: view message p stands for item p.
+    # One view message per item, but for a call with its turn's reasoning counted
+    # before it (:func:`_moved_thoughts`): an item's own is the last of its view messages.
     fates, refs = result.fates, shape.refs
+    if len(refs) != len(messages):
+        ends = shape.starts[1:]
+        fates, refs = [fates[end - 1] for end in ends], [refs[end - 1] for end in ends]
     turns = _turns(messages)
     # The turns (by their first item) with a call, and with a call still there; a call
     # passed through (malformed, or of another kind) counts, or the turn would take it, and
@@ -425,9 +464,24 @@ def continues(items: Sequence[Any], start: int, prompt: Sequence[Any]) -> bool:
     return starts_turn(items, start)
 
 
+# What two pieces of a model turn with reasoning share, as if a call id: its reasoning
+# is counted before its last paired call (:func:`_moved_thoughts`), which a piece viewed
+# apart from the reasoning would not know
+_OPEN_TURN = "\x00a turn with reasoning"
+
+
 def call_ids(items: Sequence[Any]) -> set[str]:
-    """The string ``call_id`` of every call and output item (the ids pairing reads)."""
+    """The string ``call_id`` of every call and output item (the ids pairing reads),
+    and :data:`_OPEN_TURN` when ``items`` may continue a model turn before them (their
+    first is an item of a turn, not its reasoning) or end inside one with reasoning."""
     found = set()
+    if items:
+        first = items[0]
+        kind = _kind(first)
+        if (kind != _REASONING and _in_turn(first, kind)) or (
+            _kind(items[_turns(items)[-1]]) == _REASONING
+        ):
+            found.add(_OPEN_TURN)
     for item in items:
         kind = _kind(item)
         if _is_call(kind):

@@ -191,13 +191,14 @@ def test_the_view_of_a_turn_and_its_results() -> None:
     view = adapter.view(messages, True)
     assert [{k: v for k, v in m.items() if k != VIEW_KEY} for m in view.messages] == [
         messages[0],
+        {"role": "function_call", "content": _call_text("a", '{"cmd":"ls"}')},
         {
             "role": "assistant",
             "content": "Let me look.\nAnd count.",
-            # sent back with its turn: counted, not shown
+            # sent back with its turn: counted, not shown, with the turn's newest pair
+            # (the last to be dropped: the turn is sent while any of its calls is)
             "scoutd.media": [{"type": "thinking", "thinking": "hm", "signature": "s"}],
         },
-        {"role": "function_call", "content": _call_text("a", '{"cmd":"ls"}')},
         {"role": "function_call", "content": _call_text("b", '{"cmd":"wc"}')},
         {
             "role": "function_call_output",
@@ -208,7 +209,7 @@ def test_the_view_of_a_turn_and_its_results() -> None:
         {"role": "user", "content": "also\nthis"},
     ]
     assert view.messages[0] is messages[0]
-    assert view.refs == [PASSTHROUGH, TEXT_PART, 2, 4, 0, 1, TEXT_PART]
+    assert view.refs == [PASSTHROUGH, 2, TEXT_PART, 4, 0, 1, TEXT_PART]
     assert view.starts == [0, 1, 4, 7]
     assert view.malformed == 0
 

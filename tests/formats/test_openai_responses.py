@@ -16,7 +16,7 @@ import pytest
 
 from scoutd import Config, prepare
 from scoutd.formats import openai_responses as adapter
-from scoutd.formats.view import PASSTHROUGH, VIEW_KEY
+from scoutd.formats.view import PASSTHROUGH, TEXT_PART, VIEW_KEY
 
 from .conversations import epoch_window, responses
 from .validity import new_problems
@@ -49,9 +49,11 @@ def test_the_view_of_calls_and_their_outputs() -> None:
     view = adapter.view(items, True)
     assert [{k: v for k, v in m.items() if k != VIEW_KEY} for m in view.messages] == [
         USER,
-        # sent back with its turn: a remark that counts the item, never shown
-        {"role": "assistant", "content": "", "scoutd.media": [reasoning]},
+        {"role": "assistant", "content": ""},  # the reasoning item's place
         {"role": "function_call", "content": '{"name":"bash","id":"a","arguments":{"cmd":"ls"}}'},
+        # sent back with its turn: a remark that counts the item, never shown, with the
+        # turn's newest pair (the last to be dropped: it is sent while any call is)
+        {"role": "assistant", "content": "", "scoutd.media": [reasoning]},
         {"role": "function_call", "content": '{"name":"bash","id":"b","arguments":"not json"}'},
         {
             "role": "function_call_output",
@@ -60,9 +62,9 @@ def test_the_view_of_calls_and_their_outputs() -> None:
         },
         {"role": "function_call_output", "content": '{"id":"a","content":"out"}'},
     ]
-    assert view.messages[0] is USER and view.messages[1]["scoutd.media"][0] is reasoning
-    assert view.refs == [PASSTHROUGH, PASSTHROUGH, 0, 0, 0, 0]
-    assert view.starts == [0, 1, 2, 3, 4, 5, 6]
+    assert view.messages[0] is USER and view.messages[3]["scoutd.media"][0] is reasoning
+    assert view.refs == [PASSTHROUGH, PASSTHROUGH, 0, TEXT_PART, 0, 0, 0]
+    assert view.starts == [0, 1, 2, 3, 5, 6, 7]  # call b's view: the remark and the call
     assert view.malformed == 0
 
 

@@ -156,3 +156,84 @@ def new_problems(fmt: str, given: list[Any], prepared: list[Any]) -> Counter[tup
     """Problems of ``prepared`` that ``given`` did not have."""
     check = CHECKERS[fmt]
     return check(prepared) - check(given)
+
+
+_THOUGHTS = ("thinking", "redacted_thinking")
+
+
+def _anthropic_thinking(given: list[Any], prepared: list[Any]) -> Counter[tuple[str, str]]:
+    """An assistant turn that keeps a ``tool_use`` block keeps its thinking blocks as
+    they were, in their order, each where it stood among the turn's blocks kept."""
+    problems: Counter[tuple[str, str]] = Counter()
+    turns: dict[str, list[Any]] = {}  # a tool_use id -> the blocks of its given turn
+    for message in given:
+        if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+            for block in message["content"]:
+                if block.get("type") == "tool_use":
+                    turns[str(block.get("id"))] = message["content"]
+    for message in prepared:
+        blocks = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(blocks, list):
+            continue
+        uses = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+        if not uses or uses[0] not in turns:
+            continue
+        original = turns[uses[0]]
+        thinking = [b for b in original if b.get("type") in _THOUGHTS]
+        if [b for b in blocks if b.get("type") in _THOUGHTS] != thinking:
+            problems["thinking not kept as it was", uses[0]] += 1
+        elif [b for b in blocks if b in original] != [b for b in original if b in blocks]:
+            problems["thinking moved", uses[0]] += 1
+        elif original and original[0].get("type") in _THOUGHTS and blocks[0] != original[0]:
+            problems["thinking not first", uses[0]] += 1
+    return problems
+
+
+def _in_turn(item: Any) -> bool:
+    return item.get("type") in ("reasoning", "function_call") or (
+        item.get("type") == "message" and item.get("role") == "assistant"
+    )
+
+
+def _reasoning_of_calls(items: list[Any]) -> dict[str, Any]:
+    """Each ``function_call``'s reasoning: the nearest ``reasoning`` item before it
+    with only items of a model turn between (None without)."""
+    found: dict[str, Any] = {}
+    reasoning: Any = None
+    for item in items:
+        if not _in_turn(item):
+            reasoning = None
+        elif item.get("type") == "reasoning":
+            reasoning = item
+        elif item.get("type") == "function_call":
+            found[str(item.get("call_id"))] = reasoning
+    return found
+
+
+def _responses_reasoning(given: list[Any], prepared: list[Any]) -> Counter[tuple[str, str]]:
+    """Every ``function_call`` sent keeps its turn's reasoning item, unmodified, before it
+    in its turn; a reasoning item sent is one of the conversation's, followed by an item
+    of its turn."""
+    problems: Counter[tuple[str, str]] = Counter()
+    before, after = _reasoning_of_calls(given), _reasoning_of_calls(prepared)
+    for ident, reasoning in after.items():
+        if ident in before and before[ident] is not None and reasoning != before[ident]:
+            problems["call without its reasoning", ident] += 1
+    thoughts = [item for item in given if item.get("type") == "reasoning"]
+    for item in prepared:
+        if item.get("type") == "reasoning" and item not in thoughts:
+            problems["reasoning changed", str(item.get("id"))] += 1
+    return problems
+
+
+def thinking_problems(fmt: str, given: list[Any], prepared: list[Any]) -> Counter[tuple[str, str]]:
+    """What the provider rejects of the thinking a prompt sends back: an Anthropic turn
+    of calls kept without its thinking blocks as they were (the API requires those of
+    the tool loop in progress unmodified, and first in their message), a Responses
+    call kept without its turn's reasoning item (the API rejects a call item without
+    it). Empty for a format without thinking."""
+    if fmt == "anthropic":
+        return _anthropic_thinking(given, prepared)
+    if fmt == "openai-responses":
+        return _responses_reasoning(given, prepared)
+    return Counter()
