@@ -80,13 +80,12 @@ def _arguments_text(arguments: Any) -> str:
     strings and numbers of the JSON they hold (``"a\\nb"`` is ``a``, a line break,
     ``b``, not the escape), or the text itself when it is no JSON."""
     if type(arguments) is str:
+        text: str = arguments
         try:
-            arguments = _decode(arguments)
+            arguments = _decode(text)
         except (msgspec.DecodeError, UnicodeError, RecursionError):
-            return arguments
-        if type(arguments) is str:
-            return arguments
-    return "\n".join(strings(arguments))
+            return text
+    return arguments if type(arguments) is str else "\n".join(strings(arguments))
 
 
 def _text(value: Any) -> str:
