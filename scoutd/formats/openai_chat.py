@@ -289,11 +289,12 @@ def _add_plain_group(
             return 0
     text = _said(message)
     base = len(out)
-    if text:
-        out.append({"role": "assistant", "content": text, VIEW_KEY: base})
+    said_at = _text_slot(result, len(entries)) if text else -1
     waiting = set()  # the ids of the calls not answered yet
     try:
-        for entry in entries:
+        for slot, entry in enumerate(entries):
+            if slot == said_at:
+                out.append({"role": "assistant", "content": text, VIEW_KEY: len(out)})
             function = entry.get("function") if type(entry) is dict else None
             if type(function) is not dict:
                 break
@@ -321,32 +322,50 @@ def _add_plain_group(
         del out[base:]  # not of the common shape: nothing added
         return 0
     refs, starts = result.refs, result.starts
-    if text:
-        refs.append(TEXT_PART)
     if end == i + 2:  # one call, the most common group
+        if text:
+            refs.append(TEXT_PART)
         refs += _ONE_CALL
         starts.append(len(out) - 1)
         starts.append(len(out))
         return end
     calls = len(entries)
     refs.extend(range(calls))
+    if text:
+        refs.insert(len(refs) - calls + said_at, TEXT_PART)
     refs.extend(repeat(0, calls))
     starts.extend(range(len(out) - calls, len(out) + 1))
     return end
 
 
+def _text_slot(result: View, calls: int) -> int:
+    """Before which of a group's ``calls`` its assistant's text goes in the view.
+
+    A remark belongs to the pair after it (strategies/cost_aware.py). The rebuild
+    sends an assistant message, its text and what it sends beside it, while any of
+    its calls stays, so in a counted view the text counts with the last call, the
+    newest pair, the last one dropped; shown (``scout_view``), it comes first, as
+    the model said it."""
+    return calls - 1 if result.mark else 0
+
+
 def _commit(result: View, parts: list[dict[str, Any]], calls: int) -> None:
-    """Add a group's view messages: the assistant's text (if any), its ``calls``, their outputs."""
+    """Add a group's view messages: the assistant's text (if any) and its ``calls``
+    (the text before the one :func:`_text_slot` says), then their outputs."""
     out, refs = result.messages, result.refs
     base = len(out)
+    head = len(parts) - calls  # the view messages of the assistant message itself
+    said = head > calls
+    if said:
+        at = _text_slot(result, calls)
+        parts = [*parts[1 : 1 + at], parts[0], *parts[1 + at :]]
     if result.mark:
         for offset, part in enumerate(parts, base):
             part[VIEW_KEY] = offset
     out.extend(parts)
-    head = len(parts) - calls  # the view messages of the assistant message itself
-    if head > calls:
-        refs.append(TEXT_PART)
     refs.extend(range(calls))
+    if said:
+        refs.insert(len(refs) - calls + at, TEXT_PART)
     refs.extend([0] * calls)
     result.starts.extend(range(base + head, base + head + calls + 1))
 

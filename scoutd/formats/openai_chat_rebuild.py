@@ -139,7 +139,7 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
             if fates[v] is not None
         ]
         if not kept:
-            narration += refs[start] == TEXT_PART
+            narration += TEXT_PART in refs[start:end]
             continue
         changed = dict(message)
         changed["tool_calls"] = kept
