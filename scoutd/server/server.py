@@ -432,9 +432,12 @@ async def serve(
     )
     try:
         server = Server(config, listener, config_arg=config_arg, handle_signals=False)
-        async with anyio.create_task_group() as tg:
-            await tg.start(server.serve)
-            task_status.started(server)
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(server.serve)
+                task_status.started(server)
+        finally:
+            server.notifier.close()
     finally:
         listener.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import AsyncIterator
 
@@ -51,3 +52,26 @@ async def test_an_async_client_talks_to_the_in_process_daemon(server: Server) ->
         assert prepared.messages == [{"role": "user", "content": "hello"}]
         assert "scoutd_requests_total" in await client.metrics()
     assert server.metrics.requests_by_method["prepare_prompt"] == 1
+
+
+async def test_an_embedded_daemon_leaves_no_file_descriptor_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Served and stopped in this process with a ``$NOTIFY_SOCKET``, the daemon closes
+    everything it opened: before, its notifier's datagram socket stayed open."""
+    directory = tempfile.mkdtemp(prefix="sd", dir="/tmp")
+    peer = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        peer.bind(os.path.join(directory, "notify"))
+        monkeypatch.setenv("NOTIFY_SOCKET", os.path.join(directory, "notify"))
+        config = _config(directory)
+        before = set(os.listdir("/proc/self/fd"))
+        async with anyio.create_task_group() as tg:
+            running: Server = await tg.start(serve, config)
+            running.stop()
+        peer.settimeout(5)
+        assert peer.recv(4096).startswith(b"READY=1")  # the notifier was used
+        assert set(os.listdir("/proc/self/fd")) <= before
+    finally:
+        peer.close()
+        shutil.rmtree(directory, ignore_errors=True)
