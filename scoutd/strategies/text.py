@@ -80,7 +80,8 @@ def json_text(value: Any) -> str:
 
 def _keyed(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k if type(k) is str else str(k): _keyed(v) for k, v in value.items()}
+        # a string key (a subclass too) is written as its characters, as encoders do
+        return {k if isinstance(k, str) else str(k): _keyed(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_keyed(v) for v in value]
     return value

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from scoutd.strategies.text import shorten_string, truncate_string
+from scoutd.strategies.text import json_text, shorten_string, truncate_string
 
 
 def test_a_lone_surrogate_is_truncated_and_hashed_as_is() -> None:
@@ -46,3 +46,18 @@ def test_a_string_that_fits_is_returned_unchanged() -> None:
     assert truncate_string("x" * 150, 150) == "x" * 150
     with pytest.raises(ValueError, match="max=10"):
         truncate_string("x" * 50, 10)
+
+
+class _Renamed(str):
+    """A string key whose ``str()`` is another text: JSON writes its characters."""
+
+    def __str__(self) -> str:
+        return "renamed"
+
+
+def test_json_text_writes_a_string_key_as_its_characters_and_others_as_str() -> None:
+    """What the text measured holds is what an encoder sends: a key that is a string
+    (a subclass too) as its own characters, any other key as its ``str()``."""
+    assert json_text({_Renamed("key"): [{_Renamed("k2"): 1}]}) == '{"key":[{"k2":1}]}'
+    assert json_text({1: (None, {2.5: "x"})}) == '{"1":[null,{"2.5":"x"}]}'
+    assert json_text({None: 1, False: 2}) == '{"None":1,"False":2}'  # str(), as documented
