@@ -8,11 +8,14 @@ that a streamed chunk (``AIMessageChunk``, ...) is what its message is; an
 assistant message's calls are its ``tool_calls`` and its
 ``invalid_tool_calls`` too, which the agent answers as well (LangChain's
 ``create_agent`` adds an error ``ToolMessage`` for each before every model
-call). :func:`from_chat` maps the prepared prompt back: a message scoutd left
-as it was is the agent's own object again; one it edited is a copy of the
-original with only the edited part replaced (a tool message's content, an
-assistant message's calls, each kept valid or invalid as it was); one it
-added (the compaction notice, inbox notices) becomes a new ``HumanMessage``.
+call); its thinking blocks (``thinking``, ``redacted_thinking``, ``reasoning``)
+go in a field of their own, which the estimate counts with the turn (the
+provider gets them back) and scoutd never edits. :func:`from_chat` maps the
+prepared prompt back: a message scoutd left as it was is the agent's own
+object again; one it edited is a copy of the original with only the edited
+part replaced (a tool message's content, an assistant message's calls, each
+kept valid or invalid as it was); one it added (the compaction notice, inbox
+notices) becomes a new ``HumanMessage``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ __all__ = ["ORIGIN", "from_chat", "to_chat"]
 ORIGIN = ORIGIN_KEY
 
 _CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "server_tool_use"})
+# A turn's thinking as providers' integrations keep it in the content (Anthropic's
+# blocks, LangChain's standard reasoning block): sent back, so counted.
+_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning"})
+# The view field that carries an assistant turn's thinking, so that the estimate
+# counts it with its turn (a field the adapter does not know counts as sent).
+THINKING = "thinking"
 # The roles a generic ChatMessage may carry as its own; any other is a user's.
 _CHAT_ROLES = {"assistant": "assistant", "system": "system", "developer": "system"}
 
@@ -103,6 +112,19 @@ def _content(message: BaseMessage, index: int) -> str | list[dict[str, Any]]:
     return content
 
 
+def _thinking(message: BaseMessage) -> list[Any]:
+    """The thinking blocks of an assistant message's content, as they are sent."""
+    if not isinstance(message, AIMessage) or not isinstance(message.content, list):
+        return []
+    return [
+        block
+        for block in message.content
+        if isinstance(block, dict)
+        and type(block.get("type")) is str
+        and block["type"] in _THINKING_BLOCKS
+    ]
+
+
 def to_chat(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """The OpenAI Chat view of the agent's messages, each tagged with its position."""
     chat: list[dict[str, Any]] = []
@@ -112,6 +134,9 @@ def to_chat(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
             "content": _content(message, index),
             ORIGIN: index,
         }
+        thought = _thinking(message)
+        if thought:
+            item[THINKING] = thought
         if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
             calls = [_call(call) for call in message.tool_calls]
             calls += [_invalid_call(call) for call in message.invalid_tool_calls]

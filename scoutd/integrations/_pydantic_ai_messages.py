@@ -12,9 +12,11 @@ maps the parts scoutd understands to chat dicts, each tagged under
   naming a tool a tool message with its call id, a ``RetryFeedbackPart`` (or a
   legacy retry that names no call) a user message;
 - a response is one assistant message: its ``TextPart`` texts and its
-  ``ToolCallPart`` calls, with their ids.
+  ``ToolCallPart`` calls, with their ids, and its ``ThinkingPart`` texts and
+  signatures in a field of their own, which the estimate counts with the turn
+  (the provider gets them back) and scoutd never edits.
 
-Every other part (thinking, native tool calls and returns, files, the
+Every other part (native tool calls and returns, files, the
 framework's own delta and instruction parts) is not sent and stays where it
 is. :func:`from_chat` maps the prepared prompt back: a message scoutd left
 whole is the agent's own object; one it edited or shortened is a copy with
@@ -47,6 +49,7 @@ from pydantic_ai.messages import (
     SystemPromptPart,
     TextContent,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
     UploadedFile,
@@ -60,6 +63,9 @@ __all__ = ["ORIGIN", "Sent", "from_chat", "to_chat"]
 # The key that ties a chat dict to the slot (message, parts) it came from (never sent,
 # never counted).
 ORIGIN = ORIGIN_KEY
+# The view field that carries a response's thinking, so that the estimate counts it
+# with its turn (a field the adapter does not know counts as sent).
+THINKING = "thinking"
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,13 @@ def _response_item(message: ModelResponse) -> dict[str, Any]:
     ]
     if calls:
         item["tool_calls"] = calls
+    thought = [
+        {"thinking": part.content, "signature": part.signature}
+        for part in message.parts
+        if isinstance(part, ThinkingPart)
+    ]
+    if thought:  # sent back to the provider (its signature too): counted, never edited
+        item[THINKING] = thought
     return item
 
 

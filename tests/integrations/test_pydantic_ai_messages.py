@@ -89,6 +89,8 @@ def test_the_chat_view_carries_ids_and_leaves_the_other_parts_out() -> None:
                     "function": {"name": "bash", "arguments": '{"command":"cat a.py"}'},
                 },
             ],
+            # sent back with the turn: counted (a field the Chat view does not show)
+            "thinking": [{"thinking": "let me look", "signature": "sig-1"}],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py\n"},
         {"role": "tool", "tool_call_id": "c2", "content": "no such command"},
