@@ -18,6 +18,7 @@ from ..formats.cache import hinted
 from ..formats.detect import detect_format
 from ..formats.texts import ConversationTexts
 from ..protocol.report import Prepared, StrategyReport
+from ..protocol.sdk_objects import sent_forms
 from ..strategies.base import Builtin, InboxCall, PrepareContext, checked_result
 from ..strategies.columns import Columns, columns_of
 from ..strategies.report import plain_report
@@ -223,6 +224,9 @@ def prepare_with(
     a daemon call's ``inbox`` (``PrepareContext.inbox``) and ``numbered``
     (:func:`_run_chain`: False for messages whose tool outputs are not the
     conversation's)."""
+    converted = sent_forms(messages)  # an SDK's objects, as it sends them (docs/FORMATS.md)
+    if converted is not None:
+        messages = converted
     plain = check_plain(messages)  # the daemon applies the same rule (docs/PROTOCOL.md)
     name, warning, columns = _detect(messages, format, plain)
     snapshot = (

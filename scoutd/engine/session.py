@@ -23,6 +23,7 @@ from ..config import Config, PromptConfig
 from ..errors import Aborted, SessionClosed
 from ..formats import AUTO, check_format_name
 from ..protocol.recall_args import NO_CONVERSATION, recall_question
+from ..protocol.sdk_objects import sent_forms
 from ..recall import find_output
 from .held import held_bytes
 from .incremental import SessionPrompt, json_size
@@ -73,6 +74,10 @@ class Session:
         self._shown: list[Any] = []  # the last prompt prepared, which recall's search skips
         # held_bytes(): how many leading messages of the conversation it counted, and their count
         self._counted = (0, 0)
+        # The caller's messages when they held an SDK's objects (held converted,
+        # .protocol.sdk_objects): what the next round's are compared with. None: the
+        # held messages are the caller's own.
+        self._given: list[Any] | None = None
         # Rounds, recalls and close take turns: two rounds at once would interleave
         # their changes to the held conversation and answer wrong prompts.
         self._lock = threading.Lock()
@@ -120,7 +125,7 @@ class Session:
             raise Aborted(self.reason or "aborted")
         held = len(self._state.messages)
         try:
-            state = self._absorb(messages)
+            state, given = self._absorb(messages)
             prepared, _ = state.prepare(
                 self.strategies,
                 self.config,
@@ -139,6 +144,7 @@ class Session:
             raise
         if state is not self._state:  # a new conversation replaces the old one
             self._state, self._counted = state, (0, 0)
+        self._given = given
         self._shown = prepared.messages
         return prepared
 
@@ -155,7 +161,7 @@ class Session:
             self._state.truncate(held)
         except BaseException as exc:
             self._state = SessionPrompt(format=self.format)
-            self._counted = (0, 0)
+            self._counted, self._given = (0, 0), None
             if not isinstance(exc, Exception):
                 raise  # an interrupt is the caller's own
 
@@ -202,21 +208,32 @@ class Session:
             self._counted = (len(messages), held)
             return held
 
-    def _absorb(self, messages: Sequence[Any]) -> SessionPrompt:
+    def _absorb(self, messages: Sequence[Any]) -> tuple[SessionPrompt, list[Any] | None]:
         """The session's conversation brought to ``messages``: the held one extended,
-        or a new one (the held one stays until the round succeeds, as in the daemon)."""
+        or a new one (the held one stays until the round succeeds, as in the daemon);
+        and the caller's messages, if an SDK's objects among them are held converted."""
         state = self._state
         held = len(state.messages)
+        given = state.messages if self._given is None else self._given
         check_messages(messages, start=len(messages))  # a list at all
-        if len(messages) >= held and _same_prefix(messages, state.messages):
-            check_messages(messages, start=held)  # what was held kept the rule
-            if len(messages) > held:
-                state.extend(messages[held:], size=0)  # the daemon's byte limits only
-            return state
-        check_messages(messages)  # a new conversation: every message is new
+        if len(messages) >= held and _same_prefix(messages, given):
+            new = messages[held:]
+            converted = sent_forms(new)
+            if converted is None:
+                check_messages(messages, start=held)  # what was held kept the rule
+            else:
+                check_messages(converted)
+                new = converted
+            if new:
+                state.extend(new, size=0)  # the daemon's byte limits only
+            if self._given is None and converted is None:
+                return state, None
+            return state, list(messages)
+        converted = sent_forms(messages)
+        check_messages(messages if converted is None else converted)  # every message is new
         fresh = SessionPrompt(format=self.format)
-        fresh.reset(messages, size=0)
-        return fresh
+        fresh.reset(messages if converted is None else converted, size=0)
+        return fresh, None if converted is None else list(messages)
 
     def close(self) -> None:
         """Forget the conversation (idempotent); the session prepares nothing more."""
@@ -224,7 +241,7 @@ class Session:
             self.closed = True
             self._state = SessionPrompt(format=self.format)
             self._shown = []
-            self._counted = (0, 0)
+            self._counted, self._given = (0, 0), None
 
     def __enter__(self) -> Session:
         return self

@@ -23,6 +23,7 @@ from ..paths import safe_text
 from .error_table import TOO_DEEP_REASON, too_large_limit
 from .framing import OVERSIZED, LineReader
 from .messages import ErrorObject, SessionAbortedParams
+from .sdk_objects import model_class, sent_form
 
 log = logging.getLogger("scoutd.client")
 
@@ -76,6 +77,9 @@ def _enc_hook(value: Any) -> Any:
         return dict(value)
     if value is None or type(value) is bool:
         return _KEY_TEXT[value]
+    model = model_class()
+    if model is not None and isinstance(value, model):
+        return sent_form(value)  # an SDK's object, as the SDK sends it (as the library reads it)
     raise TypeError(f"cannot send a {type(value).__name__} to the daemon")
 
 
