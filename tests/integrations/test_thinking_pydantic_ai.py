@@ -39,6 +39,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 import scoutd
 from scoutd.integrations._pydantic_ai_messages import ORIGIN, from_chat, to_chat
 from scoutd.integrations.pydantic_ai import ScoutdCapability
+from tests.integrations.test_pydantic_ai import close_the_loop_run_sync_left
 
 WINDOW = 8_000
 TURNS = 12
@@ -120,7 +121,10 @@ def test_thinking_is_counted_kept_and_not_mutated(socket: tuple[str | None, str]
         """Run a shell command and return its output."""
         return f"{command}: " + "output line\n" * 60
 
-    result = agent.run_sync("look around")
+    try:
+        result = agent.run_sync("look around")
+    finally:
+        close_the_loop_run_sync_left()  # collected unclosed, it would fail a later test
     assert result.output == "done"
     assert len(model.seen) == TURNS + 1
     bills = [billed(messages) for messages in model.seen]
