@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["COMPLETE", "MASK", "SELF_GONE", "Handoff", "InotifyEvent", "InotifyFD"]
+__all__ = ["COMPLETE", "MASK", "SELF_GONE", "Handoff", "InotifyEvent", "InotifyFD", "Reader"]
 
 log = logging.getLogger("scoutd.watcher")
 
@@ -43,8 +43,34 @@ try:  # Linux
     # A writer closed the file, or it arrived by rename: it is complete.
     COMPLETE = _C.IN_CLOSE_WRITE | _C.IN_MOVED_TO
     SELF_GONE = _C.IN_DELETE_SELF | _C.IN_MOVE_SELF
+
+    class Reader(InotifyFD):
+        """watchdog's ``InotifyFD``, whose descriptors end when it is stopped, however
+        its thread ended.
+
+        ``InotifyFD`` leaves its inotify descriptor and wake-up pipe to its thread to
+        close when it is closed during a read. Stopped before its thread's first
+        read (a daemon stopped just after it started, on a loaded machine), or after
+        its thread ended on an error, nothing closed them: three descriptors stayed
+        open for good each time (docs/RELIABILITY.md, rule 22). :meth:`release`
+        closes them once the thread is gone.
+        """
+
+        _released = False
+
+        def _close_resources(self) -> None:
+            self._released = True
+            super()._close_resources()
+
+        def release(self) -> None:
+            """Close the descriptors if the thread has ended (or never ran) without."""
+            with self._lock:
+                if self._closed and not self._released and not self.is_alive():
+                    self._close_resources()
+
 except (ImportError, OSError, AttributeError):  # no inotify: the watcher polls instead
     InotifyFD = None  # type: ignore[assignment,misc]
+    Reader = None  # type: ignore[assignment,misc]
     InotifyEvent = None  # type: ignore[assignment,misc]
     MASK = COMPLETE = SELF_GONE = 0
 

@@ -33,7 +33,7 @@ from typing import Literal
 
 import anyio
 
-from .watch_reader import COMPLETE, MASK, SELF_GONE, Handoff, InotifyFD
+from .watch_reader import COMPLETE, MASK, SELF_GONE, Handoff, Reader
 from .watch_state import (
     GONE,
     Registration,
@@ -87,14 +87,14 @@ class FsWatcher:
     def __init__(
         self, mode: Literal["native", "poll"] = "native", *, poll_interval: float = POLL_INTERVAL
     ) -> None:
-        self.mode: Literal["native", "poll"] = mode if InotifyFD is not None else "poll"
+        self.mode: Literal["native", "poll"] = mode if Reader is not None else "poll"
         if self.mode != mode:
             log.warning("no inotify reader here (not Linux?): polling the watched directories")
         self._poll_interval = poll_interval
         self._handler = Handoff(
             lambda: self._loop, self._on_event, self._on_gone, self._on_overflow
         )
-        self._fd: InotifyFD | None = None
+        self._fd: Reader | None = None
         self._ids = itertools.count(1)
         self._watches: dict[str, Watch] = {}
         self._regs: dict[str, Registration] = {}  # watched path -> its registration
@@ -133,10 +133,10 @@ class FsWatcher:
 
     def _start_reader(self) -> bool:
         """Create the inotify instance and its reader thread; False (logged) if impossible."""
-        assert InotifyFD is not None
+        assert Reader is not None
         reader = None
         try:
-            reader = InotifyFD()
+            reader = Reader()
             reader.daemon = True
             reader.start()  # RuntimeError: can't start new thread
         except (OSError, RuntimeError) as exc:
@@ -144,15 +144,19 @@ class FsWatcher:
             if reader is not None:
                 with _quiet():
                     reader.close()
+                with _quiet():
+                    reader.release()
             return False
         self._fd = reader
         return True
 
     @staticmethod
-    def _stop_reader(reader: InotifyFD) -> None:
+    def _stop_reader(reader: Reader) -> None:
         with _quiet():
             reader.stop()
         reader.join(timeout=5)
+        with _quiet():
+            reader.release()  # what its thread did not close (watch_reader.Reader)
 
     def _reader_ok(self) -> bool:
         return self._fd is not None and self._fd.is_alive()
@@ -446,7 +450,7 @@ class FsWatcher:
                 self._deliver(changed)
 
 
-def _remove_callback(reader: InotifyFD, reg: Registration) -> None:
+def _remove_callback(reader: Reader, reg: Registration) -> None:
     with _quiet():
         reader.remove_callbacks([(reg.wd, reg.cid)])  # type: ignore[list-item]
 

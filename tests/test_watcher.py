@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, WatchCallback
+from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD, WatchCallback
 
 from scoutd.inbox import inbox_dir, write_abort
 from scoutd.watch_state import inode_of
@@ -185,7 +185,7 @@ async def collect(watcher: FsWatcher, path: str) -> Batch:
 
 def own_threads() -> int:
     """The inotify reader threads of this process (other tests' threads may come and go)."""
-    return sum(1 for t in threading.enumerate() if type(t).__name__ == "InotifyFD")
+    return sum(1 for t in threading.enumerate() if isinstance(t, InotifyFD))
 
 
 async def test_threads_and_inotify_instances_stay_bounded(base: str) -> None:

@@ -17,19 +17,11 @@ from .view import ORIGIN_KEY, SCOUT_TOOL_ROLES, View, blocks_text
 __all__ = ["pass_through", "said", "unshown", "with_fields"]
 
 # The fields of a message the view shows otherwise or does not count: its role and
-# content, the calls and call id of a group it reads, the reasoning a model gave
-# (providers strip it from earlier turns: docs/FORMATS.md), LiteLLM's own fields,
-# the key an integration marks its messages with (never sent).
+# content, the calls and call id of a group it reads, LiteLLM's own fields, the key
+# an integration marks its messages with (never sent). The reasoning a model gave
+# (``reasoning_content``) is counted: a provider may take it back (docs/FORMATS.md).
 _SHOWN = frozenset(
-    (
-        "role",
-        "content",
-        "tool_calls",
-        "tool_call_id",
-        "reasoning_content",
-        "provider_specific_fields",
-        ORIGIN_KEY,
-    )
+    ("role", "content", "tool_calls", "tool_call_id", "provider_specific_fields", ORIGIN_KEY)
 )
 _OWN_CALLS = frozenset(("tool_calls", "tool_call_id"))
 _PLAIN = frozenset(("role", "content"))

@@ -14,7 +14,9 @@ provider gets them back) and scoutd never edits. :func:`from_chat` maps the
 prepared prompt back: a message scoutd left as it was is the agent's own
 object again; one it edited is a copy of the original with only the edited
 part replaced (a tool message's content, an assistant message's calls, each
-kept valid or invalid as it was); one it added (the compaction notice, inbox
+kept valid or invalid as it was, and the call blocks of its content: a dropped
+call's go, a kept Responses ``function_call`` item keeps its ids and takes the
+arguments scoutd gave its call); one it added (the compaction notice, inbox
 notices) becomes a new ``HumanMessage``.
 """
 
@@ -43,7 +45,13 @@ __all__ = ["ORIGIN", "from_chat", "to_chat"]
 # The key that ties a chat dict to what it came from (never sent, never counted).
 ORIGIN = ORIGIN_KEY
 
-_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "server_tool_use"})
+_CALL_BLOCKS = frozenset(
+    {"tool_use", "tool_call", "function_call", "custom_tool_call", "server_tool_use"}
+)
+# Call blocks that are Responses items (langchain-openai's ``responses/v1`` content): the
+# call's id is their ``call_id`` (their ``id`` is the item's), and the model sends them
+# as they are, so a kept call's block carries the arguments scoutd gives it.
+_ITEM_BLOCKS = frozenset({"function_call", "custom_tool_call"})
 # A turn's thinking as providers' integrations keep it in the content (Anthropic's
 # blocks, LangChain's standard reasoning block): sent back, so counted.
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning"})
@@ -181,10 +189,40 @@ def _edited_ai(original: AIMessage, item: dict[str, Any]) -> AIMessage:
     extra = {k: v for k, v in original.additional_kwargs.items() if k != "tool_calls"}
     update["additional_kwargs"] = extra
     if isinstance(original.content, list):  # call blocks (e.g. tool_use) of dropped calls go too
+        shortened = _shortened_arguments(original, item)
         update["content"] = [
-            block for block in original.content if not _dropped_call_block(block, kept)
+            _kept_block(block, shortened)
+            for block in original.content
+            if not _dropped_call_block(block, kept)
         ]
     return original.model_copy(update=update)
+
+
+def _shortened_arguments(original: AIMessage, item: dict[str, Any]) -> dict[str, str]:
+    """The arguments text scoutd gave each valid call it changed, by call id."""
+    before = {call.get("id"): _call(call)["function"]["arguments"] for call in original.tool_calls}
+    changed: dict[str, str] = {}
+    for call in item.get("tool_calls") or ():
+        ident = call.get("id")
+        arguments = call["function"].get("arguments")
+        if (
+            type(ident) is str
+            and isinstance(arguments, str)
+            and before.get(ident, arguments) != arguments
+        ):
+            changed[ident] = arguments
+    return changed
+
+
+def _kept_block(block: Any, shortened: dict[str, str]) -> Any:
+    """A kept block; a Responses call item whose arguments scoutd shortened carries the
+    shortened text (the model sends the item, not the message's ``tool_calls``)."""
+    if not isinstance(block, dict) or block.get("type") != "function_call":
+        return block
+    ident = block.get("call_id")
+    if type(ident) is not str or ident not in shortened:
+        return block
+    return {**block, "arguments": shortened[ident]}
 
 
 def _hashable(ident: Any) -> bool:
@@ -193,16 +231,18 @@ def _hashable(ident: Any) -> bool:
 
 
 def _dropped_call_block(block: Any, kept: set[Any]) -> bool:
-    """Whether ``block`` is a call block (``tool_use``, ...) of a call not ``kept``.
+    """Whether ``block`` is a call block (``tool_use``, ...) of a call not ``kept``
+    (a Responses item's call is its ``call_id``, any other block's its ``id``).
 
-    A ``type`` or ``id`` that is not a string is never hashed: such a type is
+    A ``type`` or id that is not a string is never hashed: such a type is
     not a call block's, such an id no kept call's (docs/RELIABILITY.md).
     """
     if not isinstance(block, dict):
         return False
-    kind, ident = block.get("type"), block.get("id")
+    kind = block.get("type")
     if type(kind) is not str or kind not in _CALL_BLOCKS:
         return False
+    ident = block.get("call_id" if kind in _ITEM_BLOCKS else "id")
     return not ((ident is None or type(ident) is str) and ident in kept)
 
 

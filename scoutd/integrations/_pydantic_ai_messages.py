@@ -12,9 +12,10 @@ maps the parts scoutd understands to chat dicts, each tagged under
   naming a tool a tool message with its call id, a ``RetryFeedbackPart`` (or a
   legacy retry that names no call) a user message;
 - a response is one assistant message: its ``TextPart`` texts and its
-  ``ToolCallPart`` calls, with their ids, and its ``ThinkingPart`` texts and
-  signatures in a field of their own, which the estimate counts with the turn
-  (the provider gets them back) and scoutd never edits.
+  ``ToolCallPart`` calls, with their ids, and its ``ThinkingPart`` texts,
+  signatures and provider details in a field of their own, which the
+  estimate counts with the turn (the provider gets them back) and scoutd
+  never edits.
 
 Every other part (native tool calls and returns, files, the
 framework's own delta and instruction parts) is not sent and stays where it
@@ -160,14 +161,25 @@ def _response_item(message: ModelResponse) -> dict[str, Any]:
     ]
     if calls:
         item["tool_calls"] = calls
-    thought = [
-        {"thinking": part.content, "signature": part.signature}
-        for part in message.parts
-        if isinstance(part, ThinkingPart)
-    ]
+    thought = [_thought(part) for part in message.parts if isinstance(part, ThinkingPart)]
     if thought:  # sent back to the provider (its signature too): counted, never edited
         item[THINKING] = thought
     return item
+
+
+def _thought(part: ThinkingPart) -> dict[str, Any]:
+    """What a thinking part sends back, as the estimate counts it: its text, its
+    signature and its provider details (where a model keeps more of the thinking it
+    sends: a gpt-oss model's raw chain of thought, ``raw_content``, goes back as the
+    Responses reasoning item's content), the latter as JSON text."""
+    thought: dict[str, Any] = {"thinking": part.content, "signature": part.signature}
+    if part.provider_details:
+        try:
+            details = json.dumps(part.provider_details, default=str)
+        except (TypeError, ValueError, RecursionError):  # keys JSON has no form for
+            details = str(part.provider_details)
+        thought["details"] = details
+    return thought
 
 
 def to_chat(messages: Sequence[ModelMessage]) -> Sent:

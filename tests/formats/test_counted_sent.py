@@ -190,6 +190,19 @@ def _extra(drawn: Drawn, kind: str, big: str, n: int) -> tuple[bool, list[dict[s
                     *answered,
                 ],
             ),
+            # DeepSeek's thinking mode takes back every tool turn's reasoning
+            "reasoning beside calls": (
+                True,
+                [
+                    {
+                        "role": "assistant",
+                        "content": "let me see",
+                        "reasoning_content": big,
+                        "tool_calls": [_chat_call(ident, "{}")],
+                    },
+                    *answered,
+                ],
+            ),
             "refusal part beside calls": (
                 True,
                 [
@@ -289,6 +302,7 @@ KINDS = {
         "user name",
         "audio",
         "refusal beside calls",
+        "reasoning beside calls",
         "refusal part beside calls",
         "foreign role",
     ],

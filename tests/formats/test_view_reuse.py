@@ -205,7 +205,9 @@ def test_text_given_in_place_to_a_kept_call_is_read_afresh() -> None:
     after = openai_chat.view(messages, True, KEPT)
     KEPT.forget()
     fresh = openai_chat.view(copy.deepcopy(messages), True, KEPT)
-    assert {"role": "assistant", "content": "Let me look.", VIEW_KEY: 2} in after.messages
+    # the text read afresh, beside the reasoning the message sends (counted with it)
+    text = [{"type": "text", "text": "Let me look."}, {"reasoning_content": "thinking 0"}]
+    assert {"role": "assistant", "content": text, VIEW_KEY: 2} in after.messages
     assert (after.messages, after.refs, after.starts) == (fresh.messages, fresh.refs, fresh.starts)
 
 
