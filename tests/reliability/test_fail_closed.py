@@ -150,21 +150,21 @@ class Refused:
         raise OSError(errno.EMFILE, "inotify instance limit reached")
 
 
-scoutd.watcher.InotifyFD = Refused
+scoutd.watcher.Reader = Refused
 """
 
 NO_THREADS = """
 import threading
 import scoutd.watcher
 
-_start = scoutd.watcher.InotifyFD.start
+_start = scoutd.watcher.Reader.start
 
 
 def start(self):
     raise RuntimeError("can't start new thread")
 
 
-scoutd.watcher.InotifyFD.start = start
+scoutd.watcher.Reader.start = start
 """
 
 
