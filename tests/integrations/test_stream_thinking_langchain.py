@@ -186,14 +186,15 @@ class Snapshots(Recorder):
         return super().wrap_model_call(request, handler)
 
 
-def run(streamed: bool, socket: str | None) -> tuple[StreamingThinker, Snapshots, list[Any]]:
-    """One run of the script, streamed or not; the model, the recorder and the final
-    messages with a deep copy of each as the run left it."""
-    model = StreamingThinker()
+def run_agent(
+    model: BaseChatModel, tools: list[Any], streamed: bool, socket: str | None
+) -> tuple[Snapshots, list[Any]]:
+    """One agent run of ``model``, streamed or not, through the middleware: the
+    recorder of what the model was handed, and the run's final messages."""
     middleware = ScoutdMiddleware(socket=socket, config={"context_window": WINDOW})
     recorder = Snapshots()
     stack: list[Any] = [recorder, middleware]
-    agent = create_agent(model, [bash], system_prompt="You are terse.", middleware=stack)
+    agent = create_agent(model, tools, system_prompt="You are terse.", middleware=stack)
     given: Any = {"messages": [{"role": "user", "content": "look around"}]}
     limits: Any = {"recursion_limit": 200}
     try:
@@ -206,7 +207,15 @@ def run(streamed: bool, socket: str | None) -> tuple[StreamingThinker, Snapshots
             state = agent.invoke(given, limits)
     finally:
         middleware.close()
-    return model, recorder, state["messages"]
+    return recorder, state["messages"]
+
+
+def run(streamed: bool, socket: str | None) -> tuple[StreamingThinker, Snapshots, list[Any]]:
+    """One run of the script, streamed or not; the model, the recorder and the final
+    messages with a deep copy of each as the run left it."""
+    model = StreamingThinker()
+    recorder, final = run_agent(model, [bash], streamed, socket)
+    return model, recorder, final
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "stream"])

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -30,8 +29,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import tool
 from pydantic import ConfigDict, Field
 
-from scoutd.integrations.langchain import ScoutdMiddleware
-from tests.integrations.test_stream_thinking_langchain import Snapshots
+from tests.integrations.test_stream_thinking_langchain import Snapshots, run_agent
 
 WINDOW = 8_000
 TURNS = 12
@@ -137,23 +135,8 @@ def billed(items: list[dict[str, Any]]) -> int:
 
 def run(streamed: bool, socket: str | None) -> tuple[DeepSeekStyle, Snapshots, list[Any]]:
     model = DeepSeekStyle()
-    middleware = ScoutdMiddleware(socket=socket, config={"context_window": WINDOW})
-    recorder = Snapshots()
-    stack: list[Any] = [recorder, middleware]
-    agent = create_agent(model, [bash], system_prompt="You are terse.", middleware=stack)
-    given: Any = {"messages": [{"role": "user", "content": "look around"}]}
-    limits: Any = {"recursion_limit": 200}
-    try:
-        if streamed:
-            state: Any = None
-            for mode, chunk in agent.stream(given, limits, stream_mode=["messages", "values"]):
-                if mode == "values":
-                    state = chunk
-        else:
-            state = agent.invoke(given, limits)
-    finally:
-        middleware.close()
-    return model, recorder, state["messages"]
+    recorder, final = run_agent(model, [bash], streamed, socket)
+    return model, recorder, final
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "stream"])
