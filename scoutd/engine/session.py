@@ -8,26 +8,29 @@ to what is new, and answers exactly what :func:`scoutd.prepare` answers for
 the same conversation (docs/PERFORMANCE.md, in-process sessions).
 
 Messages are values: a message the session has seen must not be changed in
-place. Replacing one (a new object that is not equal to the old one) is
-noticed, and the round is then computed from scratch.
+place. Replacing one (a new object that is not equal to the old one, or an
+SDK's object that sends other JSON) is noticed, and the round is then computed
+from scratch.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from itertools import compress, count
+from operator import is_not
 from types import TracebackType
 from typing import Any
 
 from ..config import Config, PromptConfig
-from ..errors import Aborted, SessionClosed
+from ..errors import Aborted, InvalidMessages, SessionClosed
 from ..formats import AUTO, check_format_name
 from ..protocol.recall_args import NO_CONVERSATION, recall_question
 from ..protocol.sdk_objects import sent_forms
 from ..recall import find_output
 from .held import held_bytes
 from .incremental import SessionPrompt, json_size
-from .message_rules import check_messages, too_deep
+from .message_rules import check_messages, message_problem, too_deep
 from .prepare import Prepared, resolve_snapshot
 
 __all__ = ["Session", "SessionClosed"]
@@ -216,13 +219,17 @@ class Session:
         held = len(state.messages)
         given = state.messages if self._given is None else self._given
         check_messages(messages, start=len(messages))  # a list at all
-        if len(messages) >= held and _same_prefix(messages, given):
+        if (
+            len(messages) >= held
+            and _same_prefix(messages, given)
+            and (self._given is None or _same_sent(messages, given, state.messages))
+        ):
             new = messages[held:]
-            converted = sent_forms(new)
+            converted = sent_forms(new, held)
             if converted is None:
                 check_messages(messages, start=held)  # what was held kept the rule
             else:
-                check_messages(converted)
+                _check_new(converted, held)
                 new = converted
             if new:
                 state.extend(new, size=0)  # the daemon's byte limits only
@@ -253,6 +260,42 @@ class Session:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _check_new(converted: list[Any], start: int) -> None:
+    """:func:`check_messages` of a round's new messages in their sent form, the
+    position of a bad one counted in the whole conversation, as a whole prepare
+    names it."""
+    problem = message_problem(converted)
+    if problem is not None:
+        position = None if problem.position is None else start + problem.position
+        raise InvalidMessages(position, problem.reason)
+
+
+def _same_sent(messages: Sequence[Any], given: list[Any], held: list[Any]) -> bool:
+    """Whether each message the caller replaced by an equal object sends what the held
+    one does, where the held one is an SDK's object converted (``held``: the sent forms
+    of ``given``).
+
+    A pydantic model's ``==`` ignores which fields were set, and the SDK sends only
+    those: two equal objects can send different JSON. Only the replaced messages
+    (not the same objects) are converted again, found in C: nothing is done for a
+    caller that passes its own list on.
+    """
+    replaced = compress(count(), map(is_not, messages, given))
+    for position in replaced:
+        if held[position] is given[position]:
+            continue  # held as the caller's own: equal is what the rule asks
+        message = messages[position]
+        try:
+            forms = sent_forms([message])
+            if (message if forms is None else forms[0]) != held[position]:
+                return False
+        except RecursionError:
+            raise  # refused as too deep, as the round starting over would
+        except Exception:  # unreadable, or its comparison fails: the round starts over
+            return False  # and refuses it where it stands
+    return True
 
 
 def _same_prefix(messages: Sequence[Any], held: list[Any]) -> bool:

@@ -16,8 +16,9 @@ they are.
 Only pydantic models are taken, and only where the SDKs put them: a message,
 a value of a message, an item of a list value of a message (content blocks,
 tool calls). A model found there is converted whole; so is any model inside
-the same message. Nothing is looked for while pydantic is not loaded (no
-model can exist then), so a process without it pays nothing.
+the same message. A message without one there is not walked at all: it stays
+as it is however deep it nests. Nothing is looked for while pydantic is not
+loaded (no model can exist then), so a process without it pays nothing.
 """
 
 from __future__ import annotations
@@ -91,6 +92,20 @@ def _may_hold(messages: Sequence[Any], model: type) -> bool:
     return _has_model(set(map(type, chain.from_iterable(lists))), model)
 
 
+def _holds(message: Any, model: type) -> bool:
+    """Whether ``message`` holds a model where the SDKs put them (the module's docstring)."""
+    if isinstance(message, model):
+        return True
+    if not isinstance(message, Mapping):
+        return False
+    for value in message.values():
+        if isinstance(value, model):
+            return True
+        if type(value) is list and any(isinstance(item, model) for item in value):
+            return True
+    return False
+
+
 def _converted(value: Any, model: type) -> Any:
     """``value`` with every model in it replaced by its sent form; the same object
     when it holds none (nothing is copied that does not change)."""
@@ -109,11 +124,14 @@ def _converted(value: Any, model: type) -> Any:
     return value
 
 
-def sent_forms(messages: Sequence[Any]) -> list[Any] | None:
+def sent_forms(messages: Sequence[Any], start: int = 0) -> list[Any] | None:
     """``messages`` with the SDK objects in them in their sent form, or None when they
     hold none where the SDKs put them (then the caller goes on with ``messages``).
 
-    Messages without a model stay the same objects; the input is never modified.
+    Messages without a model there stay the same objects, unwalked; the input is
+    never modified. ``start``: the position of the first of ``messages`` in the
+    conversation (a session converts only what is new), so that an error names
+    the message where the conversation has it.
 
     Raises:
         InvalidMessages: a model's own ``model_dump`` failed (its position and why).
@@ -124,7 +142,10 @@ def sent_forms(messages: Sequence[Any]) -> list[Any] | None:
     if not isinstance(messages, Sequence) or not _may_hold(messages, model):
         return None
     result: list[Any] = []
-    for position, message in enumerate(messages):
+    for position, message in enumerate(messages, start):
+        if not _holds(message, model):
+            result.append(message)
+            continue
         try:
             result.append(_converted(message, model))
         except TypeError as exc:
