@@ -30,9 +30,9 @@ of a chain in scoutd's own format came to count the assistant remarks dropped
 and again when a turn's text and thinking came to count with its newest pair
 (25 digests: the detailed reports' row indices, and one Anthropic session
 whose 4-call turn a compaction cut); and again when a Chat message's
-``reasoning_content`` came to count (50 digests: the one OpenAI-format run that
-sends it back, in the Chat and scout views, under every strategy that counts,
-and the reports of ``none``).
+``reasoning_content`` came to count (50 digests: the OpenAI-format runs that
+send it back, one of them in the shipped subset, in the Chat and scout views,
+under every strategy that counts, and the reports of ``none``).
 
 Regenerate the digests (only when an output is meant to change) with
 ``python -m tests.test_byte_identity`` (``--full`` for the full set too;
