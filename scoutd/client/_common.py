@@ -32,6 +32,7 @@ from ..protocol.format_names import check_format_name
 from ..protocol.layout import LayoutError, rebuild
 from ..protocol.recall_args import recall_question
 from ..protocol.report import Prepared, StrategyReport
+from ..protocol.sdk_objects import sent_forms
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -298,6 +299,10 @@ class SentConversation:
         # What was sent, message by message, to notice a conversation that changed:
         # a shallow copy of each dict's top level (other messages as they are).
         self._shapes: list[Any] = []
+        # The messages sent that held an SDK's objects: (position, the caller's
+        # message, the JSON it sent), to notice one replaced by an equal object
+        # that sends other JSON (see ``_unchanged``).
+        self._objects: list[tuple[int, Any, Any]] = []
         # Replacing deltas (docs/PROTOCOL.md) unless the daemon predates them.
         self._prompt = DeltaDecoder(replacing=True)
         # Whether the tail last sent lies on messages changed since (see ``check``).
@@ -400,7 +405,11 @@ class SentConversation:
         head = messages[: len(self._shapes)]
         if type(head) is not list:
             head = list(head)
-        return head == self._shapes
+        if head != self._shapes:
+            return False
+        # An SDK's object is equal to another that sends other JSON (pydantic's
+        # ``==`` ignores which fields were set): a replaced one is compared as sent.
+        return all(head[at] is given or _sends(head[at], json) for at, given, json in self._objects)
 
     def absorb(
         self, answer: SessionAnswer, messages: Sequence[Any], params: PreparePromptParams
@@ -425,8 +434,17 @@ class SentConversation:
         else:
             prompt = self._prompt.full(answer.messages or [])
         start = self._sent if params.append is not None else 0
+        new = messages[start:]
+        forms = sent_forms(new, start)  # read once already as the request was encoded
         del self._shapes[start:]
-        self._shapes += map(_shape, messages[start:])
+        self._shapes += map(_shape, new)
+        self._objects = [entry for entry in self._objects if entry[0] < start]
+        if forms is not None:
+            self._objects += (
+                (at, message, form)
+                for at, (message, form) in enumerate(zip(new, forms, strict=True), start)
+                if form is not message
+            )
         self._sent = len(messages)
         self._redeliver = False
         return Prepared(messages=prompt, report=answer.report)
@@ -435,6 +453,17 @@ class SentConversation:
         """The daemon's conversation is not the one we believed: start over."""
         self._sent = 0
         self._shapes.clear()
+        self._objects.clear()
+
+
+def _sends(message: Any, json: Any) -> bool:
+    """Whether ``message`` (a replacement) sends ``json``; False when it cannot be read
+    (the whole call that follows says why)."""
+    try:
+        forms = sent_forms([message])
+        return bool((message if forms is None else forms[0]) == json)
+    except Exception:
+        return False
 
 
 def _shape(message: Any) -> Any:

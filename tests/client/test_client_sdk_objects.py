@@ -60,3 +60,47 @@ async def test_whole_call_with_objects_async(daemon: Daemon) -> None:
     # whole (docs/PROTOCOL.md), objects included: the SDK sends the same request.
     expected = _library(daemon, sent(kind, conversation), kind, save_file)
     assert sent(kind, got) == expected
+
+
+def _turn(refusal_set: bool) -> Any:
+    """An assistant turn as the SDK parses it; with ``refusal`` set or not, the objects
+    are equal (pydantic's ``==`` ignores which fields were set) but send other JSON."""
+    from openai.types.chat import ChatCompletionMessage
+
+    fields: dict[str, Any] = {"role": "assistant", "content": "Reading it."}
+    if refusal_set:
+        fields["refusal"] = None
+    return ChatCompletionMessage(**fields)
+
+
+def _blocks(refusal_set: bool) -> dict[str, Any]:
+    """An assistant turn of Anthropic blocks (a dict holding a list of objects), the
+    text block's ``citations`` set to its default or not: equal, other JSON."""
+    from anthropic.types import TextBlock
+
+    fields: dict[str, Any] = {"type": "text", "text": "Reading it."}
+    if refusal_set:
+        fields["citations"] = None
+    return {"role": "assistant", "content": [TextBlock(**fields)]}
+
+
+@pytest.mark.parametrize("same_json", [False, True])
+@pytest.mark.parametrize(("kind", "turn"), [("openai-chat", _turn), ("anthropic", _blocks)])
+def test_an_equal_object_that_sends_other_json_is_noticed(
+    daemon: Daemon, kind: str, turn: Any, same_json: bool
+) -> None:
+    """A turn replaced between rounds by an equal object: one that sends other JSON
+    makes the session send the conversation again, so that its prompt is the SDK's
+    JSON of the new conversation, as a whole call's (before: the daemon kept the JSON
+    first sent); one that sends the same JSON keeps the session's rounds appending."""
+    user = {"role": "user", "content": "start"}
+    first: list[Any] = [user, turn(False), {"role": "user", "content": "go on"}]
+    second = [user, turn(not same_json), first[2], {"role": "assistant", "content": "ok"}]
+    assert second[1] == first[1] and second[1] is not first[1]
+    assert (sent(kind, second[1:2]) == sent(kind, first[1:2])) is same_json
+    save_file = chat_path(daemon, f"sdk-equal-{kind}-{same_json}")
+    with Client(daemon.socket_path) as client, client.session(save_file, format=kind) as session:
+        session.prepare_prompt(first, strategies="none")
+        assert session._conversation._unchanged(second) is same_json
+        prompt = session.prepare_prompt(second, strategies="none")
+    assert prompt == sent(kind, second)
