@@ -25,6 +25,7 @@ from scoutd.config import Config, load_config
 from scoutd.errors import FormatError, InvalidMessages, RemoteError, SessionClosed
 from scoutd.testing.derive import to_anthropic, to_responses
 from tests.support.daemon import Daemon
+from tests.support.nesting import decoder_limit, nested
 
 PROMPT = {"recall": True, "context_window": 6000, "cost_full_tool_outputs": 4}
 CALL_TIMEOUT = 20.0
@@ -90,13 +91,6 @@ def config_of(daemon: Daemon) -> Config:
     return load_config(daemon.config_path)
 
 
-def nested(depth: int) -> Any:
-    value: Any = "deep"
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
 @pytest.mark.parametrize("fmt", list(RUNS))
 def test_a_message_that_is_no_object_is_invalid_messages_on_both_paths(
     daemon: Daemon, fmt: str
@@ -155,15 +149,17 @@ def test_formats_mixed_are_a_format_error_on_both_paths(daemon: Daemon, fmt: str
 
 
 def test_nesting_too_deep_is_invalid_messages_whichever_side_meets_it(daemon: Daemon) -> None:
-    """Near the limits (about a thousand levels, where the client encodes and the daemon
-    cannot decode), every refusal is InvalidMessages, never a parse error or a bare
-    RemoteError; the exact depth differs by a few levels (docs/PROTOCOL.md)."""
+    """Near the limits (where the client encodes and the daemon cannot decode: about a
+    thousand levels on Python 3.11, ten thousand on 3.13), every refusal is
+    InvalidMessages, never a parse error or a bare RemoteError; the exact depth
+    differs by a few levels (docs/PROTOCOL.md)."""
     run, _ = RUNS["openai-chat"]
     config = config_of(daemon)
     refused = {"in process": 0, "by the daemon": 0, "by the client": 0}
     kinds: set[str] = set()
     with scoutd.Client(daemon.socket_path, timeout=CALL_TIMEOUT) as client:
-        for depth in range(900, 1040, 4):
+        limit = decoder_limit()
+        for depth in range(limit - 97, limit + 43, 4):
             for where in ("content", "extra"):
                 messages = [dict(message) for message in run[:6]]
                 if where == "content":

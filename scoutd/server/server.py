@@ -43,6 +43,7 @@ from .daemon_config import (
 from .listener import Listener, StartupError, bind_listener, open_listener
 from .metrics import Gauges, Metrics
 from .sessions import SessionRegistry, parse_signal
+from .stack import ensure_stack
 from .state import Shared
 
 if TYPE_CHECKING:
@@ -457,6 +458,9 @@ def run(config_path: str | None = None, socket_path: str | None = None) -> int:
         return 1
     configure_logging(config.daemon.log_level, journal=under_journald())
     warn_missing_roots(config)
+    short = ensure_stack()
+    if short is not None:
+        log.warning("%s", short)
     try:
         listener = bind_listener(config, socket_path)
     except StartupError as exc:

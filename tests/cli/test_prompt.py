@@ -16,6 +16,7 @@ import scoutd
 from scoutd.testing import conversation
 
 from ..support.daemon import Daemon
+from ..support.nesting import too_deep
 from .helpers import (
     CLI_TIMEOUT,
     TOOL_ROLES,
@@ -97,7 +98,7 @@ def test_prepare_bad_json_exits_1_with_position(home: Path) -> None:
 
 def test_json_nested_too_deeply_is_invalid_input_not_an_unexpected_error(home: Path) -> None:
     """Read by the CLI (prepare, explain) and by simulate: one line that says why."""
-    deep = "[" * 5000 + "]" * 5000
+    deep = "[" * too_deep() + "]" * too_deep()  # past this interpreter's decoder
     result = run(home, "prepare", "--local", input=deep)
     assert result.returncode == 1
     assert one_error_line(result) == "scoutd: invalid JSON in <stdin>: nested too deeply"

@@ -35,6 +35,7 @@ from scoutd.errors import (
 from scoutd.inbox.names import inbox_dir
 from scoutd.testing.derive import to_anthropic, to_responses
 from tests.support.daemon import Daemon, InProcessDaemon
+from tests.support.nesting import nested, too_deep
 
 PLUGIN = textwrap.dedent(
     '''
@@ -128,14 +129,6 @@ def user(fmt: str, text: Any) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
 
-def nested(depth: int) -> Any:
-    """A value nested ``depth`` lists deep."""
-    value: Any = "deep"
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
 @dataclass(frozen=True)
 class Step:
     """One round: the conversation, and what the round runs with."""
@@ -175,7 +168,7 @@ def steps(fmt: str) -> list[Step]:
         Step("after plugin", upto(30), strategies=WITH_PLUGIN),
         Step(
             "too deep",
-            [*upto(33), user(fmt, nested(3000))],
+            [*upto(33), user(fmt, nested(too_deep()))],
             fails=True,
             client_raises=InvalidMessages,
         ),
@@ -293,7 +286,7 @@ def test_messages_nested_too_deep_are_invalid_through_the_client_too() -> None:
     ValueError like any bad input); the client refuses them as that too (it raised a
     bare RecursionError while encoding the request)."""
     start = chat_run(3)
-    deep = [*start, user("openai-chat", nested(3000))]
+    deep = [*start, user("openai-chat", nested(too_deep()))]
     with pytest.raises(InvalidMessages):
         scoutd.Session().prepare_prompt(deep)
     with InProcessDaemon() as daemon, scoutd.Client(daemon.socket_path, timeout=10.0) as client:

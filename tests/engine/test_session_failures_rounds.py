@@ -23,6 +23,7 @@ import scoutd
 from scoutd.engine.registry import register_strategy, unregister_strategy
 from scoutd.errors import FormatError, InvalidMessages, UnknownStrategy
 from tests.support.daemon import conversation
+from tests.support.nesting import nested, too_deep
 
 FULL = conversation(pairs=30, user_every=0, output_size=300)
 CONFIG = {"recall": True, "context_window": 4000, "cost_full_tool_outputs": 3}
@@ -42,14 +43,6 @@ def _raising(messages: list[Any]) -> list[Any]:
     return messages
 
 
-def nested(depth: int) -> Any:
-    """A value nested ``depth`` lists deep."""
-    value: Any = "deep"
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
 def failing(kind: str, conversation: list[Any]) -> tuple[list[Any], list[str], type[Exception]]:
     """A round of ``kind`` that fails: its messages, strategies and error."""
     if kind == "invalid":
@@ -57,7 +50,11 @@ def failing(kind: str, conversation: list[Any]) -> tuple[list[Any], list[str], t
     if kind == "formats":
         return [*conversation, ANTHROPIC], DEFAULT, FormatError
     if kind == "deep":
-        return [*conversation, {"role": "user", "content": nested(3000)}], DEFAULT, InvalidMessages
+        return (
+            [*conversation, {"role": "user", "content": nested(too_deep())}],
+            DEFAULT,
+            InvalidMessages,
+        )
     if kind == "unknown":
         return conversation, ["shorten_tools_cost_aware", "no_such_strategy"], UnknownStrategy
     if kind == "raises":

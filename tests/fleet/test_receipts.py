@@ -24,6 +24,7 @@ from scoutd.testing.fleet import RedisServer
 from tests.cli.helpers import run
 from tests.fleet.hosts import fleet_host, operator, publish_sync, wait_connected, wait_receipts
 from tests.support.daemon import toml_text
+from tests.support.nesting import too_deep
 
 KEYS = Keys("scoutd:fleet")
 COMMAND = "c" * 32
@@ -98,7 +99,7 @@ def test_receipts_and_beats_nested_too_deeply_hide_nothing(
 ) -> None:
     """An unknown field nested past what the decoder walks: that receipt is unreadable,
     that heartbeat left out, and the rest shown (``fleet status`` too)."""
-    nested = "[" * 5000 + "]" * 5000
+    nested = "[" * too_deep() + "]" * too_deep()  # past this interpreter's decoder
     deep = f'{{"command": "{COMMAND}", "host": "h2", "at": 1, "z": {nested}}}'
     write(redis_server, {"h1": clean("h1"), "h2": deep}, beats=("h1",))
     client = redis.Redis.from_url(redis_server.url)

@@ -29,14 +29,23 @@ def openssl(directory: str, *args: str) -> None:
 
 
 def certificates(directory: str, name: str) -> tuple[str, str, str]:
-    """A CA, and a certificate for 127.0.0.1 signed by it: (ca, cert, key) paths."""
+    """A CA, and a certificate for 127.0.0.1 signed by it: (ca, cert, key) paths.
+
+    Both carry the extensions strict X.509 checking asks for (Python 3.13 checks
+    so by default: ``VERIFY_X509_STRICT``): the CA its key usage, the server
+    certificate its authority key identifier (docs/OPERATIONS.md, "A fleet").
+    """
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     openssl(directory, "req", "-x509", *ec, "-keyout", f"{name}-ca.key", "-out",
-            f"{name}-ca.crt", "-days", "1", "-subj", f"/CN={name} test CA")  # fmt: skip
+            f"{name}-ca.crt", "-days", "1", "-subj", f"/CN={name} test CA",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
     openssl(directory, "req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
             "-subj", "/CN=127.0.0.1")  # fmt: skip
     with open(os.path.join(directory, "san.ext"), "w") as handle:
-        handle.write("subjectAltName=IP:127.0.0.1\n")
+        # what strict X.509 checking (Python 3.13's default) asks of a server's certificate
+        handle.write("subjectAltName=IP:127.0.0.1\nauthorityKeyIdentifier=keyid,issuer\n")
+        handle.write("basicConstraints=critical,CA:FALSE\nkeyUsage=digitalSignature\n")
+        handle.write("extendedKeyUsage=serverAuth\n")
     openssl(directory, "x509", "-req", "-in", f"{name}.csr", "-CA", f"{name}-ca.crt",
             "-CAkey", f"{name}-ca.key", "-CAcreateserial", "-out", f"{name}.crt", "-days", "1",
             "-extfile", "san.ext")  # fmt: skip

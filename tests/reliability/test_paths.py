@@ -172,21 +172,34 @@ def test_a_removed_directory_symlinked_out_of_the_root_is_never_followed(daemon:
     assert "is a symbolic link, not followed" in daemon.log()
 
 
-def test_a_chain_of_a_thousand_symlinks_is_forbidden(daemon: Daemon) -> None:
+def test_a_chain_of_a_thousand_symlinks_is_forbidden_or_resolved(daemon: Daemon) -> None:
     """``realpath`` recursed once per link: 1,200 made it raise ``RecursionError``.
 
     The daemon answered ``-32602`` "nested too deeply - at $.params", blaming
-    the frame; the kernel itself stops at 40 links.
+    the frame; the kernel itself stops at 40 links. Where this interpreter's
+    ``realpath`` still recurses (Python 3.11, 3.12) the path is refused as having
+    too many links; where it does not (3.13) the chain is followed to the
+    directory it names, inside the root, and served.
     """
     root = os.path.join(daemon.dir, "root")
     os.symlink("real", os.path.join(root, "l0"))
     for i in range(1, 1201):
         os.symlink(f"l{i - 1}", os.path.join(root, f"l{i}"))
+    save_file = os.path.join(root, "l1200", "a.chat")
+    try:
+        os.path.realpath(os.path.dirname(save_file))
+    except RecursionError:
+        recurses = True
+    else:
+        recurses = False
     with daemon.connect() as c:
-        for answer in calls(c, os.path.join(root, "l1200", "a.chat")):
-            error = answer["error"]
-            assert isinstance(error, dict) and error["code"] == protocol.FORBIDDEN, answer
-            assert "too many symbolic links" in error["data"]["reason"]
+        for answer in calls(c, save_file):
+            if recurses:
+                error = answer["error"]
+                assert isinstance(error, dict) and error["code"] == protocol.FORBIDDEN, answer
+                assert "too many symbolic links" in error["data"]["reason"]
+            else:
+                assert "result" in answer, answer
 
 
 def test_a_path_swapped_while_it_is_resolved_is_never_an_internal_error(daemon: Daemon) -> None:

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ..support.daemon import Daemon, LineClient
+from ..support.nesting import decoder_limit
 
 WAIT = 10.0  # seconds any one exchange may take
 MAX_REQUEST = 64 * 1024  # the daemon's max_request_bytes here
@@ -233,7 +234,9 @@ def cases(draw: st.DrawFn) -> Case:
     if kind == "bad id":
         return Case(method, kind, draw(st.sampled_from([1.5, True, [1], {"a": 1}, 1e3])), True)
     if kind == "too deep":
-        depth = draw(st.integers(1_500, 20_000))
+        # past this interpreter's decoder (tests/support/nesting.py), on a line under
+        # MAX_REQUEST
+        depth = draw(st.integers(decoder_limit() + 500, MAX_REQUEST // 2 - 1_000))
         return Case(method, kind, rid, has_id, id_first=draw(st.booleans()), depth=depth)
     value = None
     if kind == "params shape":

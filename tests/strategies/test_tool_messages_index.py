@@ -21,6 +21,7 @@ from scoutd.strategies.tool_messages import (
     roles_of,
 )
 
+from ..support.nesting import too_deep
 from . import oracle
 from .conversations import agent_conversations, call, output
 
@@ -94,6 +95,7 @@ def test_tool_messages_that_are_not_dicts_are_indexed() -> None:
     assert index.roles == [CALL, OUTPUT, "user"]
 
 
+DEEP = too_deep()
 _UNUSABLE = [
     {"role": CALL, "content": None},
     {"role": OUTPUT, "content": 17},
@@ -102,7 +104,8 @@ _UNUSABLE = [
     {"role": CALL, "content": "[1, 2]"},  # JSON, not an object
     {"role": OUTPUT, "content": '{"id": "a", "content": "x"'},  # cut short
     {"role": OUTPUT, "content": '{"id": "a", "content": "x\ud800"}'},  # lone surrogate
-    {"role": CALL, "content": '{"id": "a", "arguments": ' + "[" * 5000 + "]" * 5000 + "}"},
+    # nested past the interpreter's decoder (tests/support/nesting.py)
+    {"role": CALL, "content": '{"id": "a", "arguments": ' + "[" * DEEP + "]" * DEEP + "}"},
     {"role": OUTPUT, "content": '{"id": "a", "content": NaN}'},
 ]
 

@@ -1,0 +1,46 @@
+"""A daemon started on a small stack refuses a deeply nested request; it does not crash.
+
+msgspec recurses in C up to the interpreter's recursion limit, which counts
+levels and trusts the thread to have the usual 8 MiB of stack. ``scoutd serve``
+gives itself that much (``scoutd/server/stack.py``): before, started under a
+256 KiB stack limit, it died of ``SIGSEGV`` on a line nested just under the
+limit (Python 3.11: 977 levels; on 3.13 a 2 MiB stack was already too small).
+Real daemon process, started through ``prlimit``.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ..support.daemon import Daemon
+from ..support.nesting import decoder_limit, too_deep
+from .test_error_table_deep import TOO_DEEP, WAIT, _deep_line
+
+SMALL = 256 * 1024
+
+pytestmark = pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
+
+
+@pytest.mark.parametrize("pad", [0, 300_000], ids=["on the event loop", "in a worker"])
+def test_a_daemon_on_a_small_stack_answers_a_deeply_nested_request(pad: int) -> None:
+    """Just under the decoder's limit is decoded (then refused or served), past it
+    refused; the daemon goes on, and says nothing of its stack."""
+    with Daemon(argv_prefix=["prlimit", f"--stack={SMALL}:"]) as d, d.connect() as c:
+        for rid, depth in enumerate((decoder_limit() - 20, too_deep())):
+            c.send_raw(_deep_line(rid, depth, pad))
+            reply = c.recv(WAIT)
+            assert reply["id"] == rid, reply
+            if depth > decoder_limit():
+                assert reply["error"]["data"] == TOO_DEEP, reply
+        assert "result" in c.call("status")
+        assert d.proc is not None and d.proc.poll() is None
+    assert "stack limit" not in d.log()
+
+
+def test_a_stack_the_daemon_cannot_raise_is_said_at_start() -> None:
+    """A hard limit under 8 MiB: the daemon serves, and its log says what it risks."""
+    with Daemon(argv_prefix=["prlimit", f"--stack={SMALL}:{SMALL}"]) as d, d.connect() as c:
+        assert "result" in c.call("status")
+        assert "the stack limit is 256 KiB (hard)" in d.log()

@@ -1,0 +1,56 @@
+"""How deep this interpreter lets JSON nest: the bound the tests of "nested too deeply" use.
+
+scoutd sets no nesting bound of its own. msgspec's decoder and encoder stop at
+the interpreter's C recursion limit, which Python sets, not scoutd: about
+1,000 levels on Python 3.11, 1,500 on 3.12, 10,000 on 3.13
+(docs/PROTOCOL.md, "Nesting"). A test of what is refused as too deep takes
+its depths from here, so that it tests the same thing on every interpreter.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import msgspec
+
+__all__ = ["decoder_limit", "nested", "too_deep"]
+
+# Far past every limit above, and cheap to build: bisected below this.
+_CEILING = 1 << 16
+
+
+def _decodes(depth: int) -> bool:
+    try:
+        msgspec.json.decode(b"[" * depth + b"]" * depth)
+    except RecursionError:
+        return False
+    return True
+
+
+@functools.cache
+def decoder_limit() -> int:
+    """The least depth of nested arrays the JSON decoder refuses, measured here."""
+    assert not _decodes(_CEILING), "the decoder takes any depth: no limit to test"
+    low, high = 1, _CEILING  # low decodes, high does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _decodes(middle):
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def too_deep() -> int:
+    """A depth every reader of this interpreter refuses, with room to spare (at least
+    3,000: past the Python-level recursion limit too)."""
+    return max(3_000, 2 * decoder_limit())
+
+
+def nested(depth: int) -> Any:
+    """A value nested ``depth`` lists deep."""
+    value: Any = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
