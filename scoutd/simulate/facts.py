@@ -54,7 +54,6 @@ _FACT = re.compile(
 )
 # Identifiers and numbers inside a path or a line reference.
 _INNER = re.compile(rf"(?<!{_NAME})(?:(?P<ident>{_IDENT})|(?P<number>\d{{3,}}))(?!{_NAME})")
-_LINE_NUMBER = re.compile(r"(\d+)$")
 # scoutd's own words in a rewritten message: a shortened text's prefix and middle marker
 # (its length, digest and recall handle) and the default notice's counts and handles.
 # They copy nothing from an output: a needed fact they happen to spell is still hidden.
@@ -85,8 +84,7 @@ def _path(token: str) -> bool:
 
 def _line(token: str) -> str:
     """``line N`` for ``Line N``, ``lines N``: one spelling of a line reference."""
-    found = _LINE_NUMBER.search(token)
-    return f"line {found.group(1) if found else ''}"
+    return f"line {token.rpartition(' ')[2]}"  # pragma: no mutate (one space: partition agrees)
 
 
 def action_facts(text: str) -> set[str]:
@@ -108,13 +106,14 @@ def action_facts(text: str) -> set[str]:
                 found.add(token)
         elif kind == "line":
             found.add(_line(token))
-        elif kind == "number" or _identifier(token):
+        elif _identifier(token):  # a number passes too: it is digits
             found.add(token)
     return found
 
 
 def _tails(token: str) -> list[str]:
-    return [token[i + 1 :] for i, c in enumerate(token) if c == "/" and i + 1 < len(token)]
+    """What follows each ``/`` of a path (a path never ends in ``/``)."""
+    return [token[i + 1 :] for i, c in enumerate(token) if c == "/"]
 
 
 def text_facts(text: str) -> set[str]:
@@ -123,26 +122,26 @@ def text_facts(text: str) -> set[str]:
     A path also contains each of its tails (``src/pkg/a.py`` contains
     ``pkg/a.py`` and ``a.py``), a line reference its path, and both the
     identifiers and numbers between their separators: ``a.py`` named by the
-    agent appears in an output that printed ``src/pkg/a.py:12``.
+    agent appears in an output that printed ``src/pkg/a.py:12``, and ``1234``
+    in one that printed ``line 1234`` (a traceback's line).
     """
     found = action_facts(text)
-    for token in [t for t in found if "/" in t or ":" in t or "." in t]:
-        path, colon, _ = token.rpartition(":")
-        pieces = [token, *_tails(token)]
-        if colon and path:
+    for token in list(found):
+        path, colon, _ = token.rpartition(":")  # pragma: no mutate (one ":" at most)
+        pieces = _tails(token)
+        if colon:
             pieces += [path, *_tails(path)]
-        for piece in pieces:
-            if _path(piece) and piece != token:
-                found.add(piece)
+        found.update(piece for piece in pieces if _path(piece))
         for inner in _INNER.finditer(token):
-            if inner.lastgroup == "number" or _identifier(inner.group()):
+            if _identifier(inner.group()):  # a number passes too: it is digits
                 found.add(inner.group())
     return found
 
 
 def fact_kind(fact: str) -> str:
     """``line``, ``path``, ``identifier`` or ``number``: the kind of a fact."""
-    if fact.startswith("line ") or (":" in fact and fact.rpartition(":")[2].isdigit()):
+    _, colon, end = fact.rpartition(":")  # pragma: no mutate (one ":" at most)
+    if fact.startswith("line ") or (colon and end.isdigit()):
         return "line"
     if "/" in fact or "." in fact:
         return "path"

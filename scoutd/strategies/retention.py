@@ -108,7 +108,8 @@ class PairCalls:
 
     def __init__(self, index: ToolIndex) -> None:
         self.index = index
-        self.scanned = 0
+        # slot 0 is never a paired output: its call would come before it
+        self.scanned = 0  # pragma: no mutate (starting at slot 1 reads the same)
         self.slots: dict[int, int] = {}  # call slot by pair number
         self.found = Keys()
 
@@ -119,7 +120,7 @@ class PairCalls:
         if len(found.keys) > number:
             return found
         index, slots = self.index, self.slots
-        if self.scanned < len(index.indices):
+        if self.scanned < len(index.indices):  # pragma: no mutate (when equal the loop is empty)
             numbers, partners, is_call = index.numbers, index.partners, index.is_call
             # an output is paired when it arrives, if ever: its partner is final
             for at in range(self.scanned, len(index.indices)):
@@ -167,7 +168,7 @@ def retain(
     lookback, and skips a superseded one by ``keys.later`` (docs/PERFORMANCE.md).
     """
     dropped, band_end = bands
-    if budget <= 0 or band_end <= 0:
+    if budget <= 0:  # no retention (an output may cost nothing)
         return (), 0
     retainable, later = keys.retainable, keys.later
     whole, short, bare = counts

@@ -71,6 +71,8 @@ _BUILD = re.compile(
     r"\b(lint|golangci-lint|staticcheck|go (?:build|vet)|cargo (?:build|check|clippy)|tsc|eslint|"
     r"ruff|mypy|make|(?:mise|just|npm|pnpm|yarn|bun|mix|task) (?:run )?\w+|mix compile)\b"
 )
+# Redirections that write no file: stderr to stdout, output thrown away.
+_NO_WRITE = re.compile(r"2>&1|>/dev/null")
 _TASK_TOOLS = frozenset({"todowrite", "todoread", "skill", "exitplanmode", "askuserquestion"})
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 _READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "awk"})
@@ -82,6 +84,8 @@ _FILE = re.compile(r"^[\w.~/@+-]*(?:/[\w.@+-]+|\.[A-Za-z][\w]{0,9})$")
 # `sed -n 'a,bp'`, `sed -n a,bp` (also `ap` alone): the lines a read covers.
 _SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
 _COUNT = re.compile(r"^-n?(\d+)$")
+# The count after ``-n``: ``tail -n +N`` prints from line N on.
+_COUNT_AFTER = re.compile(r"^(\+?)(\d+)$")
 # A command is classified from its first characters only: the reads and searches
 # that matter are short, and splitting shell words costs more than linear time
 # in the text, which a client writes (docs/RELIABILITY.md: linear in the request).
@@ -92,7 +96,8 @@ class CallKind(NamedTuple):
     """What a call does: its kind, the file it reads or edits, and the lines a read covers.
 
     ``lines`` is ``(first, last)``, 1-based and inclusive (``last`` None: to
-    the end); None for the whole file or when unknown. ``key``, a search's
+    the end; a negative ``first``: that many lines before the end, ``tail -20``);
+    None for the whole file or when unknown. ``key``, a search's
     only, tells apart searches that would print different text (its command
     text); the retention reads it (:mod:`.retention`).
     """
@@ -128,7 +133,7 @@ def _unquoted(match: re.Match[str]) -> str:
         return single
     if double is not None:
         return _ESCAPE.sub(r"\1", double)
-    return escaped or ""
+    return escaped  # a backslash's character: the third group matched when the others did not
 
 
 def _words(segment: str) -> list[str]:
@@ -137,6 +142,11 @@ def _words(segment: str) -> list[str]:
     if "'" not in segment and '"' not in segment and "\\" not in segment:
         return segment.split()  # no quoting: the same words (both split at str.isspace)
     return [_QUOTING.sub(_unquoted, word) for word in _WORD.findall(segment)]
+
+
+def _program(word: str) -> str:
+    """A program's name without its directory: ``sed`` for ``/usr/bin/sed``."""
+    return word.rpartition("/")[2]
 
 
 def _program_words(segment: str) -> list[str]:
@@ -165,7 +175,7 @@ def _runs_tests(command: str) -> bool:
 def _segments(command: str) -> Iterator[str]:
     """The commands of a shell line (``_SPLIT.split``), one at a time: the first
     that decides is often the first of many (a heredoc's lines)."""
-    start = 0
+    start = 0  # pragma: no mutate (a slice from None starts at 0 too)
     for separator in _SPLIT.finditer(command):
         yield command[start : separator.start()]
         start = separator.end()
@@ -177,8 +187,8 @@ def _segment_kind(segment: str, words: list[str]) -> str | None:
     decides nothing (``cd``, ``echo``, ...): the next command decides."""
     if not words or words[0] in _QUIET:
         return EDIT if words and words[0] == "echo" and ">" in segment else None
-    program = words[0].rsplit("/", 1)[-1]
-    writes = ">" in segment.replace("2>&1", "").replace(">/dev/null", "")
+    program = _program(words[0])
+    writes = any(">" in piece for piece in _NO_WRITE.split(segment))
     if program in ("sed", "perl") and any(w.startswith("-i") for w in words):
         return EDIT
     if program in ("patch", "tee") or (program in ("cat", "printf") and writes):
@@ -193,7 +203,8 @@ def _segment_kind(segment: str, words: list[str]) -> str | None:
         return SEARCH if words[1:2] in (["grep"], ["ls-files"]) else GIT
     if program in ("gh", "curl", "wget"):
         return WEB
-    if program in _SCRIPTS or program.startswith("python") or program.startswith("./"):
+    # ./run.sh: the directory is gone from ``program``, so the word itself tells
+    if program in _SCRIPTS or program.startswith("python") or words[0].startswith("./"):
         return SCRIPT
     return OTHER
 
@@ -224,8 +235,9 @@ def tool_kind(tool: str | None, arguments: Any) -> str:
 
 
 def _lines_of(words: list[str]) -> tuple[int, int | None] | None:
-    """The lines one ``sed -n``, ``head`` or ``tail`` command prints (None: all or unknown)."""
-    program = words[0].rsplit("/", 1)[-1] if words else ""
+    """The lines one ``sed -n``, ``head`` or ``tail`` command prints (None: all or unknown);
+    ``words`` is not empty."""
+    program = _program(words[0])
     if program == "sed":
         for word in words[1:]:
             found = _SED_RANGE.match(word)
@@ -234,9 +246,11 @@ def _lines_of(words: list[str]) -> tuple[int, int | None] | None:
                 return first, int(found.group(2)) if found.group(2) else first
     elif program in ("head", "tail"):
         count = next((int(m.group(1)) for w in words[1:] if (m := _COUNT.match(w))), 10)
-        after = words[words.index("-n") + 1] if "-n" in words[:-1] else None
-        if after is not None and after.lstrip("+").isdigit():
-            count = int(after.lstrip("+"))
+        after = _COUNT_AFTER.match(words[words.index("-n") + 1]) if "-n" in words[:-1] else None
+        if after is not None:
+            count = int(after.group(2))
+            if after.group(1) and program == "tail":
+                return count, None  # tail -n +N: from line N to the end
         return (1, count) if program == "head" else (-count, None)
     return None
 
@@ -277,7 +291,7 @@ _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (\S[^\n]*)$", re.
 
 def _argv(words: list[str]) -> str:
     """An argv's command: a shell's ``-c`` script alone, else its words joined."""
-    if len(words) == 3 and words[0].rsplit("/", 1)[-1] in _SHELLS and words[1] in ("-c", "-lc"):
+    if len(words) == 3 and _program(words[0]) in _SHELLS and words[1] in ("-c", "-lc"):
         return words[2]
     return " ".join(words[:MAX_COMMAND_CHARS])
 
@@ -353,7 +367,9 @@ def call_kind(tool: str | None, arguments: Any) -> CallKind:
     ``arguments``: the call's arguments, an object (as scoutd's tool messages
     hold them) or its JSON text (then read as a command text).
     """
-    name = tool.lower() if isinstance(tool, str) else ""
+    if not isinstance(tool, str):
+        return _CONSTANT[OTHER]
+    name = tool.lower()
     by_tool = _BY_TOOL.get(name)
     if by_tool is not None:
         return by_tool(arguments)
