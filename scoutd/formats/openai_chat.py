@@ -57,15 +57,18 @@ def _calls(message: Any) -> list[tuple[Any, Any, str | dict[str, str]]] | None:
     (as in the Responses format), so its pair is compacted as a function one.
 
     Raises:
-        Malformed: an entry without a string ``id`` or ``arguments`` (``input``).
+        Malformed: ``tool_calls`` that is no list (nor null), or an entry without a
+            string ``id`` or ``arguments`` (``input``).
     """
     if type(message) is not dict and not isinstance(message, Mapping):
         return None
     if message.get("role") != "assistant":
         return None
     entries = message.get("tool_calls")
-    if type(entries) is not list or not entries:
-        return None
+    if not entries and (entries is None or type(entries) is list):
+        return None  # no calls
+    if type(entries) is not list:
+        raise Malformed
     calls: list[tuple[Any, Any, str | dict[str, str]]] = []
     for entry in entries:
         if type(entry) is not dict:
@@ -276,7 +279,9 @@ def _add_plain_group(
     out = result.messages
     entries = message.get("tool_calls")
     if type(entries) is not list or not entries:
-        # an assistant message without calls it can read: as it is
+        if entries and type(entries) is not list:
+            return 0  # calls it cannot read: the general way counts them
+        # an assistant message without calls: as it is
         _pass(result, message, _holds_calls(message))
         return i + 1
     end = i + 1 + len(entries)

@@ -264,6 +264,18 @@ def test_a_call_it_cannot_read_makes_its_group_malformed(entry: Any) -> None:
     assert view[-1] == {"role": "user", "content": "go"}
 
 
+@pytest.mark.parametrize("calls", ["c1", {"id": "c1"}, 7, ({"id": "c1"},)])
+def test_tool_calls_that_are_no_list_are_malformed(calls: Any) -> None:
+    """``tool_calls`` that is not a list (nor null): the message cannot be read, and
+    the report says so, with or without an answer after it (before: 0 without)."""
+    said = {"role": "assistant", "content": "x", "tool_calls": calls}
+    assert _malformed([USER, said, {"role": "user", "content": "go"}])[0] == 1
+    assert _malformed([USER, said, _tool("c1"), {"role": "user", "content": "go"}])[0] == 2
+    for none in (None, []):  # no calls: nothing malformed
+        empty = {"role": "assistant", "content": "x", "tool_calls": none}
+        assert _malformed([USER, empty, {"role": "user", "content": "go"}])[0] == 0
+
+
 def test_answers_out_of_place_make_the_group_malformed() -> None:
     wrong_id = [USER, _said(None, _call("c1"), _call("c2")), _tool("c1"), _tool("c3")]
     assert _malformed(wrong_id)[0] == 3
@@ -395,7 +407,7 @@ def test_calls_it_passes_through_stand_in_as_passthrough() -> None:
     none = {"role": "assistant", "content": "hi", "tool_calls": None, "function_call": None}
     messages = [USER, legacy, answer, odd, empty, none]
     count, view = _malformed(messages)
-    assert count == 0
+    assert count == 1  # the odd calls: passed through, and counted as unread
     assert view == [
         USER,
         {
