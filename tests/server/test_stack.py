@@ -4,7 +4,7 @@ msgspec recurses in C up to the interpreter's recursion limit, which counts
 levels and trusts the thread to have the usual 8 MiB of stack. ``scoutd serve``
 gives itself that much (``scoutd/server/stack.py``): before, started under a
 256 KiB stack limit, it died of ``SIGSEGV`` on a line nested just under the
-limit (Python 3.11: 977 levels; on 3.13 a 2 MiB stack was already too small).
+limit (Python 3.11: about 975 levels; on 3.13 a 2 MiB stack was already too small).
 Real daemon process, started through ``prlimit``.
 """
 
