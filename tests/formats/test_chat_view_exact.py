@@ -14,7 +14,7 @@ also checked by the validity checker (tests/formats/validity.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ import pytest
 from scoutd import prepare
 from scoutd.formats import openai_chat, scout_view
 
+from ..support.mapping import Message
 from .validity import chat_problems
 
 MARK = "scoutd.view"  # the key the view marks the messages it made with
@@ -55,22 +56,6 @@ def out(body: str) -> dict[str, Any]:
 
 def text(content: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": content}
-
-
-class Message(Mapping[str, Any]):
-    """A message that is a mapping but no dict (a client's own type)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.fields = fields
-
-    def __getitem__(self, key: str) -> Any:
-        return self.fields[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.fields)
-
-    def __len__(self) -> int:
-        return len(self.fields)
 
 
 class Seen:
@@ -271,7 +256,8 @@ def test_tool_calls_that_are_no_list_are_malformed(calls: Any) -> None:
     said = {"role": "assistant", "content": "x", "tool_calls": calls}
     assert _malformed([USER, said, {"role": "user", "content": "go"}])[0] == 1
     assert _malformed([USER, said, _tool("c1"), {"role": "user", "content": "go"}])[0] == 2
-    for none in (None, []):  # no calls: nothing malformed
+    nothing: tuple[Any, ...] = (None, [])
+    for none in nothing:  # no calls: nothing malformed
         empty = {"role": "assistant", "content": "x", "tool_calls": none}
         assert _malformed([USER, empty, {"role": "user", "content": "go"}])[0] == 0
 

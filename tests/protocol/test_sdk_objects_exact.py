@@ -11,7 +11,6 @@ same object are stated for each shape.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pydantic
@@ -19,6 +18,8 @@ import pytest
 
 import scoutd
 from scoutd.protocol.sdk_objects import sent_forms
+
+from ..support.mapping import Message
 
 
 class Said(pydantic.BaseModel):
@@ -32,22 +33,6 @@ class Said(pydantic.BaseModel):
     kind: str = pydantic.Field(default="text", alias="type")
     parsed: dict[str, Any] | None = None
     at: datetime.datetime | None = None
-
-
-class Message(Mapping[str, Any]):
-    """A message that is a mapping but no dict (a client's own type)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.fields = fields
-
-    def __getitem__(self, key: str) -> Any:
-        return self.fields[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.fields)
-
-    def __len__(self) -> int:
-        return len(self.fields)
 
 
 USER = {"role": "user", "content": "go"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -21,27 +21,12 @@ from scoutd.strategies.tool_messages import (
     roles_of,
 )
 
+from ..support.mapping import Message
 from ..support.nesting import too_deep
 from . import oracle
 from .conversations import agent_conversations, call, output
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-class _Message(Mapping[str, Any]):
-    """A message that is a mapping but not a ``dict`` (an SDK's message object)."""
-
-    def __init__(self, **items: Any) -> None:
-        self._items = items
-
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 def _reference_role(message: Any) -> Any:
@@ -55,7 +40,7 @@ def _reference_role(message: Any) -> Any:
 _roles = st.sampled_from(["user", "assistant", CALL, OUTPUT, 1, None, ["user"], 2.5, True])
 _odd_messages = st.one_of(
     st.builds(lambda role: {"role": role, "content": "c"}, _roles),
-    st.builds(lambda role: _Message(role=role, content="c"), _roles),
+    st.builds(lambda role: Message(role=role, content="c"), _roles),
     st.builds(lambda role: MappingProxyType({"role": role}), _roles),
     st.sampled_from([{}, {"content": "no role"}, "text", None, 3, ["role"], ("role", "user")]),
 )
@@ -77,18 +62,18 @@ def test_roles_of_matches_a_plain_reference(messages: list[Any]) -> None:
 
 
 def test_a_mapping_that_is_not_a_dict_has_a_role() -> None:
-    assert role_of(_Message(role="user")) == "user"
+    assert role_of(Message(role="user")) == "user"
     assert role_of(MappingProxyType({"role": CALL})) == CALL
-    assert role_of(_Message(content="x")) is None
+    assert role_of(Message(content="x")) is None
     assert role_of({"role": "assistant"}) == "assistant"
     assert role_of(["role", "user"]) is None
-    assert roles_of([_Message(role="user"), {"role": "assistant"}]) == ["user", "assistant"]
+    assert roles_of([Message(role="user"), {"role": "assistant"}]) == ["user", "assistant"]
 
 
 def test_tool_messages_that_are_not_dicts_are_indexed() -> None:
     first = call("read", {"p": 1}, "a")
     second = output("read", "text", "a")
-    messages = [_Message(**first), MappingProxyType(second), {"role": "user", "content": "u"}]
+    messages = [Message(**first), MappingProxyType(second), {"role": "user", "content": "u"}]
     index = index_tools(messages)
     assert index.indices == [0, 1]
     assert index.partners == [1, 0]
