@@ -18,6 +18,7 @@ import scoutd
 from scoutd.client import AsyncClient, Client
 
 from ..protocol.sdk_loops import KINDS, loop, sent
+from ..protocol.test_sdk_objects_hostile import _turn
 from ..support.daemon import Daemon
 from .helpers import chat_path, daemon_config
 
@@ -60,17 +61,6 @@ async def test_whole_call_with_objects_async(daemon: Daemon) -> None:
     # whole (docs/PROTOCOL.md), objects included: the SDK sends the same request.
     expected = _library(daemon, sent(kind, conversation), kind, save_file)
     assert sent(kind, got) == expected
-
-
-def _turn(refusal_set: bool) -> Any:
-    """An assistant turn as the SDK parses it; with ``refusal`` set or not, the objects
-    are equal (pydantic's ``==`` ignores which fields were set) but send other JSON."""
-    from openai.types.chat import ChatCompletionMessage
-
-    fields: dict[str, Any] = {"role": "assistant", "content": "Reading it."}
-    if refusal_set:
-        fields["refusal"] = None
-    return ChatCompletionMessage(**fields)
 
 
 def _blocks(refusal_set: bool) -> dict[str, Any]:
