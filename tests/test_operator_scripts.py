@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -126,6 +127,31 @@ def test_mutation_refuses_what_is_no_module_before_installing(argv: list[str]) -
     assert run.returncode == (0 if argv == ["--help"] else 2), (run.stdout, run.stderr)
     assert "== mutating" not in run.stdout and "No such option" not in run.stderr
     assert "Usage: scripts/mutation" in run.stdout + run.stderr or "not a module" in run.stderr
+
+
+# --- scripts/pythons and the suite it shares with scripts/floors ------------------------
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["x"], ["3.9"], ["2.7"], ["-n"]])
+def test_pythons_refuses_what_is_no_version_scoutd_admits(argv: list[str]) -> None:
+    """Refused before anything is installed or run (no ``pythons:`` line)."""
+    run = _run(str(SCRIPTS / "pythons"), *argv)
+    assert run.returncode == (0 if argv == ["--help"] else 2), (run.stdout, run.stderr)
+    assert "pythons:" not in run.stdout
+    if argv != ["--help"]:
+        assert argv[0] in run.stderr
+
+
+def test_the_core_suite_names_requirements_and_test_paths_that_exist() -> None:
+    """What the floors and the other Pythons install is the package's own ranges, and
+    every path they run exists (a moved test file would leave a hole silently)."""
+    requirements = _run(sys.executable, str(SCRIPTS / "core_suite.py"), "requirements")
+    names = {re.split(r"[<>=!~\[; ]", line)[0] for line in requirements.stdout.split()}
+    assert {"anyio", "watchdog", "msgspec", "redis", "pytest", "hypothesis"} <= names
+    tests = _run(sys.executable, str(SCRIPTS / "core_suite.py"), "tests").stdout.split()
+    paths = [t for t in tests if not t.startswith("-")]
+    assert paths and all((ROOT / path).exists() for path in paths), paths
+    assert _run(sys.executable, str(SCRIPTS / "core_suite.py")).returncode == 2
 
 
 # --- the reliability scripts ------------------------------------------------------------
