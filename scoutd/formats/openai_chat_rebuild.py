@@ -118,16 +118,8 @@ def rebuild(messages: Sequence[Any], shape: View, result: Outcome) -> Rebuilt:
             elif fate is not None:
                 out.append(_rewritten(message, refs[start], fate))
             continue
-        if refs[start] == PASSTHROUGH:
-            fate = fates[start]
-            if fate is not None:
-                out.append(message if fate is KEPT else fate)
-            continue
-        if is_tool(message):
-            fate = fates[start]
-            if fate is not None:
-                out.append(message if fate is KEPT else _rewritten_tool(message, fate))
-            continue
+        # several view messages: an assistant message and its calls (a message passed
+        # through, and a tool message, always make exactly one)
         slots = [v for v in range(start, end) if refs[v] >= 0]
         if all(fates[v] is KEPT for v in slots):
             out.append(message)
