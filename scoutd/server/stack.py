@@ -8,7 +8,7 @@ levels, not bytes: it trusts the thread to have the usual 8 MiB of stack. On
 less, a line nested just under the limit overflows the stack first: with a
 2 MiB stack (``ulimit -s 2048``) a Python 3.13 daemon died of ``SIGSEGV`` on
 one request nested 9,990 levels, and every client lost it; on 256 KiB a 3.11
-daemon did on 990 levels. ``scoutd serve`` therefore gives its main thread
+daemon did on about 975. ``scoutd serve`` therefore gives its main thread
 (through its soft ``RLIMIT_STACK``, which the kernel checks as the stack grows)
 and every thread it starts 8 MiB (docs/OPERATIONS.md, "Logs": "The stack").
 """
