@@ -20,7 +20,7 @@ import httpx
 import httpx2
 import openai
 
-__all__ = ["KINDS", "loop", "sent"]
+__all__ = ["KINDS", "loop", "recording", "sdk_client", "sent"]
 
 # The SDK loops, each named by scoutd's format of its conversation.
 KINDS = ("openai-chat", "openai-responses", "anthropic")
@@ -107,8 +107,10 @@ class _Model:
         return response(200, json=_answer(self.kind, len(self.bodies)))
 
 
-def _client(kind: str, model: _Model) -> Any:
-    if kind == "anthropic":  # its own fork of httpx (from anthropic 2)
+def sdk_client(kind: str, model: Callable[..., Any], openai_http: Any = httpx) -> Any:
+    """The SDK of ``kind`` with ``model`` as its transport (no network): Anthropic's
+    through its own fork of httpx (from anthropic 2), OpenAI's through ``openai_http``."""
+    if kind == "anthropic":
         http = httpx2.Client(transport=httpx2.MockTransport(model))
         return anthropic.Anthropic(
             api_key="test", base_url="http://provider.invalid", http_client=http, max_retries=0
@@ -116,9 +118,20 @@ def _client(kind: str, model: _Model) -> Any:
     return openai.OpenAI(
         api_key="test",
         base_url="http://provider.invalid/v1",
-        http_client=httpx.Client(transport=httpx.MockTransport(model)),
+        http_client=openai_http.Client(transport=openai_http.MockTransport(model)),
         max_retries=0,
     )
+
+
+def recording(session: Any, states: list[Any]) -> Callable[[list[Any]], list[Any]]:
+    """A loop's prepare through ``session``, noting its state object after each round."""
+
+    def prepare(held: list[Any]) -> list[Any]:
+        prompt: list[Any] = session.prepare_prompt(held)
+        states.append(session._state)
+        return prompt
+
+    return prepare
 
 
 def _request(kind: str, client: Any, prompt: Sequence[Any]) -> Any:
@@ -137,7 +150,7 @@ def _conversation_of(kind: str, body: dict[str, Any]) -> list[Any]:
 def sent(kind: str, conversation: Sequence[Any]) -> list[Any]:
     """The conversation as the SDK of ``kind`` sends it: the JSON of one request."""
     model = _Model(kind)
-    _request(kind, _client(kind, model), conversation)
+    _request(kind, sdk_client(kind, model), conversation)
     return _conversation_of(kind, model.bodies[0])
 
 
@@ -149,7 +162,7 @@ def loop(kind: str, rounds: int, prepare: Prepare | None = None) -> tuple[list[A
     it) and the conversation of each request as sent.
     """
     model = _Model(kind)
-    client = _client(kind, model)
+    client = sdk_client(kind, model)
     conversation: list[Any] = [{"role": "user", "content": "Read every file."}]
     for _ in range(rounds):
         prompt = conversation if prepare is None else prepare(conversation)

@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import anthropic
 import httpx2
 import openai
 import pydantic
 
+from .sdk_loops import KINDS, Prepare, sdk_client
+
 __all__ = ["KINDS", "Answer", "litellm_loop", "litellm_sent", "rich_loop", "sent_by"]
-
-KINDS = ("openai-chat", "openai-responses", "anthropic")
-
-Prepare = Callable[[list[Any]], Sequence[Any]]
 
 
 class Answer(pydantic.BaseModel):
@@ -211,20 +208,6 @@ class _Model:
         return httpx2.Response(200, json=answer)
 
 
-def _client(model: _Model) -> Any:
-    if model.kind == "anthropic":
-        http = httpx2.Client(transport=httpx2.MockTransport(model))
-        return anthropic.Anthropic(
-            api_key="test", base_url="http://provider.invalid", http_client=http, max_retries=0
-        )
-    return openai.OpenAI(
-        api_key="test",
-        base_url="http://provider.invalid/v1",
-        http_client=httpx2.Client(transport=httpx2.MockTransport(model)),
-        max_retries=0,
-    )
-
-
 def _request(kind: str, client: Any, prompt: Sequence[Any], number: int) -> Any:
     """One model call as the SDK's documentation makes it; the SDK's parsed response."""
     if kind == "openai-chat":
@@ -247,7 +230,7 @@ def _conversation_of(kind: str, body: dict[str, Any]) -> list[Any]:
 def sent_by(kind: str, conversation: Sequence[Any]) -> list[Any]:
     """The conversation as the SDK of ``kind`` sends it: the JSON of one request."""
     model = _Model(kind)
-    client = _client(model)
+    client = sdk_client(model.kind, model, httpx2)
     if kind == "openai-chat":
         client.chat.completions.create(model="scripted", messages=conversation)
     elif kind == "openai-responses":
@@ -267,7 +250,7 @@ def rich_loop(
     held at each call.
     """
     model = _Model(kind)
-    client = _client(model)
+    client = sdk_client(model.kind, model, httpx2)
     conversation: list[Any] = [{"role": "user", "content": "Read every file."}]
     helds: list[int] = []
     for number in range(1, rounds + 1):

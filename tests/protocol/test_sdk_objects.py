@@ -20,7 +20,7 @@ import scoutd
 from scoutd.errors import InvalidMessages
 from scoutd.protocol.sdk_objects import sent_forms
 
-from .sdk_loops import KINDS, loop, sent
+from .sdk_loops import KINDS, loop, recording, sent
 
 # A window small enough that the loops below compact several times.
 SMALL = {"context_window": 6000}
@@ -62,13 +62,8 @@ def test_a_session_in_the_loop(kind: str) -> None:
     """Round by round in the SDK's loop, a session sends what a whole prepare of the
     conversation's JSON gives, and holds the objects' JSON for recall."""
     with scoutd.Session(config=SMALL, format=kind) as session:
-        states = []
-
-        def prepare(held: list[Any]) -> list[Any]:
-            prompt = session.prepare_prompt(held)
-            states.append(session._state)
-            return prompt
-
+        states: list[Any] = []
+        prepare = recording(session, states)
         conversation, requests = loop(kind, ROUNDS, prepare)
         # the held conversation was extended round by round, never started over
         assert all(state is states[0] for state in states)

@@ -19,6 +19,7 @@ import scoutd
 from scoutd.protocol.sdk_objects import sent_forms
 
 from ..formats.validity import new_problems, thinking_problems
+from .sdk_loops import recording
 from .sdk_more import KINDS, litellm_loop, litellm_sent, rich_loop, sent_by
 
 SMALL = {"context_window": 6000}
@@ -67,13 +68,8 @@ def test_rich_objects_compact_as_their_json(kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_session_in_the_rich_loop(kind: str) -> None:
     with scoutd.Session(config=SMALL, format=kind) as session:
-        states = []
-
-        def prepare(held: list[Any]) -> list[Any]:
-            prompt = session.prepare_prompt(held)
-            states.append(session._state)
-            return prompt
-
+        states: list[Any] = []
+        prepare = recording(session, states)
         conversation, requests, helds = rich_loop(kind, ROUNDS, prepare)
     assert all(state is states[0] for state in states)
     expected = [
