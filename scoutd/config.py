@@ -9,19 +9,28 @@ type or a negative count is reported with the key and the source that set it.
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
 
+from .config_paths import (
+    DEFAULT_ALLOWED_ROOTS,
+    DEFAULT_CONFIG_PATH,
+    DEFAULT_SOCKET_PATH,
+    allowed_roots_problem,
+    config_file_path,
+    load_config_file,
+    socket_path_problem,
+)
 from .config_rules import (
     PROMPT_ACCESS,
     access_of,
     check_numbers,
     check_text,
     not_text,
-    read_config_bytes,
     validated_layer,
     where,
 )
@@ -51,7 +60,6 @@ __all__ = [
     "with_overrides",
 ]
 
-DEFAULT_CONFIG_PATH = "/etc/scoutd/scoutd.toml"
 DEFAULT_STRATEGIES = ("shorten_tools_cost_aware", "inbox")
 
 DEFAULT_NOTICE = (
@@ -181,13 +189,13 @@ OPERATOR_ONLY = frozenset(
 class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Keys of the ``[daemon]`` table: what ``scoutd serve`` reads."""
 
-    socket_path: str = "/run/scoutd/scoutd.sock"
+    socket_path: str = DEFAULT_SOCKET_PATH
     socket_mode: Annotated[int, msgspec.Meta(ge=0, le=0o777)] = 0o660
     socket_group: str | None = None
     # None: only the daemon's own uid. Members of allowed_gids are also let in.
     allowed_uids: tuple[Id, ...] | None = None
     allowed_gids: tuple[Id, ...] = ()
-    allowed_roots: tuple[str, ...] = ("/",)
+    allowed_roots: tuple[str, ...] = DEFAULT_ALLOWED_ROOTS
     max_request_bytes: Positive = 64 * MIB
     max_connections: Positive = 256
     idle_timeout: Duration = 300 * SECONDS
@@ -222,13 +230,9 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         check_numbers(self)
         # Paths are checked here, with the rest, so that the daemon and
         # `scoutd config check` refuse the same files (docs/OPERATIONS.md).
-        if not self.allowed_roots:
-            raise ValueError("allowed_roots must list at least one directory")
-        for root in self.allowed_roots:
-            if "\0" in root or not os.path.isabs(root):
-                raise ValueError(f"allowed_roots entry {root!r} is not an absolute path")
-        if "\0" in self.socket_path or not self.socket_path:
-            raise ValueError(f"socket_path {self.socket_path!r} is not a path")
+        problem = allowed_roots_problem(self.allowed_roots) or socket_path_problem(self.socket_path)
+        if problem is not None:
+            raise ValueError(problem)
 
 
 # A fleet's names: hosts, labels and the key prefix go into Redis keys and receipts.
@@ -341,32 +345,18 @@ def _env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, st
     return layer, origins
 
 
-def config_file_path(path: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str | None:
-    """The config file :func:`resolve_config` reads (see its order); None: none."""
-    if path is not None:
-        return os.fspath(path)
-    if environ.get("SCOUTD_CONFIG"):
-        return environ["SCOUTD_CONFIG"]
-    if os.path.isfile(DEFAULT_CONFIG_PATH):
-        return DEFAULT_CONFIG_PATH
-    return None
+# What msgspec.toml.decode passes on: TOML's dates and times stay what tomllib made.
+_TOML_TYPES = (datetime.datetime, datetime.date, datetime.time)
 
 
 def _read_file(path: str, *, allow_empty: bool) -> _FileLayout:
-    raw = read_config_bytes(path)  # a bounded regular file (ConfigError otherwise)
-    shown = printable(path)
-    if not allow_empty and not raw.strip():
-        # An empty file is what the daemon sees in the middle of many writes: never
-        # take it for "all defaults", which would widen allowed_roots to "/".
-        raise ConfigError(f"config file {shown} is empty")
+    table = load_config_file(path, allow_empty=allow_empty)
     try:
-        return msgspec.toml.decode(raw, type=_FileLayout)
+        return msgspec.convert(table, _FileLayout, str_keys=True, builtin_types=_TOML_TYPES)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid config file {shown}: {where(exc, '')}") from exc
-    except msgspec.DecodeError as exc:
-        raise ConfigError(f"invalid config file {shown}: {printable(str(exc))}") from exc
-    except RecursionError:  # tables or arrays nested past what the reader walks
-        raise ConfigError(f"invalid config file {shown}: nested too deeply") from None
+        raise ConfigError(f"invalid config file {printable(path)}: {where(exc, '')}") from exc
+    except RecursionError:  # tables or arrays nested past what the conversion walks
+        raise ConfigError(f"invalid config file {printable(path)}: nested too deeply") from None
 
 
 def _fleet_table(table: Mapping[str, Any], source: str) -> FleetConfig:

@@ -5,9 +5,9 @@ Three rules. Every ``[prompt]`` key has an access class in
 every per-call override; every number of a configuration is bounded (its
 msgspec ``Meta``), which :func:`check_numbers` also enforces on a Struct built
 in code, where msgspec does not look; and the config file itself is read only
-as a bounded regular file (:func:`read_config_bytes`), and by the daemon only
-when no one but root and the daemon's own user may change it
-(:func:`untrusted_writer`): whoever writes it names code and access.
+as a bounded regular file (:func:`scoutd.config_paths.read_config_bytes`), and
+by the daemon only when no one but root and the daemon's own user may change
+it (:func:`untrusted_writer`): whoever writes it names code and access.
 """
 
 from __future__ import annotations
@@ -25,25 +25,19 @@ import msgspec
 import msgspec.inspect
 
 from .errors import ConfigError
-from .paths import file_kind, printable
+from .paths import printable
 
 __all__ = [
-    "MAX_CONFIG_BYTES",
     "PROMPT_ACCESS",
     "Access",
     "access_of",
     "check_numbers",
     "check_text",
     "not_text",
-    "read_config_bytes",
     "untrusted_writer",
     "validated_layer",
     "where",
 ]
-
-# A config file is a few KiB (the longest value, the compaction notice, is 64 KiB):
-# anything larger is a mistake, never read whole into memory.
-MAX_CONFIG_BYTES = 1024 * 1024
 
 # Who may set each [prompt] key (docs/RELIABILITY.md, "What a client may configure"):
 #   client    any value within the key's bounds, per call (the library's config=
@@ -220,37 +214,6 @@ def validated_layer(
             f"invalid configuration in {source}, table [{table}]: {where(exc, table)}"
         ) from exc
     return {key: getattr(converted, key) for key in layer}
-
-
-def read_config_bytes(path: str) -> bytes:
-    """The bytes of the config file at ``path``: a regular file of at most
-    :data:`MAX_CONFIG_BYTES`, opened without blocking (a FIFO never holds the
-    reader, a 1 GB file is never read whole). ConfigError otherwise."""
-    shown = printable(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            why = f"it is {file_kind(mode)}, not a regular file"
-            raise ConfigError(f"cannot read config file {shown}: {why}")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_CONFIG_BYTES:
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"cannot read config file {shown}: over {MAX_CONFIG_BYTES} bytes")
-    return b"".join(chunks)
 
 
 def _group_trusted(gid: int) -> bool:

@@ -33,7 +33,7 @@ import os
 import stat
 from collections.abc import Mapping
 
-from .config import DaemonConfig, resolve_config
+from .config_paths import DEFAULT_SOCKET_PATH, config_file_path, read_daemon_paths
 from .paths import file_kind
 
 __all__ = [
@@ -48,9 +48,7 @@ __all__ = [
 ]
 
 SOCKET_ENV = "SCOUTD_SOCKET"
-SYSTEM_SOCKET: str = DaemonConfig.__struct_defaults__[
-    DaemonConfig.__struct_fields__.index("socket_path")
-]
+SYSTEM_SOCKET = DEFAULT_SOCKET_PATH
 SOCKET_NAME = "scoutd.sock"
 
 
@@ -83,12 +81,16 @@ def socket_candidates(
     environ: Mapping[str, str] | None = None,
     *,
     read_config: bool = True,
+    paths_only: bool = False,
 ) -> list[tuple[str, str]]:
     """Every place looked at, in order, as ``(path, where it comes from)``.
 
     Reads the config file (raising ConfigError if it is invalid) only when no
     earlier source names the socket, and never when ``read_config`` is false
-    (step 3 skipped: for a caller that could not read the file).
+    (step 3 skipped: for a caller that could not read the file). ``paths_only``:
+    only the file's ``socket_path`` and ``allowed_roots`` are read and checked
+    (:func:`scoutd.config_paths.read_daemon_paths`, the light verbs'), not the
+    whole configuration.
     """
     environ = os.environ if environ is None else environ
     found: list[tuple[str, str]] = []
@@ -96,13 +98,31 @@ def socket_candidates(
         found.append((environ[SOCKET_ENV], f"${SOCKET_ENV}"))
         return found
     if read_config:
-        config = resolve_config(config_path, environ=environ)
-        if config.origins.get("daemon.socket_path") == "file":
-            found.append((config.daemon.socket_path, f"socket_path in {config.path}"))
+        configured = _configured_socket(config_path, environ, paths_only=paths_only)
+        if configured is not None:
+            found.append(configured)
             return found
     found.append((user_socket(environ), "the user's socket"))
     found.append((SYSTEM_SOCKET, "the system socket"))
     return found
+
+
+def _configured_socket(
+    config_path: str | None, environ: Mapping[str, str], *, paths_only: bool
+) -> tuple[str, str] | None:
+    """``socket_path`` as the config file sets it, and where; None: it does not."""
+    if paths_only:
+        path = config_file_path(config_path, environ)
+        if path is None:
+            return None
+        paths = read_daemon_paths(path)
+        return (paths.socket_path, f"socket_path in {path}") if paths.socket_set else None
+    from .config import resolve_config  # msgspec: the client has it already
+
+    config = resolve_config(config_path, environ=environ)
+    if config.origins.get("daemon.socket_path") != "file":
+        return None
+    return config.daemon.socket_path, f"socket_path in {config.path}"
 
 
 class FoundSocket(str):
@@ -122,15 +142,19 @@ def discover_socket(
     config_path: str | None = None,
     environ: Mapping[str, str] | None = None,
     read_config: bool = True,
+    paths_only: bool = False,
 ) -> str:
     """The socket a client should connect to, found in the order of this module's doc
-    (without step 3 when ``read_config`` is false).
+    (without step 3 when ``read_config`` is false; ``paths_only``: as for
+    :func:`socket_candidates`).
 
     An explicit path comes back as it is; a path found is a :class:`FoundSocket`.
     """
     if explicit:
         return explicit
-    candidates = tuple(socket_candidates(config_path, environ, read_config=read_config))
+    candidates = tuple(
+        socket_candidates(config_path, environ, read_config=read_config, paths_only=paths_only)
+    )
     if len(candidates) == 1:
         return FoundSocket(candidates[0][0], candidates)
     user, system = candidates[0][0], candidates[1][0]

@@ -13,16 +13,16 @@ import pwd
 import stat
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from .config import DaemonConfig
 from .errors import Forbidden  # re-exported: it was defined here
 from .inbox.names import inbox_dir
 from .paths import display_path
 
 if TYPE_CHECKING:
     import socket
+
+    from .config import DaemonConfig
 
 __all__ = [
     "Forbidden",
@@ -46,8 +46,7 @@ _SO_PEERGROUPS = 59
 _PEERGROUPS_BYTES = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class PeerCred:
+class PeerCred(NamedTuple):
     """The connecting process as the kernel saw it at ``connect()``."""
 
     pid: int

@@ -14,6 +14,7 @@ from hypothesis import Phase, settings
 from hypothesis.internal.conjecture import providers as hypothesis_providers
 
 import scoutd.config
+import scoutd.config_paths
 
 # Hypothesis now and then draws a constant found in the local modules loaded so far
 # (not site-packages, not tests): which modules those are depends on the tests run
@@ -53,7 +54,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def hermetic_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scoutd.config, "DEFAULT_CONFIG_PATH", "/nonexistent/scoutd/scoutd.toml")
+    monkeypatch.setattr(
+        scoutd.config_paths, "DEFAULT_CONFIG_PATH", "/nonexistent/scoutd/scoutd.toml"
+    )
     monkeypatch.delenv("SCOUTD_CONFIG", raising=False)
     for key in scoutd.config.PromptConfig.__struct_fields__:
         monkeypatch.delenv(key.upper(), raising=False)

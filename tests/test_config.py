@@ -332,7 +332,7 @@ def test_a_bad_environment_value_is_quoted() -> None:
 
 def test_the_process_environment_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SCOUTD_CONFIG", raising=False)
-    monkeypatch.setattr("scoutd.config.DEFAULT_CONFIG_PATH", "/nonexistent/scoutd.toml")
+    monkeypatch.setattr("scoutd.config_paths.DEFAULT_CONFIG_PATH", "/nonexistent/scoutd.toml")
     monkeypatch.setenv("EPOCH_SIZE", "6")
     config = resolve_config()
     assert config.prompt.epoch_size == 6
@@ -343,13 +343,13 @@ def test_where_the_file_comes_from(tmp_path: pathlib.Path, monkeypatch: pytest.M
     system = write(tmp_path / "system.toml", "[prompt]\nepoch_size = 2\n")
     named = write(tmp_path / "named.toml", "[prompt]\nepoch_size = 3\n")
     env = write(tmp_path / "env.toml", "[prompt]\nepoch_size = 4\n")
-    monkeypatch.setattr("scoutd.config.DEFAULT_CONFIG_PATH", str(system))
+    monkeypatch.setattr("scoutd.config_paths.DEFAULT_CONFIG_PATH", str(system))
     assert resolve_config(environ={}).path == str(system)  # it exists: read
     assert resolve_config(environ={"SCOUTD_CONFIG": ""}).prompt.epoch_size == 2  # empty: unset
     assert resolve_config(environ={"SCOUTD_CONFIG": str(env)}).prompt.epoch_size == 4
     assert resolve_config(named, environ={"SCOUTD_CONFIG": str(env)}).path == str(named)
     assert resolve_config(pathlib.Path(named), environ={}).path == str(named)  # a PathLike
-    monkeypatch.setattr("scoutd.config.DEFAULT_CONFIG_PATH", str(tmp_path))  # not a file
+    monkeypatch.setattr("scoutd.config_paths.DEFAULT_CONFIG_PATH", str(tmp_path))  # not a file
     assert resolve_config(environ={}).path is None
 
 
@@ -393,7 +393,7 @@ def test_load_config_reads_the_file_and_applies_the_overrides(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SCOUTD_CONFIG", raising=False)
-    monkeypatch.setattr("scoutd.config.DEFAULT_CONFIG_PATH", "/nonexistent/scoutd.toml")
+    monkeypatch.setattr("scoutd.config_paths.DEFAULT_CONFIG_PATH", "/nonexistent/scoutd.toml")
     config = load_config(overrides={"epoch_size": 9})
     assert config.prompt.epoch_size == 9
     assert config.origins["prompt.epoch_size"] == "override"

@@ -148,6 +148,10 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
             "scoutd.inbox.claim",
         )
         assert _matching(modules, reading) == []
+    if argv[0] in ("notify", "abort"):
+        # no daemon answers: only [daemon]'s paths are read, with the standard library
+        assert "scoutd.config_paths" in modules
+        assert "msgspec" not in modules and "scoutd.config" not in modules
     if argv[0] == "--help":
         assert "msgspec" not in modules  # no configuration, codec or wire type is needed
         assert "scoutd.protocol.messages" not in modules

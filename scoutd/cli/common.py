@@ -111,8 +111,47 @@ class Verb(NamedTuple):
     logs: bool = True
 
 
+def _terminal_columns() -> int:
+    """The terminal's width as :func:`shutil.get_terminal_size` tells it (``$COLUMNS``,
+    else standard output's terminal, else 80), without importing :mod:`shutil`."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter, descriptions kept as written, the width found without shutil.
+
+    argparse makes a formatter for every ``add_argument`` and, given no width,
+    imports :mod:`shutil` for it, which loads ``bz2``, ``lzma`` and ``fnmatch``:
+    about 2 ms of a light verb's start (docs/PERFORMANCE.md).
+    """
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, with usage errors kept to the usage line and one error line."""
+    """argparse, with usage errors kept to the usage line and one error line, and
+    :class:`HelpFormatter` for every parser, the subcommands' too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
@@ -330,9 +369,12 @@ def snapshot(args: argparse.Namespace) -> Config:
     return with_overrides(resolve_config(path), overrides(args))
 
 
-def find_socket(args: argparse.Namespace, *, read_config: bool = True) -> str:
+def find_socket(
+    args: argparse.Namespace, *, read_config: bool = True, paths_only: bool = False
+) -> str:
     """The daemon's socket for this command line (docs/OPERATIONS.md, "Finding the daemon");
-    ``read_config`` false: found without the config file.
+    ``read_config`` false: found without the config file; ``paths_only``: reading only
+    its ``[daemon]`` paths (:func:`scoutd.config_paths.read_daemon_paths`).
 
     Raises:
         ConfigError: the config file named cannot be read (``read_config`` only).
@@ -340,7 +382,10 @@ def find_socket(args: argparse.Namespace, *, read_config: bool = True) -> str:
     from ..discovery import discover_socket
 
     return discover_socket(
-        getattr(args, "socket", None), config_path=config_path(args), read_config=read_config
+        getattr(args, "socket", None),
+        config_path=config_path(args),
+        read_config=read_config,
+        paths_only=paths_only,
     )
 
 

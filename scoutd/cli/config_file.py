@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from .. import config as _config
+from .. import config_paths
 from ..discovery import discover_socket, path_state
 from ..errors import ScoutdError
 
@@ -47,8 +47,8 @@ def discover_config(
         return explicit, "--config"
     if environ.get("SCOUTD_CONFIG"):
         return environ["SCOUTD_CONFIG"], "$SCOUTD_CONFIG"
-    if os.path.isfile(_config.DEFAULT_CONFIG_PATH):
-        return _config.DEFAULT_CONFIG_PATH, "the system config"
+    if os.path.isfile(config_paths.DEFAULT_CONFIG_PATH):
+        return config_paths.DEFAULT_CONFIG_PATH, "the system config"
     # no file named: there is no socket_path to read from one (nor an environment
     # variable of [prompt] to trip over)
     socket_path = discover_socket(environ=environ, read_config=False)

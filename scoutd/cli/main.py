@@ -47,7 +47,6 @@ def _add_verb(verbs: Any, verb: Verb) -> None:
         help=verb.help,
         description=verb.help,
         epilog=examples_epilog(verb.examples),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=not verb.passthrough,
     )
     # The innermost parser wins: an unknown option is reported with its usage.
@@ -74,7 +73,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="scoutd",
         description="Prompt strategies, inbox notices and the scoutd daemon.",
         epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"scoutd {__version__}")
     parser.add_argument(
@@ -92,7 +90,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if named is None or verb.name in named:
             _add_verb(verbs, verb)
         else:
-            verbs.add_parser(verb.name, help=verb.help)
+            # never parsed (a verb named is built whole), so without its own --help
+            verbs.add_parser(verb.name, help=verb.help, add_help=False)
     return parser
 
 

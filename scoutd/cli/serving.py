@@ -10,16 +10,19 @@ against the daemon that serves the chat, as cheaply as one ``status`` call
 
 * a config file named (``--config``, ``$SCOUTD_CONFIG``, the system config)
   gives the roots; the daemon found by discovery gives its identity only if
-  it runs that same file;
+  it runs that same file. With no daemon answering, only the file's
+  ``[daemon]`` paths are read (:func:`scoutd.config_paths.read_daemon_paths`:
+  no msgspec for a light verb); with one, the whole file is checked, as that
+  daemon checks it;
 * otherwise the daemon found by discovery gives both (``status``: uid,
   groups, resolved roots);
 * no daemon answering costs nothing more: the built-in roots, no identity
   check, and the file is written all the same.
 
-A config file (or a ``[prompt]`` environment variable) that cannot be read
-never stops the file (docs/OPERATIONS.md, "Notices and aborts"): an
-unrelated typo, a file caught mid-write or one the operator may not read
-must not block an abort. The daemon found without it gives the roots, or
+A config file that cannot be read (with a daemon answering, a ``[prompt]``
+environment variable too) never stops the file (docs/OPERATIONS.md, "Notices
+and aborts"): an unrelated typo, a file caught mid-write or one the operator
+may not read must not block an abort. The daemon found without it gives the roots, or
 none are known; either way :meth:`Serving.doubt` says so.
 """
 
@@ -124,14 +127,22 @@ def _status(socket_path: str) -> dict[str, Any] | None:
     return status
 
 
-def _named_config(args: argparse.Namespace) -> str | None:
-    """The config file named for this command line, before any daemon is asked."""
-    from ..config import DEFAULT_CONFIG_PATH
+def _configured_roots(path: str, *, whole: bool) -> tuple[str, ...]:
+    """``allowed_roots`` of the config file at ``path`` (ConfigError if it cannot be read).
 
-    named = config_path(args) or os.environ.get("SCOUTD_CONFIG")
-    if named:
-        return named
-    return DEFAULT_CONFIG_PATH if os.path.isfile(DEFAULT_CONFIG_PATH) else None
+    ``whole`` (a daemon answered, and the client that asked it loaded msgspec):
+    the whole configuration is checked, as that daemon checks it on a reload;
+    with a mistake anywhere it kept its previous configuration, whose roots are
+    then the ones that count. Otherwise only ``[daemon]``'s paths are read
+    (:func:`scoutd.config_paths.read_daemon_paths`): a light verb loads no msgspec.
+    """
+    if whole:
+        from ..config import resolve_config
+
+        return resolve_config(path).daemon.allowed_roots
+    from ..config_paths import read_daemon_paths
+
+    return read_daemon_paths(path).allowed_roots
 
 
 def _same_file(a: object, b: str) -> bool:
@@ -148,13 +159,13 @@ def serving(args: argparse.Namespace) -> Serving:
     roots stand in, or none (``Serving.unread`` says why).
     """
     # imported here: the parser and --help need neither (docs/ARCHITECTURE.md, "Layers")
-    from ..config import DaemonConfig, resolve_config
+    from ..config_paths import DEFAULT_ALLOWED_ROOTS, config_file_path
     from ..errors import ConfigError
     from ..security import resolve_roots
 
     unread: str | None = None
     try:
-        socket_path = find_socket(args)
+        socket_path = find_socket(args, paths_only=True)
     except ConfigError as exc:
         unread = str(exc)
         socket_path = find_socket(args, read_config=False)
@@ -169,10 +180,10 @@ def serving(args: argparse.Namespace) -> Serving:
         found = info.get("allowed_roots")
         if isinstance(found, list) and all(isinstance(root, str) for root in found):
             roots = found
-    named = _named_config(args)
+    named = config_file_path(config_path(args), os.environ)
     if named is not None and unread is None:
         try:
-            configured = resolve_config(named).daemon.allowed_roots
+            configured = _configured_roots(named, whole=status is not None)
         except ConfigError as exc:
             unread = str(exc)
         else:
@@ -186,5 +197,5 @@ def serving(args: argparse.Namespace) -> Serving:
         return Serving(where, tuple(roots), tuple(roots), uid, groups, unread)
     if unread is not None:
         return Serving(printable(socket_path), None, (), unread=unread)
-    configured = DaemonConfig().allowed_roots  # no file named: the built-in ones
-    return Serving("the built-in allowed_roots", resolve_roots(configured), tuple(configured))
+    configured = DEFAULT_ALLOWED_ROOTS  # no file named: the built-in ones
+    return Serving("the built-in allowed_roots", resolve_roots(configured), configured)

@@ -12,7 +12,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import signal
 import stat
 from collections.abc import Iterable
 from typing import Any
@@ -20,11 +19,6 @@ from typing import Any
 from .entries import entry_kind
 from .names import inbox_dir, inbox_removed_dir
 from .walk import open_directory
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: no leases, the settle rule decides
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "MAX_SETTLE_WAIT",
@@ -269,10 +263,6 @@ SETTLE_TIME = 0.05
 # abort is taken as it is (an agent rewriting it must not delay its own abort).
 MAX_SETTLE_WAIT = 2.0
 
-# Sent by the kernel if a writer opens the file while our lease probe holds it; its
-# default action is to ignore it (SIGIO's, the default, is to end the process).
-_LEASE_SIGNAL = signal.SIGURG
-
 
 def being_written(fd: int) -> bool | None:
     """Whether any process holds the regular file ``fd`` open for writing.
@@ -282,10 +272,19 @@ def being_written(fd: int) -> bool | None:
     once. None when this system cannot tell: no leases on this file system or
     platform, or a file this user does not own without ``CAP_LEASE``.
     """
-    if fcntl is None or not hasattr(fcntl, "F_SETLEASE"):
+    # Imported here: the writers, which a light verb loads, never ask.
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no leases, the settle rule decides
+        return None
+    from signal import SIGURG
+
+    if not hasattr(fcntl, "F_SETLEASE"):
         return None
     try:
-        fcntl.fcntl(fd, fcntl.F_SETSIG, _LEASE_SIGNAL)
+        # SIGURG is sent by the kernel if a writer opens the file while the lease is
+        # held; its default action is to ignore it (SIGIO's, the default, ends the process).
+        fcntl.fcntl(fd, fcntl.F_SETSIG, SIGURG)
         fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
     except OSError as exc:
         return True if exc.errno == errno.EAGAIN else None

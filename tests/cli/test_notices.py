@@ -178,14 +178,15 @@ def test_abort_outside_the_roots_is_written_with_a_warning(home: Path) -> None:
     assert Path(result.stdout.strip()).read_text() == "stop"
 
 
-# A config the verbs cannot read, each way an operator may meet one: a mistake in a
-# table an abort never uses, a bad [prompt] environment variable, a file named but
-# missing, a directory where the file should be.
+# A config the verbs cannot read, each way an operator may meet one: a file named but
+# missing, a directory where the file should be, a file caught mid-write (not TOML),
+# a key the verbs use with a wrong value.
 _UNREADABLE = {
-    "typo": ({"SCOUTD_CONFIG": "{home}/typo.toml"}, "unknown field `epoch_sise`"),
-    "variable": ({"EPOCH_SIZE": "many"}, "invalid environment variable EPOCH_SIZE"),
-    "missing": ({"SCOUTD_CONFIG": "{home}/absent.toml"}, "cannot read config file"),
-    "directory": ({"SCOUTD_CONFIG": "{home}"}, "cannot read config file"),
+    "missing": ("{home}/absent.toml", "cannot read config file"),
+    "directory": ("{home}", "cannot read config file"),
+    "mid-write": ("{home}/cut.toml", "invalid config file"),
+    "roots": ("{home}/roots.toml", "`daemon.allowed_roots` is not an array of strings"),
+    "socket": ("{home}/socket.toml", "socket_path '' is not a path"),
 }
 
 
@@ -195,12 +196,14 @@ def test_a_config_that_cannot_be_read_never_stops_the_file(
     home: Path, verb: str, case: str
 ) -> None:
     """The file is written, the command succeeds, and stderr says what was not checked."""
-    typo = f'[daemon]\nallowed_roots = ["{home}"]\n[prompt]\nepoch_sise = 3\n'
-    (home / "typo.toml").write_text(typo)
-    variables, named = _UNREADABLE[case]
-    env = {key: value.format(home=home) for key, value in variables.items()}
+    (home / "cut.toml").write_text(f'[daemon]\nallowed_roots = ["{home}"')
+    (home / "roots.toml").write_text(f'[daemon]\nallowed_roots = "{home}"\n')
+    (home / "socket.toml").write_text('[daemon]\nsocket_path = ""\n')
+    config, named = _UNREADABLE[case]
     save_file = home / "agent.chat"
-    result = run(home, verb, str(save_file), "stop", env=env)
+    result = run(
+        home, verb, str(save_file), "stop", env={"SCOUTD_CONFIG": config.format(home=home)}
+    )
     assert result.returncode == 0, result.stderr
     written = Path(result.stdout.strip())
     assert written.parent == Path(scoutd.inbox_dir(str(save_file)))
@@ -209,6 +212,26 @@ def test_a_config_that_cannot_be_read_never_stops_the_file(
     warning = one_error_line(result)
     assert warning.startswith("scoutd: warning: ") and named in warning
     assert "no daemon answered at /" in warning and "(the file is written)" in warning
+
+
+@pytest.mark.parametrize("mistake", ["typo", "variable"])
+def test_with_no_daemon_the_verbs_read_only_the_keys_they_use(home: Path, mistake: str) -> None:
+    """No daemon answers: a mistake outside ``[daemon]``'s paths (a typo in ``[prompt]``,
+    a bad ``[prompt]`` environment variable) is not the verbs' to find. The file's
+    roots still decide: outside them a notice is refused, inside it is written."""
+    served = home / "served"
+    config = home / "scoutd.toml"
+    typo = "[prompt]\nepoch_sise = 3\n" if mistake == "typo" else ""
+    config.write_text(f'[daemon]\nallowed_roots = ["{served}"]\n{typo}')
+    env = {"SCOUTD_CONFIG": str(config)}
+    if mistake == "variable":
+        env["EPOCH_SIZE"] = "many"
+    outside = run(home, "notify", str(home / "elsewhere" / "agent.chat"), "hi", env=env)
+    assert outside.returncode == 2, outside.stderr
+    assert "outside allowed_roots" in one_error_line(outside) and str(served) in outside.stderr
+    inside = run(home, "notify", str(served / "agent.chat"), "hi", env=env)
+    assert inside.returncode == 0 and inside.stderr == "", inside
+    assert Path(inside.stdout.strip()).read_text() == "hi"
 
 
 def test_an_abort_is_written_before_the_daemon_is_asked(home: Path) -> None:

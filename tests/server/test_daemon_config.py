@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from scoutd.config_rules import MAX_CONFIG_BYTES, read_config_bytes, untrusted_writer
+from scoutd.config_paths import MAX_CONFIG_BYTES, read_config_bytes
+from scoutd.config_rules import untrusted_writer
 from scoutd.errors import ConfigError
 from scoutd.server import load_daemon_config
 
