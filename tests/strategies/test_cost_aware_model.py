@@ -106,6 +106,17 @@ class Model:
         self.tokens = [count(text_of(m)) + OVERHEAD for m in messages]
         self.short = count("x" * SHORTENED_CHARS) + OVERHEAD
         tools = self.pairing.tools
+        # A shortened tool message as the limit counts it (docs/STRATEGIES.md): at most
+        # the bound, but a call whose rewrite sends more than the bound (three long
+        # arguments, none over the argument limit, say) at what the rewrite sends.
+        self.shortened: dict[int, int] = {}
+        for tool in tools:
+            whole = self.tokens[tool.at]
+            if whole <= self.short or not tool.is_call:
+                self.shortened[tool.at] = min(whole, self.short)
+            else:
+                sent = oracle.rewritten(tool) or text_of(messages[tool.at])
+                self.shortened[tool.at] = max(self.short, count(sent) + OVERHEAD)
         # the pair each message belongs to (tool messages, then assistant remarks)
         self.owner: dict[int, int] = {
             t.at: t.number for t in tools if t.number <= self.pairing.outputs
@@ -131,7 +142,7 @@ class Model:
             if pair is not None and pair <= dropped:
                 continue
             if at in self.is_tool and pair is not None and pair <= shortened:
-                total += min(self.tokens[at], self.short)
+                total += self.shortened[at]
             else:
                 total += self.tokens[at]
         return total
