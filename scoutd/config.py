@@ -146,7 +146,8 @@ class PromptConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # whole ones.
     cost_keep_share: Share = 0.3
     # At most 1,000: each weighed round walks this many pairs (docs/RELIABILITY.md, rule 1).
-    cost_keep_lookback: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 50
+    # 47: docs/ECONOMY.md, "The default's retention" (50 until 6 December 2026).
+    cost_keep_lookback: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 47
     # inbox (docs/STRATEGIES.md)
     inbox_max_bytes: Positive = 1 * MIB
     inbox_max_total_bytes: Positive = 8 * MIB  # all notices of one call together

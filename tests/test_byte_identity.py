@@ -32,7 +32,10 @@ and again when a turn's text and thinking came to count with its newest pair
 whose 4-call turn a compaction cut); and again when a Chat message's
 ``reasoning_content`` came to count (50 digests: the OpenAI-format runs that
 send it back, one of them in the shipped subset, in the Chat and scout views,
-under every strategy that counts, and the reports of ``none``).
+under every strategy that counts, and the reports of ``none``). The default's
+own digests were recorded again when a read piped into a search came to be
+that search (docs/ECONOMY.md, "The default's retention") and the default's
+``cost_keep_lookback`` became 47 instead of 50.
 
 Regenerate the digests (only when an output is meant to change) with
 ``python -m tests.test_byte_identity`` (``--full`` for the full set too;

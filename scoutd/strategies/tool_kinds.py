@@ -172,14 +172,17 @@ def _runs_tests(command: str) -> bool:
     return False
 
 
-def _segments(command: str) -> Iterator[str]:
-    """The commands of a shell line (``_SPLIT.split``), one at a time: the first
-    that decides is often the first of many (a heredoc's lines)."""
+def _segments(command: str) -> Iterator[tuple[str, bool]]:
+    """The commands of a shell line (``_SPLIT.split``), one at a time, each with
+    whether a pipe feeds it: the first that decides is often the first of many
+    (a heredoc's lines)."""
     start = 0  # pragma: no mutate (a slice from None starts at 0 too)
+    piped = False
     for separator in _SPLIT.finditer(command):
-        yield command[start : separator.start()]
+        yield command[start : separator.start()], piped
         start = separator.end()
-    yield command[start:]
+        piped = separator.group() == "|"
+    yield command[start:], piped
 
 
 def _segment_kind(segment: str, words: list[str]) -> str | None:
@@ -215,13 +218,13 @@ def _shell_kind_of(command: str) -> CallKind:
     if _runs_tests(command):
         return _CONSTANT[TEST]
     segments = _segments(command)
-    for segment in segments:
+    for segment, _ in segments:
         words = _program_words(segment)
         kind = _segment_kind(segment, words)
         if kind is None:
             continue
         if kind == READ:
-            return _shell_read(words, segments)
+            return _shell_read(words, segments, command)
         if kind == EDIT:
             files = _files(words)
             return CallKind(EDIT, files[-1] if files else None)
@@ -260,21 +263,26 @@ def _files(words: list[str]) -> list[str]:
     return [w for w in words[1:] if not w.startswith("-") and _FILE.match(w)]
 
 
-def _shell_read(words: list[str], later: Iterator[str]) -> CallKind:
+def _shell_read(words: list[str], later: Iterator[tuple[str, bool]], command: str) -> CallKind:
     """A shell read from the words of its deciding command and the commands after it:
     its file (the first file-like argument) and the lines it covers.
 
     In a pipeline (``nl -ba f | sed -n 5,9p``) the file comes from the first
-    command that names one, the lines from the first that narrows them.
+    command that names one, the lines from the first that narrows them. A
+    read piped into a search (``cat f | grep -n x``) before any narrows it
+    prints what the search finds: it is that search (``grep -n x f``), not a
+    read of the whole file, which a later read of the file would supersede.
     """
     files = _files(words)
     target, lines = files[0] if files else None, _lines_of(words)
-    for segment in later:
+    for segment, piped in later:
         if target is not None and lines is not None:
             break
         words = _program_words(segment)
         if not words or words[0] in _QUIET:
             continue
+        if piped and lines is None and _program(words[0]) in _SEARCHERS:
+            return CallKind(SEARCH, None, None, command)
         if target is None:
             files = _files(words)
             target = files[0] if files else None

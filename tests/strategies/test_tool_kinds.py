@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scoutd.strategies.retention import retention_key
 from scoutd.strategies.tool_kinds import (
     _SPLIT,
     _TEST,
@@ -19,6 +21,7 @@ from scoutd.strategies.tool_kinds import (
     MAX_COMMAND_CHARS,
     READ,
     SEARCH,
+    CallKind,
     _runs_tests,
     _segments,
     _words,
@@ -73,7 +76,10 @@ def test_the_windowed_look_meets_both_answers() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab &|;\n", max_size=30))
 def test_the_commands_of_a_line_are_those_of_a_split(line: str) -> None:
-    assert list(_segments(line)) == _SPLIT.split(line)
+    found = list(_segments(line))
+    assert [segment for segment, _ in found] == _SPLIT.split(line)
+    separators = [match.group() for match in _SPLIT.finditer(line)]
+    assert [piped for _, piped in found] == [False, *(s == "|" for s in separators)]
 
 
 def test_a_quote_left_open_leaves_the_other_words() -> None:
@@ -106,3 +112,33 @@ def test_codex_shapes_are_read_as_what_they_do() -> None:
     patch = "*** Begin Patch\n*** Update File: src/b.py\n@@\n-x\n+y\n*** End Patch"
     edit = call_kind("apply_patch", {"input": patch})
     assert (edit.kind, edit.target) == (EDIT, "src/b.py")
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # a read piped into a search before anything narrows it: that search
+        ("cat a.py | grep -n foo -A 30", CallKind(SEARCH, key="cat a.py | grep -n foo -A 30")),
+        ("cat a.py | grep foo | head -5", CallKind(SEARCH, key="cat a.py | grep foo | head -5")),
+        ("cd /r && cat a.py | grep x", CallKind(SEARCH, key="cd /r && cat a.py | grep x")),
+        ("nl -ba a.py | rg def", CallKind(SEARCH, key="nl -ba a.py | rg def")),
+        ("cat a.py | wc -l", CallKind(SEARCH, key="cat a.py | wc -l")),
+        # narrowed first: a read of those lines, whatever searches them after
+        ("cat a.py | head -20 | grep foo", CallKind(READ, "a.py", (1, 20))),
+        ("sed -n 5,9p a.py | grep foo", CallKind(READ, "a.py", (5, 9))),
+        ("head -n 3 | grep foo", CallKind(READ, None, (1, 3))),
+        # not a pipe: the read prints the whole file, the search its own text
+        ("cat a.py && grep foo b.py", CallKind(READ, "a.py")),
+        ("cat a.py; grep foo a.py", CallKind(READ, "a.py")),
+        ("cat a.py\ngrep foo a.py", CallKind(READ, "a.py")),
+        # piped into what is no search: still the read
+        ("cat a.py | sort", CallKind(READ, "a.py")),
+    ],
+)
+def test_a_read_piped_into_a_search_is_that_search(command: str, expected: CallKind) -> None:
+    """``cat f | grep x`` prints what ``grep x f`` prints: a later whole read of ``f``
+    must not supersede it, nor it a whole read (docs/ECONOMY.md, "The default's
+    retention")."""
+    found = call_kind("bash", {"command": command})
+    assert found == expected
+    assert (retention_key(found) == (READ, "a.py")) is (expected == CallKind(READ, "a.py"))
