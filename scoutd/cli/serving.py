@@ -22,8 +22,8 @@ against the daemon that serves the chat, as cheaply as one ``status`` call
 A config file that cannot be read (with a daemon answering, a ``[prompt]``
 environment variable too) never stops the file (docs/OPERATIONS.md, "Notices
 and aborts"): an unrelated typo, a file caught mid-write or one the operator
-may not read must not block an abort. The daemon found without it gives the roots, or
-none are known; either way :meth:`Serving.doubt` says so.
+may not read must not block an abort. The daemon found without it gives the
+roots, or none are known; either way :meth:`Serving.doubt` says so.
 """
 
 from __future__ import annotations
