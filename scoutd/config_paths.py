@@ -111,7 +111,7 @@ def load_config_file(path: str, *, allow_empty: bool) -> dict[str, Any]:
     if not allow_empty and not raw.strip():
         raise ConfigError(f"config file {shown} is empty")
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8"))  # pragma: no mutate (codec names are case-blind)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"invalid config file {shown}: {printable(str(exc))}") from None
     except RecursionError:  # tables or arrays nested past what the parser walks

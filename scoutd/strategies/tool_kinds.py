@@ -271,15 +271,22 @@ def _shell_read(words: list[str], later: Iterator[tuple[str, bool]], command: st
     command that names one, the lines from the first that narrows them. A
     read piped into a search (``cat f | grep -n x``) before any narrows it
     prints what the search finds: it is that search (``grep -n x f``), not a
-    read of the whole file, which a later read of the file would supersede.
+    read of the whole file, which a later read of the file would supersede. A
+    pipe that ends a line feeds the next line's command (the shell reads on):
+    the empty commands between them carry it on.
     """
     files = _files(words)
     target, lines = files[0] if files else None, _lines_of(words)
+    carried = False  # pragma: no mutate (only truth-tested: None is the same)
     for segment, piped in later:
         if target is not None and lines is not None:
             break
         words = _program_words(segment)
-        if not words or words[0] in _QUIET:
+        if not words:
+            carried = carried or piped
+            continue
+        piped, carried = piped or carried, False
+        if words[0] in _QUIET:
             continue
         if piped and lines is None and _program(words[0]) in _SEARCHERS:
             return CallKind(SEARCH, None, None, command)
