@@ -71,8 +71,8 @@ _BUILD = re.compile(
     r"\b(lint|golangci-lint|staticcheck|go (?:build|vet)|cargo (?:build|check|clippy)|tsc|eslint|"
     r"ruff|mypy|make|(?:mise|just|npm|pnpm|yarn|bun|mix|task) (?:run )?\w+|mix compile)\b"
 )
-# Redirections that write no file: stderr to stdout, output thrown away.
-_NO_WRITE = re.compile(r"2>&1|>/dev/null")
+# Redirections that write no file: one stream to another (2>&1, >&2), output thrown away.
+_NO_WRITE = re.compile(r"[0-9]*>&[0-9]+|>\s*/dev/null")
 _TASK_TOOLS = frozenset({"todowrite", "todoread", "skill", "exitplanmode", "askuserquestion"})
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 _READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "awk"})
@@ -188,10 +188,10 @@ def _segments(command: str) -> Iterator[tuple[str, bool]]:
 def _segment_kind(segment: str, words: list[str]) -> str | None:
     """The kind of one command of a shell line from its words; None for one that
     decides nothing (``cd``, ``echo``, ...): the next command decides."""
+    writes = ">" in segment and any(">" in piece for piece in _NO_WRITE.split(segment))
     if not words or words[0] in _QUIET:
-        return EDIT if words and words[0] == "echo" and ">" in segment else None
+        return EDIT if words and words[0] == "echo" and writes else None
     program = _program(words[0])
-    writes = any(">" in piece for piece in _NO_WRITE.split(segment))
     if program in ("sed", "perl") and any(w.startswith("-i") for w in words):
         return EDIT
     if program in ("patch", "tee") or (program in ("cat", "printf") and writes):
@@ -226,7 +226,7 @@ def _shell_kind_of(command: str) -> CallKind:
         if kind == READ:
             return _shell_read(words, segments, command)
         if kind == EDIT:
-            files = _files(words)
+            files = _patched(words) if _program(words[0]) == "patch" else _files(words)
             return CallKind(EDIT, files[-1] if files else None)
         return CallKind(kind, None, None, command) if kind == SEARCH else _CONSTANT[kind]
     return _CONSTANT[OTHER]
@@ -261,6 +261,21 @@ def _lines_of(words: list[str]) -> tuple[int, int | None] | None:
 def _files(words: list[str]) -> list[str]:
     """The file-like arguments of a command's words (not its options)."""
     return [w for w in words[1:] if not w.startswith("-") and _FILE.match(w)]
+
+
+def _patched(words: list[str]) -> list[str]:
+    """The file a ``patch`` command changes, when its words name it: its first operand
+    (``patch [options] [file [patchfile]]``). The patch it reads (``-i f.diff``,
+    ``< f.diff``) names the files it changes inside, which are not read here."""
+    after_input = False
+    for word in words[1:]:
+        if after_input:
+            after_input = False
+        elif word in ("-i", "--input", "<"):
+            after_input = True
+        elif not word.startswith(("-", "<")) and _FILE.match(word):
+            return [word]
+    return []
 
 
 def _shell_read(words: list[str], later: Iterator[tuple[str, bool]], command: str) -> CallKind:

@@ -19,6 +19,7 @@ from scoutd.strategies.tool_kinds import (
     _TEST,
     EDIT,
     MAX_COMMAND_CHARS,
+    OTHER,
     READ,
     SEARCH,
     CallKind,
@@ -142,3 +143,27 @@ def test_a_read_piped_into_a_search_is_that_search(command: str, expected: CallK
     found = call_kind("bash", {"command": command})
     assert found == expected
     assert (retention_key(found) == (READ, "a.py")) is (expected == CallKind(READ, "a.py"))
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # patch changes its first operand; the patch it reads names the files inside
+        ("patch -p1 -i fix.diff", CallKind(EDIT)),
+        ("patch -p1 --input fix.diff", CallKind(EDIT)),
+        ("patch -p1 < fix.diff", CallKind(EDIT)),
+        ("patch -p1 <fix.diff", CallKind(EDIT)),
+        ("patch src/a.py fix.diff", CallKind(EDIT, "src/a.py")),
+        ("patch -i fix.diff src/a.py", CallKind(EDIT, "src/a.py")),
+        # a redirection that writes no file is no edit, echo's included
+        ("echo x >/dev/null", CallKind(OTHER)),
+        ("echo done > /dev/null && cat a.py", CallKind(READ, "a.py")),
+        ("echo oops >&2; cat a.py", CallKind(READ, "a.py")),
+        ("printf x >&2", CallKind(OTHER)),
+        ("cat a.py 2> /dev/null", CallKind(READ, "a.py")),
+        ("echo x > out.txt", CallKind(EDIT, "out.txt")),
+        ("echo x 2>&1 > out.txt", CallKind(EDIT, "out.txt")),
+    ],
+)
+def test_what_is_written_and_what_is_read(command: str, expected: CallKind) -> None:
+    assert call_kind("bash", {"command": command}) == expected

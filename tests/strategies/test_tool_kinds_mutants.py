@@ -49,7 +49,7 @@ from scoutd.strategies.tool_kinds import (
         ("bash", {"command": "echo x && cat a.py"}, CallKind(READ, "a.py")),
         ("bash", {"command": "perl -i -pe 's/a/b/' a.py"}, CallKind(EDIT, "a.py")),
         ("bash", {"command": "sed -i 's/a/b/'"}, CallKind(EDIT)),
-        ("bash", {"command": "patch -p1 -i fix.diff"}, CallKind(EDIT, "fix.diff")),
+        ("bash", {"command": "patch -p1 -i fix.diff"}, CallKind(EDIT)),
         ("bash", {"command": "tee out.txt"}, CallKind(EDIT, "out.txt")),
         ("bash", {"command": "printf 'x' > a.txt"}, CallKind(EDIT, "a.txt")),
         ("bash", {"command": "cat a.py 2>&1"}, CallKind(READ, "a.py")),
