@@ -396,11 +396,8 @@ def _add_any_group(result: View, messages: Sequence[Any], i: int, message: Any) 
     fields: list[dict[Any, Any]] = []  # what each answer sends beside its content
     while end < count:
         answer = messages[end]
-        if type(answer) is not dict or answer.get("role") != "tool":
-            if _is_tool(answer):
-                texts.append(None)  # a tool message of another mapping type
-                end += 1
-                continue
+        # a tool message of any mapping type answers as a dict does
+        if not (answer.get("role") == "tool" if type(answer) is dict else _is_tool(answer)):
             break
         content = answer.get("content")
         texts.append(content if type(content) is str else blocks_text(content))

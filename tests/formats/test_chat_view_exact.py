@@ -433,8 +433,10 @@ def test_a_group_of_mappings_of_another_type_is_read_as_dicts_are() -> None:
         out('{"id":"c1","content":"r"}'),
     ]
     assert prepared.messages[1] is call and prepared.report[-1].malformed == 0
-    count, _ = _malformed([USER, _said("x", _call("c1")), answer, USER])
-    assert count == 2
+    # the answer alone of another type: read as a dict answer is
+    count, view = _malformed([USER, _said("x", _call("c1")), answer, USER])
+    assert count == 0
+    assert view == _malformed([USER, _said("x", _call("c1")), _tool("c1", "r"), USER])[1]
 
 
 def test_a_group_passed_through_shows_its_calls_and_answers_as_sent() -> None:
