@@ -8,17 +8,23 @@ data and filesystem look-ups: no thread, no event loop.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = [
     "GONE",
+    "Pinned",
     "Registration",
     "Watch",
+    "beneath",
     "inode_of",
     "listing",
     "nearest_existing",
     "next_step",
+    "pinned",
     "poll",
     "stale",
 ]
@@ -65,6 +71,22 @@ def inode_of(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+def beneath(tops: set[str], directories: Iterable[str]) -> list[str]:
+    """The directories of ``directories`` inside one of ``tops``, at any depth.
+
+    One pass, a set look-up per ancestor: cheap for many watches at once.
+    """
+    found = []
+    if tops:
+        for directory in directories:
+            parent = os.path.dirname(directory)
+            while parent not in tops and (up := os.path.dirname(parent)) != parent:
+                parent = up
+            if parent in tops:
+                found.append(directory)
+    return found
+
+
 def stale(watches: list[tuple[str, Watch]]) -> list[str]:
     """The directories whose watch needs arming again.
 
@@ -88,6 +110,55 @@ def stale(watches: list[tuple[str, Watch]]) -> list[str]:
 
 
 GONE = object()  # the path vanished between the look and the watch: look again
+
+# Where a process's open descriptors have names that lead to exactly what they opened.
+FD_NAMES = "/proc/self/fd"
+
+
+class Pinned(NamedTuple):
+    """A directory held open while its watch is added.
+
+    ``name``: the path to add the watch on; ``inode``: the directory's
+    (None: it could not be opened, so it is unknown); ``exact``: ``name`` is
+    its descriptor's name, which leads to that very directory whatever its
+    path names meanwhile.
+    """
+
+    name: str
+    inode: tuple[int, int] | None
+    exact: bool
+
+
+@contextlib.contextmanager
+def pinned(path: str) -> Iterator[Pinned]:
+    """Hold the directory ``path`` names open (a symlink followed, as a watch follows it).
+
+    A watch added by path lands on whatever the path names at that instant,
+    and a look at its inode just after may already see a directory swapped
+    in: the watch then sat on the old one while its record said the new one,
+    so neither an event's re-arm nor a rescan found anything to repair.
+    Added through the descriptor's name, the watch is on the directory whose
+    inode is recorded. Without ``/proc`` the caller checks the path still
+    names it after adding. Raises FileNotFoundError or NotADirectoryError
+    when ``path`` is no directory now; any other failure to open it yields
+    the bare path (adding the watch will report what is wrong).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError:
+        fd = -1
+    if fd < 0:
+        yield Pinned(path, None, exact=False)
+        return
+    try:
+        st = os.fstat(fd)
+        name = os.path.join(FD_NAMES, str(fd))
+        exact = os.path.isdir(name)
+        yield Pinned(name if exact else path, (st.st_dev, st.st_ino), exact)
+    finally:
+        os.close(fd)
 
 
 def nearest_existing(directory: str) -> str | None:

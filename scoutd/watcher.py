@@ -12,7 +12,10 @@ A directory that does not exist (yet) is *anchored*: its nearest existing
 ancestor is watched, and when something appears there the directory is armed
 and reported as changed, so an abort dropped in a chat directory created after
 ``session.open`` is seen at once, not at the next rescan. A watched directory
-deleted, moved or replaced (by a symlink and back too) is re-armed the same way.
+deleted, moved or replaced (by a symlink and back too) is re-armed the same way,
+and the watched directories beneath it are checked with it (a move tells them
+nothing). A watch is added through the directory held open, so the inode
+recorded for it is the one watched, however fast the path is swapped.
 
 Failures (no inotify instance or thread: instance limit, ``can't start new
 thread``; a watch refused: ``ENOSPC``; the reader thread died) are logged at
@@ -38,10 +41,12 @@ from .watch_state import (
     GONE,
     Registration,
     Watch,
+    beneath,
     inode_of,
     listing,
     nearest_existing,
     next_step,
+    pinned,
     poll,
     stale,
 )
@@ -329,12 +334,20 @@ class FsWatcher:
     async def _rearm_queued(self) -> None:
         async with self._lock:
             queued, self._rearm = self._rearm, set()
+            moved: set[str] = set()
             for directory in sorted(queued):
                 watch = self._watches.get(directory)
                 if watch is not None and not await self._healthy(directory, watch):
+                    if watch.reg is not None and not watch.anchored:
+                        moved.add(directory)  # moved, gone or replaced: see below
                     await self._arm(directory, watch)
                     if watch.armed:  # it appeared: what it holds may be news
                         self._deliver([directory])
+            # A directory moved takes its watched subdirectories along with no event
+            # of theirs: they are checked too (else one made anew in its place before
+            # it was watched again stayed unwatched until the rescan).
+            for directory in beneath(moved, self._watches):
+                self._queue_rearm(directory)
 
     async def _arm(self, directory: str, watch: Watch) -> None:
         """Watch ``directory``, else anchor it to its nearest existing ancestor."""
@@ -417,13 +430,18 @@ class FsWatcher:
             return None
         cid = next(self._ids)
         try:
-            wd = reader.add_callback(os.fsencode(path), MASK, self._handler, cid)  # type: ignore[arg-type]
+            with pinned(path) as pin:  # the inode recorded is the one watched (watch_state)
+                wd = reader.add_callback(os.fsencode(pin.name), MASK, self._handler, cid)  # type: ignore[arg-type]
+                inode = pin.inode if pin.exact else inode_of(path)
         except (FileNotFoundError, NotADirectoryError):
             return GONE
         except OSError as exc:
             log.error("cannot watch %r (%s): periodic rescans cover it", path, exc)
             return None
-        reg = Registration(path=path, wd=wd, cid=cid, inode=inode_of(path))
+        reg = Registration(path=path, wd=wd, cid=cid, inode=inode)
+        if wd >= 0 and pin.inode is not None and inode != pin.inode:  # swapped meanwhile
+            _remove_callback(reader, reg)
+            return GONE
         if wd < 0:  # watchdog swallows EACCES and returns -1
             _remove_callback(reader, reg)
             log.error("cannot watch %r (permission denied): periodic rescans cover it", path)
