@@ -56,10 +56,8 @@ from tests.integrations.replay import (
 )
 
 # LiteLLM's own modules use APIs their dependencies deprecated (pydantic's Field
-# extras among them, and its ReadOnly TypedDicts, of which pydantic warns); the
-# suite turns warnings into errors, not LiteLLM's here.
+# extras among them); the suite turns warnings into errors, not LiteLLM's here.
 pytestmark = [
-    pytest.mark.filterwarnings("ignore:Items? .* the `ReadOnly` qualifier:UserWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
 ]
