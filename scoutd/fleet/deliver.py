@@ -247,7 +247,10 @@ def _entries(directory: str, part: str, unlisted: list[str]) -> tuple[int, list[
     except OSError as exc:
         _unlisted(unlisted, directory, exc)
         return 1, []
-    return len(names), [os.path.join(directory, n) for n in names if fnmatchcase(n, part)]
+    # in name order: which chats a search stopped at its limit reaches must not depend
+    # on the order the file system lists a directory in
+    matching = sorted(n for n in names if fnmatchcase(n, part))
+    return len(names), [os.path.join(directory, n) for n in matching]
 
 
 def _unlisted(unlisted: list[str], directory: str, exc: OSError) -> None:

@@ -157,6 +157,44 @@ def test_a_glob_on_disk_stays_inside_the_roots(tmp_path: Any) -> None:
     )
 
 
+class _Listed:
+    """``os.scandir``'s entries of a directory, in a given order (a context manager)."""
+
+    def __init__(self, entries: list[Any]) -> None:
+        self.entries = entries
+
+    def __enter__(self) -> list[Any]:
+        return self.entries
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("order", ["listed", "reversed"])
+def test_a_stopped_search_reaches_the_same_chats_in_any_listing_order(
+    tmp_path: Any, monkeypatch: Any, order: str
+) -> None:
+    """A file system lists a directory in an order of its own (tmpfs: newest first):
+    which chats a search over its limit reaches does not depend on it."""
+    root = tmp_path / "roots"
+    for job in ("c", "a", "b"):
+        for name in ("z.chat", "m.chat", "x.chat"):
+            (root / job).mkdir(parents=True, exist_ok=True)
+            (root / job / name).write_text("[]")
+    scandir = os.scandir
+
+    def listed(path: Any) -> _Listed:
+        with scandir(path) as entries:
+            found = list(entries)
+        return _Listed(found[::-1] if order == "reversed" else found)
+
+    monkeypatch.setattr(scoutd.fleet.deliver.os, "scandir", listed)
+    every = sorted(str(path) for path in root.glob("*/*.chat"))
+    for limit in (1, 2, 4):
+        found = find_chats(f"{root}/*/*.chat", [str(root)], limit)
+        assert found == Found(every[:limit], over_limit(limit)), (order, limit)
+
+
 def test_a_glob_matches_on_disk_as_it_matches_sessions(tmp_path: Any) -> None:
     """``*`` matches a leading dot (an agent cannot hide its chat from an abort by its
     name), and a root spelt through a symbolic link, ``//`` or ``.`` is the same root."""
