@@ -47,6 +47,12 @@ if "MUTANT_UNDER_TEST" in os.environ:
     settings.load_profile("mutation")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first, each file's in order: a worker of a parallel run
+    that drew a long file last would run it alone while the others idle."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

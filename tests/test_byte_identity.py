@@ -63,6 +63,9 @@ from scoutd.testing.derive import to_anthropic, to_responses
 from tests.formats.test_real_runs import call_points
 from tests.support import real_runs
 
+# Long (tests/conftest.py starts the tests marked slow first).
+pytestmark = pytest.mark.slow
+
 DIGESTS = Path(__file__).parent / "data" / "byte_identity.json"
 STRATEGIES = (
     "none",

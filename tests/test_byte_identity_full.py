@@ -9,6 +9,9 @@ import pytest
 from tests.support import real_runs
 from tests.test_byte_identity import FULL_FIRST, KEEP_STRATEGIES, STRATEGIES, _compare
 
+# Long (tests/conftest.py starts the tests marked slow first).
+pytestmark = pytest.mark.slow
+
 REST = tuple(s for s in STRATEGIES if s not in FULL_FIRST)
 
 

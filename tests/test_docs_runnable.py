@@ -23,6 +23,9 @@ import pytest
 
 from .support.serve_sandbox import serve_sandbox
 
+# Long (tests/conftest.py starts the tests marked slow first).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "<!-- runnable -->"
 BLOCK_TIMEOUT = 120.0  # seconds per block: the agent loop replays a whole run

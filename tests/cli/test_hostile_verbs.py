@@ -24,6 +24,9 @@ import pytest
 
 from .helpers import ROOT, one_error_line, run
 
+# Long (tests/conftest.py starts the tests marked slow first).
+pytestmark = pytest.mark.slow
+
 OPENAI_CHAT = str(ROOT / "examples" / "chats" / "openai_chat.json")
 # What an impostor, a corrupted file or an agent may put in text an operator reads:
 # an OSC title change, a screen clear, a C1 CSI, a bidirectional override, a line

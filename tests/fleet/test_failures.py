@@ -40,6 +40,9 @@ from tests.fleet.hosts import (
 )
 from tests.support.daemon import wait_for
 
+# Long (tests/conftest.py starts the tests marked slow first).
+pytestmark = pytest.mark.slow
+
 HELLO = [{"role": "user", "content": "hello"}]
 
 

@@ -58,6 +58,7 @@ from tests.integrations.replay import (
 # LiteLLM's own modules use APIs their dependencies deprecated (pydantic's Field
 # extras among them); the suite turns warnings into errors, not LiteLLM's here.
 pytestmark = [
+    pytest.mark.slow,  # long: started first (tests/conftest.py)
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
 ]

@@ -7,7 +7,12 @@ defaults, recorded in docs/RELIABILITY.md.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.reliability.harness import run_script
+
+# Long (tests/conftest.py starts the tests marked slow first).
+pytestmark = pytest.mark.slow
 
 
 def test_concurrent_clients_are_not_stalled_by_slow_and_idle_ones() -> None:

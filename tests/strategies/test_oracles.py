@@ -13,6 +13,7 @@ from itertools import pairwise
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +33,9 @@ from scoutd.strategies.tool_messages import ToolIndex, index_tools
 from . import oracle
 from .conversations import agent_conversations
 from .test_properties import SMALL
+
+# Long (tests/conftest.py starts the tests marked slow first).
+pytestmark = pytest.mark.slow
 
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _FATES = ("kept", "truncated", "dropped")  # shorten_tools protects nothing
