@@ -80,6 +80,8 @@ def beneath(tops: set[str], directories: Iterable[str]) -> list[str]:
     if tops:
         for directory in directories:
             parent = os.path.dirname(directory)
+            if parent == directory:
+                continue  # the root lies inside nothing
             while parent not in tops and (up := os.path.dirname(parent)) != parent:
                 parent = up
             if parent in tops:
