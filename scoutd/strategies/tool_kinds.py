@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
+
+import msgspec
 
 __all__ = [
     "BUILD",
@@ -92,7 +94,7 @@ _COUNT_AFTER = re.compile(r"^(\+?)(\d+)$")
 MAX_COMMAND_CHARS = 4096
 
 
-class CallKind(NamedTuple):
+class CallKind(msgspec.Struct, frozen=True, gc=False):
     """What a call does: its kind, the file it reads or edits, and the lines a read covers.
 
     ``lines`` is ``(first, last)``, 1-based and inclusive (``last`` None: to
