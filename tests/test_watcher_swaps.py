@@ -10,10 +10,9 @@ waits for nothing.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,30 +22,14 @@ from scoutd import watch_state
 from scoutd.inbox import inbox_dir, write_abort
 from scoutd.watcher import FsWatcher
 from tests.reliability.harness import FaultDaemon
+from tests.test_watcher import WAIT, touch, wait_path
 
 pytestmark = pytest.mark.anyio
-WAIT = 5.0
 
 
 @pytest.fixture
-def base() -> Iterator[str]:
-    path = tempfile.mkdtemp(prefix="sd", dir="/tmp")
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path)
-
-
-def touch(path: str) -> None:
-    with open(path, "w") as handle:
-        handle.write("x")
-
-
-async def wait_path(watcher: FsWatcher, path: str) -> None:
-    """Wait (bounded) for a batch mentioning ``path``."""
-    with anyio.fail_after(WAIT):
-        while path not in (await watcher.next_batch()).paths:
-            pass
+def base(tmp_path: Path) -> str:
+    return str(tmp_path)
 
 
 def after_next_add(watcher: FsWatcher, step: Callable[[], None]) -> list[bytes]:
