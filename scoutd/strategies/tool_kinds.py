@@ -76,7 +76,8 @@ _BUILD = re.compile(
 # Redirections that write no file: one stream to another (2>&1, >&2), output thrown away.
 _NO_WRITE = re.compile(r"[0-9]*>&[0-9]+|>\s*/dev/null")
 _TASK_TOOLS = frozenset({"todowrite", "todoread", "skill", "exitplanmode", "askuserquestion"})
-_SPLIT = re.compile(r"&&|\|\||;|\||\n")
+# `|&` pipes standard error too: a pipe, not `|` followed by a command `&`.
+_SPLIT = re.compile(r"&&|\|\||;|\|&|\||\n")
 _READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "awk"})
 _SEARCHERS = frozenset({"grep", "egrep", "rg", "ag", "find", "ls", "tree", "fd", "wc", "locate"})
 _SCRIPTS = frozenset({"python", "python3", "node", "go", "ruby", "sh", "bash", "npx", "uv"})
@@ -183,7 +184,7 @@ def _segments(command: str) -> Iterator[tuple[str, bool]]:
     for separator in _SPLIT.finditer(command):
         yield command[start : separator.start()], piped
         start = separator.end()
-        piped = separator.group() == "|"
+        piped = separator.group() in ("|", "|&")
     yield command[start:], piped
 
 

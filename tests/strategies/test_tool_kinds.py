@@ -80,7 +80,7 @@ def test_the_commands_of_a_line_are_those_of_a_split(line: str) -> None:
     found = list(_segments(line))
     assert [segment for segment, _ in found] == _SPLIT.split(line)
     separators = [match.group() for match in _SPLIT.finditer(line)]
-    assert [piped for _, piped in found] == [False, *(s == "|" for s in separators)]
+    assert [piped for _, piped in found] == [False, *(s in ("|", "|&") for s in separators)]
 
 
 def test_a_quote_left_open_leaves_the_other_words() -> None:
@@ -124,9 +124,11 @@ def test_codex_shapes_are_read_as_what_they_do() -> None:
         ("cd /r && cat a.py | grep x", CallKind(SEARCH, key="cd /r && cat a.py | grep x")),
         ("nl -ba a.py | rg def", CallKind(SEARCH, key="nl -ba a.py | rg def")),
         ("cat a.py | wc -l", CallKind(SEARCH, key="cat a.py | wc -l")),
+        ("cat a.py |& grep foo", CallKind(SEARCH, key="cat a.py |& grep foo")),
         # narrowed first: a read of those lines, whatever searches them after
         ("cat a.py | head -20 | grep foo", CallKind(READ, "a.py", (1, 20))),
         ("sed -n 5,9p a.py | grep foo", CallKind(READ, "a.py", (5, 9))),
+        ("cat a.py |& head -20", CallKind(READ, "a.py", (1, 20))),
         ("head -n 3 | grep foo", CallKind(READ, None, (1, 3))),
         # not a pipe: the read prints the whole file, the search its own text
         ("cat a.py && grep foo b.py", CallKind(READ, "a.py")),
