@@ -35,7 +35,9 @@ send it back, one of them in the shipped subset, in the Chat and scout views,
 under every strategy that counts, and the reports of ``none``). The default's
 own digests were recorded again when a read piped into a search came to be
 that search (docs/ECONOMY.md, "The default's retention") and the default's
-``cost_keep_lookback`` became 47 instead of 50.
+``cost_keep_lookback`` became 47 instead of 50; ``full-keep`` again when a read
+piped into a program that prints text of its own (``cat f | jq``) came to be
+that program's call, not a read of the file (8 groups: one Anthropic session's prompts).
 
 Regenerate the digests (only when an output is meant to change) with
 ``python -m tests.test_byte_identity`` (``--full`` for the full set too;

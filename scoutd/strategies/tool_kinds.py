@@ -82,6 +82,8 @@ _READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "awk"}
 _SEARCHERS = frozenset({"grep", "egrep", "rg", "ag", "find", "ls", "tree", "fd", "wc", "locate"})
 _SCRIPTS = frozenset({"python", "python3", "node", "go", "ruby", "sh", "bash", "npx", "uv"})
 _QUIET = frozenset({"cd", "echo", "true", "export", "source", "set", "pwd"})
+# Besides the readers: what a read piped into them prints is still the file's lines.
+_KEEP_LINES = frozenset({"sed", "sort", "uniq", "tee"})
 # A file argument: a path with a `/` or a name with an extension, not an option.
 _FILE = re.compile(r"^[\w.~/@+-]*(?:/[\w.@+-]+|\.[A-Za-z][\w]{0,9})$")
 # `sed -n 'a,bp'`, `sed -n a,bp` (also `ap` alone): the lines a read covers.
@@ -289,7 +291,9 @@ def _shell_read(words: list[str], later: Iterator[tuple[str, bool]], command: st
     command that names one, the lines from the first that narrows them. A
     read piped into a search (``cat f | grep -n x``) before any narrows it
     prints what the search finds: it is that search (``grep -n x f``), not a
-    read of the whole file, which a later read of the file would supersede. A
+    read of the whole file, which a later read of the file would supersede;
+    piped into another program that prints text of its own (``| jq``,
+    ``| python x.py``, ``| xargs grep x``) it is what that program does. A
     pipe that ends a line feeds the next line's command (the shell reads on):
     the empty commands between them carry it on.
     """
@@ -306,8 +310,14 @@ def _shell_read(words: list[str], later: Iterator[tuple[str, bool]], command: st
         piped, carried = piped or carried, False
         if words[0] in _QUIET:
             continue
-        if piped and lines is None and _program(words[0]) in _SEARCHERS:
-            return CallKind(SEARCH, None, None, command)
+        if piped and lines is None:
+            program = _program(words[0])
+            if program in _SEARCHERS:
+                return CallKind(SEARCH, None, None, command)
+            if program not in _READERS and program not in _KEEP_LINES:
+                # jq, a script, xargs: it prints its own text, not the file
+                kind = _segment_kind(segment, words) or OTHER
+                return CallKind(kind, None, None, command) if kind == SEARCH else _CONSTANT[kind]
         if target is None:
             files = _files(words)
             target = files[0] if files else None

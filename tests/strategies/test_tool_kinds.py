@@ -18,9 +18,11 @@ from scoutd.strategies.tool_kinds import (
     _SPLIT,
     _TEST,
     EDIT,
+    GIT,
     MAX_COMMAND_CHARS,
     OTHER,
     READ,
+    SCRIPT,
     SEARCH,
     CallKind,
     _runs_tests,
@@ -134,8 +136,17 @@ def test_codex_shapes_are_read_as_what_they_do() -> None:
         ("cat a.py && grep foo b.py", CallKind(READ, "a.py")),
         ("cat a.py; grep foo a.py", CallKind(READ, "a.py")),
         ("cat a.py\ngrep foo a.py", CallKind(READ, "a.py")),
-        # piped into what is no search: still the read
+        # piped into what keeps its lines: still the read
         ("cat a.py | sort", CallKind(READ, "a.py")),
+        ("cat a.py | sort | uniq -c | less", CallKind(READ, "a.py")),
+        ("cat a.py | tee b.py", CallKind(READ, "a.py")),
+        # piped into a program that prints text of its own: what that program does
+        ("cat a.json | jq .x", CallKind(OTHER)),
+        ("cat a.py | python3 check.py", CallKind(SCRIPT)),
+        ("cat names.txt | xargs grep -l foo", CallKind(OTHER)),
+        ("cat a.py | sort | jq .x", CallKind(OTHER)),
+        ("cat a.py | git apply", CallKind(GIT)),
+        ("cat a.py | head -3 | jq .x", CallKind(READ, "a.py", (1, 3))),
     ],
 )
 def test_a_read_piped_into_a_search_is_that_search(command: str, expected: CallKind) -> None:
