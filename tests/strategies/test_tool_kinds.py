@@ -146,6 +146,7 @@ def test_codex_shapes_are_read_as_what_they_do() -> None:
         ("cat names.txt | xargs grep -l foo", CallKind(OTHER)),
         ("cat a.py | sort | jq .x", CallKind(OTHER)),
         ("cat a.py | git apply", CallKind(GIT)),
+        ("cat names | git grep -f -", CallKind(SEARCH, key="cat names | git grep -f -")),
         ("cat a.py | head -3 | jq .x", CallKind(READ, "a.py", (1, 3))),
     ],
 )
