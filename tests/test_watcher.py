@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import pytest
@@ -103,6 +104,19 @@ async def test_recreated_directory_is_rearmed(base: str, mode: str) -> None:
         await wait_path(watcher, os.path.join(inbox, "abort"))
 
 
+@contextlib.asynccontextmanager
+async def watched_inbox(base: str) -> AsyncIterator[tuple[FsWatcher, str, str]]:
+    """A native watcher of ``base`` and of its inbox ``a.inbox``, beside a directory
+    ``other`` to swap in: ``(watcher, inbox, other)``."""
+    inbox, other = os.path.join(base, "a.inbox"), os.path.join(base, "other")
+    os.mkdir(inbox)
+    os.mkdir(other)
+    async with FsWatcher("native") as watcher:
+        await watcher.add(base)
+        await watcher.add(inbox)
+        yield watcher, inbox, other
+
+
 @pytest.mark.parametrize("first", ["renamed", "removed"])
 async def test_a_directory_swapped_for_a_symlink_and_back_is_rearmed_at_once(
     base: str, first: str
@@ -113,12 +127,7 @@ async def test_a_directory_swapped_for_a_symlink_and_back_is_rearmed_at_once(
     the symlink goes: the new directory stayed unwatched until the periodic
     rescan, so an abort dropped there waited for it.
     """
-    inbox, other = os.path.join(base, "a.inbox"), os.path.join(base, "other")
-    os.mkdir(inbox)
-    os.mkdir(other)
-    async with FsWatcher("native") as watcher:
-        await watcher.add(base)
-        await watcher.add(inbox)
+    async with watched_inbox(base) as (watcher, inbox, other):
         if first == "renamed":
             os.rename(inbox, inbox + ".old")
         else:

@@ -22,7 +22,7 @@ from scoutd import watch_state
 from scoutd.inbox import inbox_dir, write_abort
 from scoutd.watcher import FsWatcher
 from tests.reliability.harness import FaultDaemon
-from tests.test_watcher import WAIT, touch, wait_path
+from tests.test_watcher import WAIT, touch, wait_path, watched_inbox
 
 pytestmark = pytest.mark.anyio
 
@@ -78,12 +78,7 @@ async def test_a_directory_swapped_while_its_watch_is_added_is_armed_on_the_new_
     """
     if names == "no_proc":  # no descriptor names: the path is looked at again instead
         monkeypatch.setattr(watch_state, "FD_NAMES", os.path.join(base, "none"), raising=False)
-    inbox, other = os.path.join(base, "a.inbox"), os.path.join(base, "other")
-    os.mkdir(inbox)
-    os.mkdir(other)
-    async with FsWatcher("native") as watcher:
-        await watcher.add(base)
-        await watcher.add(inbox)
+    async with watched_inbox(base) as (watcher, inbox, other):
         os.rename(inbox, inbox + ".old")
         if swap == "symlink_to_directory":
             os.symlink(other, inbox)
