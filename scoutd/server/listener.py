@@ -12,6 +12,7 @@ from __future__ import annotations
 import grp
 import logging
 import os
+import secrets
 import socket
 import stat
 from dataclasses import dataclass
@@ -97,6 +98,55 @@ def _check_directory(directory: str) -> None:
         )
 
 
+def _aside_name(path: str) -> str:
+    """A fresh hidden name beside ``path`` to bind under, or ``path`` itself when
+    no such name fits ``sun_path`` (a path within a few bytes of the limit)."""
+    directory, base = os.path.split(path)
+    aside = os.path.join(directory, f".{base}.{secrets.token_hex(4)}")
+    return aside if len(os.fsencode(aside)) <= SUN_PATH_MAX else path
+
+
+def _bind_aside(sock: socket.socket, path: str, mode: int, gid: int, backlog: int) -> Listener:
+    """Bind ``sock`` under a hidden name, give it its group, listen, then link it
+    to ``path``: the path appears only once it accepts connections, so a client
+    (or a script waiting for the file) never meets a socket that refuses it. The
+    link fails if anything took ``path`` meanwhile, where a rename would replace
+    it."""
+    bound = _aside_name(path)
+    # Bind under the umask that gives the exact mode: nothing is changed through
+    # the path afterwards but the group, without following a link. A chmod or
+    # chown by path would follow a symlink put in the socket's place meanwhile.
+    old_umask = os.umask(0o777 & ~mode)
+    try:
+        sock.bind(bound)
+    finally:
+        os.umask(old_umask)
+    st = os.lstat(bound)
+    listener = Listener(sock=sock, path=bound, created=(st.st_dev, st.st_ino))
+    try:
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+            listener.created = None  # not ours: never removed by this process
+            raise StartupError(f"{path} was replaced while binding; not starting")
+        if gid >= 0:
+            os.chown(bound, -1, gid, follow_symlinks=False)
+            now = os.lstat(bound)
+            if (now.st_dev, now.st_ino) != listener.created:
+                listener.created = None
+                raise StartupError(f"{path} was replaced while binding; not starting")
+        sock.listen(backlog)
+        if bound != path:
+            try:
+                os.link(bound, path, follow_symlinks=False)
+            except FileExistsError:
+                raise StartupError(f"{path} appeared while binding; not starting") from None
+            listener.remove_file()  # the hidden name; the socket stays at ``path``
+            listener.path = path
+    except (OSError, StartupError):
+        listener.remove_file()
+        raise
+    return listener
+
+
 def open_listener(path: str, mode: int, group: str | None, backlog: int = 128) -> Listener:
     """Bind and listen on ``path`` with file mode ``mode`` and group ``group``.
 
@@ -120,30 +170,7 @@ def open_listener(path: str, mode: int, group: str | None, backlog: int = 128) -
     _probe_existing(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        # Bind under the umask that gives the exact mode: nothing is changed through
-        # the path afterwards but the group, without following a link. A chmod or
-        # chown by path would follow a symlink put in the socket's place meanwhile.
-        old_umask = os.umask(0o777 & ~mode)
-        try:
-            sock.bind(path)
-        finally:
-            os.umask(old_umask)
-        st = os.lstat(path)
-        listener = Listener(sock=sock, path=path, created=(st.st_dev, st.st_ino))
-        try:
-            if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
-                listener.created = None  # not ours: never removed by this process
-                raise StartupError(f"{path} was replaced while binding; not starting")
-            if gid >= 0:
-                os.chown(path, -1, gid, follow_symlinks=False)
-                now = os.lstat(path)
-                if (now.st_dev, now.st_ino) != listener.created:
-                    listener.created = None
-                    raise StartupError(f"{path} was replaced while binding; not starting")
-            sock.listen(backlog)
-        except (OSError, StartupError):
-            listener.remove_file()
-            raise
+        listener = _bind_aside(sock, path, mode, gid, backlog)
     except StartupError:
         sock.close()
         raise
