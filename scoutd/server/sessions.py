@@ -11,10 +11,10 @@ move is the claim, so exactly one party (this watcher or an inference's
 ``inbox`` strategy) consumes each abort entry — then marks the sessions of that
 inbox aborted and pushes ``session.aborted`` to their connections at once; the
 claim marks the chat aborted for good, and a session opened on a chat so marked
-is aborted at once (:mod:`scoutd.inbox.aborted`), told once of each abort.
-An abort that cannot be moved still aborts (it fails closed, see
-:mod:`scoutd.inbox.claim`); one that cannot be moved at all stays in place
-and is pushed again at every event, open or rescan until an operator removes it.
+(or while the claim ran) is aborted at once (:mod:`scoutd.inbox.aborted`), told
+once of each abort. An abort that cannot be moved still aborts (it fails closed,
+:mod:`scoutd.inbox.claim`); one that cannot be moved at all stays in place and
+is pushed again at every event, open or rescan until an operator removes it.
 
 Aborts never wait behind prepare calls (docs/RELIABILITY.md, "An abort fails
 closed"): claims run on a small thread limiter per uid, never on the prepare
@@ -419,10 +419,11 @@ class SessionRegistry:
                     claimed = Claimed()
                 else:  # taken, or gone: a later abort starts its settle time afresh
                     self._unsettled.pop(inbox, None)
-                if claimed.reason is not None and claimed.consumed:
-                    self.abort(
-                        inbox, claimed.reason, claimed_by_watcher=True, only=claimed.sessions
-                    )
+                if claimed.reason is not None and claimed.consumed:  # and those opened since,
+                    looked = {c.id for c in candidates}  # which may have read no marker yet
+                    late = [i for i in self.by_inbox.get(inbox, ()) if i not in looked]
+                    only = (*claimed.sessions, *(i for i in late if not self.sessions[i].aborted))
+                    self.abort(inbox, claimed.reason, claimed_by_watcher=True, only=only)
                 elif claimed.reason is not None:
                     self._fail_closed(inbox, claimed.reason, claimed.sessions)
                 if claimed.hidden:  # their uid locked itself out: the abort stays, unread

@@ -18,6 +18,7 @@ import pytest
 from scoutd import protocol
 from scoutd.inbox import write_abort
 from scoutd.inbox.aborted import clear, held, mark, marker_paths
+from scoutd.server import sessions as sessions_module
 from scoutd.server.claims import marked as real_marked
 from tests.support.daemon import Daemon, InProcessDaemon, LineClient, wait_for
 
@@ -155,3 +156,37 @@ def test_a_session_opened_while_its_claim_moves_the_abort_is_told_once(
         pushed = [n["params"] for n in c.notifications if n["method"] == "session.aborted"]
         assert pushed == [{"session": session, "save_file": save_file, "reason": "stop once"}]
         assert counts["aborts"] == 1
+
+
+def test_a_session_opened_while_a_claim_runs_gets_the_abort_it_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A claim looks at the sessions open when it starts. A session opened while it
+    ran, before it wrote the chat's marker, read no marker and was not among those
+    the claim pushed to: the abort was consumed and that session never heard of it
+    (1 of 3 sessions, once in a full loaded run). Here the first open's claim waits
+    until the second session is open and the abort written: that interleaving,
+    every time."""
+    opened = threading.Event()
+    real_claim_for = sessions_module.claim_for
+
+    def claim_for(*args: Any, **kwargs: Any) -> Any:
+        opened.wait(5.0)
+        return real_claim_for(*args, **kwargs)
+
+    monkeypatch.setattr(sessions_module, "claim_for", claim_for)
+    with InProcessDaemon(daemon={"rescan_interval": 60.0}) as daemon, daemon.connect() as c:
+        save_file = os.path.join(daemon.dir, "agent.chat")
+        os.makedirs(os.path.dirname(save_file), exist_ok=True)
+        first = open_session(c, save_file)
+        second = open_session(c, save_file)
+        write_abort(save_file, "both of you")
+        opened.set()
+        wait_for(lambda: "abort consumed" in daemon.log(), PUSH_TIMEOUT, "the claim to end")
+        counts = c.call("status")["result"]["counts"]  # a round trip: every push has come
+        pushed = sorted(
+            n["params"]["session"] for n in c.notifications if n["method"] == "session.aborted"
+        )
+        assert pushed == sorted([first, second])
+        assert counts["aborts"] == 1
+        assert held(save_file) == "both of you"
