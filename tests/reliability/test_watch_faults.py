@@ -16,7 +16,7 @@ import pytest
 
 from scoutd.strategies.inbox import inbox_dir, inbox_removed_dir, write_abort
 from tests.reliability.harness import FaultDaemon
-from tests.support.daemon import Daemon, LineClient
+from tests.support.daemon import Daemon, LineClient, wait_for
 
 # Seconds an abort may take beyond the rescan interval: the rescan's own work, a
 # busy CI machine. "At once" pushes measure in milliseconds (docs/RELIABILITY.md).
@@ -208,9 +208,16 @@ def test_even_a_dead_observer_thread_loses_no_abort() -> None:
         open_session(c, save_file)
         d.fault(True)
         push(c, save_file, "observer killed", rescan + SLACK)
+        # A rescan may push that abort before the reader thread reads its event: the
+        # fault stays on until the thread has met it (the event comes all the same),
+        # else it could read the event after the switch and live on.
+        fault = "injected fault escaping the watch handler"
+        try:
+            wait_for(lambda: fault in d.log(), rescan + SLACK, "the reader to meet the fault")
+        except TimeoutError:
+            pytest.fail(f"the reader thread never met the fault; the daemon's log:\n{d.log()}")
         d.fault(False)
         for n in range(2):
             push(c, save_file, f"afterwards {n}", rescan + SLACK)
-        assert "injected fault escaping the watch handler" in d.log()
         assert "the file watch thread ended: restarting it" in d.log()
         assert "result" in c.call("status")
