@@ -2,7 +2,8 @@
 
 What a light ``scoutd`` verb costs an operator who runs it over many chats:
 the wall time of ``scoutd notify`` (a notice dropped into a real inbox
-directory) and of ``scoutd --help``, each as a ratio to ``python -c pass`` on
+directory), with no daemon answering and with a real one serving the config
+file named, and of ``scoutd --help``, each as a ratio to ``python -c pass`` on
 the same interpreter. Mostly interpreter start and imports: the verbs import
 only what they use (docs/ARCHITECTURE.md, "Layers"). The three commands are
 run in turn, many times, so that the same machine noise falls on each; the
@@ -77,6 +78,7 @@ def _compile_loaded() -> None:
     # What the two verbs load, should the benchmark not have loaded it yet.
     import scoutd.cli.main
     import scoutd.cli.notices
+    import scoutd.client.probe
     import scoutd.config
     import scoutd.inbox
     import scoutd.security  # noqa: F401
@@ -88,37 +90,50 @@ def _compile_loaded() -> None:
 
 
 def bench_startup(results: dict[str, Any], runs: int, progress: Callable[[str], None]) -> None:
-    """``startup_*_ms`` figures: ``python -c pass``, ``scoutd notify``, ``scoutd --help``."""
+    """``startup_*_ms`` figures: ``python -c pass``, ``scoutd notify`` (no daemon
+    answering; a daemon serving the config named), ``scoutd --help``."""
+    from scoutd.testing import Daemon
+
     progress(f"start-up of light verbs, {runs} runs each")
     _compile_loaded()
     python = sys.executable
-    with tempfile.TemporaryDirectory(prefix="sdbs") as directory:
-        chat = os.path.join(directory, "agent.chat")
-        os.mkdir(os.path.join(directory, "agent.inbox"))  # a real inbox beside the chat
+    with tempfile.TemporaryDirectory(prefix="sdbs", dir="/tmp") as directory:
         env = dict(os.environ)
         env["SCOUTD_CONFIG"] = os.path.join(directory, "scoutd.toml")
         with open(env["SCOUTD_CONFIG"], "w", encoding="utf-8") as config:
-            config.write(f"[daemon]\nallowed_roots = [{directory!r}]\n")
-        commands = {
-            "python": [python, "-c", "pass"],
-            "notify": [python, "-m", "scoutd", "notify", chat, "Wrap up."],
-            "help": [python, "-m", "scoutd", "--help"],
-        }
-        samples: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(runs):
-            for name, argv in commands.items():
-                samples[name].append(_wall(argv, env))
-        delivered = len(os.listdir(os.path.join(directory, "agent.inbox")))
-    if delivered != runs:
-        raise RuntimeError(f"scoutd notify delivered {delivered} notices, not {runs}")
+            socket_path = os.path.join(directory, "none.sock")  # no daemon answers there
+            config.write(f"[daemon]\nsocket_path = {socket_path!r}\n")
+            config.write(f"allowed_roots = [{directory!r}]\n")
+        with Daemon(directory=directory, name="served", daemon={"log_level": "warning"}) as daemon:
+            served_env = dict(env, SCOUTD_CONFIG=daemon.config_path)
+            commands = {
+                "python": ([python, "-c", "pass"], env),
+                "notify": (_notify(python, directory, "agent"), env),
+                "notify_served": (_notify(python, directory, "served"), served_env),
+                "help": ([python, "-m", "scoutd", "--help"], env),
+            }
+            samples: dict[str, list[float]] = {name: [] for name in commands}
+            for _ in range(runs):
+                for name, (argv, command_env) in commands.items():
+                    samples[name].append(_wall(argv, command_env))
+        for chat in ("agent", "served"):
+            delivered = len(os.listdir(os.path.join(directory, f"{chat}.inbox")))
+            if delivered != runs:
+                raise RuntimeError(f"scoutd notify delivered {delivered} notices, not {runs}")
     for name, values in samples.items():
         results[f"startup_{name}_ms"] = statistics.median(values) * 1000
+
+
+def _notify(python: str, directory: str, chat: str) -> list[str]:
+    """``scoutd notify`` of a chat in ``directory``, its inbox made now (a real one)."""
+    os.mkdir(os.path.join(directory, f"{chat}.inbox"))
+    return [python, "-m", "scoutd", "notify", os.path.join(directory, f"{chat}.chat"), "Wrap up."]
 
 
 def startup_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The start-up targets: each light verb's wall time over ``python -c pass``."""
     rows = []
-    for verb in ("notify", "help"):
+    for verb in ("notify", "notify_served", "help"):
         ratio = results[f"startup_{verb}_ms"] / results["startup_python_ms"]
         rows.append(
             {
@@ -141,6 +156,11 @@ def render_startup(r: dict[str, Any], row: Callable[..., str]) -> list[str]:
             "scoutd notify (a real inbox)",
             f"{r['startup_notify_ms']:.1f} ms",
             f"{r['startup_notify_ms'] / base:.2f} x python",
+        ),
+        row(
+            "scoutd notify, a daemon serving",
+            f"{r['startup_notify_served_ms']:.1f} ms",
+            f"{r['startup_notify_served_ms'] / base:.2f} x python",
         ),
         row(
             "scoutd --help",

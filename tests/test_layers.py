@@ -22,6 +22,7 @@ import scoutd
 import scoutd.client
 import scoutd.inbox
 import scoutd.protocol
+from scoutd.testing import Daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 60.0
@@ -156,6 +157,36 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
         assert "msgspec" not in modules  # no configuration, codec or wire type is needed
         assert "scoutd.protocol.messages" not in modules
         assert _matching(modules, INBOX) == []  # the verbs' own code, not their parser's
+
+
+@pytest.mark.parametrize("verb", ["notify", "abort"])
+def test_notify_and_abort_ask_a_daemon_without_the_client_or_the_typed_config(
+    verb: str, tmp_path: Path
+) -> None:
+    """With a daemon answering that runs the config named, the verb asks it for its
+    status with the standard library alone (``scoutd.client.probe``): no msgspec,
+    typed configuration or client, and the daemon's identity is checked (the verb
+    says whether its uid can list the inbox)."""
+    chat = tmp_path / "agent.chat"
+    with Daemon(directory=str(tmp_path), daemon={"log_level": "warning"}) as daemon:
+        env = {**os.environ, "SCOUTD_CONFIG": daemon.config_path}
+        env.pop("SCOUTD_SOCKET", None)
+        code = (
+            "import contextlib, io, scoutd.cli, scoutd.cli.serving as s\n"
+            "asked = []\n"
+            "check = s.Serving.cannot_list\n"
+            "s.Serving.cannot_list = lambda self, d: asked.append(self.uid) or check(self, d)\n"
+            "out, err = io.StringIO(), io.StringIO()\n"
+            "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+            f"    code = scoutd.cli.main([{verb!r}, {str(chat)!r}, 'Wrap up.'])\n"
+            "assert code == 0 and err.getvalue() == '', (code, err.getvalue())\n"
+            "assert asked == [os.getuid()], asked\n"
+        )
+        modules = _loaded("import os\n" + code, env)
+    assert "scoutd.client.probe" in modules
+    assert "msgspec" not in modules and "scoutd.config" not in modules
+    assert not any(m.startswith("scoutd.client._") for m in modules)
+    assert len(os.listdir(tmp_path / "agent.inbox")) == 1
 
 
 def test_every_public_name_resolves_and_prepare_is_the_function() -> None:

@@ -9,18 +9,22 @@ against the daemon that serves the chat, as cheaply as one ``status`` call
 (docs/OPERATIONS.md, "Notices and aborts"):
 
 * a config file named (``--config``, ``$SCOUTD_CONFIG``, the system config)
-  gives the roots; the daemon found by discovery gives its identity only if
-  it runs that same file. With no daemon answering, only the file's
-  ``[daemon]`` paths are read (:func:`scoutd.config_paths.read_daemon_paths`:
-  no msgspec for a light verb); with one, the whole file is checked, as that
-  daemon checks it;
+  and run by the daemon found gives nothing to read: that daemon's ``status``
+  gives its identity and the roots it serves (with a mistake in the file it
+  kept those of its last good load, and its reload error is said). The
+  status is asked with the standard library (:mod:`scoutd.client.probe`);
+* a config file named but not run by the daemon found gives the roots. With
+  no daemon answering, only the file's ``[daemon]`` paths are read
+  (:func:`scoutd.config_paths.read_daemon_paths`: no msgspec for a light
+  verb); with a daemon of another file answering, the whole file is checked,
+  as a daemon would check it;
 * otherwise the daemon found by discovery gives both (``status``: uid,
   groups, resolved roots);
 * no daemon answering costs nothing more: the built-in roots, no identity
   check, and the file is written all the same.
 
-A config file that cannot be read (with a daemon answering, a ``[prompt]``
-environment variable too) never stops the file (docs/OPERATIONS.md, "Notices
+A config file that cannot be read (with a daemon of another file answering, a
+``[prompt]`` environment variable too) never stops the file (docs/OPERATIONS.md, "Notices
 and aborts"): an unrelated typo, a file caught mid-write or one the operator
 may not read must not block an abort. The daemon found without it gives the
 roots, or none are known; either way :meth:`Serving.doubt` says so.
@@ -31,7 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import stat
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ..errors import Forbidden
 from ..paths import printable
@@ -109,32 +113,13 @@ class Serving(NamedTuple):
         return not bits & 4
 
 
-def _status(socket_path: str) -> dict[str, Any] | None:
-    """The ``status`` of the daemon at ``socket_path``; None when none answers (never raises)."""
-    try:
-        if not stat.S_ISSOCK(os.stat(socket_path).st_mode):
-            return None
-    except OSError:
-        return None
-    from ..client import Client
-    from ..errors import ScoutdError
-
-    try:
-        with Client(socket_path, timeout=STATUS_TIMEOUT) as client:
-            status: dict[str, Any] = client.status()
-    except (ScoutdError, OSError):
-        return None
-    return status
-
-
 def _configured_roots(path: str, *, whole: bool) -> tuple[str, ...]:
     """``allowed_roots`` of the config file at ``path`` (ConfigError if it cannot be read).
 
-    ``whole`` (a daemon answered, and the client that asked it loaded msgspec):
-    the whole configuration is checked, as that daemon checks it on a reload;
-    with a mistake anywhere it kept its previous configuration, whose roots are
-    then the ones that count. Otherwise only ``[daemon]``'s paths are read
-    (:func:`scoutd.config_paths.read_daemon_paths`): a light verb loads no msgspec.
+    ``whole`` (a daemon that runs another file answered): the whole
+    configuration is checked, as a daemon checks it on a reload. Otherwise only
+    ``[daemon]``'s paths are read (:func:`scoutd.config_paths.read_daemon_paths`):
+    a light verb loads no msgspec.
     """
     if whole:
         from ..config import resolve_config
@@ -159,6 +144,7 @@ def serving(args: argparse.Namespace) -> Serving:
     roots stand in, or none (``Serving.unread`` says why).
     """
     # imported here: the parser and --help need neither (docs/ARCHITECTURE.md, "Layers")
+    from ..client.probe import probe_status
     from ..config_paths import DEFAULT_ALLOWED_ROOTS, config_file_path
     from ..errors import ConfigError
     from ..security import resolve_roots
@@ -169,7 +155,7 @@ def serving(args: argparse.Namespace) -> Serving:
     except ConfigError as exc:
         unread = str(exc)
         socket_path = find_socket(args, read_config=False)
-    status = _status(socket_path)
+    status = probe_status(socket_path, STATUS_TIMEOUT)
     info = status.get("daemon") if status is not None else None
     identity: tuple[int, frozenset[int]] | None = None
     roots: list[str] | None = None
@@ -181,13 +167,21 @@ def serving(args: argparse.Namespace) -> Serving:
         if isinstance(found, list) and all(isinstance(root, str) for root in found):
             roots = found
     named = config_file_path(config_path(args), os.environ)
-    if named is not None and unread is None:
+    config = status.get("config") if status is not None else None
+    config = config if isinstance(config, dict) else {}
+    same = named is not None and _same_file(config.get("path"), named)
+    if named is not None and same and roots is not None:
+        # the daemon runs the file named: the roots it serves are the ones that count
+        # (with a mistake in the file, it kept those of its last good load)
+        error = config.get("last_reload_error")
+        if isinstance(error, str) and unread is None:
+            unread = f"the daemon could not load {printable(named)} again: {error}"
+    elif named is not None and unread is None:
         try:
             configured = _configured_roots(named, whole=status is not None)
         except ConfigError as exc:
             unread = str(exc)
         else:
-            same = status is not None and _same_file(status.get("config", {}).get("path"), named)
             uid, groups = identity if same and identity is not None else (None, frozenset())
             where = f"allowed_roots of {printable(named)}"
             return Serving(where, resolve_roots(configured), tuple(configured), uid, groups)

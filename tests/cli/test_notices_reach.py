@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -199,6 +200,43 @@ def test_with_a_config_that_cannot_be_read_the_running_daemon_decides(home: Path
         assert aborted.returncode == 0, aborted.stderr
         assert Path(aborted.stdout.strip()).read_text() == "stop"
         assert "will not push this abort" in aborted.stderr and "epoch_sise" in aborted.stderr
+    finally:
+        d.cleanup(keep=True)  # home is the fixture's
+        shutil.rmtree(served, ignore_errors=True)
+
+
+def test_the_daemon_running_the_config_named_decides_with_the_roots_it_serves(
+    home: Path,
+) -> None:
+    """The daemon runs the file named, and failed to load it again after an edit (a
+    typo, new roots): its roots in force decide, not the file's, and stderr says why."""
+    served = home / "served"
+    served.mkdir()
+    d = Daemon(directory=str(home), daemon={"allowed_roots": [str(served)]})
+    try:
+        d.start(timeout=DAEMON_START_TIMEOUT)
+        d.write_config(
+            f'[daemon]\nsocket_path = "{d.socket_path}"\nallowed_roots = ["{home}"]\n'
+            "[prompt]\nepoch_sise = 3\n"
+        )
+        deadline = time.monotonic() + DAEMON_START_TIMEOUT
+        while d.status()["config"]["last_reload_error"] is None:  # the reload it refused
+            assert time.monotonic() < deadline, d.log()
+            time.sleep(0.05)
+        env = {"SCOUTD_CONFIG": d.config_path, "SCOUTD_SOCKET": ""}
+        elsewhere = home / "elsewhere" / "agent.chat"
+        refused = run(home, "notify", str(elsewhere), "hi", env=env)
+        assert refused.returncode == 2, refused
+        assert "outside allowed_roots" in refused.stderr and str(served) in refused.stderr
+        assert not elsewhere.parent.exists()
+        inside = run(home, "notify", str(served / "agent.chat"), "hi", env=env)
+        assert inside.returncode == 0, inside.stderr
+        assert Path(inside.stdout.strip()).read_text() == "hi"
+        assert f"the daemon could not load {d.config_path} again" in inside.stderr
+        assert "epoch_sise" in inside.stderr
+        assert f"checked against the allowed_roots of the daemon at {d.socket_path}" in (
+            inside.stderr
+        )
     finally:
         d.cleanup(keep=True)  # home is the fixture's
         shutil.rmtree(served, ignore_errors=True)
