@@ -132,14 +132,18 @@ def test_mutation_refuses_what_is_no_module_before_installing(argv: list[str]) -
 # --- scripts/pythons and the suite it shares with scripts/floors ------------------------
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["x"], ["3.9"], ["2.7"], ["-n"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["x"], ["3.9"], ["2.7"], ["-n"], ["--floors", "3.9"], ["3.13", "-x"]]
+)
 def test_pythons_refuses_what_is_no_version_scoutd_admits(argv: list[str]) -> None:
     """Refused before anything is installed or run (no ``pythons:`` line)."""
     run = _run(str(SCRIPTS / "pythons"), *argv)
     assert run.returncode == (0 if argv == ["--help"] else 2), (run.stdout, run.stderr)
     assert "pythons:" not in run.stdout
     if argv != ["--help"]:
-        assert argv[0] in run.stderr
+        assert argv[-1] in run.stderr
+    else:
+        assert "--floors" in run.stdout
 
 
 def test_the_core_suite_names_requirements_and_test_paths_that_exist() -> None:
