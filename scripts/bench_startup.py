@@ -5,7 +5,7 @@ the wall time of ``scoutd notify`` (a notice dropped into a real inbox
 directory), with no daemon answering and with a real one serving the config
 file named, and of ``scoutd --help``, each as a ratio to ``python -c pass`` on
 the same interpreter. Mostly interpreter start and imports: the verbs import
-only what they use (docs/ARCHITECTURE.md, "Layers"). The three commands are
+only what they use (docs/ARCHITECTURE.md, "Layers"). The four commands are
 run in turn, many times, so that the same machine noise falls on each; the
 figure is the median. Imported by ``scripts/bench.py``.
 """

@@ -4,11 +4,11 @@
 runs as and which roots it serves (:mod:`scoutd.cli.serving`). An operator
 runs them over many chats, so they must cost little more than an interpreter
 start (docs/PERFORMANCE.md): :class:`scoutd.Client` loads msgspec, the typed
-configuration and the protocol's codec, four times what the verb needs for
-one question. This asks it as the protocol's own example client does
-(docs/PROTOCOL.md, "A client in a few lines of Python"): one request line, the
-answer read line by line with the protocol's framing, in at most ``timeout``
-seconds in all.
+configuration, the protocol's codec and logging, some 40 ms more than the
+verb's own start, for one question. This asks it as the protocol's own
+example client does (docs/PROTOCOL.md, "A client in a few lines of Python"):
+one request line, the answer read line by line with the protocol's framing,
+in at most ``timeout`` seconds in all.
 """
 
 from __future__ import annotations

@@ -173,6 +173,20 @@ def test_notify_and_abort_check_the_roots_of_the_daemon_found(home: Path) -> Non
         shutil.rmtree(served, ignore_errors=True)
 
 
+def _served_only(home: Path, served: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``notify`` refuses a chat outside ``served`` (nothing created) and writes one in
+    it; returns the second run."""
+    elsewhere = home / "elsewhere" / "agent.chat"
+    refused = run(home, "notify", str(elsewhere), "hi", env=env)
+    assert refused.returncode == 2, refused
+    assert "outside allowed_roots" in refused.stderr and str(served) in refused.stderr
+    assert not elsewhere.parent.exists()
+    inside = run(home, "notify", str(served / "agent.chat"), "hi", env=env)
+    assert inside.returncode == 0, inside.stderr
+    assert Path(inside.stdout.strip()).read_text() == "hi"
+    return inside
+
+
 def test_with_a_config_that_cannot_be_read_the_running_daemon_decides(home: Path) -> None:
     """The config named has a mistake: the daemon found without it gives the roots
     (it keeps serving with the config it loaded), and stderr says so."""
@@ -184,18 +198,12 @@ def test_with_a_config_that_cannot_be_read_the_running_daemon_decides(home: Path
     try:
         d.start(timeout=DAEMON_START_TIMEOUT)
         env = {"SCOUTD_CONFIG": str(typo), "SCOUTD_SOCKET": d.socket_path}
-        elsewhere = home / "elsewhere" / "agent.chat"
-        refused = run(home, "notify", str(elsewhere), "hi", env=env)
-        assert refused.returncode == 2, refused
-        assert "outside allowed_roots" in refused.stderr and str(served) in refused.stderr
-        assert not elsewhere.parent.exists()
-        inside = run(home, "notify", str(served / "agent.chat"), "hi", env=env)
-        assert inside.returncode == 0, inside.stderr
-        assert Path(inside.stdout.strip()).read_text() == "hi"
+        inside = _served_only(home, served, env)
         assert "epoch_sise" in inside.stderr
         assert f"checked against the allowed_roots of the daemon at {d.socket_path}" in (
             inside.stderr
         )
+        elsewhere = home / "elsewhere" / "agent.chat"
         aborted = run(home, "abort", str(elsewhere), "stop", env=env)
         assert aborted.returncode == 0, aborted.stderr
         assert Path(aborted.stdout.strip()).read_text() == "stop"
@@ -224,14 +232,7 @@ def test_the_daemon_running_the_config_named_decides_with_the_roots_it_serves(
             assert time.monotonic() < deadline, d.log()
             time.sleep(0.05)
         env = {"SCOUTD_CONFIG": d.config_path, "SCOUTD_SOCKET": ""}
-        elsewhere = home / "elsewhere" / "agent.chat"
-        refused = run(home, "notify", str(elsewhere), "hi", env=env)
-        assert refused.returncode == 2, refused
-        assert "outside allowed_roots" in refused.stderr and str(served) in refused.stderr
-        assert not elsewhere.parent.exists()
-        inside = run(home, "notify", str(served / "agent.chat"), "hi", env=env)
-        assert inside.returncode == 0, inside.stderr
-        assert Path(inside.stdout.strip()).read_text() == "hi"
+        inside = _served_only(home, served, env)
         assert f"the daemon could not load {d.config_path} again" in inside.stderr
         assert "epoch_sise" in inside.stderr
         assert f"checked against the allowed_roots of the daemon at {d.socket_path}" in (
