@@ -90,8 +90,8 @@ KEEP_CONFIG = Config(prompt=PromptConfig())
 KEEP_STRATEGIES = ("shorten_tools_cost_aware", ",".join(DEFAULT_STRATEGIES))
 # The full set at the former settings: the strategies those settings do not concern.
 # The cost-aware strategy and the default chain are held to them on the shipped
-# subset, and on the full set at today's defaults (full-keep): another minute of CPU
-# on every CI run for a setting that is no default any more.
+# subset, and on the full set at today's defaults (full-keep): they took 24 s more of
+# one process's CPU (40 s in the parallel suite) for settings that are no default now.
 FULL_STRATEGIES = STRATEGIES[:4]
 # name of a digest set -> (configuration, strategies, the set it replays)
 SETS = {
@@ -248,7 +248,7 @@ def test_the_shipped_runs_prepare_as_recorded(name: str, tmp_path: Path) -> None
 
 
 # The full set is checked in two modules (this one: full; test_byte_identity_full.py:
-# full-keep), so that a parallel run spreads its minute and a half of CPU over two workers.
+# full-keep), so that a parallel run spreads its minute of CPU over two workers.
 
 
 @pytest.mark.skipif(real_runs.full_dir() is None, reason="the full set of real runs is absent")
