@@ -37,7 +37,9 @@ own digests were recorded again when a read piped into a search came to be
 that search (docs/ECONOMY.md, "The default's retention") and the default's
 ``cost_keep_lookback`` became 47 instead of 50; ``full-keep`` again when a read
 piped into a program that prints text of its own (``cat f | jq``) came to be
-that program's call, not a read of the file (8 groups: one Anthropic session's prompts).
+that program's call, not a read of the file (8 groups: one Anthropic session's prompts),
+and when a test runner came to count only where a command runs it, not where a read or
+a search names it (16 groups: one OpenAI-format run's prompts, in every format).
 ``full`` no longer holds the cost-aware strategy and the default chain at the former
 settings (``FULL_STRATEGIES``): they are checked on the shipped subset.
 

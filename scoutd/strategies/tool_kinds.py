@@ -3,10 +3,12 @@
 The default's retention (:mod:`.retention`) keeps old outputs by what they
 are, and ``scoutd simulate --origins`` counts where hidden facts come from by
 the same classes. A named tool (Claude Code's ``Read``, ``Grep``, ``Edit``,
-...) is known by its name; a shell call by its command: a test runner anywhere
-makes it a test run, else its first command that is not ``cd``/``echo``
-decides. A file read or an edit also names its file and, for a read, the lines
-it covers (:class:`CallKind`). Pure code: no I/O, deterministic.
+...) is known by its name; a shell call by its command: a test runner that one
+of its commands runs makes it a test run (not one a read or a search only
+names: ``grep pytest``, ``cat tests/unittest_a.py``), else its first command
+that is not ``cd``/``echo`` decides. A file read or an edit also names its
+file and, for a read, the lines it covers (:class:`CallKind`). Pure code: no
+I/O, deterministic.
 """
 
 from __future__ import annotations
@@ -217,10 +219,27 @@ def _segment_kind(segment: str, words: list[str]) -> str | None:
     return OTHER
 
 
+# What a command of these kinds names is a file, a pattern or a message, never a
+# program it runs: ``grep -n "@pytest.fixture" f``, ``cat tests/unittest_nodes.py``.
+_NAMES_ONLY = frozenset({READ, SEARCH, EDIT, GIT, WEB})
+
+
+def _runner_runs(command: str) -> bool:
+    """Whether a command of the line that may run programs (not a read, a search,
+    an edit, git or a download; not ``cd`` or ``echo``) names a test runner."""
+    for segment, _ in _segments(command):
+        if _runs_tests(segment):
+            kind = _segment_kind(segment, _program_words(segment))
+            if kind is not None and kind not in _NAMES_ONLY:
+                return True
+    return False
+
+
 def _shell_kind_of(command: str) -> CallKind:
-    """A shell call's :class:`CallKind`: a test runner anywhere, else its first command
-    that decides; the words of each command are split once."""
-    if _runs_tests(command):
+    """A shell call's :class:`CallKind`: a test runner in a command that runs it, else
+    its first command that decides. The commands of a line are split once, and once
+    more in a line that names a runner (its commands' kinds tell whether one runs it)."""
+    if _runs_tests(command) and _runner_runs(command):
         return _CONSTANT[TEST]
     segments = _segments(command)
     for segment, _ in segments:

@@ -24,6 +24,8 @@ from scoutd.strategies.tool_kinds import (
     READ,
     SCRIPT,
     SEARCH,
+    TEST,
+    WEB,
     CallKind,
     _runs_tests,
     _segments,
@@ -180,4 +182,36 @@ def test_a_read_piped_into_a_search_is_that_search(command: str, expected: CallK
     ],
 )
 def test_what_is_written_and_what_is_read(command: str, expected: CallKind) -> None:
+    assert call_kind("bash", {"command": command}) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # a runner that a read, a search, an edit, git or a download only names
+        ('grep -n "@pytest.fixture" t.py', CallKind(SEARCH, key='grep -n "@pytest.fixture" t.py')),
+        ("cd /r && cat tests/unittest_nodes.py", CallKind(READ, "tests/unittest_nodes.py")),
+        ("sed -n 5,9p tests/unittest_a.py", CallKind(READ, "tests/unittest_a.py", (5, 9))),
+        ("find . -name 'runtests*'", CallKind(SEARCH, key="find . -name 'runtests*'")),
+        ("sed -i s/unittest/pytest/ a.py", CallKind(EDIT, "a.py")),
+        ("git log --grep pytest", CallKind(GIT)),
+        ("curl -sL https://x.org/pytest", CallKind(WEB)),
+        ("echo pytest", CallKind(OTHER)),
+        (
+            "grep -rn pytest . && python x.py",
+            CallKind(SEARCH, key="grep -rn pytest . && python x.py"),
+        ),
+        # a runner that a command runs, wherever it stands in the line
+        ("cd /r && python -m pytest -q", CallKind(TEST)),
+        ("pytest -q 2>&1 | tail -5", CallKind(TEST)),
+        ("cat a.py && pytest", CallKind(TEST)),
+        ("grep -l x tests/*.py | xargs pytest", CallKind(TEST)),
+        ("timeout 30 tox -e py", CallKind(TEST)),
+        ("npm test", CallKind(TEST)),
+    ],
+)
+def test_a_runner_counts_where_a_command_runs_it(command: str, expected: CallKind) -> None:
+    """A test run is a command that runs a test runner, not one whose file name or
+    pattern holds a runner's name (``tests/unittest_nodes.py``): such a read or
+    search is kept as one (docs/STRATEGIES.md)."""
     assert call_kind("bash", {"command": command}) == expected
