@@ -57,7 +57,7 @@ def test_the_wheel_holds_the_whole_package_and_nothing_else(
     (entry_points,) = [name for name in wheel_names if name.endswith(".dist-info/entry_points.txt")]
     with zipfile.ZipFile(wheel) as archive:
         text = archive.read(entry_points).decode()
-    assert "scoutd = scoutd.cli:main" in text.splitlines()
+    assert "scoutd = scoutd.cli:run" in text.splitlines()
 
 
 def test_the_sdist_ships_no_local_tool_state(tmp_path: Path) -> None:

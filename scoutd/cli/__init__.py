@@ -15,7 +15,7 @@ from .._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from .common import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
-    from .main import build_parser, main
+    from .main import build_parser, main, run
 
 __getattr__ = lazy_attributes(
     __name__,
@@ -26,7 +26,8 @@ __getattr__ = lazy_attributes(
         "EXIT_USAGE": ".common",
         "build_parser": ".main",
         "main": ".main",
+        "run": ".main",
     },
 )
 
-__all__ = ["EXIT_ABORTED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["EXIT_ABORTED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "run"]

@@ -90,15 +90,17 @@ def test_no_public_name_is_replaced_by_a_submodule(order: str) -> None:
 
 def test_the_documented_imports_give_the_function() -> None:
     """``from scoutd.cli import build_parser, main``, the console script's
-    ``scoutd.cli:main`` after the module was imported by its own path too."""
+    ``scoutd.cli:run`` after the module was imported by its own path too."""
     code = (
         "import types\n"
-        "from scoutd.cli import build_parser, main\n"
+        "from scoutd.cli import build_parser, main, run\n"
         "assert isinstance(main, types.FunctionType), main\n"
+        "assert isinstance(run, types.FunctionType), run\n"
         "import scoutd.cli.main as by_path\n"
         "from scoutd.cli.main import build_parser as direct\n"
         "import scoutd.cli\n"
         "assert scoutd.cli.main is main and direct is build_parser, scoutd.cli.main\n"
+        "assert scoutd.cli.run is run\n"
         "assert main(['--version']) == 0\n"
     )
     result = subprocess.run(
