@@ -3,9 +3,10 @@
 What a light ``scoutd`` verb costs an operator who runs it over many chats:
 the wall time of ``scoutd notify`` (a notice dropped into a real inbox
 directory), with no daemon answering and with a real one serving the config
-file named, and of ``scoutd --help``, each as a ratio to ``python -c pass`` on
+file named, of ``scoutd abort`` (a new chat each run) with that daemon
+serving, and of ``scoutd --help``, each as a ratio to ``python -c pass`` on
 the same interpreter. Mostly interpreter start and imports: the verbs import
-only what they use (docs/ARCHITECTURE.md, "Layers"). The four commands are
+only what they use (docs/ARCHITECTURE.md, "Layers"). The five commands are
 run in turn, many times, so that the same machine noise falls on each; the
 figure is the median. Imported by ``scripts/bench.py``.
 """
@@ -91,7 +92,8 @@ def _compile_loaded() -> None:
 
 def bench_startup(results: dict[str, Any], runs: int, progress: Callable[[str], None]) -> None:
     """``startup_*_ms`` figures: ``python -c pass``, ``scoutd notify`` (no daemon
-    answering; a daemon serving the config named), ``scoutd --help``."""
+    answering; a daemon serving the config named), ``scoutd abort`` (that daemon
+    serving), ``scoutd --help``."""
     from scoutd.testing import Daemon
 
     progress(f"start-up of light verbs, {runs} runs each")
@@ -106,34 +108,50 @@ def bench_startup(results: dict[str, Any], runs: int, progress: Callable[[str], 
             config.write(f"allowed_roots = [{directory!r}]\n")
         with Daemon(directory=directory, name="served", daemon={"log_level": "warning"}) as daemon:
             served_env = dict(env, SCOUTD_CONFIG=daemon.config_path)
-            commands = {
-                "python": ([python, "-c", "pass"], env),
+            commands: dict[str, tuple[Callable[[int], list[str]], dict[str, str]]] = {
+                "python": (lambda _: [python, "-c", "pass"], env),
                 "notify": (_notify(python, directory, "agent"), env),
                 "notify_served": (_notify(python, directory, "served"), served_env),
-                "help": ([python, "-m", "scoutd", "--help"], env),
+                "abort_served": (_abort(python, directory), served_env),
+                "help": (lambda _: [python, "-m", "scoutd", "--help"], env),
             }
             samples: dict[str, list[float]] = {name: [] for name in commands}
-            for _ in range(runs):
+            for run in range(runs):
                 for name, (argv, command_env) in commands.items():
-                    samples[name].append(_wall(argv, command_env))
+                    samples[name].append(_wall(argv(run), command_env))
         for chat in ("agent", "served"):
             delivered = len(os.listdir(os.path.join(directory, f"{chat}.inbox")))
             if delivered != runs:
                 raise RuntimeError(f"scoutd notify delivered {delivered} notices, not {runs}")
+        aborted = sum(
+            os.path.isfile(os.path.join(directory, f"job{run}.inbox", "abort"))
+            for run in range(runs)
+        )
+        if aborted != runs:
+            raise RuntimeError(f"scoutd abort aborted {aborted} chats, not {runs}")
     for name, values in samples.items():
         results[f"startup_{name}_ms"] = statistics.median(values) * 1000
 
 
-def _notify(python: str, directory: str, chat: str) -> list[str]:
+def _notify(python: str, directory: str, chat: str) -> Callable[[int], list[str]]:
     """``scoutd notify`` of a chat in ``directory``, its inbox made now (a real one)."""
     os.mkdir(os.path.join(directory, f"{chat}.inbox"))
-    return [python, "-m", "scoutd", "notify", os.path.join(directory, f"{chat}.chat"), "Wrap up."]
+    argv = [python, "-m", "scoutd", "notify", os.path.join(directory, f"{chat}.chat"), "Wrap up."]
+    return lambda _: argv
+
+
+def _abort(python: str, directory: str) -> Callable[[int], list[str]]:
+    """``scoutd abort`` of a new chat in ``directory`` at each run (a second abort of
+    one chat would find the first waiting)."""
+    return lambda run: [
+        python, "-m", "scoutd", "abort", os.path.join(directory, f"job{run}.chat"), "Stop.",
+    ]  # fmt: skip
 
 
 def startup_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The start-up targets: each light verb's wall time over ``python -c pass``."""
     rows = []
-    for verb in ("notify", "notify_served", "help"):
+    for verb in ("notify", "notify_served", "abort_served", "help"):
         ratio = results[f"startup_{verb}_ms"] / results["startup_python_ms"]
         rows.append(
             {
@@ -161,6 +179,11 @@ def render_startup(r: dict[str, Any], row: Callable[..., str]) -> list[str]:
             "scoutd notify, a daemon serving",
             f"{r['startup_notify_served_ms']:.1f} ms",
             f"{r['startup_notify_served_ms'] / base:.2f} x python",
+        ),
+        row(
+            "scoutd abort, a daemon serving",
+            f"{r['startup_abort_served_ms']:.1f} ms",
+            f"{r['startup_abort_served_ms'] / base:.2f} x python",
         ),
         row(
             "scoutd --help",

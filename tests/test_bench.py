@@ -79,6 +79,7 @@ FIGURES = (
     "startup_python_ms",
     "startup_notify_ms",
     "startup_notify_served_ms",
+    "startup_abort_served_ms",
     "startup_help_ms",
     *(
         f"{figure}_{fmt}"
@@ -103,6 +104,7 @@ TARGETS = {
     "cpu_growth_scout",
     "startup_notify_ms / startup_python_ms",
     "startup_notify_served_ms / startup_python_ms",
+    "startup_abort_served_ms / startup_python_ms",
     "startup_help_ms / startup_python_ms",
 }
 
@@ -165,6 +167,7 @@ def test_full_size_targets_get_a_verdict() -> None:
     figures = dict.fromkeys(FIGURES, 1.0) | {"abort_ms_p99": 500.0, "rpc_ms_2000": 3.0}
     figures |= {"startup_python_ms": 20.0, "startup_notify_ms": 100.0}  # 5 x: over 4 x
     figures["startup_notify_served_ms"] = 80.0  # 4 x: within
+    figures["startup_abort_served_ms"] = 81.0  # just over 4 x
     targets = [
         *bench.targets(figures),
         *bench.speed_targets(figures),
@@ -182,6 +185,7 @@ def test_full_size_targets_get_a_verdict() -> None:
     assert verdicts["inproc_session_round_ms_2000"] is False  # 1 ms > 0.2 ms
     assert verdicts["startup_notify_ms / startup_python_ms"] is False
     assert verdicts["startup_notify_served_ms / startup_python_ms"] is True
+    assert verdicts["startup_abort_served_ms / startup_python_ms"] is False
     assert verdicts["startup_help_ms / startup_python_ms"] is True  # 1 ms / 20 ms
 
 

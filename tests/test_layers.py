@@ -49,11 +49,12 @@ SHELLS = ("scoutd.server", "scoutd.server.", "scoutd.watcher", "scoutd.systemd",
 
 
 def _loaded(code: str, env: dict[str, str] | None = None) -> list[str]:
-    """The scoutd, anyio, watchdog and msgspec modules a fresh interpreter holds after ``code``."""
+    """The scoutd, anyio, watchdog, msgspec and logging modules a fresh interpreter holds
+    after ``code``."""
     probe = (
         f"{code}\nimport json, sys\n"
         "print(json.dumps(sorted(m for m in sys.modules"
-        " if m.split('.')[0] in ('scoutd', 'anyio', 'watchdog', 'msgspec'))))"
+        " if m.split('.')[0] in ('scoutd', 'anyio', 'watchdog', 'msgspec', 'logging'))))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -153,6 +154,8 @@ def test_light_verbs_load_no_engine_or_daemon(argv: list[str], tmp_path: Path) -
         # no daemon answers: only [daemon]'s paths are read, with the standard library
         assert "scoutd.config_paths" in modules
         assert "msgspec" not in modules and "scoutd.config" not in modules
+        # a verb spared logging (Verb.logs false) loads none: a record would go out bare
+        assert "logging" not in modules
     if argv[0] == "--help":
         assert "msgspec" not in modules  # no configuration, codec or wire type is needed
         assert "scoutd.protocol.messages" not in modules
@@ -186,6 +189,7 @@ def test_notify_and_abort_ask_a_daemon_without_the_client_or_the_typed_config(
     assert "scoutd.client.probe" in modules
     assert "msgspec" not in modules and "scoutd.config" not in modules
     assert not any(m.startswith("scoutd.client._") for m in modules)
+    assert "logging" not in modules  # spared logging (Verb.logs false): it loads none
     assert len(os.listdir(tmp_path / "agent.inbox")) == 1
 
 

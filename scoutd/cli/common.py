@@ -96,9 +96,11 @@ class Verb(NamedTuple):
     (``scoutd config show``) instead of a verb with a ``run`` of its own;
     ``passthrough`` hands every argument after the verb, ``--help`` included,
     to ``run`` as ``args.args`` (a verb with its own parser, like ``simulate``).
-    ``logs`` false: the verb runs no code that logs (``notify``), so it is
-    spared loading :mod:`logging`, most of a light verb's start-up; the others
-    show the library's warnings as their own lines (``scoutd: warning: ...``).
+    ``logs`` false: the verb runs no code that logs (``notify``, ``abort``), so
+    it is spared loading :mod:`logging`, most of a light verb's start-up (a
+    record would reach Python's last-resort handler, unescaped:
+    tests/test_layers.py checks that none loads it); the others show the
+    library's warnings as their own lines (``scoutd: warning: ...``).
     """
 
     name: str

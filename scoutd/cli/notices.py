@@ -309,6 +309,7 @@ ABORT = Verb(
     ),
     configure=_configure_abort,
     run=_abort,
+    logs=False,
 )
 
 
