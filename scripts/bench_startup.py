@@ -144,8 +144,13 @@ def _abort(python: str, directory: str) -> Callable[[int], list[str]]:
     """``scoutd abort`` of a new chat in ``directory`` at each run (a second abort of
     one chat would find the first waiting)."""
     return lambda run: [
-        python, "-m", "scoutd", "abort", os.path.join(directory, f"job{run}.chat"), "Stop.",
-    ]  # fmt: skip
+        python,
+        "-m",
+        "scoutd",
+        "abort",
+        os.path.join(directory, f"job{run}.chat"),
+        "Stop.",
+    ]
 
 
 def startup_targets(results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -145,7 +145,7 @@ def run() -> NoReturn:
     Once the command is done and its output flushed, it ends at once
     (``os._exit``) when nothing is registered to run at exit and no other
     thread runs: the interpreter's teardown of the modules a light verb loaded
-    took 4 of its 43 ms (docs/PERFORMANCE.md, "Start-up"). A command that
+    took 4 of its 43 ms (docs/PERFORMANCE.md, "The teardown skipped"). A command that
     logs registers logging's flush, so it exits as usual, as does one whose
     flush fails.
     """

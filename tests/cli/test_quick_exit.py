@@ -1,8 +1,8 @@
 """The ``scoutd`` command ends at once when it is done and nothing is left to run.
 
 ``scoutd.cli.run`` (the console script, ``python -m scoutd``) skips the
-interpreter's teardown after ``scoutd notify`` (docs/PERFORMANCE.md,
-"Start-up"). Each test runs the real command in a process whose ``__main__``
+interpreter's teardown after ``scoutd notify`` (docs/PERFORMANCE.md, "The
+teardown skipped"). Each test runs the real command in a process whose ``__main__``
 holds an object that says so when the teardown collects it, so that the
 teardown is seen to run or not.
 """
