@@ -14,6 +14,7 @@ I/O, deterministic.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -226,13 +227,31 @@ _NAMES_ONLY = frozenset({READ, SEARCH, EDIT, GIT, WEB})
 
 def _runner_runs(command: str) -> bool:
     """Whether a command of the line that may run programs (not a read, a search,
-    an edit, git or a download; not ``cd`` or ``echo``) names a test runner."""
-    for segment, _ in _segments(command):
-        if _runs_tests(segment):
-            kind = _segment_kind(segment, _program_words(segment))
-            if kind is not None and kind not in _NAMES_ONLY:
-                return True
-    return False
+    an edit, git or a download; not ``cd`` or ``echo``) names a test runner.
+
+    The line is split here only at the separators outside quotes: ``grep -E
+    "pytest|tox" f`` is one search, not a search and a ``tox``. Only a line
+    that names a runner pays for finding its quotes.
+    """
+    quoted = [match.span() for match in _QUOTING.finditer(command)]
+    starts = [start for start, _ in quoted]
+    start = 0
+    for separator in _SPLIT.finditer(command):
+        at = bisect_right(starts, separator.start()) - 1
+        if at >= 0 and separator.start() < quoted[at][1]:
+            continue  # inside quotes (or escaped): part of a word
+        if _runs_here(command[start : separator.start()]):
+            return True
+        start = separator.end()
+    return _runs_here(command[start:])
+
+
+def _runs_here(segment: str) -> bool:
+    """Whether ``segment``, one command, runs a test runner it names."""
+    if not _runs_tests(segment):
+        return False
+    kind = _segment_kind(segment, _program_words(segment))
+    return kind is not None and kind not in _NAMES_ONLY
 
 
 def _shell_kind_of(command: str) -> CallKind:

@@ -201,6 +201,10 @@ def test_what_is_written_and_what_is_read(command: str, expected: CallKind) -> N
             "grep -rn pytest . && python x.py",
             CallKind(SEARCH, key="grep -rn pytest . && python x.py"),
         ),
+        # a separator inside quotes, or escaped, ends no command
+        ('grep -E "pytest|tox" setup.cfg', CallKind(SEARCH, key='grep -E "pytest|tox" setup.cfg')),
+        ("grep 'a;pytest' f", CallKind(SEARCH, key="grep 'a;pytest' f")),
+        ("grep a\\|pytest f", CallKind(SEARCH, key="grep a\\|pytest f")),
         # a runner that a command runs, wherever it stands in the line
         ("cd /r && python -m pytest -q", CallKind(TEST)),
         ("pytest -q 2>&1 | tail -5", CallKind(TEST)),
@@ -208,6 +212,10 @@ def test_what_is_written_and_what_is_read(command: str, expected: CallKind) -> N
         ("grep -l x tests/*.py | xargs pytest", CallKind(TEST)),
         ("timeout 30 tox -e py", CallKind(TEST)),
         ("npm test", CallKind(TEST)),
+        ('bash -c "cd r; pytest -q"', CallKind(TEST)),
+        ("python -c 'import pytest; pytest.main()'", CallKind(TEST)),
+        ('echo "a|b" | pytest', CallKind(TEST)),
+        ('echo "a"|pytest', CallKind(TEST)),
     ],
 )
 def test_a_runner_counts_where_a_command_runs_it(command: str, expected: CallKind) -> None:
