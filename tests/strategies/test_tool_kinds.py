@@ -179,6 +179,8 @@ def test_a_read_piped_into_a_search_is_that_search(command: str, expected: CallK
         ("cat a.py 2> /dev/null", CallKind(READ, "a.py")),
         ("echo x > out.txt", CallKind(EDIT, "out.txt")),
         ("echo x 2>&1 > out.txt", CallKind(EDIT, "out.txt")),
+        # the file written is the last one named, not the one read
+        ("cat a.py > b.py", CallKind(EDIT, "b.py")),
     ],
 )
 def test_what_is_written_and_what_is_read(command: str, expected: CallKind) -> None:
