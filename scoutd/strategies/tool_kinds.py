@@ -254,10 +254,19 @@ def _runs_here(segment: str) -> bool:
     return kind is not None and kind not in _NAMES_ONLY
 
 
+# A line that is a comment (``# Let me look at the file first``): no command, and no
+# separator in it ends one.
+_COMMENT_LINE = re.compile(r"^[ \t]*#[^\n]*(?:\n|$)", re.M)
+
+
 def _shell_kind_of(command: str) -> CallKind:
     """A shell call's :class:`CallKind`: a test runner in a command that runs it, else
     its first command that decides. The commands of a line are split once, and once
-    more in a line that names a runner (its commands' kinds tell whether one runs it)."""
+    more in a line that names a runner (its commands' kinds tell whether one runs it).
+    Comment lines are no commands: they are left out first, from the search's key too
+    (a comment changes nothing the search prints)."""
+    if "#" in command:
+        command = _COMMENT_LINE.sub("", command)
     if _runs_tests(command) and _runner_runs(command):
         return _CONSTANT[TEST]
     segments = _segments(command)

@@ -225,3 +225,29 @@ def test_a_runner_counts_where_a_command_runs_it(command: str, expected: CallKin
     pattern holds a runner's name (``tests/unittest_nodes.py``): such a read or
     search is kept as one (docs/STRATEGIES.md)."""
     assert call_kind("bash", {"command": command}) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("# look first\nsed -n 5,9p a.py", CallKind(READ, "a.py", (5, 9))),
+        ("  # a; b | c\ncat a.py", CallKind(READ, "a.py")),
+        ("# check\ncd /r && find . -name x", CallKind(SEARCH, key="cd /r && find . -name x")),
+        ("cat a.py\n# then pytest", CallKind(READ, "a.py")),
+        ("# then run pytest\ncat > t.py <<'EOF'\nx\nEOF", CallKind(EDIT, "t.py")),
+        # a # inside a line is no comment line: the words around it are read as before
+        ('grep -rn "# TODO" .', CallKind(SEARCH, key='grep -rn "# TODO" .')),
+    ],
+)
+def test_a_comment_line_is_no_command(command: str, expected: CallKind) -> None:
+    """Agents open a command with a comment (``# Let me look first``): it runs
+    nothing, so the command after it decides, and a separator in it splits nothing."""
+    assert call_kind("bash", {"command": command}) == expected
+
+
+def test_a_comment_does_not_tell_two_searches_apart() -> None:
+    """The same search under two comments prints the same text: one key, so the newer
+    supersedes the older (docs/STRATEGIES.md)."""
+    first = call_kind("bash", {"command": "# where is it?\ngrep -rn foo src"})
+    second = call_kind("bash", {"command": "# again\ngrep -rn foo src"})
+    assert first == second == CallKind(SEARCH, key="grep -rn foo src")
