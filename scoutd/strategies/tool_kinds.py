@@ -157,11 +157,34 @@ def _program(word: str) -> str:
     return word.rpartition("/")[2]
 
 
+# The shell's own words around a command (``if grep -q x f; then cat f; fi``, ``do``,
+# a subshell's ``(``): none is a program. A ``for`` line runs nothing itself (``for
+# f in a.py b.py``): its body, on the next commands, decides.
+_KEYWORDS = frozenset(
+    {"if", "then", "else", "elif", "fi", "while", "until", "do", "done", "!", "{", "}"}
+)
+# What may come before a command's program: the keywords, a ``for`` line, wrappers.
+_BEFORE = _KEYWORDS | {"for", "timeout", "sudo", "env"}
+
+
 def _program_words(segment: str) -> list[str]:
-    """The words of one command, past variable assignments and ``timeout``/``sudo``/``env``."""
+    """The words of one command, past variable assignments, ``timeout``/``sudo``/``env``
+    and the shell's keywords (none for a ``for`` line)."""
     words = _words(segment)
-    while words and ("=" in words[0] or words[0] in ("timeout", "sudo", "env")):
-        words = words[2:] if words[0] == "timeout" else words[1:]
+    if not words or not (words[0] in _BEFORE or "=" in words[0] or words[0][0] == "("):
+        return words  # the common case, at once: the program comes first
+    while words:
+        first = words[0]
+        if first.startswith("("):  # a subshell: (cd x && cat f)
+            words = [first.lstrip("("), *words[1:]] if first.strip("(") else words[1:]
+        elif first == "for":
+            return []
+        elif first in _KEYWORDS or "=" in first or first in ("sudo", "env"):
+            words = words[1:]
+        elif first == "timeout":
+            words = words[2:]
+        else:
+            break
     return words
 
 
@@ -255,8 +278,16 @@ def _runs_here(segment: str) -> bool:
 
 
 # A line that is a comment (``# Let me look at the file first``): no command, and no
-# separator in it ends one.
-_COMMENT_LINE = re.compile(r"^[ \t]*#[^\n]*(?:\n|$)", re.M)
+# separator in it ends one. Found by its newline (a literal the search jumps to),
+# the first lines apart.
+_COMMENT_LINE = re.compile(r"\n[ \t]*#[^\n]*")
+
+
+def _without_comments(command: str) -> str:
+    """``command`` without its comment lines."""
+    while command.lstrip(" \t").startswith("#"):
+        _, _, command = command.partition("\n")
+    return _COMMENT_LINE.sub("", command)
 
 
 def _shell_kind_of(command: str) -> CallKind:
@@ -266,7 +297,7 @@ def _shell_kind_of(command: str) -> CallKind:
     Comment lines are no commands: they are left out first, from the search's key too
     (a comment changes nothing the search prints)."""
     if "#" in command:
-        command = _COMMENT_LINE.sub("", command)
+        command = _without_comments(command)
     if _runs_tests(command) and _runner_runs(command):
         return _CONSTANT[TEST]
     segments = _segments(command)

@@ -234,6 +234,8 @@ def test_a_runner_counts_where_a_command_runs_it(command: str, expected: CallKin
         ("  # a; b | c\ncat a.py", CallKind(READ, "a.py")),
         ("# check\ncd /r && find . -name x", CallKind(SEARCH, key="cd /r && find . -name x")),
         ("cat a.py\n# then pytest", CallKind(READ, "a.py")),
+        ("cat a.py\n  # then pytest", CallKind(READ, "a.py")),
+        ("# one\n# two; three\ncat a.py", CallKind(READ, "a.py")),
         ("# then run pytest\ncat > t.py <<'EOF'\nx\nEOF", CallKind(EDIT, "t.py")),
         # a # inside a line is no comment line: the words around it are read as before
         ('grep -rn "# TODO" .', CallKind(SEARCH, key='grep -rn "# TODO" .')),
@@ -251,3 +253,33 @@ def test_a_comment_does_not_tell_two_searches_apart() -> None:
     first = call_kind("bash", {"command": "# where is it?\ngrep -rn foo src"})
     second = call_kind("bash", {"command": "# again\ngrep -rn foo src"})
     assert first == second == CallKind(SEARCH, key="grep -rn foo src")
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ('for f in a.py b.py; do grep -n x "$f"; done', "search"),
+        ("for f in a; do cat a.py; done", "read"),
+        ("for f in a; do cd $f; done; cat a.py", "read"),
+        ("if cd r; then cd s; fi; cat a.py", "read"),
+        ("if cd r; then cd s; else cat a.py; fi", "read"),
+        ("if cd r; then cd s; elif cat a.py; then cd t; fi", "read"),
+        ("while grep -q x f; do sleep 1; done", "search"),
+        ("until grep -q x f; do sleep 1; done", "search"),
+        ("! grep -q x f", "search"),
+        ("cd r; { cat a.py; }", "read"),
+        ("cd r; { cd s; }; cat a.py", "read"),
+        ("( ls -la )", "search"),
+        ("(cd /t && cat a.py )", "read"),
+        ("timeout 5 cat a.py", "read"),
+        ("sudo env A=1 cat a.py", "read"),
+    ],
+)
+def test_the_shells_own_words_are_no_program(command: str, expected: str) -> None:
+    """``for``, ``if``, ``do``, ``{``, a subshell's ``(``: the command they wrap decides
+    (until 6 December 2026 the keyword did, as a program of its own: ``other``)."""
+    found = call_kind("bash", {"command": command})
+    if expected == "read":
+        assert found == CallKind(READ, "a.py")
+    else:
+        assert found == CallKind(SEARCH, key=command)
