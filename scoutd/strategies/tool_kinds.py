@@ -14,11 +14,18 @@ I/O, deterministic.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
+
+from .shell_line import (
+    line_commands,
+    program_name,
+    program_words,
+    unquoted_commands,
+    without_comments,
+)
 
 __all__ = [
     "BUILD",
@@ -79,8 +86,6 @@ _BUILD = re.compile(
 # Redirections that write no file: one stream to another (2>&1, >&2), output thrown away.
 _NO_WRITE = re.compile(r"[0-9]*>&[0-9]+|>\s*/dev/null")
 _TASK_TOOLS = frozenset({"todowrite", "todoread", "skill", "exitplanmode", "askuserquestion"})
-# `|&` pipes standard error too: a pipe, not `|` followed by a command `&`.
-_SPLIT = re.compile(r"&&|\|\||;|\|&|\||\n")
 _READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "bat", "awk"})
 _SEARCHERS = frozenset({"grep", "egrep", "rg", "ag", "find", "ls", "tree", "fd", "wc", "locate"})
 _SCRIPTS = frozenset({"python", "python3", "node", "go", "ruby", "sh", "bash", "npx", "uv"})
@@ -127,67 +132,6 @@ def command_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else ""
 
 
-# A shell word: unquoted characters, '...', "..." (with backslash escapes) and
-# backslash-escaped characters, side by side. Possessive: linear in the text.
-_WORD = re.compile(r"""(?:[^\s'"\\]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)++""", re.S)
-# The quoting inside a word, replaced by what it quotes.
-_QUOTING = re.compile(r"""'([^']*+)'|"((?:[^"\\]++|\\.)*+)"|\\(.)""", re.S)
-_ESCAPE = re.compile(r"\\(.)", re.S)
-
-
-def _unquoted(match: re.Match[str]) -> str:
-    single, double, escaped = match.groups()
-    if single is not None:
-        return single
-    if double is not None:
-        return _ESCAPE.sub(r"\1", double)
-    return escaped  # a backslash's character: the third group matched when the others did not
-
-
-def _words(segment: str) -> list[str]:
-    """The words of a command as a POSIX shell splits them, quotes removed (a quote left
-    open is dropped: the rest still reads as words)."""
-    if "'" not in segment and '"' not in segment and "\\" not in segment:
-        return segment.split()  # no quoting: the same words (both split at str.isspace)
-    return [_QUOTING.sub(_unquoted, word) for word in _WORD.findall(segment)]
-
-
-def _program(word: str) -> str:
-    """A program's name without its directory: ``sed`` for ``/usr/bin/sed``."""
-    return word.rpartition("/")[2]
-
-
-# The shell's own words around a command (``if grep -q x f; then cat f; fi``, ``do``,
-# a subshell's ``(``): none is a program. A ``for`` line runs nothing itself (``for
-# f in a.py b.py``): its body, on the next commands, decides.
-_KEYWORDS = frozenset(
-    {"if", "then", "else", "elif", "fi", "while", "until", "do", "done", "!", "{", "}"}
-)
-# What may come before a command's program: the keywords, a ``for`` line, wrappers.
-_BEFORE = _KEYWORDS | {"for", "timeout", "sudo", "env"}
-
-
-def _program_words(segment: str) -> list[str]:
-    """The words of one command, past variable assignments, ``timeout``/``sudo``/``env``
-    and the shell's keywords (none for a ``for`` line)."""
-    words = _words(segment)
-    if not words or not (words[0] in _BEFORE or "=" in words[0] or words[0][0] == "("):
-        return words  # the common case, at once: the program comes first
-    while words:
-        first = words[0]
-        if first.startswith("("):  # a subshell: (cd x && cat f)
-            words = [first.lstrip("("), *words[1:]] if first.strip("(") else words[1:]
-        elif first == "for":
-            return []
-        elif first in _KEYWORDS or "=" in first or first in ("sudo", "env"):
-            words = words[1:]
-        elif first == "timeout":
-            words = words[2:]
-        else:
-            break
-    return words
-
-
 def _runs_tests(command: str) -> bool:
     """Whether ``command`` names a test runner anywhere: ``_TEST.search(command)``,
     searched only in the few characters around each hint (a command of a few
@@ -203,26 +147,13 @@ def _runs_tests(command: str) -> bool:
     return False
 
 
-def _segments(command: str) -> Iterator[tuple[str, bool]]:
-    """The commands of a shell line (``_SPLIT.split``), one at a time, each with
-    whether a pipe feeds it: the first that decides is often the first of many
-    (a heredoc's lines)."""
-    start = 0  # pragma: no mutate (a slice from None starts at 0 too)
-    piped = False
-    for separator in _SPLIT.finditer(command):
-        yield command[start : separator.start()], piped
-        start = separator.end()
-        piped = separator.group() in ("|", "|&")
-    yield command[start:], piped
-
-
 def _segment_kind(segment: str, words: list[str]) -> str | None:
     """The kind of one command of a shell line from its words; None for one that
     decides nothing (``cd``, ``echo``, ...): the next command decides."""
     writes = ">" in segment and any(">" in piece for piece in _NO_WRITE.split(segment))
     if not words or words[0] in _QUIET:
         return EDIT if words and words[0] == "echo" and writes else None
-    program = _program(words[0])
+    program = program_name(words[0])
     if program in ("sed", "perl") and any(w.startswith("-i") for w in words):
         return EDIT
     if program in ("patch", "tee") or (program in ("cat", "printf") and writes):
@@ -256,38 +187,15 @@ def _runner_runs(command: str) -> bool:
     "pytest|tox" f`` is one search, not a search and a ``tox``. Only a line
     that names a runner pays for finding its quotes.
     """
-    quoted = [match.span() for match in _QUOTING.finditer(command)]
-    starts = [start for start, _ in quoted]
-    start = 0  # pragma: no mutate (a slice from None starts at 0 too)
-    for separator in _SPLIT.finditer(command):
-        at = bisect_right(starts, separator.start()) - 1
-        if at >= 0 and separator.start() < quoted[at][1]:
-            continue  # inside quotes (or escaped): part of a word
-        if _runs_here(command[start : separator.start()]):
-            return True
-        start = separator.end()
-    return _runs_here(command[start:])
+    return any(_runs_here(segment) for segment in unquoted_commands(command))
 
 
 def _runs_here(segment: str) -> bool:
     """Whether ``segment``, one command, runs a test runner it names."""
     if not _runs_tests(segment):
         return False
-    kind = _segment_kind(segment, _program_words(segment))
+    kind = _segment_kind(segment, program_words(segment))
     return kind is not None and kind not in _NAMES_ONLY
-
-
-# A line that is a comment (``# Let me look at the file first``): no command, and no
-# separator in it ends one. Found by its newline (a literal the search jumps to),
-# the first lines apart.
-_COMMENT_LINE = re.compile(r"\n[ \t]*#[^\n]*")
-
-
-def _without_comments(command: str) -> str:
-    """``command`` without its comment lines."""
-    while command.lstrip(" \t").startswith("#"):
-        _, _, command = command.partition("\n")
-    return _COMMENT_LINE.sub("", command)
 
 
 def _shell_kind_of(command: str) -> CallKind:
@@ -297,19 +205,19 @@ def _shell_kind_of(command: str) -> CallKind:
     Comment lines are no commands: they are left out first, from the search's key too
     (a comment changes nothing the search prints)."""
     if "#" in command:
-        command = _without_comments(command)
+        command = without_comments(command)
     if _runs_tests(command) and _runner_runs(command):
         return _CONSTANT[TEST]
-    segments = _segments(command)
+    segments = line_commands(command)
     for segment, _ in segments:
-        words = _program_words(segment)
+        words = program_words(segment)
         kind = _segment_kind(segment, words)
         if kind is None:
             continue
         if kind == READ:
             return _shell_read(words, segments, command)
         if kind == EDIT:
-            files = _patched(words) if _program(words[0]) == "patch" else _files(words)
+            files = _patched(words) if program_name(words[0]) == "patch" else _files(words)
             return CallKind(EDIT, files[-1] if files else None)
         return CallKind(kind, None, None, command) if kind == SEARCH else _CONSTANT[kind]
     return _CONSTANT[OTHER]
@@ -323,7 +231,7 @@ def tool_kind(tool: str | None, arguments: Any) -> str:
 def _lines_of(words: list[str]) -> tuple[int, int | None] | None:
     """The lines one ``sed -n``, ``head`` or ``tail`` command prints (None: all or unknown);
     ``words`` is not empty."""
-    program = _program(words[0])
+    program = program_name(words[0])
     if program == "sed":
         for word in words[1:]:
             found = _SED_RANGE.match(word)
@@ -381,7 +289,7 @@ def _shell_read(words: list[str], later: Iterator[tuple[str, bool]], command: st
     for segment, piped in later:
         if target is not None and lines is not None:
             break
-        words = _program_words(segment)
+        words = program_words(segment)
         if not words:
             carried = carried or piped
             continue
@@ -389,7 +297,7 @@ def _shell_read(words: list[str], later: Iterator[tuple[str, bool]], command: st
         if words[0] in _QUIET:
             continue
         if piped and lines is None:
-            program = _program(words[0])
+            program = program_name(words[0])
             if program in _SEARCHERS:
                 return CallKind(SEARCH, None, None, command)
             if program not in _READERS and program not in _KEEP_LINES:
@@ -412,7 +320,7 @@ _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (\S[^\n]*)$", re.
 
 def _argv(words: list[str]) -> str:
     """An argv's command: a shell's ``-c`` script alone, else its words joined."""
-    if len(words) == 3 and _program(words[0]) in _SHELLS and words[1] in ("-c", "-lc"):
+    if len(words) == 3 and program_name(words[0]) in _SHELLS and words[1] in ("-c", "-lc"):
         return words[2]
     return " ".join(words[:MAX_COMMAND_CHARS])
 

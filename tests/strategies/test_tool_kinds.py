@@ -1,13 +1,9 @@
-"""The call classifier's shell words and its bound on what it reads.
+"""The call classifier: what a shell call does, and its bound on what it reads.
 
-``shlex`` is the plain oracle for the words of a command with balanced quotes:
-the classifier splits words with one linear regular expression instead (shlex
-costs about three times as much per call, and grows faster than the text).
+How a line splits into commands and words is tested in ``test_shell_line.py``.
 """
 
 from __future__ import annotations
-
-import shlex
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +11,6 @@ from hypothesis import strategies as st
 
 from scoutd.strategies.retention import retention_key
 from scoutd.strategies.tool_kinds import (
-    _SPLIT,
     _TEST,
     EDIT,
     GIT,
@@ -28,26 +23,8 @@ from scoutd.strategies.tool_kinds import (
     WEB,
     CallKind,
     _runs_tests,
-    _segments,
-    _words,
     call_kind,
 )
-
-# Pieces a command is made of: plain words, quoted phrases, escapes, blanks.
-_PLAIN = st.text(alphabet="abcxyz019._/-=,:", min_size=1, max_size=6)
-_SINGLE = st.text(alphabet='ab c"\\$', max_size=6).map(lambda t: f"'{t}'")
-_DOUBLE = st.text(alphabet="ab c'$", max_size=6).map(lambda t: f'"{t}"')
-_ESCAPED_QUOTE = st.sampled_from(['"a\\"b"', "\\ ", "\\'", '\\"', "a\\\\b"])
-_WORD = st.lists(st.one_of(_PLAIN, _SINGLE, _DOUBLE, _ESCAPED_QUOTE), min_size=1, max_size=3)
-_BLANK = st.sampled_from([" ", "  ", "\t", "\n"])
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.lists(st.tuples(_WORD, _BLANK), max_size=8))
-def test_the_words_are_the_shells(parts: list[tuple[list[str], str]]) -> None:
-    command = "".join("".join(word) + blank for word, blank in parts)
-    assert _words(command) == shlex.split(command, comments=False)
-
 
 # Pieces of a command line around test runners: whole runner names, their parts and
 # hints glued to word characters (a word boundary or not), separators, blanks.
@@ -76,20 +53,6 @@ def test_the_windowed_look_meets_both_answers() -> None:
     assert not _runs_tests("latest attest contest")  # hints inside other words
     assert not _runs_tests("mypytest") and _runs_tests("my pytest")
     assert not _runs_tests("")
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet="ab &|;\n", max_size=30))
-def test_the_commands_of_a_line_are_those_of_a_split(line: str) -> None:
-    found = list(_segments(line))
-    assert [segment for segment, _ in found] == _SPLIT.split(line)
-    separators = [match.group() for match in _SPLIT.finditer(line)]
-    assert [piped for _, piped in found] == [False, *(s in ("|", "|&") for s in separators)]
-
-
-def test_a_quote_left_open_leaves_the_other_words() -> None:
-    assert _words('cat "src/a.py') == ["cat", "src/a.py"]
-    assert _words("sed -n '1,9p src/a.py") == ["sed", "-n", "1,9p", "src/a.py"]
 
 
 def test_only_the_head_of_a_long_command_is_read() -> None:
