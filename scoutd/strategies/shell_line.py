@@ -72,7 +72,7 @@ def program_words(segment: str) -> list[str]:
     """The words of one command, past variable assignments, ``timeout``/``sudo``/``env``
     and the shell's keywords (none for a ``for`` line)."""
     words = split_words(segment)
-    if not words or not (words[0] in _BEFORE or "=" in words[0] or words[0][0] == "("):
+    if not words or not (words[0] in _BEFORE or "=" in words[0] or words[0].startswith("(")):
         return words  # the common case, at once: the program comes first
     while words:
         first = words[0]

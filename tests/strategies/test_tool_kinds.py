@@ -14,6 +14,7 @@ from scoutd.strategies.tool_kinds import (
     _TEST,
     EDIT,
     GIT,
+    KINDS,
     MAX_COMMAND_CHARS,
     OTHER,
     READ,
@@ -246,3 +247,28 @@ def test_the_shells_own_words_are_no_program(command: str, expected: str) -> Non
         assert found == CallKind(READ, "a.py")
     else:
         assert found == CallKind(SEARCH, key=command)
+
+
+# Pieces of hostile or odd shell lines: empty quoted words, quotes left open, the
+# shell's keywords, parentheses, comments, here-documents, runners, separators.
+_ODD_PIECES = st.sampled_from(
+    [
+        "''", '""', "'", '"', "(", ")", "((", "\\", "#", "<<", "EOF", " ", "\n", ";", "|",
+        "&&", "|&", "cat", "grep", "sed", "-n", "5,9p", "a.py", "pytest", "for", "if",
+        "do", "done", "{", "}", "!", "timeout", "env", "A=1", "x",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(_ODD_PIECES, max_size=14))
+def test_any_shell_line_is_classified(pieces: list[str]) -> None:
+    """A client writes the command: whatever it is, the classifier answers (an empty
+    quoted word first, ``'' cat a.py``, once raised IndexError)."""
+    found = call_kind("bash", {"command": "".join(pieces)})
+    assert isinstance(found, CallKind) and found.kind in KINDS
+
+
+@pytest.mark.parametrize("command", ["'' cat a.py", 'cd x; "" pytest', 'cat a.py | "" grep x'])
+def test_an_empty_quoted_word_is_a_word(command: str) -> None:
+    assert isinstance(call_kind("bash", {"command": command}), CallKind)
