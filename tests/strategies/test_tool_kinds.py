@@ -269,6 +269,13 @@ def test_any_shell_line_is_classified(pieces: list[str]) -> None:
     assert isinstance(found, CallKind) and found.kind in KINDS
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80), st.sampled_from(["bash", "Read", "grep", "apply_patch", "x"]))
+def test_any_text_is_classified(text: str, tool: str) -> None:
+    for arguments in (text, {"command": text}, {"cmd": text.split(" ")}, {"path": text}):
+        assert call_kind(tool, arguments).kind in KINDS
+
+
 @pytest.mark.parametrize("command", ["'' cat a.py", 'cd x; "" pytest', 'cat a.py | "" grep x'])
 def test_an_empty_quoted_word_is_a_word(command: str) -> None:
     assert isinstance(call_kind("bash", {"command": command}), CallKind)
