@@ -15,14 +15,13 @@ from bisect import bisect_right
 from collections.abc import Iterator
 
 __all__ = [
-    "QUOTING",
     "SPLIT",
+    "line_commands",
     "program_name",
     "program_words",
-    "line_commands",
+    "split_words",
     "unquoted_commands",
     "without_comments",
-    "split_words",
 ]
 
 # `|&` pipes standard error too: a pipe, not `|` followed by a command `&`.
@@ -32,7 +31,7 @@ SPLIT = re.compile(r"&&|\|\||;|\|&|\||\n")
 # backslash-escaped characters, side by side. Possessive: linear in the text.
 _WORD = re.compile(r"""(?:[^\s'"\\]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)++""", re.S)
 # The quoting inside a word, replaced by what it quotes.
-QUOTING = re.compile(r"""'([^']*+)'|"((?:[^"\\]++|\\.)*+)"|\\(.)""", re.S)
+_QUOTING = re.compile(r"""'([^']*+)'|"((?:[^"\\]++|\\.)*+)"|\\(.)""", re.S)
 _ESCAPE = re.compile(r"\\(.)", re.S)
 
 
@@ -50,7 +49,7 @@ def split_words(segment: str) -> list[str]:
     open is dropped: the rest still reads as words)."""
     if "'" not in segment and '"' not in segment and "\\" not in segment:
         return segment.split()  # no quoting: the same words (both split at str.isspace)
-    return [QUOTING.sub(_unquoted, word) for word in _WORD.findall(segment)]
+    return [_QUOTING.sub(_unquoted, word) for word in _WORD.findall(segment)]
 
 
 def program_name(word: str) -> str:
@@ -105,7 +104,7 @@ def line_commands(command: str) -> Iterator[tuple[str, bool]]:
 def unquoted_commands(command: str) -> Iterator[str]:
     """The commands of a shell line split at its separators outside quotes only
     (``grep -E "a|b" f`` is one command; an escaped ``\\|`` splits nothing)."""
-    quoted = [match.span() for match in QUOTING.finditer(command)]
+    quoted = [match.span() for match in _QUOTING.finditer(command)]
     starts = [start for start, _ in quoted]
     start = 0  # pragma: no mutate (a slice from None starts at 0 too)
     looked = 0

@@ -35,10 +35,12 @@ run()
 """
 
 _AT_EXIT = "import atexit\natexit.register(lambda: sys.stderr.write('callback\\n'))"
-# A thread still running when the verb is done: the process must wait for it.
+# A thread still running when the verb is done (it waits for the main thread to end):
+# the process must wait for it.
 _THREAD = (
-    "import threading, time\n"
-    "threading.Thread(target=lambda: (time.sleep(0.2), sys.stderr.write('thread done\\n'))).start()"
+    "import threading\n"
+    "main = threading.main_thread()\n"
+    "threading.Thread(target=lambda: (main.join(), sys.stderr.write('thread done\\n'))).start()"
 )
 
 
