@@ -1,5 +1,5 @@
 """How a shell line reads, as far as telling what it does needs: its commands, their
-words and programs, its comment lines.
+words and programs, its comment lines and here-documents.
 
 :mod:`.tool_kinds` classifies a shell call from these. A line is split into
 commands at ``&&``, ``||``, ``;``, ``|``, ``|&`` and line ends wherever they
@@ -22,6 +22,7 @@ __all__ = [
     "split_words",
     "unquoted_commands",
     "without_comments",
+    "without_heredocs",
 ]
 
 # `|&` pipes standard error too: a pipe, not `|` followed by a command `&`.
@@ -69,10 +70,18 @@ _BEFORE = _KEYWORDS | {"for", "timeout", "sudo", "env"}
 
 def program_words(segment: str) -> list[str]:
     """The words of one command, past variable assignments, ``timeout``/``sudo``/``env``
-    and the shell's keywords (none for a ``for`` line)."""
+    and the shell's keywords (none for a ``for`` line), without the ``)`` that
+    closes a subshell after its last word."""
     words = split_words(segment)
-    if not words or not (words[0] in _BEFORE or "=" in words[0] or words[0].startswith("(")):
-        return words  # the common case, at once: the program comes first
+    if words and (words[0] in _BEFORE or "=" in words[0] or words[0].startswith("(")):
+        words = _past_prefix(words)
+    if words and words[-1].endswith(")"):
+        words = _unclosed(words)
+    return words  # the common case at once: the program comes first, no `)` after
+
+
+def _past_prefix(words: list[str]) -> list[str]:
+    """``words`` from the program on: past keywords, assignments, wrappers, a ``(``."""
     while words:
         first = words[0]
         if first.startswith("("):  # a subshell: (cd x && cat f)
@@ -86,6 +95,17 @@ def program_words(segment: str) -> list[str]:
         else:
             break
     return words
+
+
+def _unclosed(words: list[str]) -> list[str]:
+    """``words`` whose last word loses the ``)`` it does not open (``(cd x && cat
+    a.py)``: ``a.py``); one it opens stays (``f(x)``, ``$(pwd)``)."""
+    last = words[-1]
+    closing = len(last) - len(last.rstrip(")"))
+    extra = min(closing, last.count(")") - last.count("("))
+    if extra <= 0:
+        return words
+    return [*words[:-1], last[:-extra]] if extra < len(last) else words[:-1]
 
 
 def line_commands(command: str) -> Iterator[tuple[str, bool]]:
@@ -129,3 +149,72 @@ def without_comments(command: str) -> str:
     while command.lstrip(" \t").startswith("#"):
         _, _, command = command.partition("\n")
     return _COMMENT_LINE.sub("", command)
+
+
+# What a here-document scan stops at: a quoted run (one left open runs to the end),
+# an escaped character, a line end, a separator, an arithmetic ``((`` or ``))``, or
+# an unquoted ``<<`` with its delimiter word, quoted or not (``<<-`` strips leading
+# tabs; ``<<<``, a here-string, is told apart by the ``<`` before the match).
+_HEREDOC_SCAN = re.compile(
+    r"""'[^']*+'?|"(?:[^"\\]++|\\.)*+"?|\\.|\n|&&|[|;]|\(\(|\)\)"""
+    r"""|<<(-?)[ \t]*(?:'([^'\n]*+)'|"([^"\n]*+)"|\\?([\w.+-]++))""",
+    re.S,
+)
+# A shell that reads a here-document as its script: its lines are commands.
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+
+
+def without_heredocs(command: str) -> str:
+    """``command`` without the bodies of its here-documents (``cat > f.py <<'EOF'``,
+    then the lines up to ``EOF``): they are data the command reads, not commands,
+    and a runner or a separator in them runs nothing. A shell reading one
+    (``bash <<EOF``) keeps it: its lines are commands (here-documents inside it
+    are kept too). A shift (``$((1 << 2))``) is none. One pass over the text:
+    each command's program is read once, however many ``<<`` it holds."""
+    if "<<" not in command:
+        return command
+    kept: list[str] = []
+    start = at = 0
+    # the current line's, in order: the word, `<<-`, and whether a shell reads the body
+    delimiters: list[tuple[str, bool, bool]] = []
+    command_start, shell, arithmetic = 0, None, 0  # the current command's; shell: not read yet
+    while (found := _HEREDOC_SCAN.search(command, at)) is not None:
+        at = found.end()
+        token = found.group()
+        if token == "\n":
+            for delimiter, tabs, commands in delimiters:
+                end = _after_body(command, at, delimiter, tabs)
+                kept.append(command[start : end if commands else at])
+                start = at = end
+            delimiters = []
+            command_start, shell, arithmetic = at, None, 0
+        elif token in ("((", "))"):
+            arithmetic = arithmetic + 1 if token == "((" else max(0, arithmetic - 1)
+        elif not token.startswith("<<"):
+            if token[0] in "&|;":  # a separator: the next command's program is read anew
+                command_start, shell = at, None
+        elif command[found.start() - 1 : found.start()] != "<" and not arithmetic:
+            if shell is None:
+                words = program_words(command[command_start : found.start()])
+                shell = bool(words) and program_name(words[0]) in _SHELLS
+            dash, single, double, bare = found.groups()
+            word = single if single is not None else double if double is not None else bare
+            delimiters.append((word, bool(dash), shell))
+    kept.append(command[start:])
+    return "".join(kept)
+
+
+def _after_body(command: str, at: int, delimiter: str, tabs: bool) -> int:
+    """Where the text after a here-document's body starting at ``at`` (just past a
+    line end) resumes: past its delimiter's line, or at the end when none ends it."""
+    if tabs:
+        line = re.compile("^\t*" + re.escape(delimiter) + "$", re.M).search(command, at)
+        return len(command) if line is None else min(line.end() + 1, len(command))
+    needle = "\n" + delimiter  # found by a plain search, from the line end before `at`
+    found = command.find(needle, at - 1)
+    while found != -1:
+        end = found + len(needle)
+        if end == len(command) or command[end] == "\n":
+            return min(end + 1, len(command))
+        found = command.find(needle, found + 1)
+    return len(command)

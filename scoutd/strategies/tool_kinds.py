@@ -25,6 +25,7 @@ from .shell_line import (
     program_words,
     unquoted_commands,
     without_comments,
+    without_heredocs,
 )
 
 __all__ = [
@@ -203,12 +204,15 @@ def _shell_kind_of(command: str) -> CallKind:
     its first command that decides. The commands of a line are split once, and once
     more in a line that names a runner (its commands' kinds tell whether one runs it).
     Comment lines are no commands: they are left out first, from the search's key too
-    (a comment changes nothing the search prints)."""
+    (a comment changes nothing the search prints). Nor is a here-document's body:
+    it is left out of what is read as commands, not of the key (it may change
+    what the search prints)."""
     if "#" in command:
         command = without_comments(command)
-    if _runs_tests(command) and _runner_runs(command):
+    text = without_heredocs(command)
+    if _runs_tests(text) and _runner_runs(text):
         return _CONSTANT[TEST]
-    segments = line_commands(command)
+    segments = line_commands(text)
     for segment, _ in segments:
         words = program_words(segment)
         kind = _segment_kind(segment, words)

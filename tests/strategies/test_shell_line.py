@@ -4,17 +4,27 @@
 the classifier splits words with one linear regular expression instead (shlex
 costs about three times as much per call, and grows faster than the text). A
 character-by-character walk is the oracle for where a line splits outside
-quotes.
+quotes; a line built around a here-document, its body known, for what is left
+of it once the body goes.
 """
 
 from __future__ import annotations
 
 import shlex
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from scoutd.strategies.shell_line import SPLIT, line_commands, split_words, unquoted_commands
+from scoutd.strategies import shell_line
+from scoutd.strategies.shell_line import (
+    SPLIT,
+    line_commands,
+    program_words,
+    split_words,
+    unquoted_commands,
+    without_heredocs,
+)
 
 # Pieces a command is made of: plain words, quoted phrases, escapes, blanks.
 _PLAIN = st.text(alphabet="abcxyz019._/-=,:", min_size=1, max_size=6)
@@ -87,3 +97,122 @@ def test_a_line_splits_outside_quotes_as_a_walk_splits_it(line: str) -> None:
     found = list(unquoted_commands(line))
     event("some separator quoted" if len(found) < len(SPLIT.split(line)) else "none quoted")
     assert found == _split_outside_quotes(line)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("cat > t.py <<'EOF'\nimport pytest\nEOF\npython t.py", "cat > t.py <<'EOF'\npython t.py"),
+        ('cat > t.py << "EOF"\nx; y | z\nEOF', 'cat > t.py << "EOF"\n'),
+        ("cat > t.py <<\\EOF\nx\nEOF\nls", "cat > t.py <<\\EOF\nls"),
+        ("cat <<-END > t.py\n\tx\n\t\tEND\nls", "cat <<-END > t.py\nls"),
+        ("cat <<END > t.py\nx\n\tEND\nEND", "cat <<END > t.py\n"),  # no `-`: tabs end nothing
+        ("cat <<A <<B\na\nA\nb\nB\nls", "cat <<A <<B\nls"),  # two bodies, in order
+        ("cat > t.py <<EOF\nx\nEOF \nls", "cat > t.py <<EOF\n"),  # `EOF ` is no delimiter
+        ("cat > t.py <<EOF\nx\nls", "cat > t.py <<EOF\n"),  # never ended: the rest is body
+        ("cat > t.py <<EOF | tail\nx\nEOF", "cat > t.py <<EOF | tail\n"),
+        ("cat > t.py <<EOF\nit's\nEOF\npytest", "cat > t.py <<EOF\npytest"),
+        ("cat > t.py <<''\nx\n\nls", "cat > t.py <<''\nls"),  # an empty delimiter
+        ("echo $((1 << 2)); cat > t.py <<E\nx\nE\nls", "echo $((1 << 2)); cat > t.py <<E\nls"),
+        ("bash -c x; cat > t.py <<E\nx\nE\nls", "bash -c x; cat > t.py <<E\nls"),
+        ("bash -c x\ncat > t.py <<E\nx\nE\nls", "bash -c x\ncat > t.py <<E\nls"),
+        ("bash -c x | cat > t.py <<E\nx\nE", "bash -c x | cat > t.py <<E\n"),
+        ("bash -c x && cat > t.py <<E\nx\nE", "bash -c x && cat > t.py <<E\n"),
+        ("echo $((1\ncat > t.py <<E\nx\nE\nls", "echo $((1\ncat > t.py <<E\nls"),
+        # a shell's body stays, and the next body is found after it
+        ("bash <<A; cat > t.py <<B\nls\nA\nx\nB\npwd", "bash <<A; cat > t.py <<B\nls\nA\npwd"),
+        # not here-documents: a shell reads the lines, a here-string, quoted, a shift
+        ("bash <<EOF\npytest -q\nEOF", None),
+        ("cd r && sudo bash -s <<EOF\npytest\nEOF", None),
+        ("/bin/sh <<EOF\npytest\nEOF", None),
+        ("grep x <<< EOF\nls", None),
+        ("grep x <<< 'a\nb'\nls", None),
+        ('python -c "x = 1 << 2\nprint(x)"\nls', None),
+        ("echo $((1 << 2))\nls", None),
+        ("cat a.py", None),
+    ],
+)
+def test_a_heredocs_body_is_left_out(command: str, expected: str | None) -> None:
+    """A here-document's body is data its command reads: its lines run nothing.
+    ``None``: the line is left as it is."""
+    assert without_heredocs(command) == (command if expected is None else expected)
+
+
+def _count(n: int) -> str:
+    return str(n) if n < 2 else "2+"
+
+
+# Lines of a here-document's body: quotes left open, runners, separators, another
+# ``<<``, the delimiter inside a line or with blanks around it.
+_BODY_LINE = st.lists(
+    st.sampled_from(
+        ["import pytest", "it's", '"', "a; b", "x | y", "<<", "EOF", " EOF", "EOF ", "\\", "#"]
+    ),
+    max_size=4,
+).map("".join)
+# Lines after it, with what is left of each: another here-document loses its body.
+_AFTER = st.sampled_from(
+    [("", ""), ("ls", "ls"), ("pytest -q", "pytest -q"), ("cat <<X\na\nX\nls", "cat <<X\nls")]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(["cat > t.py ", "python - ", "cd r && tee t.txt ", "sed -f - a.py "]),
+    st.sampled_from(["<<", "<< ", "<<-"]),
+    st.sampled_from(["EOF", "'EOF'", '"EOF"', "\\EOF"]),
+    st.sampled_from(["", " | tail -5", " && pytest -q", " > out.txt"]),
+    st.lists(_BODY_LINE, max_size=5),
+    st.booleans(),
+    st.lists(_AFTER, max_size=3),
+)
+def test_what_is_left_of_a_heredoc_line(
+    program: str,
+    operator: str,
+    delimiter: str,
+    rest: str,
+    body: list[str],
+    indented: bool,
+    after: list[tuple[str, str]],
+) -> None:
+    """Built from its parts, a line with a here-document loses exactly its body and
+    its delimiter's line (with ``<<-``, a delimiter indented by tabs)."""
+    body = [line for line in body if line != "EOF"]
+    tabs = "\t" if indented and operator == "<<-" else ""
+    head = program + operator + delimiter + rest
+    lines = [head, *(tabs + line for line in body), tabs + "EOF", *(line for line, _ in after)]
+    event(f"body lines: {_count(len(body))}; lines after: {_count(len(after))}")
+    left = "\n".join(left for _, left in after)
+    assert without_heredocs("\n".join(lines)) == head + "\n" + left
+
+
+def test_a_commands_program_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many ``<<`` in one command read its program once: reading the text before
+    each of them again made a hostile line cost its length squared."""
+    calls: list[str] = []
+    real = shell_line.program_words
+
+    def counted(segment: str) -> list[str]:
+        calls.append(segment)
+        return real(segment)
+
+    monkeypatch.setattr(shell_line, "program_words", counted)
+    assert without_heredocs("cat " + "<<a " * 500) == "cat " + "<<a " * 500
+    assert calls == ["cat "]
+
+
+def _without_closing(word: str) -> str:
+    """The oracle: drop a last ``)`` while the word has more ``)`` than ``(``."""
+    while word.endswith(")") and word.count(")") > word.count("("):
+        word = word[:-1]
+    return word
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="a.()$", min_size=1, max_size=10))
+def test_a_subshells_closing_leaves_the_last_word(word: str) -> None:
+    """``(cd x && cat a.py)``: the ``)`` closes the subshell; one the word opens
+    (``f(x)``, ``$(pwd)``) is part of it."""
+    left = _without_closing(word)
+    event("loses a )" if left != word else "kept whole")
+    assert program_words("cat " + word) == (["cat", left] if left else ["cat"])

@@ -211,6 +211,32 @@ def test_a_comment_line_is_no_command(command: str, expected: CallKind) -> None:
     assert call_kind("bash", {"command": command}) == expected
 
 
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("cat > t.py <<'EOF'\nimport pytest\nx = 1; y = 2\nEOF", CallKind(EDIT, "t.py")),
+        ("cat > t.py <<'EOF'\nx\nEOF\npytest -q t.py", CallKind(TEST)),
+        ("python - <<'EOF'\nimport pytest\npytest.main()\nEOF", CallKind(SCRIPT)),
+        ("cd r && cat <<EOF > t.py\nit's\nEOF\npython -m pytest", CallKind(TEST)),
+        ("bash <<'EOF'\ncd r\npytest -q\nEOF", CallKind(TEST)),  # a shell runs its lines
+    ],
+)
+def test_a_heredocs_body_runs_nothing(command: str, expected: CallKind) -> None:
+    """A here-document's body is what its command reads (a script written to a file,
+    fed to ``python -``): a runner it names runs nothing, as in a quoted text; the
+    lines after its delimiter are commands again (until 6 December 2026 the body's
+    lines were read as commands: 15 recorded calls writing a script were test runs)."""
+    assert call_kind("bash", {"command": command}) == expected
+
+
+def test_a_heredoc_stays_in_a_searchs_key() -> None:
+    """What a search reads from a here-document may change what it prints: two
+    searches told apart only by their bodies have two keys."""
+    first = call_kind("bash", {"command": "grep -f - a.py <<EOF\nfoo\nEOF"})
+    second = call_kind("bash", {"command": "grep -f - a.py <<EOF\nbar\nEOF"})
+    assert first.kind == second.kind == SEARCH and first.key != second.key
+
+
 def test_a_comment_does_not_tell_two_searches_apart() -> None:
     """The same search under two comments prints the same text: one key, so the newer
     supersedes the older (docs/STRATEGIES.md)."""
@@ -235,6 +261,9 @@ def test_a_comment_does_not_tell_two_searches_apart() -> None:
         ("cd r; { cd s; }; cat a.py", "read"),
         ("( ls -la )", "search"),
         ("(cd /t && cat a.py )", "read"),
+        ("(cd /t && cat a.py)", "read"),  # the `)` closes the subshell, not the file's name
+        ("(cd /t; ls -la)", "search"),
+        ("(ls)", "search"),
         ("timeout 5 cat a.py", "read"),
         ("sudo env A=1 cat a.py", "read"),
     ],
@@ -247,6 +276,18 @@ def test_the_shells_own_words_are_no_program(command: str, expected: str) -> Non
         assert found == CallKind(READ, "a.py")
     else:
         assert found == CallKind(SEARCH, key=command)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("(cd x && sed -n 5,9p a.py)", CallKind(READ, "a.py", (5, 9))),
+        ("x=$(cat a.py)", CallKind(OTHER)),  # read into a variable: nothing printed
+        ("echo $(cat a.py)", CallKind(OTHER)),
+    ],
+)
+def test_a_subshells_closing_is_no_part_of_a_word(command: str, expected: CallKind) -> None:
+    assert call_kind("bash", {"command": command}) == expected
 
 
 # Pieces of hostile or odd shell lines: empty quoted words, quotes left open, the
