@@ -156,10 +156,11 @@ def without_comments(command: str) -> str:
 # an unquoted ``<<`` with its delimiter word, quoted or not (``<<-`` strips leading
 # tabs; ``<<<``, a here-string, is told apart by the ``<`` before the match).
 _HEREDOC_SCAN = re.compile(
-    r"""'[^']*+'?|"(?:[^"\\]++|\\.)*+"?|\\.|\n|&&|[|;]|\(\(|\)\)"""
+    r"""'[^']*+'?|"(?:[^"\\]++|\\.)*+"?|\\.|\n|&&|\|&|[|;]|\(\(|\)\)"""
     r"""|<<(-?)[ \t]*(?:'([^'\n]*+)'|"([^"\n]*+)"|\\?([\w.+-]++))""",
     re.S,
 )
+_SEPARATORS = frozenset({"&&", "|&", "|", ";"})  # `||` is read as two `|`
 # A shell that reads a here-document as its script: its lines are commands.
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 
@@ -190,9 +191,10 @@ def without_heredocs(command: str) -> str:
             command_start, shell, arithmetic = at, None, 0
         elif token in ("((", "))"):
             arithmetic = arithmetic + 1 if token == "((" else max(0, arithmetic - 1)
+        elif token in _SEPARATORS:  # the next command's program is read anew
+            command_start, shell = at, None
         elif not token.startswith("<<"):
-            if token[0] in "&|;":  # a separator: the next command's program is read anew
-                command_start, shell = at, None
+            continue  # a quoted run or an escaped character
         elif command[found.start() - 1 : found.start()] != "<" and not arithmetic:
             if shell is None:
                 words = program_words(command[command_start : found.start()])
@@ -210,11 +212,14 @@ def _after_body(command: str, at: int, delimiter: str, tabs: bool) -> int:
     if tabs:
         line = re.compile("^\t*" + re.escape(delimiter) + "$", re.M).search(command, at)
         return len(command) if line is None else min(line.end() + 1, len(command))
-    needle = "\n" + delimiter  # found by a plain search, from the line end before `at`
-    found = command.find(needle, at - 1)
+    # Found by a plain search, from the line end before `at`. Not mutated (the lines so
+    # marked): a line holding a `<<` and a word never ends in a line end, and a match
+    # that is not a whole line is followed by none, so looking one further changes nothing.
+    needle = "\n" + delimiter
+    found = command.find(needle, at - 1)  # pragma: no mutate
     while found != -1:
         end = found + len(needle)
         if end == len(command) or command[end] == "\n":
             return min(end + 1, len(command))
-        found = command.find(needle, found + 1)
+        found = command.find(needle, found + 1)  # pragma: no mutate
     return len(command)

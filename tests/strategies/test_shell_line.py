@@ -107,6 +107,8 @@ def test_a_line_splits_outside_quotes_as_a_walk_splits_it(line: str) -> None:
         ("cat > t.py <<\\EOF\nx\nEOF\nls", "cat > t.py <<\\EOF\nls"),
         ("cat <<-END > t.py\n\tx\n\t\tEND\nls", "cat <<-END > t.py\nls"),
         ("cat <<END > t.py\nx\n\tEND\nEND", "cat <<END > t.py\n"),  # no `-`: tabs end nothing
+        ("cat <<-END > t.py\n\tx", "cat <<-END > t.py\n"),  # never ended
+        ("END\ncat <<-END > t.py\n\tx\n\tEND\nls", "END\ncat <<-END > t.py\nls"),
         ("cat <<A <<B\na\nA\nb\nB\nls", "cat <<A <<B\nls"),  # two bodies, in order
         ("cat > t.py <<EOF\nx\nEOF \nls", "cat > t.py <<EOF\n"),  # `EOF ` is no delimiter
         ("cat > t.py <<EOF\nx\nls", "cat > t.py <<EOF\n"),  # never ended: the rest is body
@@ -125,10 +127,12 @@ def test_a_line_splits_outside_quotes_as_a_walk_splits_it(line: str) -> None:
         ("bash <<EOF\npytest -q\nEOF", None),
         ("cd r && sudo bash -s <<EOF\npytest\nEOF", None),
         ("/bin/sh <<EOF\npytest\nEOF", None),
+        ("cat x |& bash <<EOF\npytest\nEOF", None),
         ("grep x <<< EOF\nls", None),
         ("grep x <<< 'a\nb'\nls", None),
         ('python -c "x = 1 << 2\nprint(x)"\nls', None),
         ("echo $((1 << 2))\nls", None),
+        ("echo $(( ((1)) << 2 ))\nls", None),  # nested
         ("cat a.py", None),
     ],
 )
