@@ -22,7 +22,6 @@ pytest.importorskip("langchain.agents", reason="needs the extra scoutd[langchain
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelRetryMiddleware
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -33,7 +32,7 @@ from langchain_core.messages import (
 )
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import InjectedToolCallId, tool
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 import scoutd
 from scoutd.inbox import write_abort
@@ -51,25 +50,17 @@ from tests.integrations.replay import (
     contains,
     load_replay,
 )
+from tests.integrations.scripted_chat import ScriptedChat
 
 NOTICE_AT = 8
 ABORT_AT = 5
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(ScriptedChat):
     """Answers each call with the next turn of the replay; records what it was sent."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
     replay: Any
     events: Any
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-replay"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
 
     def _generate(
         self,
@@ -78,7 +69,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self.seen.append(list(messages))
+        self.record(messages)
         turn = self.replay.turn(self.events.model_called())
         calls = [
             {"name": name, "args": json.loads(arguments), "id": call_id, "type": "tool_call"}
@@ -386,24 +377,16 @@ def test_an_abort_met_inside_the_model_call_still_ends_the_run(
     middleware.preparer.close()
 
 
-class TwoRunsModel(BaseChatModel):
+class TwoRunsModel(ScriptedChat):
     """Answers two overlapping runs of one agent, told apart by their task ("A", "B").
 
     A: ``bash``, then (once B made two calls) ``recall`` of output #1, then its
     answer. B: two ``bash`` calls, then (once A finished) one more, then its answer.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
     calls: dict[str, int] = Field(default_factory=dict)
     b_ready: Any = None  # asyncio.Event: B made its two calls
     a_done: Any = None  # asyncio.Event: A answered
-
-    @property
-    def _llm_type(self) -> str:
-        return "two-runs"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
 
     def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
         raise NotImplementedError("async only")

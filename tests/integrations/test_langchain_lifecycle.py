@@ -21,7 +21,6 @@ pytest.importorskip("langchain.agents", reason="needs the extra scoutd[langchain
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRetryMiddleware, ToolRetryMiddleware
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -31,12 +30,12 @@ from langchain_core.messages import (
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.errors import GraphRecursionError
-from pydantic import ConfigDict, Field
 
 import scoutd
 from scoutd.inbox import write_abort
 from scoutd.integrations.langchain import ScoutdMiddleware
 from tests.integrations.replay import CONFIG, langchain_answer
+from tests.integrations.scripted_chat import ScriptedChat
 from tests.integrations.test_recall_loops import MAX_CALLS, Script, bash_output
 from tests.support.daemon import Daemon, session_count, sessions_settled
 
@@ -59,28 +58,18 @@ def no_gc() -> Iterator[None]:
         gc.enable()
 
 
-class Model(BaseChatModel):
+class Model(ScriptedChat):
     """Calls ``bash`` ``CALLS`` times, then answers; its call number ``fail_at`` raises
     (once: a retry of it succeeds)."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
     fail_at: int = 0
     calls: int = 0
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "lifecycle"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
 
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
         self.calls += 1
         if self.calls == self.fail_at:
             raise RuntimeError("the provider failed")
-        self.seen.append(list(messages))
-        n = len(self.seen)
+        n = self.record(messages)
         if n > CALLS:
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content="done"))])
         call = {
@@ -256,14 +245,7 @@ def test_a_tool_error_an_outer_retry_catches_leaves_recall_exact(
     fresh one, whose recall still answers with the exact original output."""
     script = Script()
 
-    class Recaller(BaseChatModel):
-        @property
-        def _llm_type(self) -> str:
-            return "scripted-recall"
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
+    class Recaller(ScriptedChat):
         def _generate(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> ChatResult:
             decided = script.next(convert_to_openai_messages(messages))
             if decided is None:

@@ -18,14 +18,14 @@ import pytest
 pytest.importorskip("langchain", reason="needs the extra scoutd[langchain]")
 
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, tool
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from scoutd.integrations.langchain import ScoutdMiddleware
 from tests.integrations.replay import RECALL_CONFIG
+from tests.integrations.scripted_chat import ScriptedChat
 
 TIMEOUT = 30.0
 # Graph steps allowed a run: each round takes four (before, model, after, tools).
@@ -50,21 +50,13 @@ def _call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}])
 
 
-class Scripted(BaseChatModel):
+class Scripted(ScriptedChat):
     """Each conversation (named by its first human message) makes its outputs, then
     recalls handles #1..#4 in one turn, then ends; ``before_recall`` runs first."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
     turns: dict[str, int] = Field(default_factory=dict)
     delegate_at: int = -1  # the outer conversation calls ``delegate`` at this turn
     before_recall: Any = None  # async callable of the conversation's name
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-multi"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
 
     def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
         raise NotImplementedError("async only")

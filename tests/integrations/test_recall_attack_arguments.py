@@ -87,22 +87,15 @@ def test_langchain_answers_every_argument_object_and_the_run_goes_on(
 ) -> None:
     pytest.importorskip("langchain.agents", reason="needs the extra scoutd[langchain]")
     from langchain.agents import create_agent
-    from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
     from langchain_core.outputs import ChatResult
     from langchain_core.tools import tool
 
     from scoutd.integrations.langchain import ScoutdMiddleware
+    from tests.integrations.scripted_chat import ScriptedChat
 
-    class Hostile(BaseChatModel):
+    class Hostile(ScriptedChat):
         turns: int = 0
-
-        @property
-        def _llm_type(self) -> str:
-            return "scripted-hostile"
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
 
         def _generate(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> ChatResult:
             decided = decide(self.turns)

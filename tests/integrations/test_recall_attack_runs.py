@@ -248,7 +248,6 @@ class Restarting(Script):
 def test_langchain_recall_across_a_daemon_restart(daemon: Daemon) -> None:
     pytest.importorskip("langchain.agents", reason="needs the extra scoutd[langchain]")
     from langchain.agents import create_agent
-    from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import (
         BaseMessage,
         HumanMessage,
@@ -260,17 +259,11 @@ def test_langchain_recall_across_a_daemon_restart(daemon: Daemon) -> None:
 
     from scoutd.integrations.langchain import ScoutdMiddleware
     from tests.integrations.replay import CONFIG
+    from tests.integrations.scripted_chat import ScriptedChat
 
     script = Restarting(daemon)
 
-    class Model(BaseChatModel):
-        @property
-        def _llm_type(self) -> str:
-            return "scripted-restart"
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
+    class Model(ScriptedChat):
         def _generate(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> ChatResult:
             answers = [
                 str(m.content)

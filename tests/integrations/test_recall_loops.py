@@ -141,20 +141,16 @@ async def test_openai_agents_model_recalls_a_shortened_output(
 def test_langchain_model_recalls_a_shortened_output(socket: tuple[str | None, str]) -> None:
     pytest.importorskip("langchain.agents", reason="needs the extra scoutd[langchain]")
     from langchain.agents import create_agent
-    from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage, ToolMessage, convert_to_openai_messages
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool
 
     from scoutd.integrations.langchain import ScoutdMiddleware
+    from tests.integrations.scripted_chat import ScriptedChat
 
     script = Script()
 
-    class Recaller(BaseChatModel):
-        @property
-        def _llm_type(self) -> str:
-            return "scripted-recall"
-
+    class Recaller(ScriptedChat):
         def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
             assert "recall" in [getattr(t, "name", None) for t in tools]
             return self

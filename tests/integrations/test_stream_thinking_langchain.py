@@ -30,9 +30,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
-from pydantic import ConfigDict, Field
 
 from scoutd.integrations.langchain import ScoutdMiddleware
+from tests.integrations.scripted_chat import ScriptedChat
 from tests.integrations.test_langchain import Recorder
 
 WINDOW = 8_000
@@ -57,24 +57,11 @@ def call_id(turn: int, n: int) -> str:
     return f"c{turn}_{n}"
 
 
-class StreamingThinker(BaseChatModel):
+class StreamingThinker(ScriptedChat):
     """Streams (or answers whole) a turn of thinking, text and parallel calls; records
     what it was sent."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
     streamed: int = 0
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-streamed-thinking"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
-
-    def _turn(self, messages: list[BaseMessage]) -> int:
-        self.seen.append(list(messages))
-        return len(self.seen)
 
     def _generate(
         self,
@@ -83,7 +70,7 @@ class StreamingThinker(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        turn = self._turn(messages)
+        turn = self.record(messages)
         if turn > TURNS:
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content="done"))])
         content: list[Any] = [
@@ -109,7 +96,7 @@ class StreamingThinker(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         self.streamed += 1
-        turn = self._turn(messages)
+        turn = self.record(messages)
         if turn > TURNS:
             yield ChatGenerationChunk(message=AIMessageChunk(content="done"))
             return

@@ -23,12 +23,11 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
-from pydantic import ConfigDict, Field
 
+from tests.integrations.scripted_chat import ScriptedChat
 from tests.integrations.test_stream_thinking_langchain import Snapshots, run_agent
 
 WINDOW = 8_000
@@ -44,19 +43,10 @@ def command(turn: int, n: int) -> dict[str, Any]:
     return {"command": f"ls {turn}.{n}"}
 
 
-class DeepSeekStyle(BaseChatModel):
+class DeepSeekStyle(ScriptedChat):
     """Answers (or streams) a turn of reasoning_content, text and parallel calls."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
     streamed: int = 0
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-reasoning-content"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
 
     def _generate(
         self,
@@ -65,8 +55,7 @@ class DeepSeekStyle(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self.seen.append(list(messages))
-        turn = len(self.seen)
+        turn = self.record(messages)
         if turn > TURNS:
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content="done"))])
         calls: list[Any] = [
@@ -88,8 +77,7 @@ class DeepSeekStyle(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         self.streamed += 1
-        self.seen.append(list(messages))
-        turn = len(self.seen)
+        turn = self.record(messages)
         if turn > TURNS:
             yield ChatGenerationChunk(message=AIMessageChunk(content="done"))
             return

@@ -29,14 +29,13 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
-from pydantic import ConfigDict, Field
 
 from scoutd.integrations._langchain_messages import from_chat, to_chat
 from tests.formats.validity import responses_problems, thinking_problems
+from tests.integrations.scripted_chat import ScriptedChat
 from tests.integrations.test_stream_thinking_langchain import Snapshots, run_agent
 
 WINDOW = 8_000
@@ -86,19 +85,10 @@ def calls(turn: int) -> list[Any]:
     ]
 
 
-class ResponsesStyle(BaseChatModel):
+class ResponsesStyle(ScriptedChat):
     """Answers (or streams, block by block) a turn of reasoning, text and calls."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
     streamed: int = 0
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-responses-reasoning"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
 
     def _generate(
         self,
@@ -107,8 +97,7 @@ class ResponsesStyle(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self.seen.append(list(messages))
-        turn = len(self.seen)
+        turn = self.record(messages)
         if turn > TURNS:
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content="done"))])
         content: list[Any] = list(blocks(turn))
@@ -123,8 +112,7 @@ class ResponsesStyle(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         self.streamed += 1
-        self.seen.append(list(messages))
-        turn = len(self.seen)
+        turn = self.record(messages)
         if turn > TURNS:
             yield ChatGenerationChunk(message=AIMessageChunk(content="done"))
             return

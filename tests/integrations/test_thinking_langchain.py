@@ -21,15 +21,15 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 import scoutd
 from scoutd.integrations._langchain_messages import from_chat, to_chat
 from scoutd.integrations.langchain import ScoutdMiddleware
+from tests.integrations.scripted_chat import ScriptedChat
 from tests.integrations.test_langchain import Recorder
 
 WINDOW = 8_000
@@ -45,19 +45,10 @@ def thinking(turn: int) -> dict[str, Any]:
     }
 
 
-class ThinkingModel(BaseChatModel):
+class ThinkingModel(ScriptedChat):
     """Answers with a turn of thinking, text and parallel calls; records what it was sent."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
     made: list[tuple[AIMessage, Any]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-thinking"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
 
     def _generate(
         self,
@@ -66,8 +57,7 @@ class ThinkingModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self.seen.append(list(messages))
-        turn = len(self.seen)
+        turn = self.record(messages)
         if turn > TURNS:
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content="done"))])
         calls = [
