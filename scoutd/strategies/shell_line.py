@@ -152,11 +152,12 @@ def without_comments(command: str) -> str:
 
 
 # What a here-document scan stops at: a quoted run (one left open runs to the end),
-# an escaped character, a line end, a separator, an arithmetic ``((`` or ``))``, or
+# an escaped character, a comment (a ``#`` that starts a word, to the line's end),
+# a line end, a separator, an arithmetic ``((`` or ``))``, or
 # an unquoted ``<<`` with its delimiter word, quoted or not (``<<-`` strips leading
 # tabs; ``<<<``, a here-string, is told apart by the ``<`` before the match).
 _HEREDOC_SCAN = re.compile(
-    r"""'[^']*+'?|"(?:[^"\\]++|\\.)*+"?|\\.|\n|&&|\|&|[|;]|\(\(|\)\)"""
+    r"""'[^']*+'?|"(?:[^"\\]++|\\.)*+"?|\\.|(?<!\S)\#[^\n]*+|\n|&&|\|&|[|;]|\(\(|\)\)"""
     r"""|<<(-?)[ \t]*(?:'([^'\n]*+)'|"([^"\n]*+)"|\\?([\w.+-]++))""",
     re.S,
 )
@@ -194,7 +195,7 @@ def without_heredocs(command: str) -> str:
         elif token in _SEPARATORS:  # the next command's program is read anew
             command_start, shell = at, None
         elif not token.startswith("<<"):
-            continue  # a quoted run or an escaped character
+            continue  # a quoted run, an escaped character or a comment
         elif command[found.start() - 1 : found.start()] != "<" and not arithmetic:
             if shell is None:
                 words = program_words(command[command_start : found.start()])

@@ -134,6 +134,8 @@ def test_a_line_splits_outside_quotes_as_a_walk_splits_it(line: str) -> None:
         ("echo $((1 << 2))\nls", None),
         ("echo $(( ((1)) << 2 ))\nls", None),  # nested
         ("cat a.py", None),
+        ("cd r  # go <<here\ncat a.py", None),  # a comment: no here-document
+        ("cd r; echo a#b <<E\nx\nE\nls", "cd r; echo a#b <<E\nls"),  # no comment
     ],
 )
 def test_a_heredocs_body_is_left_out(command: str, expected: str | None) -> None:
