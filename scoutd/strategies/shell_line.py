@@ -210,9 +210,14 @@ def without_heredocs(command: str) -> str:
 def _after_body(command: str, at: int, delimiter: str, tabs: bool) -> int:
     """Where the text after a here-document's body starting at ``at`` (just past a
     line end) resumes: past its delimiter's line, or at the end when none ends it."""
-    if tabs:
-        line = re.compile("^\t*" + re.escape(delimiter) + "$", re.M).search(command, at)
-        return len(command) if line is None else min(line.end() + 1, len(command))
+    if tabs:  # rare: line by line (a pattern for each delimiter would be compiled)
+        while at < len(command):
+            end = command.find("\n", at)
+            end = len(command) if end == -1 else end
+            if command[at:end].lstrip("\t") == delimiter:
+                return min(end + 1, len(command))
+            at = end + 1
+        return len(command)
     # Found by a plain search, from the line end before `at`. Not mutated (the lines so
     # marked): a line holding a `<<` and a word never ends in a line end, and a match
     # that is not a whole line is followed by none, so looking one further changes nothing.
