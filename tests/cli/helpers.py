@@ -44,18 +44,20 @@ def run(
     env: Mapping[str, str] | None = None,
     prefix: Sequence[str] = (),
     stdin: BinaryIO | None = None,
+    program: Sequence[str] = ("-m", "scoutd"),
 ) -> subprocess.CompletedProcess[str]:
     """``python -m scoutd ARGS`` with a clean environment; stdout/stderr as text.
 
     ``prefix``: a command that runs it (``setpriv ...``, to act as another user);
-    ``stdin``: a file to read instead of ``input`` (``/dev/zero``, say).
+    ``stdin``: a file to read instead of ``input`` (``/dev/zero``, say);
+    ``program``: what Python runs instead of ``-m scoutd`` (``-c CODE``).
     """
     environ = clean_environ()
     environ["SCOUTD_CONFIG"] = str(home / "empty.toml")
     environ.update(env or {})
     data = input.encode() if isinstance(input, str) else input
     proc = subprocess.run(
-        [*prefix, sys.executable, "-m", "scoutd", *args],
+        [*prefix, sys.executable, *program, *args],
         input=data,
         stdin=stdin,
         capture_output=True,

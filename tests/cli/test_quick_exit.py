@@ -10,14 +10,13 @@ teardown is seen to run or not.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import scoutd
 
-from .helpers import CLI_TIMEOUT, clean_environ
+from .helpers import run
 
 _PROGRAM = """
 import sys
@@ -47,17 +46,8 @@ _THREAD = (
 def _scoutd(
     home: Path, extra: str, *args: str, config: str = "empty.toml"
 ) -> subprocess.CompletedProcess[str]:
-    environ = clean_environ()
-    environ["SCOUTD_CONFIG"] = str(home / config)
-    return subprocess.run(
-        [sys.executable, "-c", _PROGRAM.format(extra=extra), *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=home,
-        timeout=CLI_TIMEOUT,
-        check=False,
-    )
+    program = ("-c", _PROGRAM.format(extra=extra))
+    return run(home, *args, env={"SCOUTD_CONFIG": str(home / config)}, program=program)
 
 
 def _notices(save_file: Path) -> list[str]:
