@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 
 __all__ = [
+    "SHELLS",
     "SPLIT",
     "line_commands",
     "program_name",
@@ -162,8 +163,9 @@ _HEREDOC_SCAN = re.compile(
     re.S,
 )
 _SEPARATORS = frozenset({"&&", "|&", "|", ";"})  # `||` is read as two `|`
-# A shell that reads a here-document as its script: its lines are commands.
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+# The shells: one that reads a here-document as its script runs its lines as
+# commands; one given ``-c`` runs that script (tool_kinds).
+SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 
 
 def without_heredocs(command: str) -> str:
@@ -199,7 +201,7 @@ def without_heredocs(command: str) -> str:
         elif command[found.start() - 1 : found.start()] != "<" and not arithmetic:
             if shell is None:
                 words = program_words(command[command_start : found.start()])
-                shell = bool(words) and program_name(words[0]) in _SHELLS
+                shell = bool(words) and program_name(words[0]) in SHELLS
             dash, single, double, bare = found.groups()
             word = single if single is not None else double if double is not None else bare
             delimiters.append((word, bool(dash), shell))

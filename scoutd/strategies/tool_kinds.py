@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from .shell_line import (
+    SHELLS,
     line_commands,
     program_name,
     program_words,
@@ -316,15 +317,14 @@ def _shell_read(words: list[str], later: Iterator[tuple[str, bool]], command: st
     return CallKind(READ, target, lines)
 
 
-# Shells whose ``-c`` script is the command an argv runs (Codex CLI: ``bash -lc '...'``).
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 # The file a freeform patch (Codex CLI's apply_patch input) changes first.
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (\S[^\n]*)$", re.M)
 
 
 def _argv(words: list[str]) -> str:
     """An argv's command: a shell's ``-c`` script alone, else its words joined."""
-    if len(words) == 3 and program_name(words[0]) in _SHELLS and words[1] in ("-c", "-lc"):
+    # a shell's ``-c`` script is the command an argv runs (Codex CLI: ``bash -lc '...'``)
+    if len(words) == 3 and program_name(words[0]) in SHELLS and words[1] in ("-c", "-lc"):
         return words[2]
     return " ".join(words[:MAX_COMMAND_CHARS])
 
