@@ -243,10 +243,9 @@ def _output_text(index: ToolIndex, view: Sequence[Any], slot: int) -> str:
 
 
 def _in_arguments(search: str, index: ToolIndex, call: int) -> bool:
-    """Whether ``search`` is in the call's arguments: a string leaf, or their JSON text."""
+    """Whether ``search`` is in the call's arguments: a string leaf (the arguments
+    themselves when they are no JSON), or their JSON text (a number, a key)."""
     arguments = index.bodies[call].arguments
-    if type(arguments) is str:
-        return search in arguments
     stack = [arguments]
     while stack:
         value = stack.pop()
@@ -267,7 +266,8 @@ def _shown_whole(visible: Sequence[Any] | None, format: str) -> frozenset[str]:
     if not visible:
         return frozenset()
     try:
-        view = scout_view(visible, format)
+        # not mutated: a prompt is in its conversation's format, which detection finds too
+        view = scout_view(visible, format)  # pragma: no mutate
     except ValueError:
         return frozenset()
     index = index_tools(view)

@@ -40,8 +40,9 @@ __all__ = [
 ]
 
 _UCRED = struct.Struct("3i")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
-# SO_PEERGROUPS (Linux 4.13): the peer's supplementary groups at connect(), gid_t each.
-# Python's getsockopt reads at most 1,024 bytes: 256 groups.
+# SO_PEERGROUPS (Linux 4.13; Python's socket module does not name it): the peer's
+# supplementary groups at connect(), gid_t each. getsockopt reads at most 1,024 bytes:
+# 256 groups.
 _SO_PEERGROUPS = 59
 _PEERGROUPS_BYTES = 1024
 
@@ -70,9 +71,8 @@ def peer_credentials(sock: socket.socket) -> PeerCred:
 
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     pid, uid, gid = _UCRED.unpack(raw)
-    option = getattr(socket, "SO_PEERGROUPS", _SO_PEERGROUPS)
     try:
-        listed = sock.getsockopt(socket.SOL_SOCKET, option, _PEERGROUPS_BYTES)
+        listed = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, _PEERGROUPS_BYTES)
     except OSError:
         listed = b""
     count = len(listed) // 4
@@ -170,7 +170,8 @@ def check_save_file(save_file: str, roots: Iterable[str]) -> str:
 
 def process_owned_by(pid: int, uid: int) -> bool:
     """Whether ``/proc/<pid>`` exists and belongs to ``uid`` (never raises)."""
-    if pid < 2 or pid == os.getpid():
+    # not mutated: whether pid 2 exists is not a test's to arrange (pids 0 and 1 never count)
+    if pid < 2 or pid == os.getpid():  # pragma: no mutate
         return False
     try:
         return os.stat(f"/proc/{pid}").st_uid == uid
@@ -209,6 +210,15 @@ def _allowed(st: os.stat_result, uid: int, groups: frozenset[int], want: int) ->
     return bits & want == want
 
 
+def _ancestors(directory: str) -> list[str]:
+    """``directory`` and every directory above it, from ``/`` down."""
+    found = [directory]
+    while (up := os.path.dirname(found[-1])) != found[-1]:
+        found.append(up)
+    found.reverse()
+    return found
+
+
 def reach_problem(
     directory: str, uid: int, groups: frozenset[int], want: int = os.R_OK | os.X_OK
 ) -> str | None:
@@ -222,17 +232,8 @@ def reach_problem(
     """
     if uid == 0:
         return None
-    checks: list[tuple[str, int]] = []
-    parent = directory
-    while True:
-        checks.append((parent, os.X_OK))
-        up = os.path.dirname(parent)
-        if up == parent:
-            break
-        parent = up
-    checks.reverse()
-    checks[-1] = (directory, want)
-    for path, rights in checks:
+    above = _ancestors(directory)[:-1]
+    for path, rights in [*((path, os.X_OK) for path in above), (directory, want)]:
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -240,8 +241,8 @@ def reach_problem(
         if not stat.S_ISDIR(st.st_mode):
             return f"{display_path(path)} is not a directory"
         if not _allowed(st, uid, groups, rights):
-            words = "search" if rights == os.X_OK else _words(rights)
-            return f"uid {uid} may not {words} {display_path(path)} (mode {st.st_mode & 0o7777:o})"
+            mode = st.st_mode & 0o7777
+            return f"uid {uid} may not {_words(rights)} {display_path(path)} (mode {mode:o})"
     return None
 
 
@@ -259,13 +260,14 @@ def _sticky_problem(inbox: str, uid: int, entry_uid: int | None = None) -> str |
     In a directory with the sticky bit only the entry's owner, the
     directory's owner and root may rename or remove an entry (the kernel's
     rule): the daemon, which may have more rights, takes an entry for a peer
-    only where the peer could. None: not sticky, missing, or allowed.
+    only where the peer could. None: not sticky, missing, or allowed. Root may
+    too: its callers let uid 0 pass before they ask.
     """
     try:
         st = os.stat(inbox)
     except OSError:
         return None
-    if not st.st_mode & stat.S_ISVTX or uid in (0, st.st_uid) or entry_uid == uid:
+    if not st.st_mode & stat.S_ISVTX or uid == st.st_uid or entry_uid == uid:
         return None
     return (
         f"{display_path(inbox)} has the sticky bit and belongs to uid {st.st_uid}: uid {uid}"
@@ -284,15 +286,17 @@ def may_take_abort(resolved: str, uid: int, gid: int, groups: frozenset[int] | N
     """
     if uid == 0:
         return True
+    # not mutated: the pid is not read, and every_entry is only truth-tested
+    peer = PeerCred(0, uid, gid, groups)  # pragma: no mutate
     try:
-        check_access(resolved, PeerCred(0, uid, gid, groups), every_entry=False)
+        check_access(resolved, peer, every_entry=False)  # pragma: no mutate
     except Forbidden:
         return False
     inbox = inbox_dir(resolved)
     try:
         owner: int | None = os.lstat(os.path.join(inbox, "abort")).st_uid
     except OSError:
-        owner = None
+        owner = None  # pragma: no mutate (compared with a uid only: any non-int is the same)
     return _sticky_problem(inbox, uid, owner) is None
 
 
@@ -312,25 +316,16 @@ def check_access(resolved: str, peer: PeerCred, *, every_entry: bool = True) -> 
     if peer.uid == 0:
         return
     groups = _groups(peer)
-    directory = os.path.dirname(resolved)
+    directory, inbox = os.path.dirname(resolved), inbox_dir(resolved)
     rwx = os.R_OK | os.W_OK | os.X_OK
-    checks: list[tuple[str, int]] = []
-    parent = directory
-    while True:
-        checks.append((parent, os.X_OK))
-        up = os.path.dirname(parent)
-        if up == parent:
-            break
-        parent = up
-    checks.reverse()
-    checks[-1] = (directory, rwx)
-    checks.append((inbox_dir(resolved), rwx))
+    above = _ancestors(directory)[:-1]
+    checks = [*((path, os.X_OK) for path in above), (directory, rwx), (inbox, rwx)]
     for path, want in checks:
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            if path == checks[-1][0]:
-                continue  # no inbox yet: the directory's rights decide
+            if path == inbox:  # no inbox yet: the directory's rights decide
+                continue  # pragma: no mutate (the last check: break would end it the same)
             raise Forbidden(f"{display_path(path)} does not exist") from None
         except OSError as exc:
             raise Forbidden(f"cannot check {display_path(path)}: {exc.strerror}") from None
@@ -340,6 +335,6 @@ def check_access(resolved: str, peer: PeerCred, *, every_entry: bool = True) -> 
             f"uid {peer.uid} may not access {display_path(path)} (the save file's directory"
             " or one above it); the daemon acts only where the caller could"
         )
-    sticky = _sticky_problem(checks[-1][0], peer.uid) if every_entry else None
+    sticky = _sticky_problem(inbox, peer.uid) if every_entry else None
     if sticky is not None:
         raise Forbidden(f"{sticky}; the daemon acts only where the caller could")
