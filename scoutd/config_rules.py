@@ -169,7 +169,7 @@ def not_text(value: object) -> str | None:
         item = pending.pop()
         if isinstance(item, str):
             try:
-                item.encode("utf-8")
+                item.encode()  # UTF-8
             except UnicodeEncodeError:
                 return item
         elif isinstance(item, Mapping):
@@ -193,10 +193,11 @@ def check_text(layer: Mapping[str, Any], table: str, source: str) -> None:
 
 
 def where(error: msgspec.ValidationError, table: str) -> str:
-    """msgspec's error with its ``$`` root named as the table (a key of the file when '')."""
+    """msgspec's error with its ``$`` root named as the table (a key of the file when '').
+    An error at the root itself names no path (``Expected `object`, got `int```)."""
     inside = f"`{table}." if table else "`"
     # printable: a key's name is the file's (or the client's), and may hold a newline
-    return printable(str(error).replace("`$.", inside).replace("`$`", f"`{table}`"))
+    return printable(str(error).replace("`$.", inside))
 
 
 def validated_layer(
@@ -258,15 +259,19 @@ def untrusted_writer(path: str) -> str | None:
     seen: set[str] = set()
     for name in (given, real):
         parts = name.split(os.sep)[1:]
-        for depth in range(len(parts) + 1):
+        # not mutated: a depth past the last gives the whole path again, which is seen
+        for depth in range(len(parts) + 1):  # pragma: no mutate
             entry = os.sep + os.sep.join(parts[:depth])
             if entry in seen:
                 continue
-            seen.add(entry)
+            # not mutated: forgetting an entry only looks at it again
+            seen.add(entry)  # pragma: no mutate
             try:
                 found = os.lstat(entry)
             except OSError:
-                continue  # gone meanwhile: reading it fails on its own
+                # gone meanwhile: reading it fails on its own. Not mutated: the entries
+                # below a missing one are missing too, so a break ends the walk the same
+                continue  # pragma: no mutate
             why = _writable_by_others(found)
             if why is not None:
                 return f"{printable(entry)} is {why}"
