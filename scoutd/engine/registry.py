@@ -86,18 +86,24 @@ class Registry:
         self.registered: dict[str, Strategy] = {}
 
     def register(self, name: str, strategy: Callable[[list[Any]], Any] | Strategy) -> None:
-        """Make ``strategy`` selectable by ``name`` (a function receives the messages only)."""
+        """Make ``strategy`` selectable by ``name`` (a function receives the messages only).
+
+        Blanks around the name are no part of it, as in a list of names
+        (``"a, b"``): a built-in's name with blanks around is refused too.
+        """
         if not isinstance(name, str) or not name.strip() or "," in name:
             raise ValueError(f"invalid strategy name {name!r}: a non-empty name without commas")
+        name = name.strip()
         if name in self.builtins:
             raise ValueError(f"{name!r} is a built-in strategy and cannot be replaced")
         if not callable(strategy) and not isinstance(strategy, Strategy):
             raise TypeError(f"strategy {name!r} must be callable, got {type(strategy).__name__}")
-        self.registered[name.strip()] = _adapted(name.strip(), strategy, plugin=False)
+        self.registered[name] = _adapted(name, strategy, plugin=False)
 
     def unregister(self, name: str) -> None:
-        """Forget a registered strategy (no error if absent)."""
-        self.registered.pop(name, None)
+        """Forget a registered strategy (no error if absent), named as it was registered."""
+        if isinstance(name, str):
+            self.registered.pop(name.strip(), None)
 
     def names(self, config: Config) -> list[str]:
         """Every name :meth:`resolve` accepts right now under ``config``."""
