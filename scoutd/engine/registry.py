@@ -18,7 +18,7 @@ from ..errors import ConfigError, UnknownStrategy
 from ..paths import printable
 from ..strategies import BUILTINS
 from ..strategies.base import FunctionStrategy, Rounds, Strategy
-from ..strategies.named_code import Contained, contained, import_named
+from ..strategies.named_code import Contained, callers_interrupt, import_named
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -42,8 +42,9 @@ def _plugin_sources(config: Config) -> dict[str, str]:
     return sources
 
 
-def _adapted(name: str, found: Any, plugin: bool) -> Strategy:
-    """``found`` as a strategy: a Strategy object as it is, a function adapted."""
+def _adapted(name: str, found: Any, *, plugin: bool = False) -> Strategy:
+    """``found`` as a strategy: a Strategy object as it is, a function adapted (a
+    plugin's gets the keywords its signature names)."""
     if isinstance(found, Strategy) and not isinstance(found, type):
         return found
     return FunctionStrategy(name, found, plugin=plugin)
@@ -72,8 +73,8 @@ def _load_plugin(name: str, target: str) -> Strategy:
     try:
         adapted = _adapted(name, found, plugin=True)
     except BaseException as exc:
-        if contained(label, exc) is exc and not isinstance(exc, Exception):
-            raise  # an interrupt of the main thread (the library's caller): its own
+        if callers_interrupt(exc):
+            raise
         raise ConfigError(f"{label} cannot be loaded: {type(exc).__name__}: {exc}") from None
     return _Plugin(label, adapted)
 
@@ -98,7 +99,7 @@ class Registry:
             raise ValueError(f"{name!r} is a built-in strategy and cannot be replaced")
         if not callable(strategy) and not isinstance(strategy, Strategy):
             raise TypeError(f"strategy {name!r} must be callable, got {type(strategy).__name__}")
-        self.registered[name] = _adapted(name, strategy, plugin=False)
+        self.registered[name] = _adapted(name, strategy)
 
     def unregister(self, name: str) -> None:
         """Forget a registered strategy (no error if absent), named as it was registered."""

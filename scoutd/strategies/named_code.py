@@ -23,15 +23,25 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from ..errors import ConfigError
 from ..paths import printable
 
-__all__ = ["Contained", "contained", "import_named"]
+__all__ = ["Contained", "callers_interrupt", "contained", "import_named"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def _ours(exc: BaseException) -> bool:
     """Whether ``exc`` may pass as it is: an Exception, or anything on the main thread."""
-    return isinstance(exc, Exception) or threading.current_thread() is threading.main_thread()
+    return isinstance(exc, Exception) or _on_main_thread()
+
+
+def callers_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is an exit or an interrupt of the main thread: the library
+    caller's own (its Ctrl-C), raised as it is rather than said as an error."""
+    return not isinstance(exc, Exception) and _on_main_thread()
 
 
 def contained(label: str, exc: BaseException) -> BaseException:
@@ -54,8 +64,8 @@ def import_named(label: str, target: str) -> Any:
         for part in attribute.strip().split(".") if attribute.strip() else []:
             found = getattr(found, part)
     except BaseException as exc:
-        if not isinstance(exc, Exception) and _ours(exc):
-            raise  # an interrupt of the main thread (the library's caller): its own
+        if callers_interrupt(exc):
+            raise
         known = isinstance(exc, (ImportError, AttributeError, ValueError))
         why = printable(str(exc) if known else f"{type(exc).__name__}: {exc}")
         raise ConfigError(f"{label} cannot be loaded: {why}") from None
