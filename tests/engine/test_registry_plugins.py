@@ -5,7 +5,6 @@ what a function registered in code receives."""
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from scoutd.engine.registry import REGISTRY, Registry
 from scoutd.errors import ConfigError
 from scoutd.strategies import BUILTINS
 from scoutd.strategies.base import PrepareContext
+
+from ..support.threads import raised_in_a_worker
 
 MODULE = "registry_plugins_under_test"
 PLUGINS = """
@@ -77,23 +78,6 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Config]
     sys.modules.pop(MODULE, None)
 
 
-def _in_a_worker(call: Any) -> BaseException:
-    """What ``call`` raises on a thread other than the main one (as in the daemon)."""
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:
-            raised.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(10)
-    assert not thread.is_alive() and len(raised) == 1
-    return raised[0]
-
-
 def test_a_plugin_object_is_held_with_what_it_declares(plugins: Config) -> None:
     found: Any = REGISTRY.resolve("declares", plugins)
     module = sys.modules[MODULE]
@@ -103,7 +87,7 @@ def test_a_plugin_object_is_held_with_what_it_declares(plugins: Config) -> None:
     assert found.rounds is module.Declares.ROUNDS
     vague: Any = REGISTRY.resolve("vague", plugins)
     assert vague.appends_only is False and vague.keeps_prefix is False  # only True declares
-    raised = _in_a_worker(lambda: found.run(MESSAGES, CTX))
+    raised = raised_in_a_worker(lambda: found.run(MESSAGES, CTX))
     assert type(raised) is RuntimeError
     said = f"plugin strategy 'declares' ({MODULE}:declares) raised SystemExit"
     assert str(raised) == said
@@ -130,7 +114,7 @@ def test_an_exit_while_a_plugin_is_adapted_is_the_callers_on_the_main_thread_onl
 ) -> None:
     with pytest.raises(SystemExit):
         REGISTRY.resolve("exits_when_inspected", plugins)
-    raised = _in_a_worker(lambda: REGISTRY.resolve("exits_when_inspected", plugins))
+    raised = raised_in_a_worker(lambda: REGISTRY.resolve("exits_when_inspected", plugins))
     label = f"plugin strategy 'exits_when_inspected' ({MODULE}:exits_when_inspected)"
     assert type(raised) is ConfigError
     assert str(raised) == f"{label} cannot be loaded: SystemExit: 6"

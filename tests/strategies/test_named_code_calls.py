@@ -4,7 +4,6 @@ raises, said as the operator needs it, and its calls, contained off the main thr
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,24 +13,9 @@ import pytest
 from scoutd.errors import ConfigError
 from scoutd.strategies.named_code import Contained, import_named
 
+from ..support.threads import raised_in_a_worker
+
 LABEL = "tokenizer 'x'"
-
-
-def _in_a_worker(call: Any) -> BaseException:
-    """What ``call`` raises on a thread other than the main one (as in the daemon)."""
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:
-            raised.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(10)
-    assert not thread.is_alive() and len(raised) == 1
-    return raised[0]
 
 
 @pytest.fixture
@@ -62,7 +46,7 @@ def test_an_exit_at_import_is_the_callers_on_the_main_thread_only() -> None:
     with pytest.raises(SystemExit):
         import_named(LABEL, "named_exits:f")
     sys.modules.pop("named_exits", None)
-    raised = _in_a_worker(lambda: import_named(LABEL, "named_exits:f"))
+    raised = raised_in_a_worker(lambda: import_named(LABEL, "named_exits:f"))
     assert type(raised) is ConfigError
     assert str(raised) == f"{LABEL} cannot be loaded: SystemExit: 3"
 
@@ -80,11 +64,11 @@ def test_a_contained_call_passes_everything_on_and_keeps_the_name() -> None:
     assert call.__name__ == "joined" and call.__wrapped__ is joined  # type: ignore[attr-defined]
     with pytest.raises(SystemExit):
         Contained(LABEL, _exits)(code=4)  # the main thread keeps its exit
-    raised = _in_a_worker(lambda: Contained(LABEL, _exits)(code=4))
+    raised = raised_in_a_worker(lambda: Contained(LABEL, _exits)(code=4))
     assert type(raised) is RuntimeError and str(raised) == f"{LABEL} raised SystemExit"
     with pytest.raises(ValueError, match=r"^own$"):
         Contained(LABEL, _raises_own)()
-    raised = _in_a_worker(Contained(LABEL, _raises_own))  # an error is its own anywhere
+    raised = raised_in_a_worker(Contained(LABEL, _raises_own))  # an error is its own anywhere
     assert type(raised) is ValueError and str(raised) == "own"
 
 
