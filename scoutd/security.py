@@ -260,8 +260,8 @@ def _sticky_problem(inbox: str, uid: int, entry_uid: int | None = None) -> str |
     In a directory with the sticky bit only the entry's owner, the
     directory's owner and root may rename or remove an entry (the kernel's
     rule): the daemon, which may have more rights, takes an entry for a peer
-    only where the peer could. None: not sticky, missing, or allowed. Root may
-    too: its callers let uid 0 pass before they ask.
+    only where the peer could. None: not sticky, missing, or allowed. Root is
+    never asked about: the callers let uid 0 pass first.
     """
     try:
         st = os.stat(inbox)
