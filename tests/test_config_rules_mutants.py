@@ -15,9 +15,7 @@ import pytest
 from scoutd.config import PromptConfig
 from scoutd.config_rules import check_numbers, untrusted_writer, validated_layer
 from scoutd.errors import ConfigError
-
-NOBODY = 65534
-AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files as another uid")
+from tests.support.ids import AS_ROOT, NOBODY
 
 
 class _Optional(msgspec.Struct):

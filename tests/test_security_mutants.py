@@ -30,9 +30,7 @@ from scoutd.security import (
     reach_problem,
     resolve_roots,
 )
-
-NOBODY = 65534
-AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files as another uid")
+from tests.support.ids import AS_ROOT, NOBODY
 
 
 @pytest.fixture
