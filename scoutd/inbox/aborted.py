@@ -114,19 +114,15 @@ def _reach(directory: str, *, inbox: bool, exact: bool = False) -> int:
 _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG})
 
 
-def _unreachable(path: str, exc: OSError, *, seen: bool) -> str | None:
-    """What a marker that cannot be looked at the consumers' way means; None: no abort.
+def _unreachable(path: str, exc: OSError) -> str | None:
+    """What a marker the kernel sees but the consumers' way cannot look at means.
 
-    ``seen``: the kernel's own ``lstat`` found an entry there. It aborts then,
-    unread, with a generic reason: it lies behind what no consumer follows (a
-    symlink another user made, a symlink in the inbox's place), or cannot be
-    examined. Not seen (no search permission, a symlink loop: the kernel could
-    not tell either), or gone meanwhile (``ENOENT``): None, and every pickup
-    and claim fails closed on such a directory itself, with a reason naming it
-    (:meth:`InboxDirs.of <scoutd.inbox.files.InboxDirs.of>`).
+    It aborts, unread, with a generic reason: it lies behind what no consumer
+    follows (a symlink another user made, a symlink in the inbox's place), or
+    cannot be examined. None (no abort) only when it is gone meanwhile
+    (``ENOENT``).
     """
-    if not seen or exc.errno == errno.ENOENT:  # not ENOTDIR: open_dir's "a symlink here"
-        log.debug("abort marker %r cannot be examined: %s", path, exc)
+    if exc.errno == errno.ENOENT:  # not ENOTDIR: open_dir's "a symlink here"
         return None
     log.error("abort marker %r cannot be examined (the chat is aborted): %s", path, exc)
     return f"aborted by operator (the abort marker {path} cannot be read: {exc.strerror or exc})"
@@ -136,26 +132,30 @@ def _read_marker(path: str, *, inbox: bool, exact: bool) -> str | None:
     """The reason the marker at ``path`` gives; None when there is none.
 
     ``inbox``: the marker in the inbox (else the one beside the chat). An entry
-    there that cannot be reached the way consumers reach it, or examined, or
-    read, aborts with a generic reason (fails closed; see :func:`_unreachable`).
+    the kernel sees there that cannot be reached the way consumers reach it, or
+    examined, or read, aborts with a generic reason (fails closed; see
+    :func:`_unreachable`). One the kernel cannot tell about (no search
+    permission, a symlink loop, a failing disk) is none: the consumers' way
+    needs the same searches and meets the same error, and every pickup and
+    claim fails closed on such a directory itself, with a reason naming it
+    (:meth:`InboxDirs.of <scoutd.inbox.files.InboxDirs.of>`).
     """
     try:  # the common case, one system call: no marker
         os.lstat(path)
-        seen = True
     except OSError as exc:
-        if exc.errno in _ABSENT:
-            return None
-        seen = False  # it may be there (no search permission, a symlink loop): look below
+        if exc.errno not in _ABSENT:
+            log.debug("abort marker %r cannot be examined: %s", path, exc)
+        return None
     try:
         dfd = _reach(os.path.dirname(path), inbox=inbox, exact=exact)
     except OSError as exc:
-        return _unreachable(path, exc, seen=seen)
+        return _unreachable(path, exc)
     try:
         name = os.path.basename(path)
         try:
             kind = entry_kind(os.lstat(name, dir_fd=dfd).st_mode)
         except OSError as exc:
-            return _unreachable(path, exc, seen=seen)
+            return _unreachable(path, exc)
         if kind is not None:  # made by hand, or by the agent: aborted all the same, unread
             return f"aborted by operator (the abort marker {path} is {kind}; not read)"
         try:
@@ -166,7 +166,7 @@ def _read_marker(path: str, *, inbox: bool, exact: bool) -> str | None:
                 os.close(fd)
         except OSError as exc:  # there but unreadable: fail closed
             log.warning("abort marker %r cannot be read (the chat is aborted): %s", path, exc)
-            text = ""
+            text = ""  # pragma: no mutate (None reads the same below)
         return text or f"aborted by operator (abort marker {path})"
     finally:
         os.close(dfd)
@@ -188,17 +188,23 @@ def held(save_file: str | os.PathLike[str] | None, *, exact: bool = False) -> st
         paths = marker_paths(save_file)
     except ValueError:  # no file name: no inbox
         return None
-    for path, inbox in zip(paths, (False, True), strict=True):
+    in_inbox = (False, True)  # of each path
+    # not mutated: marker_paths gives two paths (strict= changes nothing)
+    for path, inbox in zip(paths, in_inbox, strict=True):  # pragma: no mutate
         reason = _read_marker(path, inbox=inbox, exact=exact)
         if reason is not None:
             return reason
     return None
 
 
+# not mutated: O_DIRECTORY and O_CLOEXEC only make sure; each mutant opens the same directory
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # pragma: no mutate
+
+
 def _sync(dfd: int) -> None:
     """Make the entries of directory ``dfd`` (``O_PATH`` too) durable, best effort."""
     with contextlib.suppress(OSError):
-        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+        fd = os.open(".", _DIRECTORY_FLAGS, dir_fd=dfd)
         try:
             os.fsync(fd)
         finally:
@@ -216,11 +222,11 @@ def _write(path: str, reason: str, *, inbox: bool, exact: bool) -> str:
     try:
         if lexists(name, dfd):  # kept as it is, with nothing to write (a full disk too)
             return path
-        temp = f".tmp-{os.getpid()}-{os.urandom(8).hex()}"
+        temp = f".tmp-{os.getpid()}-{os.urandom(8).hex()}"  # pragma: no mutate (any fresh name)
         fd = os.open(temp, WRITE_FLAGS, 0o666, dir_fd=dfd)
         try:
             try:
-                data = memoryview(reason.encode("utf-8", "surrogateescape"))
+                data = memoryview(reason.encode(errors="surrogateescape"))
                 while data:
                     data = data[os.write(fd, data) :]
                 # Seen first, made durable after: a hook that looks between the
@@ -249,14 +255,21 @@ def mark(save_file: str | os.PathLike[str], reason: str, *, exact: bool = False)
     abort fails closed"). ``exact``: as for :func:`held`.
     """
     problems: list[str] = []
-    for path, inbox in zip(marker_paths(save_file), (False, True), strict=True):
+    in_inbox = (False, True)  # of each path
+    # not mutated: marker_paths gives two paths (strict= changes nothing)
+    for path, inbox in zip(marker_paths(save_file), in_inbox, strict=True):  # pragma: no mutate
         try:
             written = _write(path, reason, inbox=inbox, exact=exact)
         except OSError as exc:
             problems.append(f"{path}: {exc.strerror or exc}")
             continue
         if problems:
-            log.error("abort marker written to %r instead (%s)", written, "; ".join(problems))
+            # not mutated: one place failed before this one, so the separator is never used
+            log.error(
+                "abort marker written to %r instead (%s)",
+                written,
+                "; ".join(problems),  # pragma: no mutate
+            )
         return written
     log.error(
         "the chat of %r is aborted, but no abort marker could be written (%s)",

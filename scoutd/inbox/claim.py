@@ -56,7 +56,6 @@ __all__ = [
     "is_complete",
     "settled",
     "take",
-    "wait_complete",
 ]
 
 log = logging.getLogger("scoutd.inbox")
@@ -146,7 +145,7 @@ def take(
     if not done:
         log.info("inbox file %r is still being written: left for the next pickup", source)
         return None
-    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
+    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"  # pragma: no mutate (any fresh name)
     try:
         rfd = dirs.removed_fd()
         os.rename(name, claim, src_dir_fd=dirs.ifd, dst_dir_fd=rfd)
@@ -190,9 +189,11 @@ def _first_free(name: str, rfd: int) -> int:
     """
     if not lexists(numbered(name, 0), rfd):
         return 0
-    taken, free = 0, 1
+    # Not mutated (the lines so marked): another first probe or step only changes
+    # which numbers are looked at, not the number found.
+    taken, free = 0, 1  # pragma: no mutate
     while free < MAX_NAMES and lexists(numbered(name, free), rfd):
-        taken, free = free, min(free * 2, MAX_NAMES)
+        taken, free = free, min(free * 2, MAX_NAMES)  # pragma: no mutate
     while taken + 1 < free:
         middle = (taken + free) // 2
         if lexists(numbered(name, middle), rfd):
@@ -228,11 +229,11 @@ def _take_abort(
     if regular and not complete and not _abort_complete(dirs.ifd, st):
         if not wait:
             raise NotSettled(source)
-        wait_complete(ABORT_NAME, dirs.ifd, st)  # still changing: taken as it is
+        _wait_for_abort(dirs.ifd)  # still changing after it: taken as it is
     if before is not None:  # read in place, as it will be claimed: durable before it moves
         # (raises, the abort unmoved, when it cannot be made durable)
         before(*_read_abort(ABORT_NAME, dirs.ifd, max_bytes, source))
-    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"
+    claim = f".claim-{os.getpid()}-{os.urandom(8).hex()}"  # pragma: no mutate (any fresh name)
     try:
         rfd = dirs.removed_fd()
         os.rename(ABORT_NAME, claim, src_dir_fd=dirs.ifd, dst_dir_fd=rfd)
@@ -283,32 +284,24 @@ def settled(st: os.stat_result) -> bool:
     return st.st_ctime_ns > st.st_mtime_ns or time.time() - st.st_mtime >= SETTLE_TIME
 
 
-def wait_complete(name: str, dir_fd: int, st: os.stat_result) -> bool:
-    """Wait, at most :data:`MAX_SETTLE_WAIT` seconds, until the regular ``name`` is complete.
+def _wait_for_abort(dir_fd: int) -> None:
+    """Wait, at most :data:`MAX_SETTLE_WAIT` seconds, until the regular ``abort`` is complete.
 
     Sleeps in the caller's thread: only for a caller that asked to wait
     (``wait=True``), never in the daemon. Complete: nobody holds it open for
-    writing (where the kernel tells), else one SETTLE_TIME passed without a
-    change of size, modification time or inode. False: still changing when
-    the wait ran out.
+    writing (where the kernel tells), else its times say so (:func:`settled`).
+    Still changing when the wait runs out, or gone: the claim goes on all the
+    same (an abort is taken as it is; one taken meanwhile is reported so).
     """
     deadline = time.monotonic() + MAX_SETTLE_WAIT
-    seen = _signature(st)
     while True:
         time.sleep(SETTLE_TIME)
         try:
-            now = os.lstat(name, dir_fd=dir_fd)
+            now = os.lstat(ABORT_NAME, dir_fd=dir_fd)
         except FileNotFoundError:
-            return True  # gone: the claim reports who took it
-        if _abort_complete(dir_fd, now) if name == ABORT_NAME else _signature(now) == seen:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        seen = _signature(now)
-
-
-def _signature(st: os.stat_result) -> tuple[int, int, int]:
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+            return
+        if _abort_complete(dir_fd, now) or time.monotonic() >= deadline:
+            return
 
 
 def _read_abort(

@@ -154,9 +154,10 @@ def selected(entry: os.DirEntry[str]) -> Literal["abort", "notice"] | None:
     """
     if entry.name == ABORT_NAME:
         return "abort"
-    if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
-        return None
-    return "notice"
+    if entry.name.startswith("."):
+        return None  # hidden, or a writer's temporary
+    regular = entry.is_file(follow_symlinks=False)  # pragma: no mutate (None is false too)
+    return "notice" if regular else None
 
 
 def pending_names(dirs: InboxDirs) -> list[str]:

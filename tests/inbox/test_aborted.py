@@ -225,14 +225,15 @@ def test_clear_takes_a_waiting_abort_and_both_markers(save_file: str) -> None:
     assert inbox(HELLO, CONFIG, save_file=save_file)[0] == HELLO
 
 
-def test_the_marker_is_written_with_the_umask(save_file: str) -> None:
-    old = os.umask(0o027)
+@pytest.mark.parametrize(("umask", "mode"), [(0o027, 0o640), (0, 0o666)])
+def test_the_marker_is_written_with_the_umask(save_file: str, umask: int, mode: int) -> None:
+    old = os.umask(umask)
     try:
         path = mark(save_file, "x")
     finally:
         os.umask(old)
     assert path is not None
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+    assert stat.S_IMODE(os.stat(path).st_mode) == mode
 
 
 @pytest.mark.parametrize("consumer", ["pickup", "claim"])
