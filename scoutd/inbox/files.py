@@ -72,19 +72,17 @@ def open_dir(path: str, *, dir_fd: int | None = None, shown: str | None = None) 
 class InboxDirs:
     """The inbox (open) and removed directory (opened at the first claim) of one pickup.
 
-    Built with :meth:`of` from a save file, both are reached through the chat
-    directory's descriptor (:mod:`scoutd.inbox.walk`); built from paths, the
-    inbox is opened by its path (its last component never followed).
+    Built with :meth:`of` from a save file: both are reached through the chat
+    directory's descriptor, walked without an untrusted symlink
+    (:mod:`scoutd.inbox.walk`), never by their paths.
     """
 
-    def __init__(self, inbox_path: str, removed: str, *, chat_fd: int | None = None) -> None:
+    def __init__(self, inbox_path: str, removed: str, *, chat_fd: int) -> None:
+        """``chat_fd``: the chat directory, walked (:meth:`of`); this object closes it."""
         self.inbox = inbox_path
         self.removed = removed
         self._chat_fd = chat_fd
-        if chat_fd is None:
-            self.ifd = open_dir(inbox_path)
-        else:
-            self.ifd = open_dir(os.path.basename(inbox_path), dir_fd=chat_fd, shown=inbox_path)
+        self.ifd = open_dir(os.path.basename(inbox_path), dir_fd=chat_fd, shown=inbox_path)
         self._rfd: int | None = None
 
     @classmethod
@@ -138,7 +136,7 @@ class InboxDirs:
     def removed_fd(self) -> int:
         """The removed directory, created now if missing (lazily: a file is about to move)."""
         if self._rfd is None:
-            name = self.removed if self._chat_fd is None else os.path.basename(self.removed)
+            name = os.path.basename(self.removed)
             with contextlib.suppress(FileExistsError):
                 if os.geteuid() == 0 and os.fstat(self.ifd).st_uid != 0:
                     self._make_removed_for_owner(name)
@@ -156,8 +154,7 @@ class InboxDirs:
         own process (the library), so its notices were never delivered again.
         Raises ``FileExistsError`` when one exists (made meanwhile).
         """
-        parent = os.path.dirname(self.removed) if self._chat_fd is None else ""
-        temp = os.path.join(parent, f".inbox_removed-{os.getpid()}-{os.urandom(8).hex()}")
+        temp = f".inbox_removed-{os.getpid()}-{os.urandom(8).hex()}"
         os.mkdir(temp, 0o700, dir_fd=self._chat_fd)
         try:
             tfd = open_dir(temp, dir_fd=self._chat_fd)
@@ -167,7 +164,7 @@ class InboxDirs:
                 os.chmod(tfd, stat.S_IMODE(inbox.st_mode))
             finally:
                 os.close(tfd)
-            place(temp, parent, [os.path.basename(name)], dir_fd=self._chat_fd, by_rename=True)
+            place(temp, "", [name], dir_fd=self._chat_fd, by_rename=True)
         finally:
             with contextlib.suppress(OSError):
                 os.rmdir(temp, dir_fd=self._chat_fd)
@@ -176,8 +173,7 @@ class InboxDirs:
         os.close(self.ifd)
         if self._rfd is not None:
             os.close(self._rfd)
-        if self._chat_fd is not None:
-            os.close(self._chat_fd)
+        os.close(self._chat_fd)
 
 
 class _Reader:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,8 +128,15 @@ def test_a_removed_directory_root_made_is_the_inbox_owners(agents_chat: str, fir
 
 @root_only
 def test_a_removed_directory_root_makes_for_itself_stays_roots(tmp_path: Path) -> None:
-    """Root's own inbox: the removed directory is made as ever (root's, its umask)."""
+    """Root's own inbox: the removed directory is made as ever (root's, its umask), not
+    with the inbox's mode as for another user's."""
     save_file = str(tmp_path / "a.chat")
     write_notice(save_file, "x")
-    assert pick_up(save_file, max_bytes=100, max_total_bytes=100).notices == ["x"]
-    assert os.stat(inbox_removed_dir(save_file)).st_uid == 0
+    os.chmod(inbox_dir(save_file), 0o700)
+    old = os.umask(0o022)
+    try:
+        assert pick_up(save_file, max_bytes=100, max_total_bytes=100).notices == ["x"]
+    finally:
+        os.umask(old)
+    made = os.stat(inbox_removed_dir(save_file))
+    assert (made.st_uid, stat.S_IMODE(made.st_mode)) == (0, 0o755)

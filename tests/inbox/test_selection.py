@@ -65,7 +65,8 @@ def test_pickup_and_listing_select_the_same_entries(
     _populate(directory, abort_kind)
     before = sorted(os.listdir(os.fsencode(directory)))
 
-    dirs = InboxDirs(directory, inbox_removed_dir(save_file))
+    dirs = InboxDirs.of(save_file)
+    assert dirs is not None
     try:
         taken = pending_names(dirs)
     finally:
