@@ -20,7 +20,7 @@ import pytest
 
 from scoutd import Aborted, PromptConfig
 from scoutd.errors import InboxUnusable, StillAborted
-from scoutd.inbox import claim_abort, inbox_dir, list_inbox, write_abort, write_notice
+from scoutd.inbox import claim_abort, inbox_dir, list_inbox, walk, write_abort, write_notice
 from scoutd.inbox.files import InboxDirs
 from scoutd.inbox.gate import InboxGate, guarded
 from scoutd.inbox.walk import open_directory
@@ -224,3 +224,45 @@ def test_printable_escapes_what_could_forge_a_terminal() -> None:
     assert printable("a\u202eb\u2028c\x7f\x9b") == "a\\u202eb\\u2028c\\x7f\\x9b"
     assert printable(os.fsdecode(b"bad\xff")) == "bad\\xff"
     assert printable(b"\xfe\x00") == "\\xfe\\x00"
+
+
+@root_only
+def test_a_link_swapped_for_another_users_after_its_look_is_not_read(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The link is checked again on the descriptor it is read through: one another user
+    owns by then is refused, with who owns it and where."""
+    (tmp_path / "target").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "target")
+    os.lchown(link, NOBODY, NOBODY)
+    (tmp_path / "plain").mkdir()
+    dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError) as raised:
+            walk._read_link("link", dfd, "/chats/link")
+        assert walk._read_link("plain", dfd, "/chats/plain") is None  # no longer a link
+    finally:
+        os.close(dfd)
+    error = raised.value
+    assert (error.errno, error.strerror, error.filename) == (
+        errno.ELOOP,
+        f"is a symbolic link owned by uid {NOBODY} (neither root nor uid 0), not followed",
+        "/chats/link",
+    )
+
+
+def test_directories_a_walk_makes_are_made_as_mkdir_p_makes_them(tmp_path: pathlib.Path) -> None:
+    old = os.umask(0o022)
+    try:
+        made = open_directory(str(tmp_path / "new" / "deeper"), create=True)
+    finally:
+        os.umask(old)
+    os.close(made.fd)
+    for path in (tmp_path / "new", tmp_path / "new" / "deeper"):
+        assert path.stat().st_mode & 0o7777 == 0o755
+    dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        walk._make("new", dfd)  # made meanwhile by another party: fine
+    finally:
+        os.close(dfd)
