@@ -12,13 +12,16 @@ from __future__ import annotations
 import grp
 import logging
 import os
+import re
 import secrets
 import socket
 import stat
+import time
 from dataclasses import dataclass
 
 from ..config import Config
 from ..errors import StartupError
+from ..paths import printable
 from ..systemd import ActivationError, listen_socket
 
 __all__ = ["SUN_PATH_MAX", "Listener", "StartupError", "bind_listener", "open_listener"]
@@ -26,6 +29,10 @@ __all__ = ["SUN_PATH_MAX", "Listener", "StartupError", "bind_listener", "open_li
 log = logging.getLogger("scoutd.server")
 
 SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+# A hidden name older than this that refuses connections was left by a daemon
+# killed between its bind and its link. Bind to link takes microseconds: a
+# starting daemon's own name is never that old.
+STALE_ASIDE_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -98,6 +105,47 @@ def _check_directory(directory: str) -> None:
         )
 
 
+def _remove_stale_asides(path: str) -> None:
+    """Remove the hidden names (:func:`_aside_name`) that daemons killed between
+    their bind and their link left beside ``path``: sockets of this user, older
+    than :data:`STALE_ASIDE_SECONDS`, that refuse connections. Anything else of
+    that name (another user's, a file, a live socket) is left alone."""
+    directory, base = os.path.split(path)
+    pattern = re.compile(re.escape(f".{base}.") + "[0-9a-f]{8}")
+    try:
+        names = [n for n in os.listdir(directory or ".") if pattern.fullmatch(n)]
+    except OSError:
+        return  # a directory it cannot list: binding meets the error, in its own words
+    for name in names:
+        aside = os.path.join(directory, name)
+        try:
+            st = os.lstat(aside)
+        except OSError:
+            continue
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        if time.time() - st.st_mtime < STALE_ASIDE_SECONDS or _accepts(aside):
+            continue
+        try:
+            os.unlink(aside)
+        except OSError:
+            continue
+        log.info("removed %s, left by a daemon killed while binding", printable(aside))
+
+
+def _accepts(path: str) -> bool:
+    """Whether the socket at ``path`` takes a connection (a daemon listens on it)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
 def _aside_name(path: str) -> str:
     """A fresh hidden name beside ``path`` to bind under, or ``path`` itself when
     no such name fits ``sun_path`` (a path within a few bytes of the limit)."""
@@ -168,6 +216,7 @@ def open_listener(path: str, mode: int, group: str | None, backlog: int = 128) -
             raise StartupError(f"socket_group {group!r} does not exist") from None
     _check_directory(directory)
     _probe_existing(path)
+    _remove_stale_asides(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener = _bind_aside(sock, path, mode, gid, backlog)
