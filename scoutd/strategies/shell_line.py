@@ -2,16 +2,14 @@
 words and programs, its comment lines and here-documents.
 
 :mod:`.tool_kinds` classifies a shell call from these. A line is split into
-commands at ``&&``, ``||``, ``;``, ``|``, ``|&`` and line ends wherever they
-stand (:func:`line_commands`; :func:`unquoted_commands` only outside quotes), a
-command into words as a POSIX shell splits them. Pure code, linear in the
+commands at ``&&``, ``||``, ``;``, ``|``, ``|&`` and line ends outside quotes
+(:func:`line_commands`), a command into words as a POSIX shell splits them. Pure code, linear in the
 text: a client writes it (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Iterator
 
 __all__ = [
@@ -21,7 +19,6 @@ __all__ = [
     "program_name",
     "program_words",
     "split_words",
-    "unquoted_commands",
     "without_comments",
     "without_heredocs",
 ]
@@ -35,6 +32,15 @@ _WORD = re.compile(r"""(?:[^\s'"\\]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)++""", r
 # The quoting inside a word, replaced by what it quotes.
 _QUOTING = re.compile(r"""'([^']*+)'|"((?:[^"\\]++|\\.)*+)"|\\(.)""", re.S)
 _ESCAPE = re.compile(r"\\(.)", re.S)
+# One command, up to the first separator outside quotes, and that separator
+# (none at the end of the line): past quoted runs and escaped characters (a quote
+# left open, or a backslash at the end, is a character like any other, as is a
+# lone ``&``). Possessive: linear in the text.
+_COMMAND = re.compile(
+    r"""((?:[^'"\\&|;\n]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.|&(?!&)|['"\\])*+)"""
+    f"({SPLIT.pattern})?",
+    re.S,
+)
 
 
 def _unquoted(match: re.Match[str]) -> str:
@@ -47,10 +53,14 @@ def _unquoted(match: re.Match[str]) -> str:
 
 
 def split_words(segment: str) -> list[str]:
-    """The words of a command as a POSIX shell splits them, quotes removed (a quote left
-    open is dropped: the rest still reads as words)."""
+    """The words of a command as a POSIX shell splits them, quotes and line
+    continuations removed (a quote left open is dropped: the rest still reads as
+    words)."""
     if "'" not in segment and '"' not in segment and "\\" not in segment:
         return segment.split()  # no quoting: the same words (both split at str.isspace)
+    # a backslash before a line end continues the line: the shell removes both (not
+    # inside single quotes, where it keeps them: a rare case, where no program starts)
+    segment = segment.replace("\\\n", "")
     return [_QUOTING.sub(_unquoted, word) for word in _WORD.findall(segment)]
 
 
@@ -110,33 +120,20 @@ def _unclosed(words: list[str]) -> list[str]:
 
 
 def line_commands(command: str) -> Iterator[tuple[str, bool]]:
-    """The commands of a shell line (``SPLIT.split``), one at a time, each with
-    whether a pipe feeds it: the first that decides is often the first of many
-    (a heredoc's lines)."""
-    start = 0  # pragma: no mutate (a slice from None starts at 0 too)
-    piped = False
-    for separator in SPLIT.finditer(command):
-        yield command[start : separator.start()], piped
-        start = separator.end()
-        piped = separator.group() in ("|", "|&")
-    yield command[start:], piped
-
-
-def unquoted_commands(command: str) -> Iterator[str]:
-    """The commands of a shell line split at its separators outside quotes only
-    (``grep -E "a|b" f`` is one command; an escaped ``\\|`` splits nothing)."""
-    quoted = [match.span() for match in _QUOTING.finditer(command)]
-    starts = [start for start, _ in quoted]
-    start = 0  # pragma: no mutate (a slice from None starts at 0 too)
-    looked = 0
-    while (separator := SPLIT.search(command, looked)) is not None:
-        at = bisect_right(starts, separator.start()) - 1
-        if at >= 0 and separator.start() < quoted[at][1]:
-            looked = quoted[at][1]  # inside quotes (or escaped): look on after them,
-            continue  # where a separator may start (``\\||``: an escaped ``|``, then a pipe)
-        yield command[start : separator.start()]
-        start = looked = separator.end()
-    yield command[start:]
+    """The commands of a shell line, split at its separators outside quotes (``grep
+    -E "a|b" f`` is one command; an escaped ``\\|`` splits nothing), one at a time,
+    each with whether a pipe feeds it: the first that decides is often the first of
+    many (a heredoc's lines)."""
+    at, piped = 0, False
+    while True:
+        found = _COMMAND.match(command, at)
+        assert found is not None  # it matches an empty command too
+        segment, separator = found.groups()
+        yield segment, piped
+        if separator is None:  # the end of the line
+            return
+        piped = separator in ("|", "|&")
+        at = found.end()
 
 
 # A line that is a comment (``# Let me look at the file first``): no command, and no
@@ -156,10 +153,12 @@ def without_comments(command: str) -> str:
 # an escaped character, a comment (a ``#`` that starts a word, to the line's end),
 # a line end, a separator, an arithmetic ``((`` or ``))``, or
 # an unquoted ``<<`` with its delimiter word, quoted or not (``<<-`` strips leading
-# tabs; ``<<<``, a here-string, is told apart by the ``<`` before the match).
+# tabs; ``<<<``, a here-string, is told apart by the ``<`` before the match), and
+# the CR that ends it on a CR-LF line (the shell's word holds it: so does the
+# delimiter line, ``EOF\r``).
 _HEREDOC_SCAN = re.compile(
     r"""'[^']*+'?|"(?:[^"\\]++|\\.)*+"?|\\.|(?<!\S)\#[^\n]*+|\n|&&|\|&|[|;]|\(\(|\)\)"""
-    r"""|<<(-?)[ \t]*(?:'([^'\n]*+)'|"([^"\n]*+)"|\\?([\w.+-]++))""",
+    r"""|<<(-?)[ \t]*(?:'([^'\n]*+)'|"([^"\n]*+)"|\\?([\w.+-]++))(\r?)""",
     re.S,
 )
 _SEPARATORS = frozenset({"&&", "|&", "|", ";"})  # `||` is read as two `|`
@@ -202,8 +201,9 @@ def without_heredocs(command: str) -> str:
             if shell is None:
                 words = program_words(command[command_start : found.start()])
                 shell = bool(words) and program_name(words[0]) in SHELLS
-            dash, single, double, bare = found.groups()
+            dash, single, double, bare, carriage_return = found.groups()
             word = single if single is not None else double if double is not None else bare
+            word += carriage_return  # a CR-LF line's word ends in CR, as its delimiter line does
             delimiters.append((word, bool(dash), shell))
     kept.append(command[start:])
     return "".join(kept)

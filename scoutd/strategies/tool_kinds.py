@@ -24,7 +24,6 @@ from .shell_line import (
     line_commands,
     program_name,
     program_words,
-    unquoted_commands,
     without_comments,
     without_heredocs,
 )
@@ -185,11 +184,10 @@ def _runner_runs(command: str) -> bool:
     """Whether a command of the line that may run programs (not a read, a search,
     an edit, git or a download; not ``cd`` or ``echo``) names a test runner.
 
-    The line is split here only at the separators outside quotes: ``grep -E
-    "pytest|tox" f`` is one search, not a search and a ``tox``. Only a line
-    that names a runner pays for finding its quotes.
+    A separator inside quotes splits nothing: ``grep -E "pytest|tox" f`` is one
+    search, not a search and a ``tox``.
     """
-    return any(_runs_here(segment) for segment in unquoted_commands(command))
+    return any(_runs_here(segment) for segment, _ in line_commands(command))
 
 
 def _runs_here(segment: str) -> bool:

@@ -22,7 +22,6 @@ from scoutd.strategies.shell_line import (
     line_commands,
     program_words,
     split_words,
-    unquoted_commands,
     without_heredocs,
 )
 
@@ -49,6 +48,26 @@ def test_the_commands_of_a_line_are_those_of_a_split(line: str) -> None:
     assert [segment for segment, _ in found] == SPLIT.split(line)
     separators = [match.group() for match in SPLIT.finditer(line)]
     assert [piped for _, piped in found] == [False, *(s in ("|", "|&") for s in separators)]
+
+
+def test_a_continued_line_is_one_command_of_the_words_around_it() -> None:
+    """A backslash before a line end joins the lines, as the shell does: the
+    command after it is the one its program starts (``\\⏎sed -i ... f``)."""
+    line = "\\\nsed -i 's/a/b/' \\\n  src/a.py && \\\ngit diff"
+    assert [program_words(s) for s, _ in line_commands(line)] == [
+        ["sed", "-i", "s/a/b/", "src/a.py"],
+        ["git", "diff"],
+    ]
+    assert split_words("ca\\\nt a.py") == ["cat", "a.py"]
+
+
+def test_a_pipe_inside_quotes_feeds_nothing() -> None:
+    line = "sed -n '1p;2p' a.py | grep -E \"x|y\" || echo 'a | b'"
+    assert list(line_commands(line)) == [
+        ("sed -n '1p;2p' a.py ", False),
+        (' grep -E "x|y" ', True),
+        (" echo 'a | b'", False),
+    ]
 
 
 def test_a_quote_left_open_leaves_the_other_words() -> None:
@@ -94,7 +113,7 @@ def _split_outside_quotes(line: str) -> list[str]:
 @settings(max_examples=600, deadline=None)
 @given(st.text(alphabet="a '\"\\|;&\n", max_size=24))
 def test_a_line_splits_outside_quotes_as_a_walk_splits_it(line: str) -> None:
-    found = list(unquoted_commands(line))
+    found = [segment for segment, _ in line_commands(line)]
     event("some separator quoted" if len(found) < len(SPLIT.split(line)) else "none quoted")
     assert found == _split_outside_quotes(line)
 
@@ -112,6 +131,10 @@ def test_a_line_splits_outside_quotes_as_a_walk_splits_it(line: str) -> None:
         ("cat <<A <<B\na\nA\nb\nB\nls", "cat <<A <<B\nls"),  # two bodies, in order
         ("cat > t.py <<EOF\nx\nEOF \nls", "cat > t.py <<EOF\n"),  # `EOF ` is no delimiter
         ("cat > t.py <<EOF\nx\nls", "cat > t.py <<EOF\n"),  # never ended: the rest is body
+        # CR-LF lines: the word and its delimiter line both end in CR, as the shell reads them
+        ("cat > t.py <<EOF\r\nx\r\nEOF\r\nls\r\n", "cat > t.py <<EOF\r\nls\r\n"),
+        ("cat > t.py <<'EOF'\r\nx\r\nEOF\r\nls", "cat > t.py <<'EOF'\r\nls"),
+        ("cat > t.py <<EOF\r\nx\nEOF\nls", "cat > t.py <<EOF\r\n"),  # `EOF` is not `EOF\r`
         ("cat > t.py <<EOF | tail\nx\nEOF", "cat > t.py <<EOF | tail\n"),
         ("cat > t.py <<EOF\nit's\nEOF\npytest", "cat > t.py <<EOF\npytest"),
         ("cat > t.py <<''\nx\n\nls", "cat > t.py <<''\nls"),  # an empty delimiter
