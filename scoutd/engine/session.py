@@ -227,28 +227,34 @@ class Session:
             new = messages[held:]
             converted = sent_forms(new, held)
             if converted is None:
-                check_messages(messages, start=held)  # what was held kept the rule
+                # what was held kept the rule (not mutated: checked from 0, the same answer)
+                check_messages(messages, start=held)  # pragma: no mutate
             else:
                 _check_new(converted, held)
                 new = converted
             if new:
-                state.extend(new, size=0)  # the daemon's byte limits only
+                # not mutated (nor below): the size serves the daemon's byte limits only
+                state.extend(new, size=0)  # pragma: no mutate
             if self._given is None and converted is None:
                 return state, None
             return state, list(messages)
         converted = sent_forms(messages)
         check_messages(messages if converted is None else converted)  # every message is new
         fresh = SessionPrompt(format=self.format)
-        fresh.reset(messages if converted is None else converted, size=0)
-        return fresh, None if converted is None else list(messages)
+        fresh.reset(messages if converted is None else converted, size=0)  # pragma: no mutate
+        # not mutated: plain messages kept as given too would cost only a comparison by
+        # identity a round (a model's dropped, which starts every round over, is tested)
+        return fresh, None if converted is None else list(messages)  # pragma: no mutate
 
     def close(self) -> None:
         """Forget the conversation (idempotent); the session prepares nothing more."""
         with self._lock:
             self.closed = True
-            self._state = SessionPrompt(format=self.format)
-            self._shown = []
-            self._counted, self._given = (0, 0), None
+            # not mutated: nothing reads these again but held_bytes(), which counts
+            # the empty conversation as 0 whatever they hold
+            self._state = SessionPrompt(format=self.format)  # pragma: no mutate
+            self._shown = []  # pragma: no mutate
+            self._counted, self._given = (0, 0), None  # pragma: no mutate
 
     def __enter__(self) -> Session:
         return self
@@ -268,7 +274,10 @@ def _check_new(converted: list[Any], start: int) -> None:
     names it."""
     problem = message_problem(converted)
     if problem is not None:
-        position = None if problem.position is None else start + problem.position
+        at = problem.position
+        # not mutated: ``converted`` is a list, so a problem is always a message's (its
+        # position in the whole conversation is tested)
+        position = None if at is None else start + at  # pragma: no mutate
         raise InvalidMessages(position, problem.reason)
 
 
@@ -289,7 +298,9 @@ def _same_sent(messages: Sequence[Any], given: list[Any], held: list[Any]) -> bo
         message = messages[position]
         try:
             forms = sent_forms([message])
-            if (message if forms is None else forms[0]) != held[position]:
+            # not mutated: a message with no model in it is equal to a model only by
+            # an == of its own; read wrongly, the round starts over, to the same answer
+            if (message if forms is None else forms[0]) != held[position]:  # pragma: no mutate
                 return False
         except RecursionError:
             raise  # refused as too deep, as the round starting over would
