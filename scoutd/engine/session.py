@@ -74,13 +74,16 @@ class Session:
         self.reason: str | None = None
         self.closed = False
         self._state = SessionPrompt(format=format)
-        self._shown: list[Any] = []  # the last prompt prepared, which recall's search skips
+        # the last prompt prepared, which recall's search skips (not mutated: recall
+        # reads it only once a round has set it)
+        self._shown: list[Any] = []  # pragma: no mutate
         # held_bytes(): how many leading messages of the conversation it counted, and their count
         self._counted = (0, 0)
         # The caller's messages when they held an SDK's objects (held converted,
         # .protocol.sdk_objects): what the next round's are compared with. None: the
-        # held messages are the caller's own.
-        self._given: list[Any] | None = None
+        # held messages are the caller's own (not mutated: an empty value of another type
+        # held there answers alike).
+        self._given: list[Any] | None = None  # pragma: no mutate
         # Rounds, recalls and close take turns: two rounds at once would interleave
         # their changes to the held conversation and answer wrong prompts.
         self._lock = threading.Lock()

@@ -68,6 +68,25 @@ def test_a_closed_session_says_so_for_a_round_and_a_recall() -> None:
     assert session.held_bytes() == 0
 
 
+def test_a_new_session_is_open_and_not_aborted() -> None:
+    session = Session()
+    assert session.aborted is False and session.reason is None and session.closed is False
+
+
+def test_an_aborted_round_leaves_recall_the_conversation_before_it() -> None:
+    scoutd.register_strategy("aborts_second", _fails_on_round(2, Aborted("stop")))
+    try:
+        session = Session(strategies="aborts_second")
+        first = scout_run(2)
+        session.prepare_prompt(first)
+        with pytest.raises(Aborted, match="stop"):
+            session.prepare_prompt(scout_run(4))
+        assert session.recall("#3") == find_output(first, "#3").text  # not held: unknown
+        assert session.recall("#2") == find_output(first, "#2").text
+    finally:
+        scoutd.unregister_strategy("aborts_second")
+
+
 def test_an_abort_without_words_is_still_an_abort_every_round_after() -> None:
     def stop(messages: list[Any]) -> list[Any]:
         raise Aborted("")
@@ -256,3 +275,32 @@ def test_a_model_replaced_by_one_that_cannot_be_read_is_refused() -> None:
     with pytest.raises(InvalidMessages) as raised:
         session.prepare_prompt([*first[:-1], Equal()])
     assert raised.value.position == len(first) - 1
+
+
+def test_a_conversation_passed_as_a_tuple_is_recognised(resets: list[int]) -> None:
+    session = Session()
+    messages = scout_run(3)
+    session.prepare_prompt(tuple(messages[:4]))
+    assert session.prepare_prompt(tuple(messages)) == scoutd.prepare_prompt(messages)
+    assert resets == []
+
+
+class _Touchy(dict[str, Any]):
+    """A message whose comparison fails."""
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("cannot compare")
+
+    __hash__ = None
+
+
+def test_a_held_message_that_cannot_be_compared_starts_the_round_over(
+    resets: list[int],
+) -> None:
+    messages: list[Any] = [_Touchy(role="user", content="task"), *scout_run(2)[1:]]
+    session = Session()
+    session.prepare_prompt(messages)
+    # the first message replaced by another that cannot be compared either
+    longer = [_Touchy(messages[0]), *messages[1:], *scout_run(3)[-2:]]
+    assert session.prepare_prompt(longer) == scoutd.prepare_prompt(longer)
+    assert resets == [len(longer)]
