@@ -25,6 +25,7 @@ from scoutd.inbox import files
 from scoutd.inbox.files import InboxDirs, being_written, open_dir
 from scoutd.inbox.names import inbox_dir, inbox_removed_dir
 
+from ..strategies.test_inbox_fail_closed import require_leases
 from ..support.ids import AS_ROOT, NOBODY
 
 # A process that holds a read lease while another open for writing breaks it.
@@ -53,6 +54,7 @@ print(being_written(fd))
 def test_a_writer_that_breaks_the_lease_does_not_end_the_process(tmp_path: pathlib.Path) -> None:
     """The kernel signals the lease's holder when a writer opens the file; SIGIO,
     its default signal, would end the daemon."""
+    require_leases(tmp_path)
     path = tmp_path / "notice.txt"
     path.write_text("hi")
     done = subprocess.run(
@@ -67,6 +69,7 @@ def test_a_writer_that_breaks_the_lease_does_not_end_the_process(tmp_path: pathl
 
 @pytest.fixture
 def notice(tmp_path: pathlib.Path) -> Iterator[int]:
+    require_leases(tmp_path)
     path = tmp_path / "notice.txt"
     path.write_text("hi")
     fd = os.open(path, os.O_RDONLY)
@@ -175,21 +178,10 @@ def test_a_save_file_in_the_working_directory_and_one_through_the_callers_link(
         InboxDirs.of(str(tmp_path / "link" / "a.chat"), exact=True)
 
 
-_OPEN_AS_USER = """
-import sys
-from scoutd.inbox.files import InboxDirs
-try:
-    InboxDirs.of(sys.argv[1])
-except PermissionError as exc:
-    print("refused", exc.errno)
-else:
-    print("opened")
-"""
-
-
 @AS_ROOT
-@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv to run as a user")
 def test_an_inbox_its_user_may_open_but_not_search_is_unusable() -> None:
+    """Run as the inbox's user (the effective uid, put back at once after), in a
+    directory every user may search."""
     top = tempfile.mkdtemp(prefix="scoutd-search-", dir="/tmp")
     try:
         os.chmod(top, 0o755)
@@ -198,15 +190,25 @@ def test_an_inbox_its_user_may_open_but_not_search_is_unusable() -> None:
         os.mkdir(inbox)
         os.chown(inbox, NOBODY, NOBODY)
         os.chmod(inbox, 0o600)  # read, so it opens; no search
-        as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        done = subprocess.run(
-            [*as_nobody, sys.executable, "-c", _OPEN_AS_USER, save_file],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "PYTHONPATH": os.getcwd()},
-        )
-        assert done.stdout.split() == ["refused", str(errno.EACCES)], done.stderr
+        os.setegid(NOBODY)
+        os.seteuid(NOBODY)
+        try:
+            with pytest.raises(PermissionError) as raised:
+                InboxDirs.of(save_file)
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+        assert raised.value.errno == errno.EACCES
+        os.chmod(inbox, 0o700)  # searchable: the same user opens it
+        os.setegid(NOBODY)
+        os.seteuid(NOBODY)
+        try:
+            dirs = InboxDirs.of(save_file)
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+        assert dirs is not None
+        dirs.close()
     finally:
         shutil.rmtree(top)
 
