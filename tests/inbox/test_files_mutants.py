@@ -256,3 +256,19 @@ def test_roots_removed_directory_is_made_private_and_leaves_nothing_when_it_fail
     finally:
         dirs.close()
     assert sorted(os.listdir(tmp_path)) == ["a.inbox", "a.inbox_removed"]
+
+
+def test_an_interrupt_while_the_inbox_opens_leaks_no_descriptor(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_file = str(tmp_path / "a.chat")
+    os.mkdir(inbox_dir(save_file))
+
+    def interrupted(*args: object, **kwargs: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files, "open_dir", interrupted)
+    before = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(KeyboardInterrupt):
+        InboxDirs.of(save_file)
+    assert sorted(os.listdir("/proc/self/fd")) == before

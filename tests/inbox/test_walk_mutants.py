@@ -48,7 +48,8 @@ def test_a_path_it_cannot_open_says_why(tmp_path: pathlib.Path, make: object, er
     path = str(tmp_path / "entry" / "d")
     with pytest.raises(OSError) as raised:
         walk._open_without_symlinks(path)
-    assert (raised.value.errno, raised.value.filename) == (err, path)
+    error = raised.value
+    assert (error.errno, error.strerror, error.filename) == (err, os.strerror(err), path)
 
 
 @pytest.fixture
