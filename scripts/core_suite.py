@@ -39,6 +39,7 @@ TESTS = (
     "tests/reliability/test_paths.py",
     "--ignore-glob=tests/protocol/test_sdk_objects*.py",
     "--ignore=tests/client/test_client_sdk_objects.py",
+    "--ignore=tests/engine/test_session_sdk_objects.py",
 )
 
 
