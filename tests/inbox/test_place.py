@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import pathlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,18 +21,6 @@ from scoutd.inbox import files
 from scoutd.inbox.files import place
 
 HAS_RENAMEAT2 = files._renameat2 is not None
-
-
-@pytest.fixture
-def here(tmp_path: pathlib.Path) -> Iterator[tuple[pathlib.Path, int]]:
-    """A directory holding ``source`` ("new") and ``a`` ("old"), and its descriptor."""
-    (tmp_path / "source").write_text("new")
-    (tmp_path / "a").write_text("old")
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield tmp_path, fd
-    finally:
-        os.close(fd)
 
 
 def _contents(path: pathlib.Path) -> dict[str, str]:
@@ -45,54 +32,54 @@ def _contents(path: pathlib.Path) -> dict[str, str]:
     [False, pytest.param(True, marks=pytest.mark.skipif(not HAS_RENAMEAT2, reason="no renameat2"))],
     ids=["link", "rename"],
 )
-def test_the_first_free_name_and_no_other(here: Any, by_rename: bool) -> None:
-    path, fd = here
+def test_the_first_free_name_and_no_other(placing: Any, by_rename: bool) -> None:
+    path, fd = placing
     (path / "b").write_text("older")
-    placed = place("source", "shown/dir", ["a", "b", "c", "d"], dir_fd=fd, by_rename=by_rename)
+    placed = place("source", "shown/dir", ["taken", "b", "c", "d"], dir_fd=fd, by_rename=by_rename)
     assert placed == "shown/dir/c"
-    assert _contents(path) == {"a": "old", "b": "older", "c": "new"}
+    assert _contents(path) == {"taken": "old", "b": "older", "c": "new"}
 
 
-def test_with_paths_instead_of_a_descriptor(here: Any) -> None:
-    path, _ = here
-    placed = place(str(path / "source"), str(path), ["a", "b"])
+def test_with_paths_instead_of_a_descriptor(placing: Any) -> None:
+    path, _ = placing
+    placed = place(str(path / "source"), str(path), ["taken", "b"])
     assert placed == str(path / "b")
-    assert _contents(path) == {"a": "old", "b": "new"}
+    assert _contents(path) == {"taken": "old", "b": "new"}
 
 
 @pytest.mark.parametrize("by_rename", [False, True], ids=["link", "rename"])
-def test_every_name_taken_is_an_error_that_says_where(here: Any, by_rename: bool) -> None:
-    path, fd = here
+def test_every_name_taken_is_an_error_that_says_where(placing: Any, by_rename: bool) -> None:
+    path, fd = placing
     with pytest.raises(FileExistsError) as raised:
-        place("source", "shown", ["a"], dir_fd=fd, by_rename=by_rename)
+        place("source", "shown", ["taken"], dir_fd=fd, by_rename=by_rename)
     error = raised.value
     assert (error.errno, error.strerror, error.filename) == (errno.EEXIST, "no free name", "shown")
-    assert _contents(path) == {"a": "old", "source": "new"}
+    assert _contents(path) == {"taken": "old", "source": "new"}
 
 
 @pytest.mark.parametrize("by_rename", [False, True], ids=["link", "rename"])
 def test_keep_takes_the_existing_first_name_and_drops_the_source(
-    here: Any, by_rename: bool
+    placing: Any, by_rename: bool
 ) -> None:
-    path, fd = here
-    assert place("source", "shown", ["a", "b"], keep=True, dir_fd=fd, by_rename=by_rename) == (
-        "shown/a"
+    path, fd = placing
+    assert place("source", "shown", ["taken", "b"], keep=True, dir_fd=fd, by_rename=by_rename) == (
+        "shown/taken"
     )
-    assert _contents(path) == {"a": "old"}
+    assert _contents(path) == {"taken": "old"}
 
 
-def test_a_symlink_is_placed_as_the_link_never_its_target(here: Any) -> None:
-    path, fd = here
-    os.symlink("a", path / "link")
+def test_a_symlink_is_placed_as_the_link_never_its_target(placing: Any) -> None:
+    path, fd = placing
+    os.symlink("taken", path / "link")
     place("link", "shown", ["b"], dir_fd=fd)
-    assert os.readlink(path / "b") == "a"
-    assert not (path / "link").exists() and (path / "a").read_text() == "old"
+    assert os.readlink(path / "b") == "taken"
+    assert not (path / "link").exists() and (path / "taken").read_text() == "old"
 
 
 def test_a_system_without_renameat2_links_from_then_on(
-    here: Any, monkeypatch: pytest.MonkeyPatch
+    placing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path, fd = here
+    path, fd = placing
     asked: list[str] = []
 
     def unsupported(source: str, target: str, dir_fd: int | None) -> bool:
@@ -100,9 +87,9 @@ def test_a_system_without_renameat2_links_from_then_on(
         return False
 
     monkeypatch.setattr(files, "_rename_noreplace", unsupported)
-    assert place("source", "shown", ["a", "b"], dir_fd=fd, by_rename=True) == "shown/b"
-    assert asked == ["a"]
-    assert _contents(path) == {"a": "old", "b": "new"}
+    assert place("source", "shown", ["taken", "b"], dir_fd=fd, by_rename=True) == "shown/b"
+    assert asked == ["taken"]
+    assert _contents(path) == {"taken": "old", "b": "new"}
 
 
 def _links_refused(monkeypatch: pytest.MonkeyPatch, err: int, names: set[str]) -> None:
@@ -120,42 +107,42 @@ def _links_refused(monkeypatch: pytest.MonkeyPatch, err: int, names: set[str]) -
 
 @pytest.mark.parametrize("err", sorted(files._NO_LINK))
 def test_without_hard_links_a_name_taken_is_still_never_replaced(
-    here: Any, monkeypatch: pytest.MonkeyPatch, err: int
+    placing: Any, monkeypatch: pytest.MonkeyPatch, err: int
 ) -> None:
-    path, fd = here
-    monkeypatch.chdir(path.parent)  # no "a" here: the look is in the directory
-    _links_refused(monkeypatch, err, {"a", "b"})
-    assert place("source", "shown", ["a", "b"], dir_fd=fd) == "shown/b"
-    assert _contents(path) == {"a": "old", "b": "new"}
+    path, fd = placing
+    monkeypatch.chdir(path.parent)  # no "taken" here: the look is in the directory
+    _links_refused(monkeypatch, err, {"taken", "b"})
+    assert place("source", "shown", ["taken", "b"], dir_fd=fd) == "shown/b"
+    assert _contents(path) == {"taken": "old", "b": "new"}
 
 
 def test_a_name_reported_taken_is_skipped_even_if_gone_when_looked_at(
-    here: Any, monkeypatch: pytest.MonkeyPatch
+    placing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``EEXIST`` from the kernel is final: the name was taken when it linked."""
-    path, fd = here
+    path, fd = placing
     _links_refused(monkeypatch, errno.EEXIST, {"free"})
     assert place("source", "shown", ["free", "c"], dir_fd=fd) == "shown/c"
-    assert _contents(path) == {"a": "old", "c": "new"}
+    assert _contents(path) == {"taken": "old", "c": "new"}
 
 
-def test_another_error_of_a_link_is_raised(here: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    path, fd = here
+def test_another_error_of_a_link_is_raised(placing: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, fd = placing
     _links_refused(monkeypatch, errno.EIO, {"b"})
     with pytest.raises(OSError) as raised:
         place("source", "shown", ["b", "c"], dir_fd=fd)
     assert raised.value.errno == errno.EIO
-    assert _contents(path) == {"a": "old", "source": "new"}
+    assert _contents(path) == {"taken": "old", "source": "new"}
 
 
 def test_a_source_that_cannot_be_unlinked_after_its_link_is_placed_all_the_same(
-    here: Any, monkeypatch: pytest.MonkeyPatch
+    placing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path, fd = here
+    path, fd = placing
 
     def refused(name: str, **kwargs: Any) -> None:
         raise PermissionError(errno.EACCES, "refused", name)
 
     monkeypatch.setattr(os, "unlink", refused)
     assert place("source", "shown", ["b"], dir_fd=fd) == "shown/b"
-    assert _contents(path) == {"a": "old", "b": "new", "source": "new"}
+    assert _contents(path) == {"taken": "old", "b": "new", "source": "new"}

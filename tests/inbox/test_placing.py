@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import pathlib
 from typing import Any
 
 import pytest
@@ -17,19 +16,8 @@ from scoutd.inbox import files
 pytestmark = pytest.mark.skipif(files._renameat2 is None, reason="no renameat2 here")
 
 
-@pytest.fixture
-def directory(tmp_path: pathlib.Path) -> Any:
-    (tmp_path / "source").write_text("new")
-    (tmp_path / "taken").write_text("old")
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield tmp_path, fd
-    finally:
-        os.close(fd)
-
-
-def test_a_rename_that_never_replaces(directory: Any) -> None:
-    path, fd = directory
+def test_a_rename_that_never_replaces(placing: Any) -> None:
+    path, fd = placing
     with pytest.raises(FileExistsError) as raised:
         files._rename_noreplace("source", "taken", fd)
     error = raised.value
@@ -44,9 +32,9 @@ def test_a_rename_that_never_replaces(directory: Any) -> None:
 
 
 def test_without_a_directory_the_names_are_paths(
-    directory: Any, monkeypatch: pytest.MonkeyPatch
+    placing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path, _ = directory
+    path, _ = placing
     monkeypatch.chdir(path)
     assert files._rename_noreplace("source", "free", None) is True
     assert (path / "free").read_text() == "new"
@@ -54,9 +42,9 @@ def test_without_a_directory_the_names_are_paths(
 
 @pytest.mark.parametrize("err", [errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP])
 def test_a_system_that_cannot_says_so_and_moves_nothing(
-    directory: Any, monkeypatch: pytest.MonkeyPatch, err: int
+    placing: Any, monkeypatch: pytest.MonkeyPatch, err: int
 ) -> None:
-    path, fd = directory
+    path, fd = placing
 
     def unsupported(*args: Any) -> int:
         ctypes.set_errno(err)
