@@ -242,9 +242,10 @@ class Session:
                 return state, None
             return state, list(messages)
         converted = sent_forms(messages)
-        check_messages(messages if converted is None else converted)  # every message is new
+        conversation = messages if converted is None else converted
+        check_messages(conversation)  # every message is new
         fresh = SessionPrompt(format=self.format)
-        fresh.reset(messages if converted is None else converted, size=0)  # pragma: no mutate
+        fresh.reset(conversation, size=0)  # pragma: no mutate
         # not mutated: plain messages kept as given too would cost only a comparison by
         # identity a round (a model's dropped, which starts every round over, is tested)
         return fresh, None if converted is None else list(messages)  # pragma: no mutate

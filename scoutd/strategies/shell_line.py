@@ -3,8 +3,8 @@ words and programs, its comment lines and here-documents.
 
 :mod:`.tool_kinds` classifies a shell call from these. A line is split into
 commands at ``&&``, ``||``, ``;``, ``|``, ``|&`` and line ends outside quotes
-(:func:`line_commands`), a command into words as a POSIX shell splits them. Pure code, linear in the
-text: a client writes it (docs/RELIABILITY.md).
+(:func:`line_commands`), a command into words as a POSIX shell splits them.
+Pure code, linear in the text: a client writes it (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
