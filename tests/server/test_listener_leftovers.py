@@ -125,4 +125,7 @@ def test_an_unlistable_directory_leaves_binding_to_say_why(
 
     monkeypatch.setattr(os, "listdir", unlistable)
     made = listener.open_listener(str(tmp_path / "s.sock"), 0o600, None)
-    made.close()
+    try:
+        assert made.path == str(tmp_path / "s.sock") and (tmp_path / "s.sock").is_socket()
+    finally:
+        made.close()
