@@ -30,7 +30,7 @@ from ..support.ids import AS_ROOT, NOBODY
 
 # A process that holds a read lease while another open for writing breaks it.
 _LEASE_BROKEN = """
-import fcntl, os, sys, time
+import fcntl, os, sys
 from scoutd.inbox.files import being_written
 
 path = sys.argv[1]
@@ -42,8 +42,7 @@ def fcntl_with_a_writer(fd_, cmd, arg=0):
         try:
             os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         except BlockingIOError:
-            pass
-        time.sleep(0.2)  # the kernel's signal arrives meanwhile
+            pass  # the kernel signals this process, the lease's holder, at once
     return real(fd_, cmd, arg)
 
 fcntl.fcntl = fcntl_with_a_writer
