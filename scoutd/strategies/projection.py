@@ -141,6 +141,9 @@ def _first_round(a: float, b: float, c: float) -> int:
         return PROJECTION_ROUNDS + 1
     if root > PROJECTION_ROUNDS:
         return PROJECTION_ROUNDS + 1
-    found = math.ceil(root)
-    # the root, rounded: step back when the float landed just above a whole round
-    return found - 1 if found and a * (found - 1) ** 2 + b * (found - 1) + c >= 0 else found
+    found = math.ceil(root)  # at least 1: c < 0 here, so the root is past 0
+    # the root, rounded, may land a round off when it is a whole round to within the
+    # floats' precision: checked on both sides, by the quadratic itself
+    if a * (found - 1) ** 2 + b * (found - 1) + c >= 0:
+        return found - 1
+    return found if a * found**2 + b * found + c >= 0 else found + 1
