@@ -25,6 +25,7 @@ from scoutd.systemd import (
     under_journald,
     watchdog_interval,
 )
+from tests.test_systemd_protocol import _fill
 
 RECV_TIMEOUT = 5.0  # seconds: a datagram sent is queued at once
 
@@ -176,21 +177,6 @@ def test_a_newer_state_replaces_one_not_sent(address: str) -> None:
             peer.close()
     finally:
         notifier.close()
-
-
-def _fill(address: str) -> int:
-    """Queue datagrams on ``address`` until its queue is full; how many it took."""
-    filler = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    filler.setblocking(False)
-    try:
-        for sent in range(100_000):
-            try:
-                filler.sendto(b"X_FILLER=1", address)
-            except BlockingIOError:
-                return sent
-    finally:
-        filler.close()
-    raise AssertionError("the queue never filled")
 
 
 def test_a_state_waits_for_room_in_a_full_queue_a_ping_does_not(

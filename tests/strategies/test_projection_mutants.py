@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -105,25 +106,8 @@ def only_the_trigger(
 def only_the_rent(growth: float) -> Decision:
     """A decision above its trigger that has not yet paid for its rewrite: reading
     what it would remove carries 10 a round, the rewrite waits for 50 more."""
-    return Decision(
-        round=10,
-        prompt=PROMPT,
-        full=20,
-        trigger=0.0,
-        limit=1e12,
-        forced=False,
-        weighed=True,
-        compacted=False,
-        removed=100,
-        rewrite=50.0,
-        carried=0.0,
-        billed=1e9,
-        read=0.1,
-        write=1.25,
-        horizon=1e6,
-        risk=0.5,
-        growth=growth,
-    )
+    paying = only_the_trigger(0, growth)
+    return replace(paying, trigger=0.0, rewrite=50.0, billed=1e9, horizon=1e6)
 
 
 def test_the_rounds_to_pay_are_the_rounds_to_the_trigger() -> None:
