@@ -141,9 +141,9 @@ def _first_round(a: float, b: float, c: float) -> int:
         return PROJECTION_ROUNDS + 1
     if root > PROJECTION_ROUNDS:
         return PROJECTION_ROUNDS + 1
-    found = math.ceil(root)  # at least 1: c < 0 here, so the root is past 0
+    found = math.ceil(root)  # 0 when the float root rounds to 0, though c < 0
     # the root, rounded, may land a round off when it is a whole round to within the
     # floats' precision: checked on both sides, by the quadratic itself
-    if a * (found - 1) ** 2 + b * (found - 1) + c >= 0:
+    if found and a * (found - 1) ** 2 + b * (found - 1) + c >= 0:
         return found - 1
     return found if a * found**2 + b * found + c >= 0 else found + 1

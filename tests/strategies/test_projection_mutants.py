@@ -66,6 +66,7 @@ def test_the_first_round_is_the_one_a_plain_search_finds() -> None:
         (0.0, 1.0, -PROJECTION_ROUNDS, PROJECTION_ROUNDS),  # the last round projected
         (0.0, 1.0, -(PROJECTION_ROUNDS + 0.5), NEVER),
         (1e-12, 0.0, -1.0, NEVER),
+        (10.0, 1.0, -1e-20, 1),  # the float root is 0.0, not past it: round 1 still
     ],
 )
 def test_the_first_round_at_its_edges(a: float, b: float, c: float, expected: int) -> None:
