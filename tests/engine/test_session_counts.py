@@ -10,12 +10,9 @@ and a provider whose prices are not the default's.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 import random
-import struct
-import zlib
 from typing import Any
 
 import msgspec
@@ -25,6 +22,7 @@ import scoutd
 from scoutd.config import PromptConfig
 
 from ..formats.conversations import anthropic, chat
+from ..strategies.test_media_costs import png
 
 # Small windows: compactions, some forced, within a few dozen rounds.
 CONFIGS = [
@@ -114,21 +112,8 @@ def test_scout_rounds_with_waiting_calls_remarks_and_long_calls(config: PromptCo
     assert compacted >= 100, compacted
 
 
-def _png(width: int, height: int) -> str:
-    """Base64 of a PNG whose header gives its size (padded to a realistic length)."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-        )
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"prVt", bytes(20_000))
-    return base64.b64encode(data + chunk(b"IEND", b"")).decode()
-
-
 def test_anthropic_rounds_with_screenshots_in_tool_results() -> None:
-    source = {"type": "base64", "media_type": "image/png", "data": _png(1200, 900)}
+    source = {"type": "base64", "media_type": "image/png", "data": png(1200, 900)}
     # a short text beside the image: too short to shorten, sent with its image
     result = [{"type": "text", "text": "the page now"}, {"type": "image", "source": source}]
     messages = anthropic(40, output=result)
