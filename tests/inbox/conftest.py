@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -20,3 +22,14 @@ def placing(tmp_path: pathlib.Path) -> Iterator[tuple[pathlib.Path, int]]:
         yield tmp_path, fd
     finally:
         os.close(fd)
+
+
+@pytest.fixture
+def reachable() -> Iterator[pathlib.Path]:
+    """A directory uid 65534 can reach (pytest's own are private to root)."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="sd"))
+    os.chmod(path, 0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

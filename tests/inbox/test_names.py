@@ -158,3 +158,29 @@ def test_a_record_is_named_after_those_of_its_name_and_replaces_none(
 
 def _texts(directory: str) -> dict[str, str]:
     return {name: Path(directory, name).read_text() for name in os.listdir(directory)}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # 253 bytes: ".1.txt" fits exactly, nothing cut
+        ("a" * 249 + ".txt", "a" * 249 + ".1.txt"),
+        # 254 bytes: one byte over, one cut
+        ("a" * 250 + ".txt", "a" * 249 + ".1.txt"),
+        # 255 bytes: two over
+        ("a" * 251 + ".txt", "a" * 249 + ".1.txt"),
+        # a one-byte root before a 253-byte extension: the root goes whole
+        ("r." + "e" * 252, ".1." + "e" * 252),
+    ],
+)
+def test_a_long_record_name_loses_the_end_of_its_root_and_no_more(name: str, expected: str) -> None:
+    assert numbered(name, 1) == expected
+    assert len(os.fsencode(numbered(name, 1))) == NAME_MAX
+
+
+def test_a_root_cut_inside_a_character_keeps_the_bytes_before_the_cut() -> None:
+    """The cut counts bytes; the half character left stands for its byte, as a name
+    that is not UTF-8 does, and the record's name is those very bytes."""
+    name = "é" * 125 + "x.txt"  # 255 bytes: 250 of "é", then 5
+    cut = numbered(name, 7)
+    assert os.fsencode(cut) == ("é" * 124).encode() + b"\xc3" + b".7.txt"

@@ -21,6 +21,7 @@ from tests.support.daemon import Daemon
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(ROOT, "scripts")
 NOBODY = 65534
+GROUP = 4242  # a group no test user is in unless given it (setpriv --groups)
 
 
 def run_script(name: str, *args: str, timeout: float = 150.0) -> dict[str, Any]:
@@ -53,6 +54,23 @@ def unprivileged_prefix() -> list[str]:
     if setpriv is None:
         pytest.skip("running as root without setpriv: cannot drop privileges")
     return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+def notice_as_nobody(save_file: str, *, group: int | None = None) -> str:
+    """``write_notice(save_file, "hi")`` run as uid 65534 (a member of ``group`` only,
+    when given); the path it wrote."""
+    prefix = unprivileged_prefix()
+    if group is not None:
+        prefix = [*prefix[:-1], f"--groups={group}"]  # instead of --clear-groups
+    code = "import sys; from scoutd.inbox import write_notice as w; print(w(sys.argv[1], 'hi'))"
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", code, save_file],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 # An agent's own client, standard library only (it runs as uid 65534, which may not
