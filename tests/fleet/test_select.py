@@ -9,6 +9,7 @@ from scoutd.fleet.select import (
     Identity,
     TargetError,
     chats_for,
+    check_pattern,
     glob_matches,
     parse_target,
     within,
@@ -16,6 +17,7 @@ from scoutd.fleet.select import (
 from scoutd.fleet.wire import (
     MAX_ISSUED,
     MAX_PATTERN_PARTS,
+    MAX_TEXT_BYTES,
     Command,
     SessionView,
     decode_command,
@@ -174,3 +176,67 @@ def test_whatever_a_host_writes_encodes() -> None:
     """A path with an undecodable byte goes out escaped, never an encoding error."""
     text = encode(SessionView(id="s1", save_file="/srv/\udcff.chat"))
     assert msgspec.json.decode(text)["save_file"] == "/srv/\\xff.chat"
+
+
+def test_a_root_holds_itself_and_what_is_below_it_never_a_neighbour() -> None:
+    assert within("/srv/agents", ["/srv/agents"])
+    assert within("/srv/agents/a/b.chat", ["/srv/agents/"])  # a root spelt with its slash
+    assert not within("/srv/agentsX/b.chat", ["/srv/agents"])
+    assert not within("/srv/Y/b.chat", ["/srv/X"])  # nothing but the root's own name
+    assert not within("/srv/b.chat", ["/srv/agents", "/srv/other"])
+    assert within("/srv/other/b.chat", ["/srv/agents", "/srv/other"])
+
+
+def test_a_value_keeps_every_equals_sign_after_the_first() -> None:
+    assert parse_target("label=a=b") == ("label", "a=b")
+    assert parse_target("chat=/srv/k=v/*.chat") == ("chat", "/srv/k=v/*.chat")
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("colour=red", "target 'colour=red': all, host=NAME, label=NAME, chat=GLOB or session=ID"),
+        ("chat=srv/*.chat", "chat pattern 'srv/*.chat' is not an absolute path"),
+        ("chat=/a/../b", "chat pattern '/a/../b' holds '..' or a NUL"),
+        (
+            "chat=" + "/a" * (MAX_PATTERN_PARTS + 1),
+            f"chat pattern has over {MAX_PATTERN_PARTS} components",
+        ),
+    ],
+)
+def test_a_refused_target_says_why(text: str, words: str) -> None:
+    with pytest.raises(TargetError) as raised:
+        parse_target(text)
+    assert str(raised.value) == words
+
+
+def test_a_pattern_may_have_as_many_components_as_allowed_and_no_more() -> None:
+    deepest = "/a" * MAX_PATTERN_PARTS
+    check_pattern(deepest)
+    assert parse_target("chat=" + deepest) == ("chat", deepest)
+    with pytest.raises(TargetError):
+        check_pattern(deepest + "/a")
+
+
+def test_a_command_text_may_be_as_long_as_allowed_and_each_refusal_says_why() -> None:
+    longest = "é" * (MAX_TEXT_BYTES // 2)  # counted in bytes, not characters
+    assert Command(id=new_command_id(), kind="notice", selector="all", text=longest).text
+    refusals = [
+        (
+            {"kind": "abort", "selector": "all", "text": longest + "x"},
+            f"text is over {MAX_TEXT_BYTES} bytes",
+        ),
+        ({"kind": "notice", "selector": "all", "text": " \n"}, "a notice needs a text"),
+        (
+            {"kind": "abort", "selector": "host"},
+            "selector 'all' takes no value; every other selector needs one",
+        ),
+        (
+            {"kind": "abort", "selector": "all", "value": "x"},
+            "selector 'all' takes no value; every other selector needs one",
+        ),
+    ]
+    for fields, words in refusals:
+        with pytest.raises(ValueError) as raised:
+            Command(id=new_command_id(), **fields)  # type: ignore[arg-type]
+        assert str(raised.value) == words
