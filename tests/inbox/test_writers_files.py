@@ -47,8 +47,7 @@ def test_a_notice_gets_its_inboxs_read_bits_whatever_the_umask(tmp_path: pathlib
     os.chmod(inbox_dir(save_file), 0o750)
     strict = umasked(0o077, lambda: write_notice(save_file, "x", name="a.txt"))
     usual = umasked(0o022, lambda: write_notice(save_file, "x", name="b.txt"))
-    open_inbox = 0o755
-    os.chmod(inbox_dir(save_file), open_inbox)
+    os.chmod(inbox_dir(save_file), 0o755)
     wide = umasked(0o077, lambda: write_notice(save_file, "x", name="c.txt"))
     modes = [stat.S_IMODE(os.stat(path).st_mode) for path in (strict, usual, wide)]
     assert modes == [0o640, 0o644, 0o644]

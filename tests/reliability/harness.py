@@ -60,7 +60,7 @@ def notice_as_nobody(save_file: str, *, group: int | None = None) -> str:
     """``write_notice(save_file, "hi")`` run as uid 65534 (a member of ``group`` only,
     when given); the path it wrote."""
     prefix = unprivileged_prefix()
-    if group is not None:
+    if group is not None and prefix:
         prefix = [*prefix[:-1], f"--groups={group}"]  # instead of --clear-groups
     code = "import sys; from scoutd.inbox import write_notice as w; print(w(sys.argv[1], 'hi'))"
     done = subprocess.run(
