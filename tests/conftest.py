@@ -8,6 +8,10 @@ configuration: no system config file, no ``SCOUTD_CONFIG`` and none of the
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import Phase, settings
@@ -67,3 +71,13 @@ def hermetic_config(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in scoutd.config.PromptConfig.__struct_fields__:
         monkeypatch.delenv(key.upper(), raising=False)
     monkeypatch.delenv("PROMPT_STRATEGY", raising=False)
+
+
+@pytest.fixture
+def tmp() -> Iterator[Path]:
+    """A short private directory (Unix socket paths are limited to 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="sd"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import socket
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,16 +21,6 @@ from scoutd.discovery import (
 )
 from scoutd.errors import ConfigError
 from scoutd.pricing import DEFAULT_PRESET, preset_for_format
-
-
-@pytest.fixture
-def tmp() -> Iterator[Path]:
-    """A short private directory (Unix socket paths are limited to 107 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="sd"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def configured(tmp: Path, extra: str = "") -> tuple[Path, str]:
