@@ -16,12 +16,12 @@ import pytest
 
 from scoutd.inbox import (
     list_inbox,
-    listing,
     listing_lines,
     listing_record,
     write_abort,
     write_notice,
 )
+from scoutd.inbox import listing as listing_module
 from scoutd.inbox.listing import InboxEntry, InboxListing
 from scoutd.inbox.pickup import selected
 
@@ -205,7 +205,7 @@ def test_an_entry_taken_while_listed_is_skipped_and_the_rest_still_listed(
             os.unlink(entry.path)
         return selected(entry)
 
-    monkeypatch.setattr(listing, "selected", taken_first)
+    monkeypatch.setattr(listing_module, "selected", taken_first)
     names = [entry.name for entry in list_inbox(save_file).notices]
     assert len(taken) == 1
     assert names == sorted({"a.txt", "b.txt", "c.txt"} - set(taken))
@@ -224,8 +224,8 @@ def test_the_record_has_the_shape_docs_operations_shows() -> None:
     after = text.index("`scoutd inbox --json SAVE_FILE`")
     start = text.index("```json\n", after) + len("```json\n")
     documented = json.loads(text[start : text.index("```", start)])
-    listing = InboxListing("/i", True, NOTICES, InboxEntry("abort", None, 1, T1), "r", IGNORED)
-    record = listing_record(listing)
+    example = InboxListing("/i", True, NOTICES, InboxEntry("abort", None, 1, T1), "r", IGNORED)
+    record = listing_record(example)
     assert documented.keys() == record.keys()
     assert documented["abort"].keys() == record["abort"].keys()
     for key in ("notices", "ignored"):
