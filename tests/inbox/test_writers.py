@@ -20,6 +20,7 @@ import pytest
 from scoutd.inbox import inbox_dir, write_abort, write_notice, writers
 from scoutd.inbox.writers import place_abort
 from tests.reliability.harness import GROUP, NOBODY, notice_as_nobody
+from tests.support.umask import umask
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (another uid)")
 
@@ -149,11 +150,8 @@ def test_root_gives_a_new_inbox_the_chat_directorys_group_and_group_bits(
     os.chmod(chat_dir, 0o750)
     os.chown(chat_dir, 0, GROUP)
     save_file = str(chat_dir / "run.chat")
-    old = os.umask(0o077)
-    try:
+    with umask(0o077):
         write_notice(save_file, "x", name="n.txt")
-    finally:
-        os.umask(old)
     st = os.stat(inbox_dir(save_file))
     assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o750, 0, GROUP)
 

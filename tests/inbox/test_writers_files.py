@@ -25,18 +25,11 @@ from scoutd.inbox.files import place as real_place
 from scoutd.inbox.names import notice_names
 from scoutd.inbox.writers import place_abort
 from tests.reliability.harness import GROUP, NOBODY, notice_as_nobody
+from tests.support.umask import umask
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (another uid)")
 
 Place = Callable[..., str]
-
-
-def umasked(mask: int, write: Callable[[], str]) -> str:
-    old = os.umask(mask)
-    try:
-        return write()
-    finally:
-        os.umask(old)
 
 
 def test_a_notice_gets_its_inboxs_read_bits_whatever_the_umask(tmp_path: pathlib.Path) -> None:
@@ -45,10 +38,13 @@ def test_a_notice_gets_its_inboxs_read_bits_whatever_the_umask(tmp_path: pathlib
     save_file = str(tmp_path / "run.chat")
     os.mkdir(inbox_dir(save_file))
     os.chmod(inbox_dir(save_file), 0o750)
-    strict = umasked(0o077, lambda: write_notice(save_file, "x", name="a.txt"))
-    usual = umasked(0o022, lambda: write_notice(save_file, "x", name="b.txt"))
+    with umask(0o077):
+        strict = write_notice(save_file, "x", name="a.txt")
+    with umask(0o022):
+        usual = write_notice(save_file, "x", name="b.txt")
     os.chmod(inbox_dir(save_file), 0o755)
-    wide = umasked(0o077, lambda: write_notice(save_file, "x", name="c.txt"))
+    with umask(0o077):
+        wide = write_notice(save_file, "x", name="c.txt")
     modes = [stat.S_IMODE(os.stat(path).st_mode) for path in (strict, usual, wide)]
     assert modes == [0o640, 0o644, 0o644]
 
