@@ -20,7 +20,9 @@ from collections.abc import Iterable, Iterator
 __all__ = [
     "ABORT_NAME",
     "MAX_NAMES",
+    "MAX_NOTICE_NAME",
     "NAME_MAX",
+    "check_notice_name",
     "delivery_order",
     "inbox_dir",
     "inbox_removed_dir",
@@ -74,19 +76,45 @@ NAME_MAX = 255
 def numbered(name: str, n: int) -> str:
     """The ``n``-th record name: ``note.txt`` -> ``note.1.txt``, ``abort`` -> ``abort.1``.
 
-    Never longer than :data:`NAME_MAX` bytes when ``name`` is not: the root
-    is shortened (the number and extension kept). A record that cannot be
-    named stays under its ``.claim-*`` name, which reads as a notice lost.
+    Never longer than :data:`NAME_MAX` bytes when ``name`` is not: the end
+    of the root is cut first (the number and extension kept), then, for a
+    name that is nearly all extension, the end of the extension too.
     """
     if n == 0:
         return name
-    root, ext = os.path.splitext(name)
-    suffix = f".{n}{ext}"
-    raw = os.fsencode(root)
-    over = len(raw) + len(os.fsencode(suffix)) - NAME_MAX
+    root, ext = (os.fsencode(part) for part in os.path.splitext(name))
+    number = f".{n}".encode()
+    over = len(root) + len(number) + len(ext) - NAME_MAX
     if over > 0:
-        root = os.fsdecode(raw[: max(0, len(raw) - over)])
-    return f"{root}{suffix}"
+        cut = min(over, len(root))
+        root, over = root[: len(root) - cut], over - cut
+        ext = ext[: len(ext) - over] if over > 0 else ext
+    return os.fsdecode(root + number + ext)
+
+
+# The longest name a notice may be given: room for the ``~NNNNN`` that a second
+# notice of the name gets while the first is pending (:func:`notice_names`).
+MAX_NOTICE_NAME = NAME_MAX - 1 - _SEQUENCE_DIGITS
+
+
+def check_notice_name(name: str) -> None:
+    """Refuse a name no notice may be given: empty, hidden (a leading dot, which the
+    writers' temporaries use), a path, ``abort``, or too long for its sequence names.
+
+    Raises:
+        ValueError: ``invalid notice name ...`` and why.
+    """
+    if not name or name.startswith(".") or "/" in name or "\0" in name or name == ABORT_NAME:
+        raise ValueError(f"invalid notice name {name!r}: a plain file name, not hidden nor 'abort'")
+    try:
+        size = len(os.fsencode(name))
+    except UnicodeEncodeError:  # a lone surrogate: no file system name holds it
+        raise ValueError(f"invalid notice name {name!r}: not a file name's bytes") from None
+    if size > MAX_NOTICE_NAME:
+        raise ValueError(
+            f"invalid notice name {name[:16]!r}...: {size} bytes, at most {MAX_NOTICE_NAME}"
+            " (a second notice of the name, while the first is pending, gets ~00001 added)"
+        )
 
 
 def _sequenced(name: str, n: int) -> str:

@@ -28,7 +28,7 @@ from ..errors import AbortNotWritten
 from ..paths import safe_text
 from .entries import entry_kind
 from .files import SETTLE_TIME, WRITE_FLAGS, open_dir, place
-from .names import ABORT_NAME, MAX_NAMES, inbox_dir, notice_names
+from .names import ABORT_NAME, MAX_NAMES, check_notice_name, inbox_dir, notice_names
 from .walk import open_directory
 
 __all__ = ["AbortNotWritten", "AbortPlaced", "place_abort", "write_abort", "write_notice"]
@@ -207,14 +207,14 @@ def write_notice(save_file: str, text: str, *, name: str | None = None, exact: b
     symlink on it is followed, root's neither (:mod:`scoutd.inbox.walk`).
 
     Raises:
-        ValueError: ``name`` is not a plain, visible file name, or is ``abort``.
+        ValueError: ``name`` is not a plain, visible file name, is ``abort``, or is
+            longer than :data:`~.names.MAX_NOTICE_NAME` bytes (249).
         OSError: the inbox cannot be created or written; ``ELOOP`` for a
             symlink on the way that neither root nor the caller made (any, ``exact``).
     """
     if name is None:
         return _drop(save_file, text, _fresh_names, exact=exact).path
-    if not name or name.startswith(".") or "/" in name or "\0" in name or name == ABORT_NAME:
-        raise ValueError(f"invalid notice name {name!r}: a plain file name, not hidden nor 'abort'")
+    check_notice_name(name)
     return _drop(save_file, text, _arrival_names(name), exact=exact).path
 
 

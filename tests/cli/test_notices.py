@@ -58,6 +58,9 @@ def test_notify_and_abort_write_into_inbox(home: Path) -> None:
     hidden = run(home, "notify", "--name", ".hidden", str(save_file), "x")
     assert hidden.returncode == 2
     assert ".hidden" in one_error_line(hidden)
+    too_long = run(home, "notify", "--name", "n" * 250, str(save_file), "x")
+    assert too_long.returncode == 2
+    assert "250 bytes, at most 249" in one_error_line(too_long)
     assert len(list(inbox.iterdir())) == 3
 
     messages = [{"role": "user", "content": "start"}]

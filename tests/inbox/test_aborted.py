@@ -23,6 +23,7 @@ from scoutd.inbox import aborted, inbox_dir, inbox_removed_dir, write_abort, wri
 from scoutd.inbox.aborted import MARKER, check, claim_and_mark, clear, held, mark, marker_paths
 from scoutd.strategies.inbox import inbox
 from tests.support.odd_entries import KINDS, SECRET, OddEntry
+from tests.support.umask import umask
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIG = PromptConfig()
@@ -225,13 +226,10 @@ def test_clear_takes_a_waiting_abort_and_both_markers(save_file: str) -> None:
     assert inbox(HELLO, CONFIG, save_file=save_file)[0] == HELLO
 
 
-@pytest.mark.parametrize(("umask", "mode"), [(0o027, 0o640), (0, 0o666)])
-def test_the_marker_is_written_with_the_umask(save_file: str, umask: int, mode: int) -> None:
-    old = os.umask(umask)
-    try:
+@pytest.mark.parametrize(("mask", "mode"), [(0o027, 0o640), (0, 0o666)])
+def test_the_marker_is_written_with_the_umask(save_file: str, mask: int, mode: int) -> None:
+    with umask(mask):
         path = mark(save_file, "x")
-    finally:
-        os.umask(old)
     assert path is not None
     assert stat.S_IMODE(os.stat(path).st_mode) == mode
 

@@ -27,6 +27,7 @@ from scoutd.inbox.names import inbox_dir, inbox_removed_dir
 
 from ..strategies.test_inbox_fail_closed import require_leases
 from ..support.ids import AS_ROOT, NOBODY
+from ..support.umask import umask
 
 # A process that holds a read lease while another open for writing breaks it.
 _LEASE_BROKEN = """
@@ -231,16 +232,13 @@ def test_roots_removed_directory_is_made_private_and_leaves_nothing_when_it_fail
         return real_open_dir(path, **kwargs)
 
     monkeypatch.setattr(files, "open_dir", looked)
-    old = os.umask(0)
-    try:
+    with umask(0):
         dirs = InboxDirs.of(save_file)
         assert dirs is not None
         try:
             dirs.removed_fd()
         finally:
             dirs.close()
-    finally:
-        os.umask(old)
     assert seen == [0o700]
     made = os.stat(inbox_removed_dir(save_file))
     assert (made.st_uid, made.st_gid, made.st_mode & 0o7777) == (NOBODY, NOBODY, 0o750)

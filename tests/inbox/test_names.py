@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from scoutd.inbox import claim, inbox_dir, inbox_removed_dir, pick_up
@@ -171,6 +171,10 @@ def _texts(directory: str) -> dict[str, str]:
         ("a" * 251 + ".txt", "a" * 249 + ".1.txt"),
         # a one-byte root before a 253-byte extension: the root goes whole
         ("r." + "e" * 252, ".1." + "e" * 252),
+        # a 254-byte extension: the root goes, then the extension's last byte
+        ("r." + "e" * 253, ".1." + "e" * 252),
+        # no extension: the number goes at the end, the root cut for it
+        ("a" * 255, "a" * 253 + ".1"),
     ],
 )
 def test_a_long_record_name_loses_the_end_of_its_root_and_no_more(name: str, expected: str) -> None:
@@ -184,3 +188,38 @@ def test_a_root_cut_inside_a_character_keeps_the_bytes_before_the_cut() -> None:
     name = "é" * 125 + "x.txt"  # 255 bytes: 250 of "é", then 5
     cut = numbered(name, 7)
     assert os.fsencode(cut) == ("é" * 124).encode() + b"\xc3" + b".7.txt"
+
+
+def _numbered_by_hand(name: bytes, n: int) -> bytes:
+    """The record name by the rule's words: the root, the number, the extension, the
+    root's end cut while too long, then the extension's end."""
+    dot = name.rfind(b".")
+    split = dot if dot > 0 and name[:dot].strip(b".") else len(name)
+    root, ext, number = name[:split], name[split:], b".%d" % n
+    while len(root) + len(number) + len(ext) > NAME_MAX and root:
+        root = root[:-1]
+    while len(root) + len(number) + len(ext) > NAME_MAX:
+        ext = ext[:-1]
+    return root + number + ext
+
+
+@st.composite
+def _raw_names(draw: st.DrawFn) -> bytes:
+    """A file name's bytes, any length up to the longest, with or without a dot;
+    a third of them at most 8 bytes short of the longest with a root of 1 to 3."""
+    long_extension = draw(st.integers(0, 2)) == 0
+    low = NAME_MAX - 8 if long_extension else 1
+    size = draw(st.integers(low, NAME_MAX))
+    body = draw(st.binary(min_size=size, max_size=size)).replace(b"/", b"_").replace(b"\0", b"_")
+    at = draw(st.integers(1, min(3 if long_extension else size, size)))
+    name = body[:at] + b"." + body[at + 1 :] if long_extension or draw(st.booleans()) else body
+    assume(not name.startswith(b"."))
+    return name
+
+
+@given(_raw_names(), st.integers(min_value=1, max_value=MAX_NAMES))
+def test_a_record_name_always_fits_and_cuts_only_what_it_must(name: bytes, n: int) -> None:
+    """Any file name's bytes (not UTF-8 either), any extension's length."""
+    record = os.fsencode(numbered(os.fsdecode(name), n))
+    assert len(record) <= NAME_MAX
+    assert record == _numbered_by_hand(name, n)

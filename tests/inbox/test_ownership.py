@@ -27,6 +27,7 @@ import pytest
 
 from scoutd.inbox import inbox_dir, inbox_removed_dir, pick_up, write_abort, write_notice
 from tests.reliability.harness import NOBODY, unprivileged_python
+from tests.support.umask import umask
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as uid 65534")
 
@@ -62,12 +63,9 @@ def _agent_pickup(save_file: str) -> list[object]:
 
 
 def _as_root_with_umask_077(write: object, *args: str) -> str:
-    old = os.umask(0o077)
-    try:
+    with umask(0o077):
         assert callable(write)
         path: str = write(*args)
-    finally:
-        os.umask(old)
     return path
 
 
@@ -133,10 +131,7 @@ def test_a_removed_directory_root_makes_for_itself_stays_roots(tmp_path: Path) -
     save_file = str(tmp_path / "a.chat")
     write_notice(save_file, "x")
     os.chmod(inbox_dir(save_file), 0o700)
-    old = os.umask(0o022)
-    try:
+    with umask(0o022):
         assert pick_up(save_file, max_bytes=100, max_total_bytes=100).notices == ["x"]
-    finally:
-        os.umask(old)
     made = os.stat(inbox_removed_dir(save_file))
     assert (made.st_uid, stat.S_IMODE(made.st_mode)) == (0, 0o755)

@@ -27,6 +27,7 @@ from scoutd.inbox.walk import open_directory
 from scoutd.paths import printable
 from scoutd.strategies.base import InboxCall
 from scoutd.strategies.inbox import inbox
+from tests.support.umask import umask
 
 NOBODY = 65534
 CONFIG = PromptConfig()
@@ -253,11 +254,8 @@ def test_a_link_swapped_for_another_users_after_its_look_is_not_read(
 
 
 def test_directories_a_walk_makes_are_made_as_mkdir_p_makes_them(tmp_path: pathlib.Path) -> None:
-    old = os.umask(0o022)
-    try:
+    with umask(0o022):
         made = open_directory(str(tmp_path / "new" / "deeper"), create=True)
-    finally:
-        os.umask(old)
     os.close(made.fd)
     for path in (tmp_path / "new", tmp_path / "new" / "deeper"):
         assert path.stat().st_mode & 0o7777 == 0o755

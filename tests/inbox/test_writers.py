@@ -71,6 +71,32 @@ def test_a_notice_name_that_is_not_a_plain_visible_file_name_is_refused(
     assert not os.path.lexists(inbox_dir(save_file))  # refused before anything is made
 
 
+def test_the_longest_notice_name_leaves_room_for_its_sequence_names(tmp_path: pathlib.Path) -> None:
+    """A name of 249 bytes is written three times over (the second and third get
+    ``~00001`` and ``~00002``, 255 bytes); one of 250 is refused before anything is
+    made, with its size: its second notice could get no name."""
+    save_file = str(tmp_path / "run.chat")
+    name = "é" * 122 + "n.txt"  # 249 bytes
+    paths = [write_notice(save_file, text, name=name) for text in ("1", "2", "3")]
+    expected = [name, "é" * 122 + "n~00001.txt", "é" * 122 + "n~00002.txt"]
+    assert [os.path.basename(path) for path in paths] == expected
+    assert [pathlib.Path(path).read_text() for path in paths] == ["1", "2", "3"]
+    longer = tmp_path / "longer.chat"
+    with pytest.raises(ValueError, match=r"invalid notice name .*: 250 bytes, at most 249"):
+        write_notice(str(longer), "x", name="x" + name)
+    assert not os.path.lexists(inbox_dir(str(longer)))
+
+
+def test_a_notice_name_no_file_name_can_hold_is_refused_in_words(tmp_path: pathlib.Path) -> None:
+    """A lone surrogate has no bytes: a ValueError that says so, not the codec's."""
+    save_file = str(tmp_path / "run.chat")
+    with pytest.raises(
+        ValueError, match=r"invalid notice name '\\ud800x': not a file name's bytes"
+    ):
+        write_notice(save_file, "x", name="\ud800x")
+    assert not os.path.lexists(inbox_dir(save_file))
+
+
 def test_a_second_abort_keeps_the_first_and_says_so(tmp_path: pathlib.Path) -> None:
     save_file = str(tmp_path / "run.chat")
     first = place_abort(save_file, "first")
