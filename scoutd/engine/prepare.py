@@ -175,7 +175,8 @@ def prepare(
     per strategy, the fate of every tool message (``report[i].actions``).
     ``format`` names the message format (docs/FORMATS.md); ``auto`` detects it,
     and the prompt comes back in it. ``cache_control`` (default: the
-    ``[prompt] cache_control`` key) marks the stable prefix in Anthropic form.
+    ``[prompt] cache_control`` key; off for a callable, for which no
+    configuration is read) marks the stable prefix in Anthropic form.
     ``texts``: a :class:`~scoutd.ConversationTexts` the caller keeps for this
     conversation; a provider format's view then reuses the texts and parsed
     bodies of the messages it saw at the previous call with the same object
@@ -265,8 +266,6 @@ def prepare_with(
     if chosen is not None and shape is not None:
         rebuilt = chosen.restore(messages, shape, result)
         result, narration = rebuilt.messages, rebuilt.narration_dropped
-    if not isinstance(result, list):
-        raise TypeError(f"a strategy returned {type(result).__name__}, expected a list")
     hint = cache_control
     if hint is None:
         hint = snapshot.prompt.cache_control if snapshot is not None else False
