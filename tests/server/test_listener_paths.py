@@ -16,7 +16,6 @@ import socket
 import stat
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +26,8 @@ from scoutd.config import Config, DaemonConfig
 from scoutd.errors import StartupError
 from scoutd.server import listener as listener_module
 from scoutd.server.listener import SUN_PATH_MAX, Listener, bind_listener, open_listener
+
+from .test_listener_leftovers import AGED, _left_socket
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another uid)")
 GROUP = 4242  # a gid no account on a test machine is expected to hold
@@ -176,18 +177,6 @@ def test_the_configured_group_reaches_the_socket(place: Path) -> None:
         assert os.lstat(place / "s.sock").st_gid == GROUP
     finally:
         made.close()
-
-
-AGED = 60.0  # seconds: well past the age of a daemon's own hidden name
-
-
-def _left_socket(path: Path, age: float) -> None:
-    """A socket file nobody listens on, ``age`` seconds old (a daemon killed mid-bind)."""
-    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    left.bind(str(path))
-    left.close()
-    then = time.time() - age
-    os.utime(path, (then, then), follow_symlinks=False)
 
 
 @pytest.mark.parametrize("order", [sorted, lambda names: sorted(names, reverse=True)])

@@ -156,38 +156,44 @@ def test_a_session_may_hold_its_bound_and_not_a_byte_more() -> None:
     assert counts.session_held("s") == 1000  # nothing counted
 
 
-def test_a_uids_sessions_may_reach_its_bound_and_not_pass_it() -> None:
+@pytest.mark.parametrize(
+    ("others", "refused", "words", "limit", "key"),
+    [
+        (
+            [("b", 7, 500)],  # 1500 of uid 7's 1500
+            ("b", 7, 501),
+            "the sessions of uid 7 would hold 1501 bytes",
+            1500,
+            "max_session_bytes_per_uid",
+        ),
+        (
+            [("b", 8, 1000)],  # 2000 of the daemon's 2000
+            ("c", 9, 1),
+            "the daemon's sessions would hold 2001 bytes",
+            2000,
+            "max_total_session_bytes",
+        ),
+    ],
+    ids=["uid", "daemon"],
+)
+def test_sessions_may_reach_a_bound_and_not_pass_it(
+    others: list[tuple[str, int, int]],
+    refused: tuple[str, int, int],
+    words: str,
+    limit: int,
+    key: str,
+) -> None:
     counts = quotas()
     counts.reserve_session(Stored("a", 7), 1000, 1)
-    assert counts.reserve_session(Stored("b", 7), 500, 1) == 0  # 1500 of 1500
+    for name, uid, held in others:
+        assert counts.reserve_session(Stored(name, uid), held, 1) == 0
+    before = (counts.held, dict(counts.held_by_uid))
+    name, uid, held = refused
     with pytest.raises(ProtocolError) as raised:
-        counts.reserve_session(Stored("b", 7), 501, 2)
-    assert refusal(raised) == (
-        protocol.TOO_LARGE,
-        "too large: the sessions of uid 7 would hold 1501 bytes, more than"
-        " max_session_bytes_per_uid = 1500",
-        1500,
-        "max_session_bytes_per_uid",
-        2,
-    )
-    assert counts.held_by_uid == {7: 1500}
-
-
-def test_the_daemons_sessions_may_reach_its_bound_and_not_pass_it() -> None:
-    counts = quotas()
-    counts.reserve_session(Stored("a", 7), 1000, 1)
-    counts.reserve_session(Stored("b", 8), 1000, 1)  # 2000 of 2000
-    with pytest.raises(ProtocolError) as raised:
-        counts.reserve_session(Stored("c", 9), 1, 4)
-    assert refusal(raised) == (
-        protocol.TOO_LARGE,
-        "too large: the daemon's sessions would hold 2001 bytes, more than"
-        " max_total_session_bytes = 2000",
-        2000,
-        "max_total_session_bytes",
-        4,
-    )
-    assert (counts.held, counts.session_held("c")) == (2000, 0)
+        counts.reserve_session(Stored(name, uid), held, 2)
+    message = f"too large: {words}, more than {key} = {limit}"
+    assert refusal(raised) == (protocol.TOO_LARGE, message, limit, key, 2)
+    assert (counts.held, counts.held_by_uid) == before  # nothing counted
 
 
 @pytest.mark.parametrize("bound", ["max_session_bytes_per_uid", "max_total_session_bytes"])
