@@ -46,31 +46,36 @@ async def test_the_oldest_are_forgotten_past_the_bound_a_kept_one_made_new_again
     assert await pending.take("/c/new.inbox", None) == "stop new"
 
 
-async def test_a_reason_stands_while_the_chats_marker_does(tmp_path: Path) -> None:
+@pytest.fixture
+def marked(tmp_path: Path) -> tuple[str, PendingAborts]:
+    """A chat whose marker stands, and its reason kept for its next session-less call."""
     save_file = str(tmp_path / "a.chat")
     mark(save_file, "stop")
     pending = PendingAborts()
     pending.add("inbox", "stop")
+    return save_file, pending
+
+
+async def test_a_reason_stands_while_the_chats_marker_does(
+    marked: tuple[str, PendingAborts],
+) -> None:
+    save_file, pending = marked
     assert await pending.take("inbox", save_file) == "stop"
 
 
-async def test_an_operators_clear_lifts_the_reason_kept(tmp_path: Path) -> None:
-    save_file = str(tmp_path / "a.chat")
-    mark(save_file, "stop")
-    pending = PendingAborts()
-    pending.add("inbox", "stop")
+async def test_an_operators_clear_lifts_the_reason_kept(marked: tuple[str, PendingAborts]) -> None:
+    save_file, pending = marked
     clear(save_file)
     assert await pending.take("inbox", save_file) is None  # served: cleared meanwhile
     assert await pending.take("inbox", save_file) is None  # and forgotten
 
 
-async def test_a_marker_look_never_waits_for_the_threads_others_share(tmp_path: Path) -> None:
+async def test_a_marker_look_never_waits_for_the_threads_others_share(
+    marked: tuple[str, PendingAborts],
+) -> None:
     """The look for the marker runs on threads of its own: with every thread of the
     default pool taken (bounded here to 10 s), the chat's reason still comes."""
-    save_file = str(tmp_path / "a.chat")
-    mark(save_file, "stop")
-    pending = PendingAborts()
-    pending.add("inbox", "stop")
+    save_file, pending = marked
     shared = anyio.to_thread.current_default_thread_limiter()
     total, shared.total_tokens = shared.total_tokens, 1
     release = threading.Event()
