@@ -16,7 +16,6 @@ import socket
 import stat
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -27,29 +26,19 @@ from scoutd.errors import StartupError
 from scoutd.server import listener as listener_module
 from scoutd.server.listener import SUN_PATH_MAX, Listener, bind_listener, open_listener
 
+from ..reliability.harness import GROUP
+from ..support.ids import AS_ROOT
+from .test_listener import _connects
 from .test_listener_leftovers import AGED, _left_socket
-
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another uid)")
-GROUP = 4242  # a gid no account on a test machine is expected to hold
 
 
 @pytest.fixture
-def place(tmp_path: Path) -> Iterator[Path]:
+def place(tmp_path: Path) -> Path:
     """A private directory for the socket (pytest's may be group-writable)."""
     directory = tmp_path / "run"
     directory.mkdir(mode=0o755)
     directory.chmod(0o755)
-    yield directory
-
-
-def _connects(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-        client.settimeout(5)
-        try:
-            client.connect(str(path))
-        except OSError:
-            return False
-    return True
+    return directory
 
 
 def test_a_file_that_is_no_socket_is_refused_and_left(place: Path) -> None:
@@ -66,12 +55,12 @@ def test_a_stale_socket_is_replaced_and_said(place: Path, caplog: pytest.LogCapt
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(path))
     stale.close()  # the file stays, nobody listens: a daemon that died
-    assert not _connects(path)
+    assert not _connects(str(path))
     with caplog.at_level(logging.INFO, logger="scoutd.server"):
         listener = open_listener(str(path), 0o660, None)
     try:
         assert f"replacing stale socket {path}" in caplog.messages
-        assert _connects(path)
+        assert _connects(str(path))
     finally:
         listener.close()
 
@@ -83,7 +72,7 @@ def test_a_live_socket_is_left_serving(place: Path) -> None:
         with pytest.raises(StartupError) as raised:
             open_listener(str(path), 0o660, None)
         assert str(raised.value) == f"another scoutd is already serving on {path}; not starting"
-        assert _connects(path)
+        assert _connects(str(path))
     finally:
         live.close()
 
@@ -103,7 +92,7 @@ def test_a_path_past_sun_path_and_a_missing_directory_are_refused_in_words(
     assert str(raised.value) == "socket_group 'no-such-group-here' does not exist"
 
 
-@root_only
+@AS_ROOT
 def test_a_directory_of_another_uid_is_refused_even_uid_1(place: Path) -> None:
     """uid 1 (``daemon`` on most systems) is no more root than any other."""
     os.chown(place, 1, 1)
@@ -128,7 +117,7 @@ def test_a_directory_others_may_write_is_refused_unless_sticky(place: Path) -> N
     open_listener(str(place / "s.sock"), 0o660, None).close()
 
 
-@root_only
+@AS_ROOT
 @pytest.mark.parametrize("group", ["root", "0"])
 def test_the_group_is_set_even_to_gid_0(place: Path, group: str) -> None:
     """A directory whose set-group-id bit gives new files another group: the socket
@@ -167,7 +156,7 @@ def test_a_listener_removes_only_the_file_it_made(place: Path) -> None:
     listener.remove_file()  # gone already: nothing to do, no error
 
 
-@root_only
+@AS_ROOT
 def test_the_configured_group_reaches_the_socket(place: Path) -> None:
     daemon = msgspec.structs.replace(
         DaemonConfig(), socket_path=str(place / "s.sock"), socket_group=str(GROUP)
@@ -211,7 +200,7 @@ def test_a_path_without_a_directory_is_bound_in_the_working_directory(
     monkeypatch.chdir(place)
     made = open_listener("s.sock", 0o660, None)
     try:
-        assert _connects(place / "s.sock")
+        assert _connects(str(place / "s.sock"))
         assert not stale.exists()
     finally:
         made.close()
@@ -273,7 +262,7 @@ def test_a_hidden_name_of_exactly_sun_path_is_used(place: Path) -> None:
     assert listener_module._aside_name(str(longer)) == str(longer)
 
 
-@root_only
+@AS_ROOT
 def test_a_socket_that_cannot_be_bound_is_refused_with_the_systems_words(place: Path) -> None:
     """A read-only file system refuses root too."""
     subprocess.run(
