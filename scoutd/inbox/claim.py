@@ -8,7 +8,8 @@ operator in control of a hostile agent:
   tells, through a read lease: :func:`~scoutd.inbox.files.being_written`);
   where the kernel cannot tell, a file is complete once it arrived by rename
   or link (its inode changed after its last write, ``ctime`` later than
-  ``mtime``) or has not changed for :data:`SETTLE_TIME`. Nothing here sleeps
+  ``mtime``) or has not changed for :data:`SETTLE_TIME` (or is dated that far
+  ahead of the clock, which no write in progress is). Nothing here sleeps
   unless a caller asks to (``wait=True``, only for an abort, in a caller's
   own thread): a notice not complete is left for the next pickup, an abort
   not complete raises :class:`NotSettled` and the caller decides (the
@@ -279,9 +280,15 @@ def settled(st: os.stat_result) -> bool:
 
     Renamed or linked in after its last write (its inode changed later than
     its content: ``ctime`` after ``mtime``), or last modified at least
-    :data:`SETTLE_TIME` ago.
+    :data:`SETTLE_TIME` before the clock, or dated at least that far ahead of
+    it: the kernel dates a write with the current time, so a file dated in the
+    future had its date set after its last write (``cp -p``, ``rsync -a``,
+    ``tar``, ``touch -d``, another machine's clock) and is no write in
+    progress. Waiting for that date would hold it for as long as the date is
+    ahead (docs/RELIABILITY.md, "A file's date is its writer's word").
     """
-    return st.st_ctime_ns > st.st_mtime_ns or time.time() - st.st_mtime >= SETTLE_TIME
+    since = time.time() - st.st_mtime
+    return st.st_ctime_ns > st.st_mtime_ns or since >= SETTLE_TIME or since <= -SETTLE_TIME
 
 
 def _wait_for_abort(dir_fd: int) -> None:

@@ -67,22 +67,35 @@ def test_a_file_is_settled_once_renamed_in_or_quiet_for_the_settle_time() -> Non
     assert not settled(stat_of(ctime_ns=recent - 1, mtime_ns=recent))
 
 
+def test_a_file_dated_ahead_of_the_clock_is_settled_and_one_just_written_is_not() -> None:
+    """Before: a file dated in the future was held until that date (``cp -p``, ``rsync -a``
+    or ``tar`` of a file from a machine whose clock runs ahead). No write dates a file
+    ahead of the clock, so it is no write in progress; within the settle time either side
+    of the clock a file may be one (the clock's grain)."""
+    now = time.time_ns()
+    settle = int(SETTLE_TIME * 1e9)
+    for ahead in (settle + 2_000_000_000, 3600 * 10**9, 10**18):  # 2 s, an hour, 31 years
+        assert settled(stat_of(ctime_ns=now, mtime_ns=now + ahead))  # dated by touch -d
+        assert settled(stat_of(ctime_ns=now + ahead, mtime_ns=now + ahead))
+    for ahead in (0, 1_000_000, settle // 2):  # still inside the grain: maybe being written
+        assert not settled(stat_of(ctime_ns=now + ahead, mtime_ns=now + ahead))
+
+
 def test_where_the_kernel_cannot_tell_the_times_decide(
     save_file: str, dirs: InboxDirs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(claim, "being_written", lambda fd: None)
+    monkeypatch.setattr(claim, "SETTLE_TIME", 3600.0)  # fresh for an hour, however slow this is
     path = os.path.join(dirs.inbox, "fresh.txt")
     pathlib.Path(path).write_text("just written")
-    future = time.time_ns() + 10 * 10**9  # as fresh as can be, whatever the clock's grain
-    os.utime(path, ns=(future, future))
     fd = os.open(path, os.O_RDONLY)
     try:
         assert not is_complete(fd, os.fstat(fd))
     finally:
         os.close(fd)
     assert take(dirs, "fresh.txt", BIG) is None  # left for the next pickup
-    write_abort(save_file, "as it is")
-    os.utime(os.path.join(dirs.inbox, "abort"), ns=(future, future))
+    abort = os.path.join(dirs.inbox, "abort")
+    pathlib.Path(abort).write_text("as it is")  # written in place, not renamed in
     with pytest.raises(NotSettled):
         take(dirs, "abort", BIG)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from scoutd.inbox.files import being_written
 from scoutd.inbox.pickup import BEING_WRITTEN
 from scoutd.strategies.inbox import inbox_dir
 from tests.support.daemon import Daemon, LineClient
+from tests.support.ids import NOBODY
 
 PAUSE = 0.3  # six settle times: the old rule took the file as it was then
 
@@ -89,3 +91,44 @@ def test_an_abort_open_for_writing_aborts_at_once_and_keeps_its_reason(daemon: D
         reply = prepare(c, save_file=save_file)
         assert reply["error"]["data"]["reason"] == "budget exhausted"
         assert c.call("status")["result"]["counts"]["aborts"] == 1
+
+
+@pytest.fixture
+def leaseless_daemon() -> Iterator[Daemon]:
+    """A daemon as root without ``CAP_LEASE``: for a file of another user it cannot ask the
+    kernel whether anyone writes it, as a daemon on its own account cannot (docs/OPERATIONS.md,
+    "Files written in place"); the times decide."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("dropping CAP_LEASE needs root and setpriv")
+    with Daemon(argv_prefix=["setpriv", "--bounding-set=-lease"]) as d:
+        yield d
+
+
+def notice_of_another_user(save_file: str, name: str, text: str, date: float) -> str:
+    """``text`` as ``name`` in the inbox, owned by uid 65534: written aside, dated ``date``
+    and renamed in, as ``rsync -a`` delivers a file."""
+    inbox = inbox_dir(save_file)
+    os.makedirs(inbox, exist_ok=True)
+    aside = os.path.join(os.path.dirname(inbox), f".{name}.part")
+    pathlib.Path(aside).write_text(text)
+    os.chown(aside, NOBODY, NOBODY)
+    os.utime(aside, (date, date))
+    path = os.path.join(inbox, name)
+    os.rename(aside, path)
+    return path
+
+
+def test_without_leases_a_notice_dated_ahead_of_the_clock_is_delivered_at_once(
+    leaseless_daemon: Daemon,
+) -> None:
+    """Before: a notice copied with its date from a machine whose clock runs an hour ahead
+    (``rsync -a``, ``scp -p``, ``tar``) stayed in the inbox for that hour, at every call."""
+    d = leaseless_daemon
+    save_file = os.path.join(d.dir, "agent.chat")
+    ahead = time.time() + 3600
+    path = notice_of_another_user(save_file, "note.txt", "from the future", ahead)
+    assert os.stat(path).st_mtime > time.time() + 3000  # the date the rename kept
+    with d.connect() as c:
+        reply = prepare(c, save_file=save_file)
+    assert reply["result"]["messages"] == [{"role": "user", "content": "from the future"}]
+    assert not os.path.exists(path)
