@@ -16,7 +16,7 @@ tokenizer or ``chars_per_token``:
   downscale, at most :data:`ANTHROPIC_IMAGE_MOST`, which one whose size cannot
   be read (a URL, a file id) counts;
 - a PDF at :data:`PAGE_TOKENS` a page (3,000 of text and 1,600 of its image),
-  its pages counted in its data (:func:`pdf_pages`); one whose pages cannot be
+  its pages counted in its data (:func:`~.media_data.pdf_pages`); one whose pages cannot be
   counted as the text of its data, at least one page;
 - a text document (Anthropic ``source.type`` ``text`` or ``content``, a
   ``text/*`` file) as its text;
@@ -40,10 +40,7 @@ shorten is left as it was, and sent with its media: counted whole
 
 from __future__ import annotations
 
-import binascii
 import math
-import re
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import contains
@@ -51,6 +48,7 @@ from typing import Any
 
 import msgspec
 
+from .media_data import audio_seconds, data_of, decoded, image_size, pdf_pages
 from .text import ENCODE_ERRORS, json_text
 
 __all__ = [
@@ -267,17 +265,17 @@ def _file_tokens(file: Mapping[str, Any], count: Callable[[str], int]) -> int:
         return UNKNOWN_FILE_TOKENS
     media_type, raw = data_of(data)
     if media_type.startswith("text/") or media_type in ("application/json", "application/xml"):
-        decoded = _decoded_text(raw)
-        if decoded is not None:
-            return count(decoded)
+        text = _decoded_text(raw)
+        if text is not None:
+            return count(text)
     if media_type in ("", "application/pdf"):
         return _pdf_tokens(raw, count)
     return max(PAGE_TOKENS, count(raw))
 
 
 def _decoded_text(raw: str) -> str | None:
-    decoded = _decoded(raw)
-    return None if decoded is None else decoded.decode("utf-8", "replace")
+    data = decoded(raw)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def _audio_tokens(audio: Mapping[str, Any]) -> int:
@@ -321,148 +319,3 @@ def billed_content(content: Any, chars_per_token: float) -> Any:
         return "m" * math.ceil(block_tokens(block, count) * chars_per_token)
 
     return _replaced(content, stand_in, _DEPTH) if type(content) is list else content
-
-
-# Reading what the data holds: an image's size, a PDF's pages, audio's seconds. Each
-# reads a bounded part, or the whole data once, and gives None (or 0) when unsure.
-
-_HEAD_BYTES = 64
-_JPEG_BYTES = 1 << 18  # a JPEG's frame header comes after its metadata (a thumbnail)
-_JPEG_FRAMES = frozenset(
-    (*range(0xC0, 0xC4), *range(0xC5, 0xC8), *range(0xC9, 0xCC), 0xCD, 0xCE, 0xCF)
-)
-_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z0-9])")
-_TREE_COUNT = re.compile(
-    rb"/Type\s*/Pages[^>]{0,400}?/Count\s+(\d{1,6})|/Count\s+(\d{1,6})[^>]{0,400}?/Type\s*/Pages"
-)
-_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm")
-_MOST_PAGES = 10_000  # a count read past it is held to it (the sums stay small)
-_INFLATED_BYTES = 1 << 22  # what the object streams of one PDF may inflate to, at most
-_LEAST_BYTES_PER_SECOND = 6_000 / 8  # 6 kbit/s: below the least an MP3 is sent at
-_MOST_BYTES_PER_SECOND = 1_536_000  # 192 kHz, 2 channels, 32 bits: a WAV header past it lies
-
-
-def data_of(data: str) -> tuple[str, str]:
-    """``(media type, base64)`` of a data URL, or ``("", data)`` of plain base64."""
-    if not data.startswith("data:"):
-        return "", data
-    head, _, raw = data.partition(",")
-    return head[5:].split(";", 1)[0].strip().lower(), raw
-
-
-def _decoded(raw: str, limit: int | None = None) -> bytes | None:
-    """The bytes of base64 ``raw`` (its first ``limit`` or so when given), None if it is
-    not base64; characters out of the alphabet (line breaks) are skipped."""
-    if limit is not None:
-        raw = raw[: 4 * (limit // 3 + 2) + 64]
-    try:  # the whole at once when it is plain base64 (the decoder skips line breaks)
-        return binascii.a2b_base64(raw)
-    except (binascii.Error, ValueError):  # its padding cut, or characters out of the alphabet
-        pass
-    text = re.sub(r"[^A-Za-z0-9+/]", "", raw)
-    text = text[: len(text) - len(text) % 4]
-    try:
-        return binascii.a2b_base64(text)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def image_size(data: str) -> tuple[int, int] | None:
-    """``(width, height)`` from the header of a base64 PNG, GIF, WebP or JPEG image."""
-    head = _decoded(data_of(data)[1], _HEAD_BYTES)
-    if head is None:
-        return None
-    if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24:
-        return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-    if head[:4] == b"GIF8" and len(head) >= 10:
-        return int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP" and len(head) >= 30:
-        return _webp_size(head)
-    if head[:2] == b"\xff\xd8":
-        whole = _decoded(data_of(data)[1], _JPEG_BYTES)
-        return None if whole is None else _jpeg_size(whole)
-    return None
-
-
-def _webp_size(head: bytes) -> tuple[int, int] | None:
-    chunk = head[12:16]
-    if chunk == b"VP8X":
-        return 1 + int.from_bytes(head[24:27], "little"), 1 + int.from_bytes(head[27:30], "little")
-    if chunk == b"VP8 ":
-        width = int.from_bytes(head[26:28], "little") & 0x3FFF
-        return width, int.from_bytes(head[28:30], "little") & 0x3FFF
-    if chunk == b"VP8L":
-        bits = int.from_bytes(head[21:25], "little")
-        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
-    return None
-
-
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """A JPEG's size from its first frame header, segment by segment."""
-    at = 2
-    while at + 9 <= len(data):
-        if data[at] != 0xFF:
-            return None
-        marker = data[at + 1]
-        if marker == 0xFF:  # a fill byte
-            at += 1
-            continue
-        if marker in _JPEG_FRAMES:
-            height = int.from_bytes(data[at + 5 : at + 7], "big")
-            return int.from_bytes(data[at + 7 : at + 9], "big"), height
-        at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
-    return None
-
-
-def pdf_pages(data: str) -> int:
-    """How many pages a base64 PDF holds (0 when none can be found): its page objects,
-    those inside compressed object streams too, or its page tree's count, whichever
-    is more, at most :data:`_MOST_PAGES`."""
-    raw = _decoded(data_of(data)[1])
-    if raw is None or b"%PDF" not in raw[:1024]:
-        return 0
-    texts = [raw, *_object_streams(raw)]
-    leaves = sum(len(_PAGE.findall(text)) for text in texts)
-    counted = [int(a or b) for text in texts for a, b in _TREE_COUNT.findall(text)]
-    return min(_MOST_PAGES, max(leaves, *counted, 0))
-
-
-def _object_streams(raw: bytes) -> list[bytes]:
-    """The inflated object streams of a PDF (where compressed page objects are), at most
-    :data:`_INFLATED_BYTES` in all."""
-    found = []
-    budget = _INFLATED_BYTES
-    for match in _OBJECT_STREAM.finditer(raw):
-        start = raw.find(b"stream", match.end(), match.end() + 2_048)
-        if start < 0 or b"/FlateDecode" not in raw[max(0, match.start() - 2_048) : start]:
-            continue
-        start += 6  # past ``stream`` and its end of line
-        start += 2 if raw[start : start + 2] == b"\r\n" else raw[start : start + 1] == b"\n"
-        end = raw.find(b"endstream", start)
-        if end < 0 or budget <= 0:
-            continue
-        try:
-            inflated = zlib.decompressobj().decompress(raw[start:end], budget)
-        except zlib.error:
-            continue
-        budget -= len(inflated)
-        found.append(inflated)
-    return found
-
-
-def audio_seconds(data: str) -> float:
-    """The seconds of base64 audio: a WAV header's byte rate, else its size at the
-    lowest bit rate audio is sent at (more seconds than it holds)."""
-    raw = data_of(data)[1]
-    size = len(raw) * 3 / 4
-    head = _decoded(raw, _HEAD_BYTES)
-    if (
-        head is not None
-        and head[:4] == b"RIFF"
-        and head[8:12] == b"WAVE"
-        and head[12:16] == b"fmt "
-    ):
-        rate = int.from_bytes(head[28:32], "little")
-        if 0 < rate <= _MOST_BYTES_PER_SECOND:
-            return size / rate
-    return size / _LEAST_BYTES_PER_SECOND

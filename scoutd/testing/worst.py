@@ -5,8 +5,9 @@ whose size grows linearly with ``n``. The shapes are those that once took, or
 could take, more than linear time: Anthropic user turns holding a
 ``tool_result`` and a text block (joined into one turn once their calls are
 dropped), parallel calls in one turn, calls answered out of order or not at
-all, repeated call ids, identical repeated calls, orphan outputs. Small
-payloads, so that a megabyte holds as many messages as it can.
+all, repeated call ids, identical repeated calls, orphan outputs, a PDF made
+of the markers its page count searches for. Small payloads, so that a megabyte
+holds as many messages as it can.
 
 Shared by the complexity tests (``tests/formats/test_linear.py``), the
 in-process fuzzer (``tests/formats/test_hostile.py``), ``scripts/fuzz-rpc`` and
@@ -15,6 +16,7 @@ the CPU-per-megabyte rows of ``scripts/bench`` (docs/PERFORMANCE.md).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -83,6 +85,26 @@ def anthropic_misplaced(n: int) -> list[dict[str, Any]]:
         messages.append({"role": "user", "content": [_result(f"t{i}"), text]})
         messages.append({"role": "assistant", "content": [_use(f"t{i}", i)]})
     return messages
+
+
+# The structure a PDF's page count looks for (scoutd/strategies/media.py, pdf_pages):
+# object stream markers, with and without a stream after them, page tree nodes and
+# counts, a page. Each object stream marker once looked for its stream's end up to the
+# data's end: a PDF of such markers cost time growing with the square of its size.
+PDF_MARKERS = b"/Type/ObjStm stream\n/FlateDecode/Type/ObjStm /Type /Pages /Count 1 /Type /Page "
+
+
+def anthropic_pdf_markers(n: int) -> list[dict[str, Any]]:
+    """A user turn holding a PDF made of ``n`` runs of :data:`PDF_MARKERS`, then a call and
+    its result (a conversation with a finished round is counted whole)."""
+    data = base64.b64encode(b"%PDF-1.7\n" + PDF_MARKERS * n).decode()
+    source = {"type": "base64", "media_type": "application/pdf", "data": data}
+    document = {"type": "document", "source": source}
+    return [
+        {"role": "user", "content": [document, {"type": "text", "text": "read it"}]},
+        {"role": "assistant", "content": [_use("t0", 0)]},
+        {"role": "user", "content": [_result("t0")]},
+    ]
 
 
 def _call(ident: str, value: Any, name: str = "f") -> dict[str, Any]:
@@ -231,6 +253,7 @@ WORST: dict[str, tuple[Builder, ...]] = {
         anthropic_parallel,
         anthropic_narrated,
         anthropic_misplaced,
+        anthropic_pdf_markers,
     ),
     "openai-chat": (
         chat_pairs,
