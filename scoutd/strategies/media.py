@@ -265,17 +265,10 @@ def _file_tokens(file: Mapping[str, Any], count: Callable[[str], int]) -> int:
         return UNKNOWN_FILE_TOKENS
     media_type, raw = data_of(data)
     if media_type.startswith("text/") or media_type in ("application/json", "application/xml"):
-        text = _decoded_text(raw)
-        if text is not None:
-            return count(text)
+        return count(decoded(raw).decode("utf-8", "replace"))
     if media_type in ("", "application/pdf"):
         return _pdf_tokens(raw, count)
     return max(PAGE_TOKENS, count(raw))
-
-
-def _decoded_text(raw: str) -> str | None:
-    data = decoded(raw)
-    return None if data is None else data.decode("utf-8", "replace")
 
 
 def _audio_tokens(audio: Mapping[str, Any]) -> int:

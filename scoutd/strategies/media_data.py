@@ -39,28 +39,23 @@ def data_of(data: str) -> tuple[str, str]:
     return head[5:].split(";", 1)[0].strip().lower(), raw
 
 
-def decoded(raw: str, limit: int | None = None) -> bytes | None:
-    """The bytes of base64 ``raw`` (its first ``limit`` or so when given), None if it is
-    not base64; characters out of the alphabet (line breaks) are skipped."""
+def decoded(raw: str, limit: int | None = None) -> bytes:
+    """The bytes of base64 ``raw`` (its first ``limit`` or so when given), whatever it
+    holds: characters out of the alphabet (line breaks) are skipped, and so is a last
+    quantum its padding was cut from."""
     if limit is not None:
         raw = raw[: 4 * (limit // 3 + 2) + 64]
     try:  # the whole at once when it is plain base64 (the decoder skips line breaks)
         return binascii.a2b_base64(raw)
-    except (binascii.Error, ValueError):  # its padding cut, or characters out of the alphabet
+    except (binascii.Error, ValueError):  # its padding cut, or characters out of ASCII
         pass
     text = re.sub(r"[^A-Za-z0-9+/]", "", raw)
-    text = text[: len(text) - len(text) % 4]
-    try:
-        return binascii.a2b_base64(text)
-    except (binascii.Error, ValueError):
-        return None
+    return binascii.a2b_base64(text[: len(text) - len(text) % 4])  # whole quanta: valid
 
 
 def image_size(data: str) -> tuple[int, int] | None:
     """``(width, height)`` from the header of a base64 PNG, GIF, WebP or JPEG image."""
     head = decoded(data_of(data)[1], _HEAD_BYTES)
-    if head is None:
-        return None
     if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24:
         return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
     if head[:4] == b"GIF8" and len(head) >= 10:
@@ -68,8 +63,7 @@ def image_size(data: str) -> tuple[int, int] | None:
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP" and len(head) >= 30:
         return _webp_size(head)
     if head[:2] == b"\xff\xd8":
-        whole = decoded(data_of(data)[1], _JPEG_BYTES)
-        return None if whole is None else _jpeg_size(whole)
+        return _jpeg_size(decoded(data_of(data)[1], _JPEG_BYTES))
     return None
 
 
@@ -112,7 +106,7 @@ def pdf_pages(data: str) -> int:
     markers holds millions of them.
     """
     raw = decoded(data_of(data)[1])
-    if raw is None or b"%PDF" not in raw[:1024]:
+    if b"%PDF" not in raw[:1024]:
         return 0
     texts = [raw, *_object_streams(raw)]
     leaves = sum(1 for text in texts for _ in _PAGE.finditer(text))
@@ -188,12 +182,7 @@ def audio_seconds(data: str) -> float:
     raw = data_of(data)[1]
     size = len(raw) * 3 / 4
     head = decoded(raw, _HEAD_BYTES)
-    if (
-        head is not None
-        and head[:4] == b"RIFF"
-        and head[8:12] == b"WAVE"
-        and head[12:16] == b"fmt "
-    ):
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE" and head[12:16] == b"fmt ":
         rate = int.from_bytes(head[28:32], "little")
         if 0 < rate <= _MOST_BYTES_PER_SECOND:
             return size / rate
