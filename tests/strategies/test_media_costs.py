@@ -82,11 +82,13 @@ def pdf(pages: int, packed: bool = False, words: int = 300) -> str:
     return base64.b64encode(out).decode()
 
 
-def wav(seconds: float, rate: int = 16_000) -> str:
-    """Base64 of ``seconds`` of 16-bit mono PCM silence in a WAV file."""
+def wav(seconds: float, rate: int = 16_000, byte_rate: int | None = None) -> str:
+    """Base64 of ``seconds`` of 16-bit mono PCM silence in a WAV file; ``byte_rate``: what
+    its header says it plays a second (the true one when None)."""
     samples = bytes(int(seconds * rate) * 2)
+    per_second = rate * 2 if byte_rate is None else byte_rate
     header = b"RIFF" + struct.pack("<I", 36 + len(samples)) + b"WAVEfmt "
-    header += struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+    header += struct.pack("<IHHIIHH", 16, 1, 1, rate, per_second, 2, 16)
     return base64.b64encode(header + b"data" + struct.pack("<I", len(samples)) + samples).decode()
 
 

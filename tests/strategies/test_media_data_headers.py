@@ -25,6 +25,8 @@ from scoutd.strategies.media_data import (
     image_size,
     pdf_pages,
 )
+from tests.strategies.test_media_costs import png as png_data
+from tests.strategies.test_media_costs import wav
 
 WIDTH, HEIGHT = 1234, 567  # neither a power of two nor alike, so no swap or mask passes
 
@@ -34,8 +36,7 @@ def b64(raw: bytes) -> str:
 
 
 def png(width: int, height: int) -> bytes:
-    ihdr = struct.pack(">II", width, height) + b"\x08\x06\x00\x00\x00"
-    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr + b"\x00" * 40
+    return base64.b64decode(png_data(width, height, padding=0))
 
 
 def gif(width: int, height: int) -> bytes:
@@ -135,15 +136,6 @@ def test_what_is_not_a_known_image_tells_no_size() -> None:
     assert image_size(b64(b"BM" + b"\x00" * 60)) is None  # a bitmap: not read
     assert image_size(b64(b"RIFF\x00\x00\x00\x00WEBPVP8Z" + b"\x00" * 40)) is None
     assert image_size("") is None
-
-
-def wav(seconds: float, rate: int = 16_000, byte_rate: int | None = None) -> str:
-    """Base64 of ``seconds`` of 16-bit mono silence, its header's byte rate as given."""
-    per_second = rate * 2 if byte_rate is None else byte_rate
-    samples = bytes(int(seconds * rate) * 2)
-    header = b"RIFF" + struct.pack("<I", 36 + len(samples)) + b"WAVEfmt "
-    header += struct.pack("<IHHIIHH", 16, 1, 1, rate, per_second, 2, 16)
-    return b64(header + b"data" + struct.pack("<I", len(samples)) + samples)
 
 
 def test_audio_lasts_its_size_over_its_byte_rate_when_its_header_tells_one() -> None:
