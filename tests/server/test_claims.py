@@ -16,15 +16,22 @@ either) and the expected outcome is written out by the rules:
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from scoutd.errors import AbortNotTaken
+from scoutd.inbox import claim as inbox_claim
 from scoutd.inbox import inbox_dir, inbox_removed_dir, write_abort
+from scoutd.inbox.aborted import mark
+from scoutd.inbox.claim import NotSettled
 from scoutd.inbox.gate import InboxGate
 from scoutd.inbox.pickup import claim_abort
 from scoutd.server import claims
@@ -74,15 +81,22 @@ def dropped(save_file: str, owner: int = 0) -> str:
     return path
 
 
-def claimed(save_file: str, *candidates: Candidate) -> Claimed:
+def claimed(
+    save_file: str,
+    *candidates: Candidate,
+    own_uid: int | None = None,
+    gate: InboxGate | None = None,
+    complete: bool = True,
+    max_bytes: int = 1 << 20,
+) -> Claimed:
     return claim_for(
         claim_abort,
-        InboxGate(),
+        InboxGate() if gate is None else gate,
         save_file,
         candidates,
-        os.geteuid(),
-        max_bytes=1 << 20,
-        complete=True,
+        os.geteuid() if own_uid is None else own_uid,
+        max_bytes=max_bytes,
+        complete=complete,
     )
 
 
@@ -115,12 +129,135 @@ def test_every_session_that_may_take_it_gets_it_in_order(base: str) -> None:
     assert claimed(save_file, AGENT, ROOT) == expected
 
 
-@pytest.mark.parametrize("own", [0, 1], ids=["root", "the daemon's uid"])
-def test_root_and_the_daemons_own_uid_may_always_take_it(base: str, own: int) -> None:
+def test_root_and_the_daemons_own_uid_may_always_take_it(base: str) -> None:
+    """The kernel checks the daemon's own rights for them, which are the caller's."""
+    for session, own_uid in ((ROOT, NOBODY), (AGENT, NOBODY)):
+        save_file = chat(base, owner=0, chat_mode=0o700, inbox_mode=0o700)
+        dropped(save_file)
+        found = claimed(save_file, session, own_uid=own_uid)
+        assert found == Claimed("stop", (session.id,), consumed=True)
+        shutil.rmtree(os.path.dirname(save_file))
+
+
+def test_a_uid_that_is_neither_root_nor_the_daemons_is_checked(base: str) -> None:
     save_file = chat(base, owner=0, chat_mode=0o700, inbox_mode=0o700)
+    path = dropped(save_file)
+    assert claimed(save_file, Candidate("one", 1, 1, frozenset({1}))) == Claimed()
+    assert os.path.exists(path)
+
+
+def test_the_gate_records_the_take_under_the_inbox(base: str) -> None:
+    """A prepare call that picks up the same inbox meanwhile learns of the take from it."""
+    save_file = chat(base)
     dropped(save_file)
-    session = Candidate("s", os.geteuid() if own else 0, 0)
-    assert claimed(save_file, session) == Claimed("stop", ("s",), consumed=True)
+    gate = InboxGate()
+    ticket = gate.ticket()
+    assert claimed(save_file, AGENT, gate=gate).consumed
+    assert gate.taken_since(inbox_dir(save_file), ticket.seq) == "stop"
+    empty = InboxGate()
+    ticket = empty.ticket()
+    assert claimed(save_file, AGENT, gate=empty) == Claimed()  # nothing taken: nothing recorded
+    assert empty.taken_since(inbox_dir(save_file), ticket.seq) is None
+
+
+def test_a_long_abort_is_read_to_the_bytes_given(base: str) -> None:
+    save_file = chat(base)
+    path = write_abort(save_file, "stop now, budget exhausted")
+    os.chown(path, 0, 0)
+    found = claimed(save_file, AGENT, max_bytes=4)
+    assert found.reason is not None and found.reason.startswith("stop")
+    assert "budget" not in found.reason
+
+
+def test_an_abort_the_caller_saw_completed_is_taken_though_still_open(
+    base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``complete``: its writer closed it or renamed it in (the watcher saw it); otherwise an
+    abort still being written is not waited for here: the registry retries."""
+    monkeypatch.setattr(inbox_claim, "being_written", lambda fd: True)
+    save_file = chat(base)
+    dropped(save_file)
+    with pytest.raises(NotSettled):
+        claimed(save_file, AGENT, complete=False)
+    assert claimed(save_file, AGENT, complete=True) == Claimed("stop", ("agent",), consumed=True)
+
+
+def test_a_symlink_swapped_into_the_resolved_path_fails_closed(base: str) -> None:
+    """The claim works on the path the session's open resolved: a link found on it later
+    (root's too) was swapped in, and nothing is read through it."""
+    save_file = chat(base)
+    elsewhere = os.path.join(base, "elsewhere")
+    os.rename(os.path.dirname(save_file), elsewhere)
+    os.symlink(elsewhere, os.path.dirname(save_file))
+    path = dropped(os.path.join(elsewhere, "agent.chat"))
+    found = claimed(save_file, ROOT, AGENT)
+    assert found.sessions == ("root", "agent") and not found.consumed
+    assert os.path.exists(path)
+
+
+def test_a_symlink_swapped_in_fails_closed_though_no_abort_is_behind_it(base: str) -> None:
+    save_file = chat(base)
+    elsewhere = os.path.join(base, "elsewhere")
+    os.rename(os.path.dirname(save_file), elsewhere)
+    os.symlink(elsewhere, os.path.dirname(save_file))
+    found = claimed(save_file, ROOT, AGENT)
+    assert found.sessions == ("root", "agent") and found.reason is not None
+
+
+def test_a_symlink_swapped_in_between_the_look_and_the_claim_fails_closed(base: str) -> None:
+    """The claim itself works on the resolved path exactly too (the race injected at it)."""
+    save_file = chat(base)
+    path = dropped(save_file)
+    elsewhere = os.path.join(base, "elsewhere")
+
+    def swapped_first(save_file: str, **options: Any) -> str | None:
+        os.rename(os.path.dirname(save_file), elsewhere)
+        os.symlink(elsewhere, os.path.dirname(save_file))
+        return claim_abort(save_file, **options)
+
+    found = claim_for(
+        swapped_first, InboxGate(), save_file, (AGENT,), 0, max_bytes=64, complete=True
+    )
+    assert found.sessions == ("agent",) and not found.consumed
+    assert os.path.exists(
+        os.path.join(elsewhere, os.path.relpath(path, os.path.dirname(save_file)))
+    )
+
+
+def test_a_claim_waits_for_a_pickup_holding_the_inbox(base: str) -> None:
+    """The gate's lock of the inbox is held around the claim: a prepare call's pickup of the
+    same inbox and the claim never run at once."""
+    save_file = chat(base)
+    dropped(save_file)
+    gate, released = InboxGate(), threading.Event()
+    seen: list[bool] = []
+
+    def claim(save_file: str, **options: Any) -> str | None:
+        seen.append(released.is_set())
+        return claim_abort(save_file, **options)
+
+    def run() -> None:
+        claim_for(claim, gate, save_file, (AGENT,), 0, max_bytes=64, complete=True)
+
+    with gate.holding(inbox_dir(save_file)):
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join(0.2)  # time enough to reach the lock
+        released.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert seen == [True]  # it ran only once the pickup let the inbox go
+
+
+def test_an_abort_the_claim_cannot_take_aborts_every_session(base: str) -> None:
+    save_file = chat(base)
+    dropped(save_file)
+
+    def cannot(save_file: str, **options: Any) -> str | None:
+        raise AbortNotTaken("aborted by operator (no marker could be written)")
+
+    found = claim_for(cannot, InboxGate(), save_file, (ROOT, AGENT), 0, max_bytes=1, complete=True)
+    assert found == Claimed("aborted by operator (no marker could be written)", ("root", "agent"))
 
 
 @pytest.mark.parametrize("locked", ["inbox", "chat directory"])
@@ -145,7 +282,7 @@ def test_a_session_locked_out_by_its_own_directory_fails_closed(
 
 @pytest.mark.parametrize("kept_out_by", ["chat directory", "an ancestor"])
 def test_a_session_kept_out_by_another_users_directory_is_left_alone(
-    base: str, kept_out_by: str
+    base: str, kept_out_by: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Not its doing: the abort is left for its owner and this session is not aborted."""
     if kept_out_by == "an ancestor":
@@ -156,8 +293,11 @@ def test_a_session_kept_out_by_another_users_directory_is_left_alone(
         save_file = chat(base, owner=0, chat_mode=0o755, inbox_mode=0o777)
         os.chmod(os.path.dirname(save_file), 0o755)  # root's: the agent may not write it
     path = dropped(save_file)
-    assert claimed(save_file, AGENT) == Claimed()
+    with caplog.at_level(logging.DEBUG, logger="scoutd.sessions"):
+        assert claimed(save_file, AGENT) == Claimed()
     assert os.path.exists(path)
+    left = f"abort in {inbox_dir(save_file)!r} left for its owner: no session here may take it"
+    assert left in caplog.messages
 
 
 def test_in_a_sticky_inbox_of_another_user_only_an_abort_of_its_own_is_a_sessions(
@@ -214,6 +354,53 @@ def test_a_group_directory_the_session_is_kept_out_of_is_not_its_doing(base: str
     assert claimed(save_file, AGENT) == Claimed("stop", ("agent",), consumed=True)
 
 
+@pytest.mark.parametrize(
+    ("session", "chat_mode"),
+    [(MEMBER, 0o070), (AGENT, 0o007)],
+    ids=["the group's bits", "the other bits"],
+)
+def test_what_another_users_directory_grants_a_session_that_locked_its_own_inbox(
+    base: str, session: Candidate, chat_mode: int
+) -> None:
+    """Another user's chat directory that grants it all by its group or other bits, and an
+    inbox of its own that it locked: the session hid the abort from itself."""
+    save_file = chat(base, owner=0, group=GROUP, chat_mode=chat_mode, inbox_mode=0o000)
+    os.chown(inbox_dir(save_file), NOBODY, NOBODY)
+    path = dropped(save_file)
+    assert claimed(save_file, session) == Claimed(hidden=(session.id,))
+    assert os.path.exists(path)
+
+
+def test_a_session_locked_out_by_its_own_chat_directory_under_another_users_inbox(
+    base: str,
+) -> None:
+    """Its chat directory locked, the inbox another user's (open to all, not sticky)."""
+    save_file = chat(base, chat_mode=0o000, inbox_mode=0o777)
+    os.chown(inbox_dir(save_file), 0, 0)
+    try:
+        path = dropped(save_file)
+        assert claimed(save_file, AGENT) == Claimed(hidden=("agent",))
+        assert os.path.exists(path)
+    finally:
+        os.chmod(os.path.dirname(save_file), 0o755)
+
+
+def test_what_cannot_be_examined_or_is_no_directory_hides_nothing(base: str) -> None:
+    missing = os.path.join(base, "missing", "agent.chat")
+    assert not claims._hid_it(missing, AGENT)
+    os.mkdir(os.path.join(base, "file"))
+    with open(os.path.join(base, "file", "dir"), "w"):
+        pass
+    assert not claims._hid_it(os.path.join(base, "file", "dir", "agent.chat"), AGENT)
+    # a sticky inbox of another user, its abort gone meanwhile: not this session's to hide
+    save_file = chat(base, chat_mode=0o000, inbox_mode=0o1777)
+    os.chown(inbox_dir(save_file), 0, 0)
+    try:
+        assert not claims._hid_it(save_file, AGENT)
+    finally:
+        os.chmod(os.path.dirname(save_file), 0o755)
+
+
 def test_a_session_of_unknown_groups_is_given_its_users_from_the_database(base: str) -> None:
     save_file = chat(base, owner=0, group=GROUP, chat_mode=0o770, inbox_mode=0o770)
     dropped(save_file)
@@ -234,7 +421,7 @@ def test_an_inbox_that_cannot_be_used_aborts_every_session(base: str) -> None:
 
 
 def test_an_abort_that_cannot_be_looked_at_aborts_every_session(
-    base: str, monkeypatch: pytest.MonkeyPatch
+    base: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     save_file = chat(base)
     dropped(save_file)
@@ -243,7 +430,10 @@ def test_an_abort_that_cannot_be_looked_at_aborts_every_session(
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(claims, "lexists", broken)
-    found = claimed(save_file, ROOT, AGENT)
+    with caplog.at_level(logging.ERROR, logger="scoutd.sessions"):
+        found = claimed(save_file, ROOT, AGENT)
+    said = f"abort entry of {save_file!r} cannot be examined (aborting): [Errno 5] Input/output"
+    assert caplog.messages == [said + " error"]
     assert found == Claimed(
         "aborted by operator (the abort entry could not be examined: [Errno 5] Input/output error)",
         ("root", "agent"),
@@ -267,11 +457,12 @@ def test_the_rescan_claims_every_inbox_where_an_abort_is_or_may_be(base: str) ->
         pass
     os.mkdir(inboxes["empty"])
     os.symlink(inboxes["loop"], inboxes["loop"])  # a link to itself: ELOOP
-    beside_a_file = os.path.join(base, "a-file", "x.inbox")
-    with open(os.path.join(base, "a-file"), "w"):
+    beside_a_file = os.path.join(base, "a-file", "x.inbox")  # no inbox can be there
+    a_file = os.path.join(base, "a-file")  # an inbox that is a file: the claim fails closed
+    with open(a_file, "w"):
         pass
-    listed = [*inboxes.values(), beside_a_file]
-    assert holding_abort(listed) == [inboxes["abort"], inboxes["loop"]]
+    listed = [beside_a_file, *inboxes.values(), a_file]
+    assert holding_abort(listed) == [inboxes["abort"], inboxes["loop"], a_file]
 
 
 def test_a_candidates_group_is_its_users_primary_group_when_not_given() -> None:
@@ -294,3 +485,13 @@ def test_the_layouts_here_are_what_they_claim(base: str) -> None:
     save_file = chat(base, owner=0, chat_mode=0o777, inbox_mode=0o1777)
     st = os.stat(inbox_dir(save_file))
     assert st.st_mode & stat.S_ISVTX and st.st_uid == 0
+
+
+def test_an_aborted_chats_mark_is_read_on_the_resolved_path_exactly(base: str) -> None:
+    save_file = chat(base)
+    assert mark(save_file, "stop") is not None  # as the registry marks a chat it aborted
+    assert claims.marked(save_file) == "stop"
+    link = os.path.join(base, "link")
+    os.symlink(os.path.dirname(save_file), link)  # root's: trusted elsewhere, not here
+    through = claims.marked(os.path.join(link, "agent.chat"))
+    assert through is not None and through != "stop"  # fails closed, unread
