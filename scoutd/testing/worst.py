@@ -87,7 +87,7 @@ def anthropic_misplaced(n: int) -> list[dict[str, Any]]:
     return messages
 
 
-# The structure a PDF's page count looks for (scoutd/strategies/media.py, pdf_pages):
+# The structure a PDF's page count looks for (scoutd/strategies/media_data.py, pdf_pages):
 # object stream markers, with and without a stream after them, page tree nodes and
 # counts, a page. Each object stream marker once looked for its stream's end up to the
 # data's end: a PDF of such markers cost time growing with the square of its size.
