@@ -117,7 +117,7 @@ def publish_command(args: argparse.Namespace, kind: str, text: str) -> int:
         file=sys.stderr,
     )
     try:  # retention only: the command is out, and its id is printed
-        _run(lambda: trim_commands(config, command.issued))
+        _run(lambda: trim_commands(config, entry))
     except CliError as exc:
         warn(f"published, but the command stream was not trimmed by age: {exc}")
     return EXIT_OK

@@ -121,22 +121,30 @@ async def publish(
             approximate=True,
         )
         if trim:
-            await _trim(redis, config, command.issued)
+            await _trim(redis, config, _text(entry))
     finally:
         await redis.aclose()
     return command, _text(entry)
 
 
-async def _trim(redis: Any, config: FleetConfig, now: float) -> None:
-    oldest = int((now - config.command_max_age) * 1000)
+async def _trim(redis: Any, config: FleetConfig, entry: str) -> None:
+    """``XTRIM MINID ~`` to ``command_max_age`` before the stream entry ``entry``.
+
+    Aged on the entries' ids, which are the Redis server's clock, never on this
+    machine's: an operator whose clock ran 8 days ahead trimmed, by its own
+    time, the abort it had just published (docs/RELIABILITY.md, rule 39).
+    """
+    newest = int(entry.partition("-")[0])  # milliseconds, as Redis timed the entry
+    oldest = newest - int(config.command_max_age * 1000)
     await redis.xtrim(Keys(config.prefix).commands, minid=oldest, approximate=True)
 
 
-async def trim_commands(config: FleetConfig, now: float) -> None:
-    """Trim the command stream to ``command_max_age`` before ``now`` (``XTRIM MINID ~``)."""
+async def trim_commands(config: FleetConfig, entry: str) -> None:
+    """Trim the command stream to ``command_max_age`` before the entry ``entry`` (the
+    command just published), ``XTRIM MINID ~``."""
     redis = connect(config)
     try:
-        await _trim(redis, config, now)
+        await _trim(redis, config, entry)
     finally:
         await redis.aclose()
 

@@ -285,7 +285,7 @@ def settled(st: os.stat_result) -> bool:
     future had its date set after its last write (``cp -p``, ``rsync -a``,
     ``tar``, ``touch -d``, another machine's clock) and is no write in
     progress. Waiting for that date would hold it for as long as the date is
-    ahead (docs/RELIABILITY.md, "A file's date is its writer's word").
+    ahead (docs/RELIABILITY.md, "A time is its writer's word").
     """
     since = time.time() - st.st_mtime
     return st.st_ctime_ns > st.st_mtime_ns or since >= SETTLE_TIME or since <= -SETTLE_TIME

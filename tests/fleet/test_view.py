@@ -10,9 +10,11 @@ from pathlib import Path
 
 import anyio
 import msgspec
+import pytest
 import redis
 
 from scoutd.cli.common import EXIT_INCOMPLETE
+from scoutd.cli.main import main
 from scoutd.fleet.operator import fleet_view
 from scoutd.fleet.wire import FIELD, Keys, Receipt, SessionEvent
 from scoutd.testing.fleet import RedisServer
@@ -93,6 +95,31 @@ def test_the_command_stream_is_trimmed_by_length_and_age(redis_server: RedisServ
             publish_sync(by_age, "notice", "host=nobody", f"m{i}")
         assert client.xlen(KEYS.commands) < 150
     finally:
+        client.close()
+
+
+@pytest.mark.parametrize("via", ["library", "cli"])
+def test_an_operator_whose_clock_runs_ahead_trims_nothing_it_should_keep(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, via: str
+) -> None:
+    """Before: the command stream was aged by the operator's clock against the entries'
+    ids, which are Redis's: an operator whose clock ran 8 days ahead (retention 7) trimmed
+    every command, the abort it had just published among them, before any host read it."""
+    client = redis.Redis.from_url(redis_server.url)
+    config = tmp_path / "ops.toml"
+    config.write_text(toml_text({"fleet": {"url": redis_server.url}}))
+    real = time.time
+    try:
+        publish_sync(operator(redis_server), "notice", "host=nobody", "an hour ago, say")
+        monkeypatch.setattr(time, "time", lambda: real() + 8 * 24 * 3600)
+        if via == "library":
+            publish_sync(operator(redis_server), "abort", "all", "stop")
+        else:
+            assert main(["abort", "--fleet", "--config", str(config), "all", "stop"]) == 0
+        monkeypatch.undo()
+        assert client.xlen(KEYS.commands) == 2
+    finally:
+        monkeypatch.undo()
         client.close()
 
 
