@@ -146,7 +146,7 @@ def _status(args: argparse.Namespace) -> int:
             f"  commands {pending}"
         )
     for command in view.recent:
-        age = time.time() - command["issued"]
+        age = view.at - command["issued"]  # both on Redis's clock
         print(
             f"  {command['id']}  {command['kind']}  {printable(command['target'])}"
             f"  {age:.0f} s ago  receipts {command['receipts']}"

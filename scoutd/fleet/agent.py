@@ -41,7 +41,7 @@ from .. import protocol
 from ..config import FleetConfig
 from ..paths import printable
 from .deliver import Found, Journal, canonical_pattern, deliver, find_chats, over_limit
-from .link import BLOCK_MS, LinkErrors, connect
+from .link import BLOCK_MS, LinkErrors, RedisClock, connect
 from .select import Identity, chats_for
 from .wire import (
     FIELD,
@@ -121,6 +121,8 @@ class FleetAgent:
         self._ever_connected = False
         self._acked: tuple[int, int] | None = None  # the last entry id acknowledged
         self._unread_beat = False  # the account may not read the beat it replaces (said once)
+        self.clock = RedisClock()  # every time this host writes is Redis's (measured each beat)
+        self._untimed = False  # the account may not ask Redis's time (said once)
         self._known: dict[str, SessionView] = {}
         self._unsent: list[SessionEvent] = []
 
@@ -202,7 +204,7 @@ class FleetAgent:
         host's clock: a new stream's ids are its server's time."""
         if self._acked is None:
             return "$"
-        now = (int(time.time() * 1000), 0)
+        now = (int(self.clock.now() * 1000), 0)
         millis, seq = min(self._acked, now)
         return f"{millis}-{seq}"
 
@@ -290,7 +292,7 @@ class FleetAgent:
 
     async def _apply(self, entry_id: str, fields: dict[bytes, bytes] | None) -> Receipt:
         """Deliver one command here; what happened, as its receipt."""
-        now = time.time()
+        now = self.clock.now()
         data = (fields or {}).get(FIELD.encode())
         try:
             if not fields:  # Redis answers a pending entry trimmed since with no fields
@@ -368,7 +370,7 @@ class FleetAgent:
             await anyio.sleep(self.config.heartbeat_interval)
 
     def _note_events(self, views: list[SessionView]) -> None:
-        now = time.time()
+        now = self.clock.now()
         current = {v.id: v for v in views}
         for view in views:
             before = self._known.get(view.id)
@@ -390,7 +392,7 @@ class FleetAgent:
     async def _beat(self, views: list[SessionView]) -> None:
         beat = HostBeat(
             host=self.host,
-            at=time.time(),
+            at=self.clock.now(),
             labels=list(self.config.labels),
             roots=list(self._roots()),
             interval=self.config.heartbeat_interval,
@@ -402,6 +404,7 @@ class FleetAgent:
             conflict=self.conflict or "",
         )
         pipe = self._redis.pipeline(transaction=False)
+        pipe.time()  # Redis's clock, for the next beat's times and the events'
         pipe.hget(self.keys.hosts, self.host)  # the beat this one replaces
         pipe.hset(self.keys.hosts, self.host, encode(beat))
         for event in self._unsent:
@@ -412,12 +415,20 @@ class FleetAgent:
                 approximate=True,
             )
         sent = len(self._unsent)
-        # Each answer alone: a refused HGET (a host ACL without it) must not count the
-        # beat and the events, which Redis wrote, as unsent (they would be sent again).
-        replaced, *written = await pipe.execute(raise_on_error=False)
+        # Each answer alone: a refused TIME or HGET (a host ACL without it) must not count
+        # the beat and the events, which Redis wrote, as unsent (they would be sent again).
+        asked = time.time()
+        clock, replaced, *written = await pipe.execute(raise_on_error=False)
         for answer in written:
             if isinstance(answer, Exception):
                 raise answer
+        if not self.clock.note(clock, asked, time.time()) and not self._untimed:
+            self._untimed = True  # said once
+            log.warning(
+                "fleet: Redis's time cannot be read (%s): this host dates its heartbeats by"
+                " its own clock; give the host account +time",
+                clock,
+            )
         del self._unsent[:sent]
         if not isinstance(replaced, Exception):
             conflict = self._judge_beat(replaced)

@@ -9,12 +9,13 @@ backoff and says so in ``status`` (docs/OPERATIONS.md, "A fleet").
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..config import FleetConfig
 from ..errors import ConfigError
 
-__all__ = ["BLOCK_MS", "LinkErrors", "connect", "read_password"]
+__all__ = ["BLOCK_MS", "LinkErrors", "RedisClock", "connect", "read_password", "redis_now"]
 
 # How long one XREADGROUP waits for a new command (milliseconds): the longest a
 # stopping daemon waits for its read to return, and nothing more (a new command
@@ -86,3 +87,42 @@ class LinkErrors:
         if cls._cached is None:
             cls._cached = _errors()
         return cls._cached
+
+
+class RedisClock:
+    """The Redis server's clock as this process reads it: its own clock plus the offset
+    the last ``TIME`` answer measured (docs/RELIABILITY.md, rule 39).
+
+    A fleet compares times that hosts and operators write: each on its own
+    clock, a host whose clock ran behind looked silent while it beat. Every
+    time a host writes is on Redis's clock instead. Until a ``TIME`` answers
+    (an account without ``+time``), the offset is 0: this machine's clock.
+    """
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def now(self) -> float:
+        """Seconds since the epoch, on Redis's clock as last measured."""
+        return time.time() + self.offset
+
+    def note(self, answer: Any, sent: float, received: float) -> bool:
+        """Take a ``TIME`` answer (``(seconds, microseconds)``) read between ``sent`` and
+        ``received`` (this machine's clock); False, the offset kept, when it is an error."""
+        if isinstance(answer, BaseException):
+            return False
+        seconds, micros = answer
+        self.offset = seconds + micros / 1e6 - (sent + received) / 2
+        return True
+
+
+async def redis_now(client: Any) -> float:
+    """The Redis server's time (``TIME``) through ``client``; this machine's clock when
+    the account may not ask (an ACL without ``+time``)."""
+    from redis.exceptions import ResponseError
+
+    try:
+        seconds, micros = await client.time()
+    except ResponseError:  # NOPERM: an ACL from before +time
+        return time.time()
+    return float(seconds + micros / 1e6)

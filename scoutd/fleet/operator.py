@@ -8,13 +8,12 @@ configured: by length with the ``XADD`` itself, by age with ``XTRIM MINID``
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import msgspec
 
 from ..config import FleetConfig
-from .link import connect
+from .link import connect, redis_now
 from .wire import FIELD, Command, HostBeat, Keys, Receipt, decode_beat, encode, new_command_id
 
 __all__ = [
@@ -99,21 +98,21 @@ async def publish(
     Raises:
         ValueError: the command is malformed (msgspec's message).
     """
-    command = msgspec.convert(
-        {
-            "id": new_command_id(),
-            "kind": kind,
-            "selector": selector,
-            "value": value,
-            "text": text,
-            "issued": time.time(),
-            "by": by,
-        },
-        Command,
-    )
     keys = Keys(config.prefix)
     redis = connect(config)
     try:
+        command = msgspec.convert(
+            {
+                "id": new_command_id(),
+                "kind": kind,
+                "selector": selector,
+                "value": value,
+                "text": text,
+                "issued": await redis_now(redis),  # the fleet's times are Redis's
+                "by": by,
+            },
+            Command,
+        )
         entry = await redis.xadd(
             keys.commands,
             {FIELD: encode(command)},
@@ -173,7 +172,7 @@ async def fleet_view(config: FleetConfig, *, recent: int = 10) -> FleetView:
     keys = Keys(config.prefix)
     redis = connect(config)
     try:
-        now = time.time()
+        now = await redis_now(redis)  # the clock the hosts date their beats by
         beats = await _beats(redis, keys)
         length = await redis.xlen(keys.commands)
         groups: list[GroupView] = []
@@ -235,6 +234,7 @@ async def receipts(config: FleetConfig, command: str) -> Receipts:
     try:
         raw = await redis.hgetall(keys.receipts(command))
         beats = await _beats(redis, keys)
+        now = await redis_now(redis)
     finally:
         await redis.aclose()
     found: list[Receipt] = []
@@ -258,7 +258,7 @@ async def receipts(config: FleetConfig, command: str) -> Receipts:
     # an unreadable field still answers for the host it names: listed there, not as missing
     answered = {r.host for r in found} | {u.host for u in unreadable}
     incomplete = {r.host for r in found if not _clean(r)} | {u.host for u in unreadable}
-    conflicts = _conflicts(beats, time.time())
+    conflicts = _conflicts(beats, now)
     return Receipts(
         command=command,
         receipts=found,

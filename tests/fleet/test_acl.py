@@ -10,10 +10,12 @@ import os
 import subprocess
 import sys
 
+import anyio
 import pytest
 import redis
 
 from scoutd.fleet.acl import acl_rules, acl_setuser
+from scoutd.fleet.operator import fleet_view
 from scoutd.fleet.wire import FIELD, Keys, encode, new_command_id
 from scoutd.testing import ROOT
 from scoutd.testing.fleet import RedisServer
@@ -72,6 +74,7 @@ def test_a_host_may_not_publish_commands(redis_server: RedisServer) -> None:
         host.xadd(KEYS.events, {FIELD: b"{}"})
         host.hset(KEYS.receipts("x"), "h9", b"{}")
         host.expire(KEYS.receipts("x"), 60)
+        assert host.time() and ops.time()  # both date what they write by Redis's clock
     finally:
         host.close()
         ops.close()
@@ -132,3 +135,31 @@ def test_the_documented_acl_lines_are_the_tested_ones(role: str) -> None:
     with open(os.path.join(ROOT, "docs", "OPERATIONS.md"), encoding="utf-8") as handle:
         text = handle.read()
     assert " ".join(acl_rules(role, PREFIX)) in text  # type: ignore[arg-type]
+
+
+def test_accounts_from_before_time_keep_working_on_their_own_clocks(
+    redis_server: RedisServer,
+) -> None:
+    """An ACL written before ``+time``: the host still beats (and says once how to give
+    it Redis's clock), the operator still publishes and sees it."""
+    admin = redis.Redis.from_url(redis_server.url)
+    try:
+        for user, role, secret in (("old-host", "host", "h"), ("old-ops", "operator", "o")):
+            rules = [r for r in acl_rules(role, PREFIX) if r != "+time"]  # type: ignore[arg-type]
+            admin.execute_command("ACL", "SETUSER", user, "reset", "on", f">{secret}", *rules)  # type: ignore[no-untyped-call]
+    finally:
+        admin.close()
+    files = {}
+    for name, secret in (("host", "h"), ("ops", "o")):
+        files[name] = os.path.join(redis_server.dir, f"{name}.password")
+        with open(files[name], "w") as handle:
+            handle.write(secret + "\n")
+    ops = operator(redis_server, username="old-ops", password_file=files["ops"])
+    with fleet_host(redis_server, "h1", username="old-host", password_file=files["host"]) as host:
+        wait_connected(host)
+        command = publish_sync(ops, "notice", "host=h1", "on its own clock")
+        wait_receipts(ops, command.id, ["h1"])
+        assert anyio.run(fleet_view, ops).alive == ["h1"]
+        with open(host.log_path, encoding="utf-8") as handle:
+            said = handle.read()
+        assert said.count("Redis's time cannot be read") == 1 and "+time" in said

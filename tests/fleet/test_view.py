@@ -123,6 +123,42 @@ def test_an_operator_whose_clock_runs_ahead_trims_nothing_it_should_keep(
         client.close()
 
 
+def test_a_host_whose_clock_runs_behind_is_alive_on_redis_clock(
+    redis_server: RedisServer,
+) -> None:
+    """Before: whether a host was alive compared its beat's time, by its own clock, with
+    the operator's clock: a host whose clock ran two minutes behind showed as silent
+    while it beat. Its times are Redis's now, from its second beat on."""
+    host = fleet_host(redis_server, "late")
+    with open(os.path.join(host.dir, "sitecustomize.py"), "w") as handle:
+        handle.write("import time\n_real = time.time\ntime.time = lambda: _real() - 120.0\n")
+    ops = operator(redis_server)
+    with host:
+        wait_connected(host)
+
+        def alive() -> bool:
+            return anyio.run(fleet_view, ops).alive == ["late"]
+
+        wait_for(alive, WAIT, "the host whose clock runs behind seen alive")
+        with host.connect() as c:
+            session = open_session(c, os.path.join(host.dir, "agent.chat"))
+            wait_for(lambda: ("opened", session) in events(redis_server), WAIT, "opened")
+        view = anyio.run(fleet_view, ops)
+        assert abs(view.hosts[0].at - view.at) < 10  # dated by Redis's clock, not 120 s back
+        (opened,) = event_times(redis_server)
+        assert abs(opened - view.at) < 60  # so is its session event
+
+
+def event_times(server: RedisServer) -> list[float]:
+    """The times of the session events the hosts wrote."""
+    client = redis.Redis.from_url(server.url)
+    try:
+        entries = client.xrange(KEYS.events)
+    finally:
+        client.close()
+    return [msgspec.json.decode(f[FIELD.encode()], type=SessionEvent).at for _, f in entries]
+
+
 def test_receipts_expire_after_their_retention(redis_server: RedisServer) -> None:
     ops = operator(redis_server)
     with fleet_host(redis_server, "h1", receipt_max_age=3600.0) as host:
