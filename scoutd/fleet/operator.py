@@ -98,21 +98,23 @@ async def publish(
     Raises:
         ValueError: the command is malformed (msgspec's message).
     """
+    command = msgspec.convert(  # checked before anything is asked of Redis
+        {
+            "id": new_command_id(),
+            "kind": kind,
+            "selector": selector,
+            "value": value,
+            "text": text,
+            "issued": 0.0,
+            "by": by,
+        },
+        Command,
+    )
     keys = Keys(config.prefix)
     redis = connect(config)
     try:
-        command = msgspec.convert(
-            {
-                "id": new_command_id(),
-                "kind": kind,
-                "selector": selector,
-                "value": value,
-                "text": text,
-                "issued": await redis_now(redis),  # the fleet's times are Redis's
-                "by": by,
-            },
-            Command,
-        )
+        # issued on Redis's clock, as hosts date what they write (docs/RELIABILITY.md, rule 39)
+        command = msgspec.structs.replace(command, issued=await redis_now(redis))
         entry = await redis.xadd(
             keys.commands,
             {FIELD: encode(command)},
