@@ -25,6 +25,7 @@ acknowledged with that chat under ``refused``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -180,6 +181,9 @@ class FleetAgent:
         from redis.exceptions import ResponseError
 
         await self._redis.ping()
+        with contextlib.suppress(ResponseError):  # Redis's clock from the first beat on
+            asked = time.time()  # (an account without +time: its beats say so)
+            self.clock.note(await self._redis.time(), asked, time.time())
         try:  # "$": a host reads the commands published from its first start on
             await self._redis.xgroup_create(
                 self.keys.commands, self.group, self._group_start(), mkstream=True

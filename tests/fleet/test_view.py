@@ -128,7 +128,7 @@ def test_a_host_whose_clock_runs_behind_is_alive_on_redis_clock(
 ) -> None:
     """Before: whether a host was alive compared its beat's time, by its own clock, with
     the operator's clock: a host whose clock ran two minutes behind showed as silent
-    while it beat. Its times are Redis's now, from its second beat on."""
+    while it beat. Its times are Redis's now, measured as it connects."""
     host = fleet_host(redis_server, "late")
     with open(os.path.join(host.dir, "sitecustomize.py"), "w") as handle:
         handle.write("import time\n_real = time.time\ntime.time = lambda: _real() - 120.0\n")
