@@ -19,7 +19,6 @@ import errno
 import logging
 import os
 import shutil
-import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -478,13 +477,6 @@ def test_a_hidden_sessions_reason_names_the_inbox_as_the_operator_reads_it() -> 
         " session's user has made unusable for itself; not read)"
     )
     assert "\\n" in hidden_from("/srv/a\nb.inbox")  # a line break shown, not written
-
-
-def test_the_layouts_here_are_what_they_claim(base: str) -> None:
-    """The sticky bit and the owners really are set as the cases above build them."""
-    save_file = chat(base, owner=0, chat_mode=0o777, inbox_mode=0o1777)
-    st = os.stat(inbox_dir(save_file))
-    assert st.st_mode & stat.S_ISVTX and st.st_uid == 0
 
 
 def test_an_aborted_chats_mark_is_read_on_the_resolved_path_exactly(base: str) -> None:
