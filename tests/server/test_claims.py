@@ -15,6 +15,7 @@ either) and the expected outcome is written out by the rules:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -223,12 +224,27 @@ def test_a_symlink_swapped_in_between_the_look_and_the_claim_fails_closed(base: 
     )
 
 
+class AskedGate(InboxGate):
+    """A gate that says when a thread other than the test's asks for an inbox."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = threading.Event()
+
+    @contextlib.contextmanager
+    def holding(self, inbox: str) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            self.asked.set()
+        with super().holding(inbox):
+            yield
+
+
 def test_a_claim_waits_for_a_pickup_holding_the_inbox(base: str) -> None:
     """The gate's lock of the inbox is held around the claim: a prepare call's pickup of the
     same inbox and the claim never run at once."""
     save_file = chat(base)
     dropped(save_file)
-    gate, released = InboxGate(), threading.Event()
+    gate, released = AskedGate(), threading.Event()
     seen: list[bool] = []
 
     def claim(save_file: str, **options: Any) -> str | None:
@@ -241,7 +257,7 @@ def test_a_claim_waits_for_a_pickup_holding_the_inbox(base: str) -> None:
     with gate.holding(inbox_dir(save_file)):
         worker = threading.Thread(target=run)
         worker.start()
-        worker.join(0.2)  # time enough to reach the lock
+        assert gate.asked.wait(10)  # the claim asks for the inbox the pickup holds
         released.set()
     worker.join(10)
     assert not worker.is_alive()
