@@ -163,7 +163,7 @@ def watchdog_interval(environ: Mapping[str, str] | None = None) -> float | None:
     """
     env = os.environ if environ is None else environ
     text = env.get("WATCHDOG_USEC", "")
-    if not (text.isascii() and text.isdigit()):
+    if not _decimal(text):
         return None
     digits = text.lstrip("0")  # 19 digits and more are past the ceiling whatever they are
     usec = int(digits[:19]) if digits else 0
@@ -218,7 +218,26 @@ def listen_socket(environ: MutableMapping[str, str] | None = None) -> socket.soc
     return sock
 
 
-def under_journald(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether stderr goes to the journal (which timestamps lines itself)."""
+def under_journald(environ: Mapping[str, str] | None = None, fd: int = 2) -> bool:
+    """Whether stderr (``fd``) goes to the journal, which timestamps lines itself.
+
+    ``$JOURNAL_STREAM`` names the device and inode of the stream systemd gave
+    the service (systemd.exec(5)), and it is inherited: a shell a service
+    started, or the service's stderr sent to a file, still has it. So it counts
+    only when it names this very stream; otherwise the lines keep their times.
+    """
     env = os.environ if environ is None else environ
-    return bool(env.get("JOURNAL_STREAM"))
+    device, colon, inode = env.get("JOURNAL_STREAM", "").partition(":")
+    # each a 64-bit count: a longer text names no stream (nor reaches int's digit limit)
+    if not (colon and _decimal(device) and _decimal(inode)) or len(device) + len(inode) > 40:
+        return False
+    try:
+        found = os.fstat(fd)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (int(device), int(inode))
+
+
+def _decimal(text: str) -> bool:
+    """A plain decimal count (``int`` would also take ``+1``, ``1_0`` and other digits)."""
+    return text.isascii() and text.isdigit()

@@ -7,6 +7,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -143,15 +144,65 @@ def test_activation_rejects_a_non_listening_fd() -> None:
         d.cleanup()
 
 
+ARABIC_INDIC = str.maketrans("0123456789", "".join(map(chr, range(0x660, 0x66A))))
+
+
+def _stream_of(path: str) -> str:
+    """``$JOURNAL_STREAM`` as systemd would write it for a stream onto ``path``."""
+    found = os.stat(path)
+    return f"{found.st_dev}:{found.st_ino}"
+
+
 def test_logs_have_no_timestamps_under_journald() -> None:
-    with Daemon(env={"JOURNAL_STREAM": "8:1234"}) as d:
-        assert d.stop() == 0
-        first = d.log().splitlines()[0]
+    d = Daemon()
+    try:
+        open(d.log_path, "ab").close()  # the file the harness gives as its stderr
+        d.env["JOURNAL_STREAM"] = _stream_of(d.log_path)
+        with d:
+            assert d.stop() == 0
+            first = d.log().splitlines()[0]
+    finally:
+        d.cleanup()
     assert first.startswith("INFO scoutd.server: scoutd ")
-    with Daemon() as d:
-        assert d.stop() == 0
-        first = d.log().splitlines()[0]
-    assert first[:4].isdigit() and "INFO scoutd.server: scoutd " in first  # a timestamp first
+
+
+def test_an_inherited_journal_stream_that_names_another_stream_keeps_the_times(
+    tmp_path: Path,
+) -> None:
+    # a daemon started from a shell a service ran, or with its stderr sent to a
+    # file: the variable is there, but it names another stream
+    other = tmp_path / "elsewhere"
+    other.touch()
+    for value in (_stream_of(str(other)), "8:1234"):
+        with Daemon(env={"JOURNAL_STREAM": value}) as d:
+            assert d.stop() == 0
+            first = d.log().splitlines()[0]
+        assert first[:4].isdigit() and "INFO scoutd.server: scoutd " in first  # a timestamp first
+
+
+def test_the_journal_stream_is_compared_with_the_stream(tmp_path: Path) -> None:
+    path = tmp_path / "stream"
+    with open(path, "wb") as stream:
+        fd = stream.fileno()
+        here = _stream_of(str(path))
+        device, _, inode = here.partition(":")
+        assert under_journald({"JOURNAL_STREAM": here}, fd)
+        assert not under_journald({}, fd)
+        wrong = (
+            f"{device}:{int(inode) + 1}",
+            f"{int(device) + 1}:{inode}",
+            f"{device}:",
+            f":{inode}",
+            device,
+            f"+{device}:{inode}",
+            f"{device}:{inode}:0",
+            f"{device}: {inode}",
+            here.translate(ARABIC_INDIC),  # the same counts in another script's digits
+            f"{device}:{'9' * 5000}",  # past int's digit limit: no stream, no error
+        )
+        for value in wrong:
+            assert not under_journald({"JOURNAL_STREAM": value}, fd), value
+    assert not under_journald({"JOURNAL_STREAM": here}, fd)  # closed: no stream at all
 
 
 def test_notifier_units() -> None:
@@ -184,4 +235,3 @@ def test_watchdog_interval_and_listen_env() -> None:
     assert listen_socket(env) is None and env == {"LISTEN_PID": "1", "LISTEN_FDS": "1"}
     env = {"LISTEN_PID": pid, "LISTEN_FDS": "0", "LISTEN_FDNAMES": "x"}
     assert listen_socket(env) is None and env == {}  # ours: consumed even when empty
-    assert under_journald({"JOURNAL_STREAM": "8:1"}) and not under_journald({})
