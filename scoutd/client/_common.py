@@ -198,6 +198,8 @@ def prepare_params(
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes, bytearray)):
         # the library's refusal (engine.message_rules), raised before anything is sent
         raise InvalidMessages(None, f"must be a list of messages, got {type(messages).__name__}")
+    if type(messages) is not list and type(messages) is not tuple:
+        messages = list(messages)  # any sequence, as the library takes: JSON writes lists
     names: str | list[str] | None = None
     if isinstance(strategies, str):
         names = strategies

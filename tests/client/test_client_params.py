@@ -9,9 +9,11 @@ words; a refusal from the daemon keeps the positions of the caller's list.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, overload
 
 import pytest
 
@@ -37,6 +39,60 @@ OTHER = PromptConfig(
 def _errors(daemon: Daemon) -> int:
     errors: int = daemon.status()["counts"]["errors"]
     return errors
+
+
+class Messages(Sequence[Any]):
+    """A conversation kept in a class of the agent's own: a sequence, not a list."""
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self._items = list(items)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> Messages: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return Messages(self._items[index])
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _bytes_in(daemon: Daemon, session: str) -> list[int]:
+    """The size of each request of ``session``, from the daemon's debug log."""
+    found = re.findall(
+        rf"request prepare_prompt session='{session}' pid=\d+ in=(\d+)B", daemon.log()
+    )
+    return [int(size) for size in found]
+
+
+@pytest.mark.parametrize("kind", [list, tuple, Messages])
+def test_each_round_of_a_session_is_one_request_that_appends(
+    daemon: Daemon, kind: Callable[[list[Any]], Sequence[Any]]
+) -> None:
+    """Whatever sequence holds the conversation (the library takes any): one request a
+    round, no refusal, and after the first only what was appended goes out."""
+    messages = agent_run(30)
+    config = daemon_config(daemon)
+    ends = (20, 24, 28, 30)
+    with Client(daemon.socket_path, timeout=30) as client:
+        assert client.prepare_prompt(kind(messages)) == scoutd.prepare_prompt(
+            messages, config=config
+        )
+        with client.session(chat_path(daemon, f"rounds-{id(kind)}")) as session:
+            before = daemon.status()["counts"]
+            for end in ends:
+                expected = scoutd.prepare_prompt(messages[:end], config=config)
+                assert session.prepare_prompt(kind(messages[:end])) == expected
+            after = daemon.status()["counts"]
+            sizes = _bytes_in(daemon, session.id)
+    assert after["errors"] == before["errors"]
+    assert after["requests"] - before["requests"] == len(ends) + 1  # and the status call
+    assert len(sizes) == len(ends)
+    first, *appends = sizes
+    assert all(size < first / 2 for size in appends), sizes  # 4 or 2 messages, not 24 to 30
 
 
 def test_a_whole_config_sends_its_prompt_table(daemon: Daemon) -> None:
