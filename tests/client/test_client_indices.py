@@ -9,7 +9,6 @@ that does not ask for it, and the library in process.
 from __future__ import annotations
 
 import os
-import textwrap
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +27,7 @@ from ..formats import conversations as formats
 from ..strategies.conversations import agent_conversations, agent_run, conversations
 from ..support.daemon import Daemon
 from .helpers import PROMPT, daemon_config
+from .older import OlderDaemon, refusals
 
 STRATEGIES: list[Any] = [
     None,
@@ -155,7 +155,7 @@ def test_a_session_call_of_the_client_still_gets_the_whole_answer(daemon: Daemon
     assert got == scoutd.prepare_prompt(messages, config=daemon_config(daemon))
 
 
-# --- a plugin, and a daemon older than ``answer`` ---------------------------------------
+# --- a plugin, and a daemon older than ``answer`` (.older) ---------------------------------------
 
 STAMP_MODULE = '''
 def stamp(messages):
@@ -182,67 +182,10 @@ def test_a_plugin_gets_the_whole_answer() -> None:
     assert not any(str(m.get("content")).endswith("(stamped)") for m in messages)
 
 
-OLDER_MODULE = textwrap.dedent(
-    '''
-    """``python -m older_scoutd``: the daemon as it was before ``answer`` existed."""
-    import sys
-
-    import msgspec
-
-    from scoutd.cli import main
-    from scoutd.protocol import codec, messages
-
-    current = messages.PreparePromptParams
-    fields = [
-        (f.name, f.type, msgspec.field(default=f.default))
-        for f in msgspec.structs.fields(current)
-        if f.name != "answer"
-    ]
-    older = msgspec.defstruct(
-        "PreparePromptParams",
-        fields,
-        kw_only=True,
-        forbid_unknown_fields=True,
-        omit_defaults=True,
-        namespace={"answer": "messages", "__post_init__": current.__post_init__},
-    )
-    envelope = msgspec.defstruct(
-        "Envelope",
-        [
-            ("jsonrpc", str),
-            ("method", str),
-            ("params", older),
-            ("id", int | str | None | msgspec.UnsetType, msgspec.UNSET),
-        ],
-        kw_only=True,
-    )
-    messages.METHOD_PARAMS["prepare_prompt"] = older
-    codec._decode_prepare = msgspec.json.Decoder(envelope).decode
-    sys.exit(main())
-    '''
-)
-
-
-class OlderDaemon(Daemon):
-    """A daemon subprocess whose ``prepare_prompt`` refuses ``answer`` as unknown."""
-
-    def command(self) -> list[str]:
-        command = super().command()
-        return [command[0], "-m", "older_scoutd", *command[3:]]
-
-
 @pytest.fixture
 def older() -> Iterator[Daemon]:
-    daemon = OlderDaemon(prompt=PROMPT)
-    with open(os.path.join(daemon.dir, "older_scoutd.py"), "w") as handle:
-        handle.write(OLDER_MODULE)
-    with daemon:
+    with OlderDaemon(without=["answer"]) as daemon:
         yield daemon
-
-
-def _errors(daemon: Daemon) -> int:
-    errors: int = daemon.status()["counts"]["errors"]
-    return errors
 
 
 def test_an_older_daemon_is_asked_once_per_connection(older: Daemon) -> None:
@@ -252,16 +195,16 @@ def test_an_older_daemon_is_asked_once_per_connection(older: Daemon) -> None:
     assert refused["error"]["code"] == -32602
     assert "unknown field `answer`" in refused["error"]["data"]["error"]
     whole = whole_answer(older, {"messages": messages})["messages"]
-    before = _errors(older)
+    before = refusals(older)
     with Client(older.socket_path, timeout=30) as client:
         assert client.prepare_prompt(messages) == whole
-        assert _errors(older) == before + 1  # the refusal
+        assert refusals(older) == before + 1  # the refusal
         assert client.prepare(messages).messages == whole
         assert client.prepare_prompt(messages) == whole
-        assert _errors(older) == before + 1  # remembered for the connection
+        assert refusals(older) == before + 1  # remembered for the connection
         client.reconnect()
         assert client.prepare_prompt(messages) == whole
-        assert _errors(older) == before + 2  # a new connection asks again
+        assert refusals(older) == before + 2  # a new connection asks again
 
     async def run() -> list[Any]:
         async with AsyncClient(older.socket_path, timeout=30) as client:
@@ -271,7 +214,7 @@ def test_an_older_daemon_is_asked_once_per_connection(older: Daemon) -> None:
                 return first
 
     assert anyio.run(run) == whole
-    assert _errors(older) == before + 3
+    assert refusals(older) == before + 3
 
 
 def test_an_answer_with_neither_form_is_refused() -> None:

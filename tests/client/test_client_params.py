@@ -167,9 +167,11 @@ def test_a_refused_message_keeps_its_place_in_the_callers_list(daemon: Daemon) -
         with client.session(chat_path(daemon, "refused")) as session:
             session.prepare_prompt(messages[:3])
             session.prepare_prompt(messages)  # the daemon holds them: the next call appends
+            before = _errors(daemon)
             with pytest.raises(scoutd.InvalidMessages) as appended:
                 session.prepare_prompt(bad)
             assert appended.value.position == position  # not its place in the append
+            assert _errors(daemon) == before + 1  # taken for no refusal of a param
             assert not session.aborted
 
 
