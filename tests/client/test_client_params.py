@@ -76,7 +76,7 @@ def test_each_round_of_a_session_is_one_request_that_appends(
     round, no refusal, and after the first only what was appended goes out."""
     messages = agent_run(30)
     config = daemon_config(daemon)
-    ends = (20, 24, 28, 30)
+    ends = (20, 24, 28, 30, 30)  # the last one again: nothing new to send
     with Client(daemon.socket_path, timeout=30) as client:
         assert client.prepare_prompt(kind(messages)) == scoutd.prepare_prompt(
             messages, config=config
@@ -92,7 +92,30 @@ def test_each_round_of_a_session_is_one_request_that_appends(
     assert after["requests"] - before["requests"] == len(ends) + 1  # and the status call
     assert len(sizes) == len(ends)
     first, *appends = sizes
-    assert all(size < first / 2 for size in appends), sizes  # 4 or 2 messages, not 24 to 30
+    assert all(size < first / 2 for size in appends), sizes  # 4, 2 or 0 messages, not 24 to 30
+
+
+def test_a_conversation_cut_back_is_sent_again_once_then_appended(daemon: Daemon) -> None:
+    """An agent that takes back its last turns (a retry, a rewind) costs one whole
+    call; the rounds after it append to what it sent."""
+    messages = agent_run(30)
+    config = daemon_config(daemon)
+    ends = (20, 24, 12, 16, 28)
+    with (
+        Client(daemon.socket_path, timeout=30) as client,
+        client.session(chat_path(daemon, "cut-back")) as session,
+    ):
+        before = daemon.status()["counts"]
+        for end in ends:
+            expected = scoutd.prepare_prompt(messages[:end], config=config)
+            assert session.prepare_prompt(messages[:end]) == expected
+        after = daemon.status()["counts"]
+        sizes = _bytes_in(daemon, session.id)
+    assert after["errors"] == before["errors"]
+    assert after["requests"] - before["requests"] == len(ends) + 1  # and the status call
+    whole_20, append_4, whole_12, append_4_again, append_12 = sizes
+    assert append_4 < whole_20 / 2 and whole_12 > whole_20 / 2, sizes  # cut back: sent again
+    assert append_4_again < whole_12 / 2 and append_12 < whole_20, sizes  # then appended
 
 
 def test_a_whole_config_sends_its_prompt_table(daemon: Daemon) -> None:
