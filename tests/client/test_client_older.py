@@ -8,12 +8,14 @@ answer cannot change. ``answer`` has its own tests (test_client_indices.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
 
 import scoutd
 from scoutd.client import Client
+from scoutd.inbox.writers import write_notice
 
 from ..strategies.conversations import agent_run
 from ..support.daemon import Daemon
@@ -49,3 +51,39 @@ def test_a_daemon_without_replacing_deltas_is_sent_running_ones(without_replacin
                     previous = expected
             assert refusals(daemon) == before + 1
             assert rewritten >= 2  # rounds whose prompt is not the last one extended
+
+
+@pytest.fixture
+def without_redeliver() -> Iterator[Daemon]:
+    with OlderDaemon(without=["redeliver"]) as daemon:
+        yield daemon
+
+
+def test_a_daemon_without_redeliver_cannot_give_a_notice_back_and_the_client_says_so(
+    without_redeliver: Daemon, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An answer prepared on a message edited since is dropped and the conversation
+    sent again, asking for the notices that answer took; an older daemon refuses
+    the question, so the call goes again without it, once, and the log says the
+    notice is lost (tests/client/test_client_sessions.py has the daemon that can)."""
+    daemon = without_redeliver
+    save_file = chat_path(daemon, "lost-notice")
+    strategies = ["none", "inbox"]
+    messages = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
+    with Client(daemon.socket_path, timeout=30) as client, client.session(save_file) as session:
+        assert session.prepare_prompt(messages, strategies) == messages
+        write_notice(save_file, "Mind the tests.")
+        messages[1] = {"role": "assistant", "content": "a different answer"}
+        messages.append({"role": "user", "content": "next"})
+        before = refusals(daemon)
+        with caplog.at_level(logging.WARNING, logger="scoutd.client"):
+            prepared = session.prepare(messages, strategies)
+        assert prepared.messages == messages  # the notice went with the answer dropped
+        assert refusals(daemon) == before + 1
+        assert client.status()["counts"]["notices_delivered"] == 1
+        assert f"scoutd session {session.id}: the daemon cannot deliver again" in caplog.text
+        messages.append({"role": "assistant", "content": "done"})
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="scoutd.client"):
+            assert session.prepare_prompt(messages, strategies) == messages
+        assert refusals(daemon) == before + 1 and not caplog.text  # asked no more
