@@ -94,3 +94,23 @@ def test_an_equal_object_that_sends_other_json_is_noticed(
         assert session._conversation._unchanged(second) is same_json
         prompt = session.prepare_prompt(second, strategies="none")
     assert prompt == sent(kind, second)
+
+
+@pytest.mark.parametrize("same_json", [False, True])
+@pytest.mark.parametrize(("kind", "turn"), [("openai-chat", _turn), ("anthropic", _blocks)])
+def test_an_object_sent_in_an_appended_round_is_checked_where_it_sits(
+    daemon: Daemon, kind: str, turn: Any, same_json: bool
+) -> None:
+    """As above, the object first sent in a round that appended: the session
+    remembers it at its place in the whole conversation, not in the append."""
+    user = {"role": "user", "content": "start"}
+    first: list[Any] = [user]
+    second: list[Any] = [user, turn(False), {"role": "user", "content": "go on"}]
+    third = [user, turn(not same_json), second[2], {"role": "assistant", "content": "ok"}]
+    save_file = chat_path(daemon, f"sdk-appended-{kind}-{same_json}")
+    with Client(daemon.socket_path) as client, client.session(save_file, format=kind) as session:
+        session.prepare_prompt(first, strategies="none")
+        session.prepare_prompt(second, strategies="none")  # appends the object at 1
+        assert session._conversation._unchanged(third) is same_json
+        prompt = session.prepare_prompt(third, strategies="none")
+    assert prompt == sent(kind, third)
