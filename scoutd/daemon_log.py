@@ -16,6 +16,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 from .paths import printable
 
@@ -36,13 +37,26 @@ class _DaemonHandler(logging.StreamHandler):  # type: ignore[type-arg]
 class _OneLineFormatter(logging.Formatter):
     """A formatter writing each record's message as one line of printable text.
 
-    A traceback (``log.exception``) still follows on its own lines, as Python
-    writes it.
+    A traceback (``log.exception``) still follows on its own lines, each
+    indented and escaped: an exception's message may hold text a client chose
+    (a plugin's ``ValueError`` quoting a message), and a line of it must not
+    read as a record of its own.
     """
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         record.message = printable(record.message)
         return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:
+        return _indented(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return _indented(super().formatStack(stack_info))
+
+
+def _indented(text: str) -> str:
+    """Each line of a traceback escaped and indented: no record starts with a space."""
+    return "\n".join("  " + printable(line) for line in text.splitlines())
 
 
 def configure_logging(level: str, *, journal: bool) -> None:
