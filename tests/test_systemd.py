@@ -189,6 +189,8 @@ def test_the_journal_stream_is_compared_with_the_stream(tmp_path: Path) -> None:
         assert under_journald({"JOURNAL_STREAM": here}, fd)
         assert not under_journald({}, fd)
         wrong = (
+            "",
+            "8:1234",
             f"{device}:{int(inode) + 1}",
             f"{int(device) + 1}:{inode}",
             f"{device}:",

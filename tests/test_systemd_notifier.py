@@ -22,7 +22,6 @@ from scoutd.systemd import (
     WATCHDOG_MIN_INTERVAL,
     Notifier,
     listen_socket,
-    under_journald,
     watchdog_interval,
 )
 from tests.test_systemd_protocol import _fill
@@ -276,14 +275,3 @@ def test_activation_variables_of_another_process_are_left() -> None:
     assert listen_socket(env) is None and env == {"LISTEN_FDS": "1", "LISTEN_FDNAMES": "x"}
     env = {"LISTEN_PID": str(os.getpid()), "LISTEN_FDS": "junk", "LISTEN_FDNAMES": "x"}
     assert listen_socket(env) is None and env == {}  # ours, unusable: consumed all the same
-
-
-def test_journald_is_told_by_its_variable_naming_this_stream(tmp_path: Path) -> None:
-    # only when it names stderr's own device and inode (tests/test_systemd.py has more)
-    with open(tmp_path / "stream", "wb") as stream:
-        found = os.fstat(stream.fileno())
-        named = {"JOURNAL_STREAM": f"{found.st_dev}:{found.st_ino}"}
-        assert under_journald(named, stream.fileno())
-        assert not under_journald({"JOURNAL_STREAM": "8:1234"}, stream.fileno())
-        assert not under_journald({"JOURNAL_STREAM": ""}, stream.fileno())
-        assert not under_journald({}, stream.fileno())

@@ -111,8 +111,7 @@ class RedisClock:
         ``received`` (this machine's clock); False, the offset kept, when it is an error."""
         if isinstance(answer, BaseException):
             return False
-        seconds, micros = answer
-        self.offset = seconds + micros / 1e6 - (sent + received) / 2
+        self.offset = _seconds(answer) - (sent + received) / 2
         return True
 
 
@@ -122,7 +121,12 @@ async def redis_now(client: Any) -> float:
     from redis.exceptions import ResponseError
 
     try:
-        seconds, micros = await client.time()
+        return _seconds(await client.time())
     except ResponseError:  # NOPERM: an ACL from before +time
         return time.time()
+
+
+def _seconds(answer: Any) -> float:
+    """A ``TIME`` answer, ``(seconds, microseconds)``, in seconds."""
+    seconds, micros = answer
     return float(seconds + micros / 1e6)

@@ -35,3 +35,9 @@ def chat_path(daemon: Daemon, name: str) -> str:
     """A save file named ``name`` in a directory the daemon may use."""
     os.makedirs(os.path.join(daemon.dir, "chats"), exist_ok=True)
     return os.path.join(daemon.dir, "chats", f"{name}.chat")
+
+
+def refusals(daemon: Daemon) -> int:
+    """The errors the daemon has answered so far (a request refused, or a retry's)."""
+    errors: int = daemon.status()["counts"]["errors"]
+    return errors

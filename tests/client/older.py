@@ -73,9 +73,3 @@ class OlderDaemon(Daemon):
     def command(self) -> list[str]:
         command = super().command()
         return [command[0], "-m", "older_scoutd", *command[3:]]
-
-
-def refusals(daemon: Daemon) -> int:
-    """The errors the daemon has answered so far."""
-    errors: int = daemon.status()["counts"]["errors"]
-    return errors

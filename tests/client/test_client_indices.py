@@ -26,8 +26,8 @@ from scoutd.strategies.report import StrategyReport
 from ..formats import conversations as formats
 from ..strategies.conversations import agent_conversations, agent_run, conversations
 from ..support.daemon import Daemon
-from .helpers import PROMPT, daemon_config
-from .older import OlderDaemon, refusals
+from .helpers import PROMPT, daemon_config, refusals
+from .older import OlderDaemon
 
 STRATEGIES: list[Any] = [
     None,

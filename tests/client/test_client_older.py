@@ -19,8 +19,8 @@ from scoutd.inbox.writers import write_notice
 
 from ..strategies.conversations import agent_run
 from ..support.daemon import Daemon
-from .helpers import chat_path, daemon_config
-from .older import OlderDaemon, refusals
+from .helpers import chat_path, daemon_config, refusals
+from .older import OlderDaemon
 
 
 @pytest.fixture

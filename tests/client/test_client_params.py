@@ -25,7 +25,7 @@ from scoutd.strategies.inbox import write_abort
 
 from ..strategies.conversations import agent_run
 from ..support.daemon import Daemon
-from .helpers import ABORT_WAIT, PROMPT, chat_path, daemon_config
+from .helpers import ABORT_WAIT, PROMPT, chat_path, daemon_config, refusals
 
 # Not the daemon's table (PROMPT): an answer under it shows the table was sent.
 OTHER = PromptConfig(
@@ -34,11 +34,6 @@ OTHER = PromptConfig(
     epoch_compacted_tool_calls=6,
     epoch_size=4,
 )
-
-
-def _errors(daemon: Daemon) -> int:
-    errors: int = daemon.status()["counts"]["errors"]
-    return errors
 
 
 class Messages(Sequence[Any]):
@@ -164,14 +159,14 @@ def test_what_cannot_be_sent_is_refused_in_words_before_sending(
     daemon: Daemon, arguments: dict[str, Any], error: type[Exception], words: str
 ) -> None:
     call: dict[str, Any] = {"messages": agent_run(2), **arguments}
-    before = _errors(daemon)
+    before = refusals(daemon)
     with Client(daemon.socket_path, timeout=30) as client:
         with pytest.raises(error) as raised:
             client.prepare_prompt(**call)
         assert words in str(raised.value)
         if error is scoutd.InvalidMessages:
             assert raised.value.position is None  # type: ignore[attr-defined]
-    assert _errors(daemon) == before  # nothing went out
+    assert refusals(daemon) == before  # nothing went out
 
 
 def test_a_refused_message_keeps_its_place_in_the_callers_list(daemon: Daemon) -> None:
@@ -181,20 +176,20 @@ def test_a_refused_message_keeps_its_place_in_the_callers_list(daemon: Daemon) -
         scoutd.prepare_prompt(bad)
     position = len(messages)
     assert in_process.value.position == position
-    before = _errors(daemon)
+    before = refusals(daemon)
     with Client(daemon.socket_path, timeout=30) as client:
         with pytest.raises(scoutd.InvalidMessages) as whole:
             client.prepare_prompt(bad)
         assert whole.value.position == position
-        assert _errors(daemon) == before + 1  # a refusal of the messages is not retried
+        assert refusals(daemon) == before + 1  # a refusal of the messages is not retried
         with client.session(chat_path(daemon, "refused")) as session:
             session.prepare_prompt(messages[:3])
             session.prepare_prompt(messages)  # the daemon holds them: the next call appends
-            before = _errors(daemon)
+            before = refusals(daemon)
             with pytest.raises(scoutd.InvalidMessages) as appended:
                 session.prepare_prompt(bad)
             assert appended.value.position == position  # not its place in the append
-            assert _errors(daemon) == before + 1  # taken for no refusal of a param
+            assert refusals(daemon) == before + 1  # taken for no refusal of a param
             assert not session.aborted
 
 

@@ -116,7 +116,6 @@ def test_an_operator_whose_clock_runs_ahead_trims_nothing_it_should_keep(
             publish_sync(operator(redis_server), "abort", "all", "stop")
         else:
             assert main(["abort", "--fleet", "--config", str(config), "all", "stop"]) == 0
-        monkeypatch.undo()
         assert client.xlen(KEYS.commands) == 2
     finally:
         monkeypatch.undo()
