@@ -220,6 +220,10 @@ def test_an_append_after_idle_forget_names_no_python_value() -> None:
             assert error["data"]["path"] == "$.params.base"
             assert "None" not in error["message"] and "None" not in error["data"]["error"]
             assert "dropped when idle" in error["message"]
+            assert error["data"]["error"] == (
+                "the session holds no conversation (dropped when idle):"
+                " send the whole conversation as `messages`"
+            )
         whole = client.call("prepare_prompt", {"session": session, "messages": run})
         assert whole["result"]["messages"] == scoutd.prepare(run).messages
 

@@ -258,6 +258,8 @@ def test_sigterm_lets_the_request_in_flight_finish() -> None:
         ]
         assert d.wait(15) == 0
         assert not os.path.exists(d.socket_path)
+        # waited for: the requests refused meanwhile did not end the wait early
+        assert "shutting down" in d.log() and "abandoned" not in d.log()
 
 
 def _shutting_down(c: LineClient) -> dict[str, Any] | None:

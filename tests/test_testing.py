@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scoutd.testing import conversation, percentile, summary_ms
+from scoutd.testing import Daemon, InProcessDaemon, conversation, percentile, summary_ms
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -46,3 +48,14 @@ def test_conversation_shape() -> None:
     assert len(calls) == len(outputs) == 50
     assert [json.loads(m["content"])["id"] for m in calls] == [f"c{n}" for n in range(50)]
     assert sum(1 for m in messages if m["content"].startswith("progress check")) == 2
+
+
+@pytest.mark.parametrize("kind", [Daemon, InProcessDaemon])
+def test_the_log_is_read_after_the_daemon_and_its_directory_are_gone(kind: type[Daemon]) -> None:
+    """A test that checks the log after its ``with`` block (``"Traceback" not in
+    d.log()``) reads the daemon's last log, not an empty text: three did, and
+    passed whatever the daemon logged, until the log was kept at cleanup."""
+    with kind() as d, d.connect() as client:
+        client.call("no.such.method")
+    assert not os.path.exists(d.dir)
+    assert "serving on" in d.log() and "no.such.method" in d.log()

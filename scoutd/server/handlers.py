@@ -149,13 +149,12 @@ async def dispatch(server: Daemon, conn: PeerConnection, line: bytes, late: bool
         server.shared.metrics.count_error(exc.code)
         response = protocol.encode_error(exc.id, exc.code, exc.message, exc.data)
     except RecursionError:
-        # msgspec stops at the interpreter's recursion limit: JSON nested a few
-        # thousand levels deep is refused like other bad input, not as a bug.
+        # msgspec stops at the interpreter's recursion limit: params nested a few
+        # thousand levels deep are refused like other bad input, not as a bug. (A
+        # line too deep to read at all is the codec's parse error: a request was read.)
         log.debug("refused a request nested too deeply (pid %d)", conn.peer.pid)
-        response = workers.too_deep(request)
-        server.shared.metrics.count_error(
-            protocol.PARSE_ERROR if request is None else protocol.INVALID_PARAMS
-        )
+        response = workers.too_deep(None if request is None else request.id)
+        server.shared.metrics.count_error(protocol.INVALID_PARAMS)
     except Exception:
         log.exception("internal error")
         server.shared.metrics.count_error(protocol.INTERNAL_ERROR)

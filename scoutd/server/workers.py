@@ -19,7 +19,6 @@ from ..engine.held import held_bytes
 from ..engine.incremental import SessionPrompt, json_size
 from ..engine.prepare import Prepared, prepare_with
 from ..inbox.gate import Ticket
-from ..protocol.codec import too_deep as too_deep_line
 from ..protocol.layout import layout_of
 from ..protocol.messages import TOO_DEEP
 from ..security import PeerCred, check_access, check_save_file
@@ -61,7 +60,7 @@ def run_prepare(
     params: protocol.PreparePromptParams,
     save_file: str | None,
     config: Config,
-    layout_allowed: bool = False,
+    layout_allowed: bool,
     ticket: Ticket | None = None,
 ) -> tuple[bytes, int]:
     """Run the strategies on the request's messages; (answer line, notices delivered).
@@ -97,19 +96,16 @@ def run_prepare(
     return protocol.encode_result(rid, result), delivered
 
 
-def too_deep(request: protocol.Request | None) -> bytes:
-    """The error for a request whose JSON nests deeper than the interpreter walks.
+def too_deep(rid: protocol.RequestId) -> bytes:
+    """The error for a request whose params nest deeper than the daemon walks.
 
-    Once the request is read, its params did (``-32602`` at ``$.params``); a line
-    that could not be read at all is the codec's parse error (``-32700`` at ``$``,
-    :func:`scoutd.protocol.codec.too_deep`). Either way ``data.error`` is
-    :data:`~scoutd.protocol.messages.TOO_DEEP`, what clients recognise it by.
+    ``-32602`` at ``$.params``, ``data.error`` :data:`~scoutd.protocol.messages.TOO_DEEP`,
+    what clients recognise it by. A line nested too deeply to read at all never
+    gets here: the codec refuses it (``-32700`` at ``$``,
+    :func:`scoutd.protocol.codec.too_deep`).
     """
-    if request is None:
-        error = too_deep_line(b"")
-        return protocol.encode_error(error.id, error.code, error.message, error.data)
     return protocol.encode_error(
-        request.id,
+        rid,
         protocol.INVALID_PARAMS,
         f"invalid params: {TOO_DEEP} - at `$.params`",
         {"path": "$.params", "error": TOO_DEEP},

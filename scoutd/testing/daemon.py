@@ -60,6 +60,7 @@ class Daemon:
     ) -> None:
         self.dir = directory or tempfile.mkdtemp(prefix="sd", dir="/tmp")
         self._own_dir = directory is None
+        self._final_log = ""  # the log's text when cleanup removed the temp dir
         self.socket_path = os.path.join(self.dir, f"{name or 's'}.sock")
         self.config_path = os.path.join(self.dir, f"{name or 'scoutd'}.toml")
         self.log_path = os.path.join(self.dir, f"{name or 'daemon'}.log")
@@ -198,17 +199,20 @@ class Daemon:
             return result
 
     def cleanup(self, keep: bool = False) -> None:
-        """Stop the daemon and remove its temp dir (unless ``keep``)."""
+        """Stop the daemon and remove its temp dir (unless ``keep``); its log is kept
+        in memory, so that :meth:`log` still reads it after a ``with`` block."""
         self.stop()
         if self._own_dir and not keep:
+            self._final_log = self.log()
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def log(self) -> str:
+        """The daemon's log so far (its last text once the temp dir is removed)."""
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as handle:
                 return handle.read()
         except OSError:
-            return ""
+            return self._final_log
 
     def connect(self, timeout: float = 10.0) -> LineClient:
         return LineClient(self.socket_path, timeout)

@@ -120,8 +120,11 @@ def test_a_real_daemon_counts_what_it_did() -> None:
         write_abort(save_file, "runaway")
         aborted = c.notification("session.aborted", timeout=10)
         assert aborted["params"]["session"] == opened
-        text = c.call("metrics")["result"]["text"]
-        samples = parse_exposition(text)
+        line = b'{"jsonrpc":"2.0","id":"m","method":"metrics"}'
+        c.send_raw(line + b"\n")
+        samples = parse_exposition(c.response("m")["result"]["text"])
+        # every other request answered: pending is this one's line (without its newline)
+        assert samples["scoutd_pending_request_bytes{}"] == len(line)
         assert samples['scoutd_requests_total{method="prepare_prompt"}'] == 2
         assert samples['scoutd_requests_total{method="other"}'] == 1
         assert samples['scoutd_requests_total{method="metrics"}'] == 1
