@@ -14,6 +14,8 @@ import shutil
 
 import pytest
 
+from scoutd.server.stack import STACK_BYTES
+
 from ..support.daemon import Daemon
 from ..support.nesting import decoder_limit, too_deep
 from .test_error_table_deep import TOO_DEEP, WAIT, _deep_line
@@ -48,3 +50,57 @@ def test_a_stack_the_daemon_cannot_raise_is_said_at_start() -> None:
     with Daemon(argv_prefix=["prlimit", f"--stack={SMALL}:{SMALL}"]) as d, d.connect() as c:
         assert "result" in c.call("status")
         assert "the stack limit is 256 KiB (hard)" in d.log()
+
+
+def test_a_hard_limit_of_exactly_the_stack_it_needs_is_enough() -> None:
+    """A hard limit of 8 MiB is what the daemon raises its soft limit to: nothing to
+    warn of, and a line nested just under the decoder's limit is answered."""
+    limit = f"--stack={SMALL}:{STACK_BYTES}"
+    with Daemon(argv_prefix=["prlimit", limit]) as d, d.connect() as c:
+        c.send_raw(_deep_line("deep", decoder_limit() - 20))
+        head = c.read_line(WAIT)[:40].decode()
+        assert head.startswith('{"jsonrpc":"2.0","id":"deep",'), head
+        assert "result" in c.call("status")
+        assert d.proc is not None and d.proc.poll() is None
+    assert "serving on" in d.log() and "stack limit" not in d.log()
+
+
+def _stack_limits(pid: int) -> tuple[str, str]:
+    """The soft and hard stack limits of process ``pid``, as /proc writes them."""
+    with open(f"/proc/{pid}/limits", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("Max stack size"):
+                soft, hard = line.split()[3:5]
+                return soft, hard
+    raise AssertionError("no stack limit in /proc")
+
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        (f"{SMALL}:unlimited", (str(STACK_BYTES), "unlimited")),  # raised to 8 MiB, no more
+        (f"{16 * MIB}:unlimited", (str(16 * MIB), "unlimited")),  # more: never lowered
+        ("unlimited:unlimited", ("unlimited", "unlimited")),
+        (f"{SMALL // 2}:{SMALL}", (str(SMALL), str(SMALL))),  # as far as the hard limit goes
+    ],
+)
+def test_the_daemon_raises_its_stack_to_8_mib_and_never_lowers_it(
+    given: str, kept: tuple[str, str]
+) -> None:
+    with Daemon(argv_prefix=["prlimit", f"--stack={given}"]) as d, d.connect() as c:
+        assert "result" in c.call("status")
+        assert d.proc is not None  # prlimit runs the daemon in its own process
+        assert _stack_limits(d.proc.pid) == kept
+        warned = [line for line in d.log().splitlines() if "stack limit" in line]
+    if kept[1] == str(SMALL):
+        [line] = warned
+        assert line.endswith(
+            "WARNING scoutd.server: the stack limit is 256 KiB (hard), under the 8192 KiB"
+            " a request nested as deep as this Python decodes may need: such a request"
+            " can crash the daemon (raise LimitSTACK= or ulimit -s)"
+        ), line
+    else:
+        assert warned == []
