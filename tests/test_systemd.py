@@ -118,6 +118,7 @@ def test_socket_activation_serves_on_the_passed_socket() -> None:
                 assert "result" in c.call("status")
             assert not os.path.exists(own_path)  # --socket was not bound
             assert d.stop() == 0
+            assert "serving on" in d.log() and "only fd 3" not in d.log()  # one socket
             assert os.path.exists(activated_path)  # not ours to remove
     finally:
         sock.close()

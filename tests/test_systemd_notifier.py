@@ -4,6 +4,7 @@ a stopping daemon no longer says (docs/OPERATIONS.md, "systemd")."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -219,8 +220,24 @@ def test_a_failing_kind_is_logged_once_until_it_works(
         assert not notifier.watchdog()
         # sent once in between: failing again is news, once
         assert warned() == ["WATCHDOG=1", "STOPPING=1", "WATCHDOG=1"]
+        [last] = [r.getMessage() for r in caplog.records if r.name == "scoutd.systemd"][-1:]
+        assert last == (
+            "sd_notify WATCHDOG=1 failed (logged once until it works):"
+            f" [Errno {errno.ENOENT}] {os.strerror(errno.ENOENT)}"
+        ), last
     finally:
         notifier.close()
+
+
+def test_a_closed_notifier_opens_its_socket_again_when_it_sends(
+    notified: tuple[Notifier, Peer],
+) -> None:
+    """close() ends the socket; a later message (a shutdown's STOPPING=1 after
+    close, say) opens another rather than raising."""
+    notifier, peer = notified
+    assert notifier.watchdog() and peer.next() == "WATCHDOG=1"
+    notifier.close()
+    assert notifier.stopping() and peer.next() == "STOPPING=1"
 
 
 def test_the_socket_waits_for_room_at_most_the_state_wait() -> None:
@@ -275,3 +292,5 @@ def test_activation_variables_of_another_process_are_left() -> None:
     assert listen_socket(env) is None and env == {"LISTEN_FDS": "1", "LISTEN_FDNAMES": "x"}
     env = {"LISTEN_PID": str(os.getpid()), "LISTEN_FDS": "junk", "LISTEN_FDNAMES": "x"}
     assert listen_socket(env) is None and env == {}  # ours, unusable: consumed all the same
+    env = {"LISTEN_PID": str(os.getpid())}  # ours, no count: no socket
+    assert listen_socket(env) is None and env == {}
