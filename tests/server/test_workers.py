@@ -301,8 +301,9 @@ incremental.SessionPrompt.prepare = prepare
 
 def test_an_abort_claimed_while_a_round_waits_fails_that_round() -> None:
     """The watcher takes an abort after a round began and before it picks up the
-    inbox: the round fails with that abort (its ticket on the inbox gate tells it,
-    ``inbox/gate.py``) and delivers nothing."""
+    inbox: the round fails with that abort and delivers nothing (the claim marked
+    the chat aborted; the round's ticket on the inbox gate, ``inbox/gate.py``, is
+    the other guard, which ``tests/formats/test_daemon.py`` catches missing)."""
     with FaultDaemon(CLAIMED_DURING_ROUND) as d, d.connect() as client:
         save_file = chat(d, "a")
         write_notice(save_file, "a notice the round must not take", name="n.txt")
