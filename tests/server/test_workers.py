@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
-
-import pytest
 
 from scoutd import protocol
 from scoutd.inbox import inbox_dir, write_notice
@@ -24,7 +23,6 @@ from ..formats.conversations import chat as chat_run
 from ..reliability.harness import FaultDaemon
 from ..support.daemon import Daemon, LineClient
 from ..support.nesting import decoder_limit
-from .test_hidden_abort import agent_session, agents_chat, agents_daemon
 
 HELLO = [{"role": "user", "content": "hello"}]
 DIFFERS = {
@@ -161,8 +159,8 @@ def test_params_nested_past_what_the_daemon_walks_get_the_requests_id_and_data()
     """Near the interpreter's limit a request can be read but not walked (or its answer
     not written): it is refused as invalid params at ``$.params``, with its own id,
     and the connection goes on (docs/PROTOCOL.md, "Nesting"). That band is a few
-    levels wide (two on Python 3.11), below the depth the codec refuses to read:
-    every depth around the limit is tried."""
+    levels wide on Python 3.11 (two), below the depth the codec refuses to read,
+    and empty on 3.13: every depth around the limit is tried."""
     limit = decoder_limit()
     codes = {protocol.PARSE_ERROR: 0, protocol.INVALID_PARAMS: 0, "answered": 0}
     with Daemon() as d, d.connect() as client:
@@ -193,8 +191,11 @@ def test_params_nested_past_what_the_daemon_walks_get_the_requests_id_and_data()
                 else:
                     assert error["code"] == protocol.PARSE_ERROR, (rid, error)
         assert "result" in client.call("status")
-    # each way of meeting the limit is reached
-    assert all(count > 0 for count in codes.values()), codes
+    # each way of meeting the limit is reached. The band of requests read but not
+    # walked was measured 2 levels wide on Python 3.11 and empty on 3.13 (a C
+    # recursion limit of 10,000: the daemon walks whatever it reads)
+    assert codes[protocol.PARSE_ERROR] > 0 and codes["answered"] > 0, codes
+    assert codes[protocol.INVALID_PARAMS] > 0 or sys.version_info[:2] != (3, 11), codes
 
 
 def test_a_whole_conversation_replaces_what_the_session_held_in_its_byte_bound() -> None:
@@ -220,37 +221,6 @@ def test_a_whole_conversation_replaces_what_the_session_held_in_its_byte_bound()
         large = [{"role": "assistant", "content": "z" * 15_000}]
         refused = client.call("prepare_prompt", {"session": session, "append": large, "base": 3})
         assert refused["error"]["data"]["key"] == "max_session_bytes", refused
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching to uid 65534 needs root")
-def test_another_uid_reaches_no_chat_it_could_not_reach_itself_at_any_round() -> None:
-    """The agent (uid 65534) names root's private chat, then loses its own chat
-    directory to root: each call is refused (``-32003``), its session's rounds too,
-    since the save file is checked again at each (docs/OPERATIONS.md, access model).
-    Root's session is unknown to it; the daemon's own uid may use the agent's."""
-    with agents_daemon() as d:
-        save_file = agents_chat(d)
-        private = os.path.join(d.dir, "private")
-        os.mkdir(private, 0o700)
-        theirs = os.path.join(private, "agent.chat")
-        write_notice(theirs, "root's notice", name="n.txt")
-        with agent_session(d, save_file) as agent:
-            call = {"messages": HELLO, "save_file": theirs}
-            assert agent.call("prepare_prompt", call)["error"]["code"] == protocol.FORBIDDEN
-            in_session = {"messages": HELLO, "session": agent.session}
-            assert "result" in agent.call("prepare_prompt", in_session)
-            with d.connect() as operator:  # the daemon's own uid may use any session
-                assert "result" in operator.call("prepare_prompt", in_session)
-                roots = {"messages": HELLO, "session": open_session(operator, chat(d, "root"))}
-                assert "result" in operator.call("prepare_prompt", roots)  # open, and its
-                refused = agent.call("prepare_prompt", roots)  # own uid's alone
-                assert refused["error"]["code"] == protocol.UNKNOWN_SESSION, refused
-            chat_dir = os.path.dirname(save_file)
-            os.chown(chat_dir, 0, 0)
-            os.chmod(chat_dir, 0o700)
-            reply = agent.call("prepare_prompt", in_session)
-            assert reply["error"]["code"] == protocol.FORBIDDEN, reply
-        assert os.listdir(inbox_dir(theirs)) == ["n.txt"]
 
 
 def test_foreign_tool_traffic_is_warned_in_the_log_once_per_call_and_round() -> None:
