@@ -262,6 +262,8 @@ def prepare(self, *args, **kwargs):
         deadline = time.monotonic() + 10
         while os.path.exists(os.path.join(inbox, "abort")) and time.monotonic() < deadline:
             time.sleep(0.01)
+        if not os.path.exists(os.path.join(inbox, "abort")):  # the watcher took it
+            open(TOGGLE + ".claimed", "w").close()
     return _prepare(self, *args, **kwargs)
 
 
@@ -281,7 +283,7 @@ def test_an_abort_claimed_while_a_round_waits_fails_that_round() -> None:
         with open(d.toggle, "w", encoding="utf-8") as handle:
             handle.write(inbox_dir(save_file))
         reply = client.call("prepare_prompt", {"session": session, "messages": HELLO})
-        assert not os.path.exists(d.toggle)  # the fault ran
+        assert os.path.exists(d.toggle + ".claimed")  # the watcher took it mid-round
         assert reply["error"]["code"] == protocol.ABORTED, reply
         assert reply["error"]["data"]["reason"] == "stop during the round", reply
         assert os.listdir(inbox_dir(save_file)) == ["n.txt"]
