@@ -10,6 +10,8 @@ its depths from here, so that it tests the same thing on every interpreter.
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -41,18 +43,31 @@ def _bisect() -> int:
     return high
 
 
-@functools.cache
-def decoder_limit() -> int:
-    """The least depth of nested arrays the JSON decoder refuses, measured at the
-    bottom of a new thread's stack: on Python 3.11 the limit counts the frames
-    already on the stack too (a test's own, and pytest's, more under xdist),
-    as a call made in a new thread (the client's, the daemon's) does not."""
+def _in_a_new_thread() -> int:
     found: list[int] = []
     thread = threading.Thread(target=lambda: found.append(_bisect()))
     thread.start()
     thread.join(60)
     assert found, "the measure did not end"
     return found[0]
+
+
+@functools.cache
+def decoder_limit() -> int:
+    """The least depth of nested arrays the JSON decoder refuses, measured at the
+    bottom of a new thread's stack: on Python 3.11 the limit counts the frames
+    already on the stack too (a test's own, and pytest's, more under xdist),
+    as a call made in a new thread (the client's, the daemon's) does not.
+
+    Measured in a new interpreter, as a daemon started by a test has it: the
+    limit follows ``sys.getrecursionlimit()``, which Hypothesis raises while it
+    runs a test, so a measure taken here from inside one (a strategy's draw)
+    would be remembered about twice too deep for every later test.
+    """
+    done = subprocess.run(
+        [sys.executable, __file__], capture_output=True, text=True, timeout=60, check=True
+    )
+    return int(done.stdout)
 
 
 def too_deep() -> int:
@@ -67,3 +82,7 @@ def nested(depth: int) -> Any:
     for _ in range(depth):
         value = [value]
     return value
+
+
+if __name__ == "__main__":  # decoder_limit's measure, in a new interpreter
+    print(_in_a_new_thread())
