@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 import tracemalloc
@@ -241,13 +242,14 @@ def test_a_line_trickled_in_byte_by_byte_holds_about_its_bytes() -> None:
     assert reader.feed(b"\n", 0.0) == [b"x" * 100_000]
 
 
-def test_notifications_a_client_never_reads_are_bounded() -> None:
+@pytest.mark.parametrize("key", ["max_queued_response_bytes", "max_queued_response_bytes_per_uid"])
+def test_notifications_a_client_never_reads_are_bounded(key: str) -> None:
     """``session.aborted`` pushes to a client that never reads count as unread answers
-    and stop at its bound: the connection is then closed. Before, every push was a
-    task of its own holding its line: 200 sessions and 200 aborts held 14 MB of
-    pushes under a 1 MiB bound, and the daemon grew 175 MB."""
+    and stop at its bound, or its uid's: the connection is then closed. Before, every
+    push was a task of its own holding its line: 200 sessions and 200 aborts held
+    14 MB of pushes under a 1 MiB bound, and the daemon grew 175 MB."""
     bound = 64 * 1024
-    with InProcessDaemon(daemon={"max_queued_response_bytes": bound}) as d:
+    with InProcessDaemon(daemon={key: bound}) as d:
         chat = os.path.join(d.dir, "chats", "a.chat")
         inbox = os.path.join(d.dir, "chats", "a.inbox")
         os.makedirs(inbox)
@@ -276,7 +278,9 @@ def test_notifications_a_client_never_reads_are_bounded() -> None:
                     break
             assert closed, "the connection of a client that never reads stayed open"
             assert wait_for(lambda: _counts(other)["queued_response_bytes"] == 0 or None, 10, "0")
-            assert "does not read its notifications" in d.log()
+            closing = f"WARNING scoutd.server: closing a connection of pid {os.getpid()}:"
+            pattern = rf"{closing} it does not read its notifications \(\d+ bytes waiting\)\n"
+            assert re.search(pattern, d.log())
 
 
 def test_one_uid_has_at_most_its_share_of_requests_in_flight(

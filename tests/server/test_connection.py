@@ -1,0 +1,258 @@
+"""One connection's refusals and bounds (scoutd/server/connection.py), each exact.
+
+Every line the connection shell writes on its own, for a connection it refuses
+or a line it cannot take, is compared whole with what docs/PROTOCOL.md shows,
+with the error count it adds to ``status`` and what it logs; and the bytes it
+held are released when the connection ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from scoutd import protocol
+from scoutd.server.connection import MAX_PRODUCING
+
+from ..support.daemon import InProcessDaemon, LineClient, wait_for
+
+
+def errors_by_code(d: InProcessDaemon) -> dict[int, int]:
+    found: dict[int, int] = d.call(lambda: dict(d.server.metrics.errors_by_code))
+    return found
+
+
+def pending_bytes(d: InProcessDaemon) -> int:
+    found: int = d.call(lambda: d.server.shared.pending_request_bytes)
+    return found
+
+
+def connections(d: InProcessDaemon) -> int:
+    found: int = d.call(lambda: d.server.metrics.connections)
+    return found
+
+
+def at_rest(d: InProcessDaemon) -> dict[str, Any]:
+    """What the daemon holds for connections, which all fall back once they end."""
+
+    def read() -> dict[str, Any]:
+        shared = d.server.shared
+        return {
+            "connections": d.server.metrics.connections,
+            "by_uid": dict(shared.connections_by_uid),
+            "in_flight": shared.in_flight,
+            "pending": shared.pending_request_bytes,
+            "waits": len(shared.waits),
+            "queued": shared.quotas.queued,
+            "queued_by_uid": dict(shared.quotas.queued_by_uid),
+        }
+
+    found: dict[str, Any] = d.call(read)
+    return found
+
+
+REST = {
+    "connections": 0,
+    "by_uid": {},
+    "in_flight": 0,
+    "pending": 0,
+    "waits": 0,
+    "queued": 0,
+    "queued_by_uid": {},
+}
+
+
+def settles(d: InProcessDaemon) -> None:
+    """Every count falls back once the connections are gone."""
+    wait_for(lambda: at_rest(d) == REST or None, 10, "the counts to fall back")
+
+
+def refusal(line: bytes, code: int, message: str, data: Any = None) -> None:
+    """``line`` is the one error line of a request that never was: ``id`` null."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    assert json.loads(line) == {"jsonrpc": "2.0", "id": None, "error": error}
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+@pytest.mark.parametrize("key", ["max_connections", "max_connections_per_uid"])
+def test_a_connection_past_a_bound_gets_one_line_and_the_others_go_on(key: str, limit: int) -> None:
+    if key == "max_connections":
+        message = f"too many connections (max_connections = {limit})"
+    else:
+        message = f"too many connections of uid {os.getuid()} (max_connections_per_uid = {limit})"
+    with InProcessDaemon(daemon={key: limit}) as d:
+        with contextlib.ExitStack() as admitted:
+            clients = [admitted.enter_context(d.connect()) for _ in range(limit)]
+            assert all("result" in c.call("status") for c in clients)
+            with LineClient(d.socket_path) as refused:
+                data = {"limit": limit, "key": key}
+                refusal(refused.read_line(10), -32004, message, data)
+                assert refused.read_line(10) == b""  # then closed
+            assert all("result" in c.call("status") for c in clients)
+            assert connections(d) == limit
+        assert errors_by_code(d) == {protocol.TOO_LARGE: 1}
+        settles(d)
+
+
+def test_a_peer_not_allowed_gets_one_line_and_is_logged() -> None:
+    """The daemon's own uid is not let in when ``allowed_uids`` leaves it out."""
+    with InProcessDaemon(daemon={"allowed_uids": [os.getuid() + 4242]}) as d:
+        reason = f"peer uid {os.getuid()} (gid {os.getgid()}, pid {os.getpid()}) is not allowed"
+        with LineClient(d.socket_path) as client:
+            refusal(client.read_line(10), -32003, f"forbidden: {reason}", {"reason": reason})
+            assert client.read_line(10) == b""
+        assert errors_by_code(d) == {protocol.FORBIDDEN: 1}
+        assert connections(d) == 0
+        assert f"WARNING scoutd.server: refused connection: {reason}\n" in d.log()
+
+
+def test_a_line_over_max_request_bytes_is_refused_and_the_connection_goes_on() -> None:
+    with InProcessDaemon(daemon={"max_request_bytes": 4096}) as d, d.connect() as c:
+        # the line after it, in the same write, is read and answered too
+        status = b'{"jsonrpc": "2.0", "id": 7, "method": "status"}\n'
+        c.send_raw(b"x" * 5000 + b"\n" + status)
+        refusal(
+            c.read_line(10),
+            -32004,
+            "request line longer than max_request_bytes (4096)",
+            {"limit": 4096, "key": "max_request_bytes"},
+        )
+        assert "result" in c.response(7, 10)
+        assert errors_by_code(d) == {protocol.TOO_LARGE: 1}
+
+
+def test_a_line_not_finished_in_time_is_refused_and_its_bytes_released() -> None:
+    with InProcessDaemon(daemon={"read_timeout": 0.5}) as d:
+        with d.connect() as c:
+            c.send_raw(b'{"jsonrpc": "2.0", "id": 1, "met')
+            message = "read timeout: request line not completed within 0.5 s; closing"
+            refusal(c.read_line(10), -32600, message)
+            assert c.read_line(10) == b""
+        assert errors_by_code(d) == {protocol.INVALID_REQUEST: 1}
+        settles(d)
+
+
+def test_lines_held_past_the_pending_bound_close_the_connection() -> None:
+    """The connection whose bytes take the daemon-wide count past
+    ``max_pending_request_bytes`` is refused and closed; the count falls back."""
+    with InProcessDaemon(daemon={"max_pending_request_bytes": 4096}) as d:
+        with d.connect() as other, d.connect() as c:
+            c.send_raw(b"y" * 4096)  # at the bound: held
+            wait_for(lambda: pending_bytes(d) == 4096 or None, 10, "the bytes counted")
+            assert errors_by_code(d) == {} and connections(d) == 2
+            c.send_raw(b"y")
+            message = (
+                "too large: request lines not yet complete or not yet answered on all"
+                " connections exceed max_pending_request_bytes (4096); closing"
+            )
+            data = {"limit": 4096, "key": "max_pending_request_bytes"}
+            refusal(c.read_line(10), -32004, message, data)
+            assert c.read_line(10) == b""
+            assert wait_for(lambda: pending_bytes(d) == 0 or None, 10, "the bytes released")
+            assert "result" in other.call("status")
+        assert errors_by_code(d) == {protocol.TOO_LARGE: 1}
+        logged = f"WARNING scoutd.server: closing a connection of pid {os.getpid()}:"
+        assert f"{logged} request lines held too large\n" in d.log()
+        settles(d)
+
+
+def test_a_client_gone_mid_line_leaves_nothing_counted() -> None:
+    with InProcessDaemon() as d:
+        with d.connect() as c:
+            for _ in range(20):
+                assert "result" in c.call("status")
+            c.send_raw(b"z" * 1000)
+            wait_for(lambda: pending_bytes(d) == 1000 or None, 10, "the bytes counted")
+        settles(d)
+
+
+def test_a_client_gone_with_requests_waiting_for_their_turn_leaves_nothing_counted() -> None:
+    """Hundreds of requests in one write take every slot of the connection (64)
+    and wait for theirs; the client leaves without reading one answer."""
+    with InProcessDaemon() as d:
+        with d.connect() as c:
+            line = b'{"jsonrpc": "2.0", "id": 1, "method": "status"}\n'
+            c.send_raw(line * 500)
+            wait_for(lambda: at_rest(d)["in_flight"] > 0 or None, 10, "requests read")
+        settles(d)
+
+
+def test_notifications_read_leave_nothing_counted() -> None:
+    """A ``session.aborted`` push counts as an unread answer until it is written."""
+    with InProcessDaemon() as d:
+        chat = os.path.join(d.dir, "chats", "a.chat")
+        inbox = os.path.join(d.dir, "chats", "a.inbox")
+        os.makedirs(inbox)
+        with d.connect() as c:
+            for _ in range(3):
+                assert "result" in c.call("session.open", {"save_file": chat})
+            with open(os.path.join(inbox, "abort.tmp"), "w") as handle:
+                handle.write("stop")
+            os.rename(os.path.join(inbox, "abort.tmp"), os.path.join(inbox, "abort"))
+            pushed = [c.notification("session.aborted", 10) for _ in range(3)]
+            assert [p["params"]["reason"] for p in pushed] == ["stop"] * 3
+            assert "result" in c.call("status")
+            assert at_rest(d)["queued"] == 0 and at_rest(d)["queued_by_uid"] == {}
+        settles(d)
+
+
+def test_answers_read_late_arrive_whole_and_leave_nothing_counted() -> None:
+    """An answer larger than the socket takes waits for the client to read it, and
+    the next request waits for room (its connection holds unread answers past
+    ``max_queued_response_bytes``); read at last, both arrive whole."""
+    big = "b" * 1_000_000
+    request = {"messages": [{"role": "user", "content": big}], "strategies": "none"}
+    with InProcessDaemon(daemon={"max_queued_response_bytes": 65536}) as d:
+        with d.connect(30) as c:
+
+            def send() -> None:  # blocks while the daemon does not read: not this thread
+                for rid in (1, 2):
+                    call = {"jsonrpc": "2.0", "id": rid, "method": "prepare_prompt"}
+                    c.send({**call, "params": request})
+
+            sender = threading.Thread(target=send)
+            sender.start()
+            try:
+                wait_for(lambda: at_rest(d)["queued"] > 65536 or None, 10, "an answer waiting")
+                for rid in (1, 2):
+                    answer = c.response(rid, 30)
+                    assert answer["result"]["messages"] == request["messages"]
+            finally:
+                sender.join(30)
+            assert not sender.is_alive()
+        settles(d)
+
+
+def test_many_answers_never_read_stop_at_the_connections_bound() -> None:
+    """Answers smaller than ``max_queued_response_bytes`` add up: once the ones
+    the socket did not take reach it, the connection is not read (and its
+    requests not answered) until the client reads."""
+    bound, count = 65536, 40
+    content = "a" * 20_000
+    request = {"messages": [{"role": "user", "content": content}], "strategies": "none"}
+    line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "prepare_prompt", "params": request})
+    with InProcessDaemon(daemon={"max_queued_response_bytes": bound}) as d:
+        with d.connect(30) as c:
+            sender = threading.Thread(target=c.send_raw, args=((line + "\n").encode() * count,))
+            sender.start()
+            try:
+                wait_for(lambda: at_rest(d)["queued"] >= bound or None, 10, "answers waiting")
+                peak = 0
+                for _ in range(20):  # look a while: without the bound they pile up meanwhile
+                    peak = max(peak, at_rest(d)["queued"])
+                    time.sleep(0.05)
+                # the bound, plus the answers of the requests computing (MAX_PRODUCING)
+                assert peak <= bound + (MAX_PRODUCING + 1) * len(line), peak
+                for _ in range(count):
+                    assert c.response(3, 30)["result"]["messages"] == request["messages"]
+            finally:
+                sender.join(30)
+        settles(d)
