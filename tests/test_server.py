@@ -181,7 +181,7 @@ def test_oversized_line_is_refused_and_serving_goes_on() -> None:
             "id": None,
             "error": {
                 "code": protocol.TOO_LARGE,
-                "message": reply["error"]["message"],
+                "message": f"request line longer than max_request_bytes ({limit})",
                 "data": {"limit": limit, "key": "max_request_bytes"},
             },
         }

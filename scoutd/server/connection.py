@@ -477,8 +477,10 @@ async def serve_client(
         stream = await anyio.abc.UNIXSocketStream.from_socket(client)
         await PeerConnection(shared, registry, dispatch, stream, peer).serve()
     except Exception as exc:
-        # Last resort: one connection's failure never ends the daemon.
+        # Last resort: one connection's failure never ends the daemon, nor leaves its
+        # client waiting on a socket nobody serves (serve closes it on every other way out).
         log.error("connection of pid %d ended by an unexpected %s", peer.pid, type(exc).__name__)
+        client.close()
     finally:
         shared.metrics.connections -= 1
         by_uid[peer.uid] -= 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import threading
 import time
 from typing import Any
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 
 from scoutd import protocol
-from scoutd.server.connection import MAX_PRODUCING
+from scoutd.server import handlers
+from scoutd.server.connection import MAX_PRODUCING, PeerConnection
 
 from ..support.daemon import InProcessDaemon, LineClient, wait_for
 
@@ -255,4 +257,98 @@ def test_many_answers_never_read_stop_at_the_connections_bound() -> None:
                     assert c.response(3, 30)["result"]["messages"] == request["messages"]
             finally:
                 sender.join(30)
+        settles(d)
+
+
+def test_a_connection_idle_after_requests_read_together_is_closed() -> None:
+    """Requests read in one piece are each in flight until answered; once all are,
+    a silent connection is closed after ``idle_timeout``."""
+    limits = {"idle_timeout": 0.5, "log_level": "debug"}
+    with InProcessDaemon(daemon=limits) as d, d.connect() as c:
+        line = b'{"jsonrpc": "2.0", "id": 1, "method": "status"}\n'
+        c.send_raw(line * 5)
+        for _ in range(5):
+            assert "result" in c.response(1, 10)
+        assert c.read_line(timeout=10) == b""
+        settles(d)
+        assert f"DEBUG scoutd.server: closing idle connection of pid {os.getpid()}\n" in d.log()
+
+
+def test_a_client_that_stops_reading_is_dropped_after_idle_timeout() -> None:
+    """An answer the client does not take within ``idle_timeout`` ends its connection."""
+    request = {"messages": [{"role": "user", "content": "c" * 1_000_000}], "strategies": "none"}
+    with InProcessDaemon(daemon={"idle_timeout": 1.0}) as d, d.connect() as c:
+        c.send({"jsonrpc": "2.0", "id": 1, "method": "prepare_prompt", "params": request})
+        wait_for(lambda: at_rest(d)["queued"] > 0 or None, 10, "the answer waiting")
+        settles(d)
+        assert "ERROR" not in d.log()  # the reader's own idle check (a request in flight)
+
+
+def test_a_client_gone_with_answers_unread_leaves_nothing_counted() -> None:
+    """Requests waiting for room behind unread answers are cancelled with their
+    connection: the bytes of their lines are released too."""
+    request = {"messages": [{"role": "user", "content": "a" * 20_000}], "strategies": "none"}
+    line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "prepare_prompt", "params": request})
+    with InProcessDaemon(daemon={"max_queued_response_bytes": 65536}) as d:
+        with d.connect(30) as c:
+
+            def send() -> None:
+                with contextlib.suppress(OSError):  # the daemon stops reading: cut below
+                    c.send_raw((line + "\n").encode() * 40)
+
+            sender = threading.Thread(target=send)
+            sender.start()
+            wait_for(lambda: at_rest(d)["queued"] >= 65536 or None, 10, "answers waiting")
+            c.sock.shutdown(socket.SHUT_RDWR)  # gone, answers unread: the write ends too
+            sender.join(30)
+            assert not sender.is_alive()
+        settles(d)
+
+
+class Fault(Exception):
+    """What no handler raises: a defect, injected."""
+
+
+def test_a_request_failing_unexpectedly_ends_only_its_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = handlers.dispatch
+
+    async def failing(server: Any, conn: Any, line: bytes, late: bool) -> bytes | None:
+        if b'"fail"' in line:
+            raise Fault
+        return await real(server, conn, line, late)
+
+    monkeypatch.setattr(handlers, "dispatch", failing)
+    with InProcessDaemon() as d:
+        with d.connect() as other, d.connect() as c:
+            c.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": "fail"}\n')
+            assert c.read_line(timeout=10) == b""  # no answer: the connection is closed
+            assert "result" in other.call("status")
+        assert errors_by_code(d) == {protocol.INTERNAL_ERROR: 1}
+        logged = f"ERROR scoutd.server: request of pid {os.getpid()} failed unexpectedly;"
+        assert f"{logged} closing its connection\n" in d.log()
+        settles(d)
+
+
+def test_a_connection_failing_unexpectedly_leaves_the_daemon_serving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = PeerConnection.serve
+    calls: list[int] = []
+
+    async def serve(self: PeerConnection) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Fault
+        await real(self)
+
+    monkeypatch.setattr(PeerConnection, "serve", serve)
+    with InProcessDaemon() as d:
+        with LineClient(d.socket_path) as first:
+            assert first.read_line(timeout=10) == b""
+        with d.connect() as second:
+            assert "result" in second.call("status")
+        logged = f"ERROR scoutd.server: connection of pid {os.getpid()} ended by an unexpected"
+        assert f"{logged} Fault\n" in d.log()
         settles(d)
