@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,16 +28,6 @@ from ..support.daemon import InProcessDaemon, LineClient, wait_for
 
 def errors_by_code(d: InProcessDaemon) -> dict[int, int]:
     found: dict[int, int] = d.call(lambda: dict(d.server.metrics.errors_by_code))
-    return found
-
-
-def pending_bytes(d: InProcessDaemon) -> int:
-    found: int = d.call(lambda: d.server.shared.pending_request_bytes)
-    return found
-
-
-def connections(d: InProcessDaemon) -> int:
-    found: int = d.call(lambda: d.server.metrics.connections)
     return found
 
 
@@ -75,6 +66,35 @@ def settles(d: InProcessDaemon) -> None:
     wait_for(lambda: at_rest(d) == REST or None, 10, "the counts to fall back")
 
 
+def echo_line(rid: int, chars: int) -> bytes:
+    """A request whose answer holds its ``chars`` characters again (strategy ``none``)."""
+    params = {"messages": [{"role": "user", "content": "e" * chars}], "strategies": "none"}
+    call = {"jsonrpc": "2.0", "id": rid, "method": "prepare_prompt", "params": params}
+    return json.dumps(call).encode() + b"\n"
+
+
+def echoed(answer: dict[str, Any], chars: int) -> bool:
+    return bool(answer["result"]["messages"] == [{"role": "user", "content": "e" * chars}])
+
+
+@contextlib.contextmanager
+def sending(client: LineClient, data: bytes) -> Iterator[None]:
+    """``data`` written from another thread, as a client does while the daemon does
+    not read it (a write the client's end cuts short ends quietly)."""
+
+    def send() -> None:
+        with contextlib.suppress(OSError):
+            client.send_raw(data)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        yield
+    finally:
+        sender.join(30)
+    assert not sender.is_alive()
+
+
 def refusal(line: bytes, code: int, message: str, data: Any = None) -> None:
     """``line`` is the one error line of a request that never was: ``id`` null."""
     error: dict[str, Any] = {"code": code, "message": message}
@@ -99,7 +119,7 @@ def test_a_connection_past_a_bound_gets_one_line_and_the_others_go_on(key: str, 
                 refusal(refused.read_line(10), -32004, message, data)
                 assert refused.read_line(10) == b""  # then closed
             assert all("result" in c.call("status") for c in clients)
-            assert connections(d) == limit
+            assert at_rest(d)["connections"] == limit
         assert errors_by_code(d) == {protocol.TOO_LARGE: 1}
         settles(d)
 
@@ -112,7 +132,7 @@ def test_a_peer_not_allowed_gets_one_line_and_is_logged() -> None:
             refusal(client.read_line(10), -32003, f"forbidden: {reason}", {"reason": reason})
             assert client.read_line(10) == b""
         assert errors_by_code(d) == {protocol.FORBIDDEN: 1}
-        assert connections(d) == 0
+        assert at_rest(d)["connections"] == 0
         assert f"WARNING scoutd.server: refused connection: {reason}\n" in d.log()
 
 
@@ -148,8 +168,8 @@ def test_lines_held_past_the_pending_bound_close_the_connection() -> None:
     with InProcessDaemon(daemon={"max_pending_request_bytes": 4096}) as d:
         with d.connect() as other, d.connect() as c:
             c.send_raw(b"y" * 4096)  # at the bound: held
-            wait_for(lambda: pending_bytes(d) == 4096 or None, 10, "the bytes counted")
-            assert errors_by_code(d) == {} and connections(d) == 2
+            wait_for(lambda: at_rest(d)["pending"] == 4096 or None, 10, "the bytes counted")
+            assert errors_by_code(d) == {} and at_rest(d)["connections"] == 2
             c.send_raw(b"y")
             message = (
                 "too large: request lines not yet complete or not yet answered on all"
@@ -158,7 +178,7 @@ def test_lines_held_past_the_pending_bound_close_the_connection() -> None:
             data = {"limit": 4096, "key": "max_pending_request_bytes"}
             refusal(c.read_line(10), -32004, message, data)
             assert c.read_line(10) == b""
-            assert wait_for(lambda: pending_bytes(d) == 0 or None, 10, "the bytes released")
+            assert wait_for(lambda: at_rest(d)["pending"] == 0 or None, 10, "the bytes released")
             assert "result" in other.call("status")
         assert errors_by_code(d) == {protocol.TOO_LARGE: 1}
         logged = f"WARNING scoutd.server: closing a connection of pid {os.getpid()}:"
@@ -172,7 +192,7 @@ def test_a_client_gone_mid_line_leaves_nothing_counted() -> None:
             for _ in range(20):
                 assert "result" in c.call("status")
             c.send_raw(b"z" * 1000)
-            wait_for(lambda: pending_bytes(d) == 1000 or None, 10, "the bytes counted")
+            wait_for(lambda: at_rest(d)["pending"] == 1000 or None, 10, "the bytes counted")
         settles(d)
 
 
@@ -210,26 +230,11 @@ def test_answers_read_late_arrive_whole_and_leave_nothing_counted() -> None:
     """An answer larger than the socket takes waits for the client to read it, and
     the next request waits for room (its connection holds unread answers past
     ``max_queued_response_bytes``); read at last, both arrive whole."""
-    big = "b" * 1_000_000
-    request = {"messages": [{"role": "user", "content": big}], "strategies": "none"}
+    chars = 1_000_000
     with InProcessDaemon(daemon={"max_queued_response_bytes": 65536}) as d:
-        with d.connect(30) as c:
-
-            def send() -> None:  # blocks while the daemon does not read: not this thread
-                for rid in (1, 2):
-                    call = {"jsonrpc": "2.0", "id": rid, "method": "prepare_prompt"}
-                    c.send({**call, "params": request})
-
-            sender = threading.Thread(target=send)
-            sender.start()
-            try:
-                wait_for(lambda: at_rest(d)["queued"] > 65536 or None, 10, "an answer waiting")
-                for rid in (1, 2):
-                    answer = c.response(rid, 30)
-                    assert answer["result"]["messages"] == request["messages"]
-            finally:
-                sender.join(30)
-            assert not sender.is_alive()
+        with d.connect(30) as c, sending(c, echo_line(1, chars) + echo_line(2, chars)):
+            wait_for(lambda: at_rest(d)["queued"] > 65536 or None, 10, "an answer waiting")
+            assert echoed(c.response(1, 30), chars) and echoed(c.response(2, 30), chars)
         settles(d)
 
 
@@ -237,26 +242,19 @@ def test_many_answers_never_read_stop_at_the_connections_bound() -> None:
     """Answers smaller than ``max_queued_response_bytes`` add up: once the ones
     the socket did not take reach it, the connection is not read (and its
     requests not answered) until the client reads."""
-    bound, count = 65536, 40
-    content = "a" * 20_000
-    request = {"messages": [{"role": "user", "content": content}], "strategies": "none"}
-    line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "prepare_prompt", "params": request})
+    bound, count, chars = 65536, 40, 20_000
+    line = echo_line(3, chars)
     with InProcessDaemon(daemon={"max_queued_response_bytes": bound}) as d:
-        with d.connect(30) as c:
-            sender = threading.Thread(target=c.send_raw, args=((line + "\n").encode() * count,))
-            sender.start()
-            try:
-                wait_for(lambda: at_rest(d)["queued"] >= bound or None, 10, "answers waiting")
-                peak = 0
-                for _ in range(20):  # look a while: without the bound they pile up meanwhile
-                    peak = max(peak, at_rest(d)["queued"])
-                    time.sleep(0.05)
-                # the bound, plus the answers of the requests computing (MAX_PRODUCING)
-                assert peak <= bound + (MAX_PRODUCING + 1) * len(line), peak
-                for _ in range(count):
-                    assert c.response(3, 30)["result"]["messages"] == request["messages"]
-            finally:
-                sender.join(30)
+        with d.connect(30) as c, sending(c, line * count):
+            wait_for(lambda: at_rest(d)["queued"] >= bound or None, 10, "answers waiting")
+            peak = 0
+            for _ in range(20):  # look a while: without the bound they pile up meanwhile
+                peak = max(peak, at_rest(d)["queued"])
+                time.sleep(0.05)
+            # the bound, plus the answers of the requests computing (MAX_PRODUCING)
+            assert peak <= bound + (MAX_PRODUCING + 1) * len(line), peak
+            for _ in range(count):
+                assert echoed(c.response(3, 30), chars)
         settles(d)
 
 
@@ -276,9 +274,8 @@ def test_a_connection_idle_after_requests_read_together_is_closed() -> None:
 
 def test_a_client_that_stops_reading_is_dropped_after_idle_timeout() -> None:
     """An answer the client does not take within ``idle_timeout`` ends its connection."""
-    request = {"messages": [{"role": "user", "content": "c" * 1_000_000}], "strategies": "none"}
     with InProcessDaemon(daemon={"idle_timeout": 1.0}) as d, d.connect() as c:
-        c.send({"jsonrpc": "2.0", "id": 1, "method": "prepare_prompt", "params": request})
+        c.send_raw(echo_line(1, 1_000_000))
         wait_for(lambda: at_rest(d)["queued"] > 0 or None, 10, "the answer waiting")
         settles(d)
         assert "ERROR" not in d.log()  # the reader's own idle check (a request in flight)
@@ -287,21 +284,10 @@ def test_a_client_that_stops_reading_is_dropped_after_idle_timeout() -> None:
 def test_a_client_gone_with_answers_unread_leaves_nothing_counted() -> None:
     """Requests waiting for room behind unread answers are cancelled with their
     connection: the bytes of their lines are released too."""
-    request = {"messages": [{"role": "user", "content": "a" * 20_000}], "strategies": "none"}
-    line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "prepare_prompt", "params": request})
     with InProcessDaemon(daemon={"max_queued_response_bytes": 65536}) as d:
-        with d.connect(30) as c:
-
-            def send() -> None:
-                with contextlib.suppress(OSError):  # the daemon stops reading: cut below
-                    c.send_raw((line + "\n").encode() * 40)
-
-            sender = threading.Thread(target=send)
-            sender.start()
+        with d.connect(30) as c, sending(c, echo_line(3, 20_000) * 40):
             wait_for(lambda: at_rest(d)["queued"] >= 65536 or None, 10, "answers waiting")
             c.sock.shutdown(socket.SHUT_RDWR)  # gone, answers unread: the write ends too
-            sender.join(30)
-            assert not sender.is_alive()
         settles(d)
 
 
