@@ -8,9 +8,11 @@ process in ``$LISTEN_PID``. Every function is a no-op outside systemd.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import resource
 import socket
 import stat
 import struct
@@ -32,6 +34,8 @@ __all__ = [
 log = logging.getLogger("scoutd.systemd")
 
 SD_LISTEN_FDS_START = 3  # the first fd systemd passes (sd_listen_fds(3))
+# The most descriptors looked at for a passed count, when the limit is "unlimited".
+_MAX_PASSED_FDS = 65536
 # Watchdog pings come at most this often, whatever $WATCHDOG_USEC asks: a tiny
 # value (1 us) made the ping loop spin the event loop at full CPU.
 WATCHDOG_MIN_INTERVAL = 0.01  # seconds
@@ -180,7 +184,8 @@ def listen_socket(environ: MutableMapping[str, str] | None = None) -> socket.soc
 
     Taken only when ``$LISTEN_PID`` is this process and ``$LISTEN_FDS`` >= 1;
     the variables are then removed so that child processes do not inherit
-    them. Only the first passed socket is used.
+    them. Only the first passed socket is used; the others are made
+    close-on-exec, as it is.
 
     Raises:
         ActivationError: fd 3 is not a listening AF_UNIX SOCK_STREAM socket.
@@ -198,6 +203,7 @@ def listen_socket(environ: MutableMapping[str, str] | None = None) -> socket.soc
         return None
     if count > 1:
         log.warning("socket activation passed %d sockets; only fd 3 is used", count)
+        _keep_from_children(count)
     fd = SD_LISTEN_FDS_START
     try:
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
@@ -216,6 +222,21 @@ def listen_socket(environ: MutableMapping[str, str] | None = None) -> socket.soc
         )
     os.set_inheritable(fd, False)
     return sock
+
+
+def _keep_from_children(count: int) -> None:
+    """Make the passed descriptors after fd 3 close-on-exec, as sd_listen_fds(3) does.
+
+    The daemon serves none of them; a plugin's child process must not inherit a
+    socket systemd listens on for it. Bounded by the process's descriptor limit,
+    whatever the count says; a number that names no open descriptor is skipped.
+    """
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if limit == resource.RLIM_INFINITY or limit > _MAX_PASSED_FDS:
+        limit = _MAX_PASSED_FDS
+    for fd in range(SD_LISTEN_FDS_START + 1, min(SD_LISTEN_FDS_START + count, limit)):
+        with contextlib.suppress(OSError):
+            os.set_inheritable(fd, False)
 
 
 def under_journald(environ: Mapping[str, str] | None = None, fd: int = 2) -> bool:

@@ -84,14 +84,26 @@ def test_anything_but_a_listening_unix_stream_socket_is_refused(kind: str, said:
         assert not os.path.exists(d.socket_path)  # nor did it serve on its own
 
 
+def _flags(pid: int, fd: int) -> int:
+    """The open flags of ``pid``'s descriptor ``fd``."""
+    with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+        return next(int(line.split()[1], 8) for line in info if line.startswith("flags"))
+
+
 def test_of_two_passed_sockets_the_first_serves_and_the_other_is_named() -> None:
     with contextlib.ExitStack() as stack:
         listening = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        unused = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
         d = _activated(Daemon(), listening.fileno(), listen_fds="2")
         stack.callback(d.cleanup)
+        # the second socket becomes fd 4, inheritable as systemd passes it
+        d.pass_fds = (listening.fileno(), unused.fileno())
+        d.argv_prefix[2] = f"exec 4<&{unused.fileno()}; " + d.argv_prefix[2]
         path = os.path.join(d.dir, "passed.sock")
         listening.bind(path)
         listening.listen(4)
+        unused.bind(os.path.join(d.dir, "unused.sock"))
+        unused.listen(4)
         own, d.socket_path = d.socket_path, path
         with d:
             listening.close()  # the daemon's alone now
@@ -99,6 +111,7 @@ def test_of_two_passed_sockets_the_first_serves_and_the_other_is_named() -> None
                 assert "result" in client.call("status")
             assert "passed 2 sockets; only fd 3 is used" in d.log()
             assert not os.path.exists(own)
-            with open(f"/proc/{d.pid}/fdinfo/3") as info:
-                flags = next(int(line.split()[1], 8) for line in info if line.startswith("flags"))
-            assert flags & O_CLOEXEC_FLAG  # not handed on to anything the daemon runs
+            # neither is handed on to anything the daemon runs
+            assert _flags(d.pid, 3) & O_CLOEXEC_FLAG
+            assert os.readlink(f"/proc/{d.pid}/fd/4").startswith("socket:")
+            assert _flags(d.pid, 4) & O_CLOEXEC_FLAG
