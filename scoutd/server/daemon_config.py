@@ -222,18 +222,26 @@ def check_not_partial(running: Config, new: Config) -> None:
     A file caught in the middle of a write (``cat a > f; cat b >> f``, or a
     reload asked for meanwhile) parses as a shorter, valid file; its missing
     keys would fall back to their defaults, the widest. Removing such a key on
-    purpose takes a restart (or set it to its default).
+    purpose takes a restart (or set it to its default). So does removing the
+    file itself (the default path, found no more).
     """
     gone: dict[str, list[str]] = {}
     for origin in KEPT_KEYS:
         if running.origins.get(origin) == "file" and new.origins.get(origin) != "file":
             table, key = origin.split(".", 1)
             gone.setdefault(table, []).append(key)
-    if gone:
-        named = "; ".join(f"[{table}] {', '.join(keys)}" for table, keys in gone.items())
-        verb = "is" if sum(map(len, gone.values())) == 1 else "are"
+    if not gone:
+        return
+    if new.path is None:
+        was = printable(running.path or "")
         raise ConfigError(
-            f"{named} {verb} no longer set in {printable(new.path or '')}: the file looks"
-            " partly written; keeping the running configuration (restart to remove a key,"
-            " or set it to its default)"
+            f"no config file is found any more (the running one is {was}): keeping the"
+            " running configuration (restart to run without a file)"
         )
+    named = "; ".join(f"[{table}] {', '.join(keys)}" for table, keys in gone.items())
+    verb = "is" if sum(map(len, gone.values())) == 1 else "are"
+    raise ConfigError(
+        f"{named} {verb} no longer set in {printable(new.path)}: the file looks"
+        " partly written; keeping the running configuration (restart to remove a key,"
+        " or set it to its default)"
+    )
