@@ -106,7 +106,6 @@ class Server:
         self.registry = SessionRegistry(
             self.watcher,
             self.shared.current,
-            limiter=self.limiter,
             released=self.quotas.release_session,
         )
         self.config_watch = ConfigFileWatch(self.watcher, self.config_file)

@@ -130,7 +130,6 @@ class SessionRegistry:
         watcher: FsWatcher,
         snapshot: Callable[[], Snapshot],
         *,
-        limiter: anyio.CapacityLimiter | None = None,
         released: Callable[[str], None],
     ) -> None:
         self.watcher = watcher
@@ -149,7 +148,6 @@ class SessionRegistry:
         self._unsettled: dict[str, float] = {}  # inbox -> when its abort was first seen changing
         self._per_uid: dict[int, int] = {}
         self._snapshot = snapshot  # the configuration generation now: its limits and signal
-        self._limiter = limiter
         self._released = released  # the memory a session's conversation held: given back
         self._tg: anyio.abc.TaskGroup | None = None
 
