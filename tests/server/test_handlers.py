@@ -39,6 +39,16 @@ def _chat(d: InProcessDaemon, name: str = "a/agent.chat") -> str:
     return path
 
 
+def _dropped(d: InProcessDaemon, name: str, text: str) -> str:
+    """A chat whose inbox holds the file ``name`` (a notice, an ``abort``); its path."""
+    chat = _chat(d)
+    inbox = os.path.join(os.path.dirname(chat), "agent.inbox")
+    os.makedirs(inbox, exist_ok=True)
+    with open(os.path.join(inbox, name), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return chat
+
+
 def _exchange(c: LineClient, request: dict[str, Any]) -> tuple[bytes, bytes, dict[str, Any]]:
     """Send ``request`` as one line; the line sent, the line answered, and its JSON."""
     line = json.dumps(request).encode() + b"\n"
@@ -266,11 +276,8 @@ def test_recall_answers_from_the_sessions_own_conversation(d: InProcessDaemon) -
 
 
 def test_an_abort_a_prepare_consumes_is_counted_once_and_answered(d: InProcessDaemon) -> None:
-    chat = _chat(d)
+    chat = _dropped(d, "abort", "budget spent\n")
     inbox = os.path.join(os.path.dirname(chat), "agent.inbox")
-    os.mkdir(inbox)
-    with open(os.path.join(inbox, "abort"), "w", encoding="utf-8") as handle:
-        handle.write("budget spent\n")
     with d.connect() as c:
         params = {"save_file": chat, "messages": conversation(2)}
         first = c.call("prepare_prompt", params)["error"]
@@ -316,11 +323,7 @@ def test_a_sessions_rounds_deliver_its_inboxs_notices_and_again_when_asked(
 ) -> None:
     """A round picks up the notices of the session's inbox; ``redeliver`` gives the
     last answer's again (its answer was lost), a plain round does not."""
-    chat = _chat(d)
-    inbox = os.path.join(os.path.dirname(chat), "agent.inbox")
-    os.mkdir(inbox)
-    with open(os.path.join(inbox, "note.txt"), "w", encoding="utf-8") as handle:
-        handle.write("NOTICE-7 the build is red")
+    chat = _dropped(d, "note.txt", "NOTICE-7 the build is red")
     messages = conversation(2)
     with d.connect() as c:
         sid = c.call("session.open", {"save_file": chat})["result"]["session"]
@@ -334,11 +337,7 @@ def test_a_sessions_rounds_deliver_its_inboxs_notices_and_again_when_asked(
 
 
 def test_a_session_less_prepare_with_a_save_file_delivers_its_notices(d: InProcessDaemon) -> None:
-    chat = _chat(d)
-    inbox = os.path.join(os.path.dirname(chat), "agent.inbox")
-    os.mkdir(inbox)
-    with open(os.path.join(inbox, "note.txt"), "w", encoding="utf-8") as handle:
-        handle.write("NOTICE-8 rebase first")
+    chat = _dropped(d, "note.txt", "NOTICE-8 rebase first")
     with d.connect() as c:
         answer = c.call("prepare_prompt", {"save_file": chat, "messages": conversation(2)})
     assert "NOTICE-8" in json.dumps(answer["result"])

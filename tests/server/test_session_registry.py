@@ -498,6 +498,20 @@ class FakeClaims:
         return answer
 
 
+@contextlib.asynccontextmanager
+async def _claim_held(
+    r: SessionRegistry, inbox: str, fake: FakeClaims, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[None]:
+    """Inside: a claim of ``inbox`` runs, held in its look at the inbox; it ends after."""
+    fake.release = threading.Event()
+    monkeypatch.setattr(sessions, "claim_for", fake)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(r.claim, inbox)
+        await fake.entered.wait()
+        yield
+        fake.release.set()
+
+
 async def test_a_claim_asks_for_its_sessions_and_aborts_only_those_it_may(
     reg: Registry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -536,15 +550,10 @@ async def test_sessions_opened_while_a_claim_ran_are_aborted_with_it(
     r = reg.registry
     first = await reg.open("a/one.chat", Owner())
     fake = FakeClaims(claims.Claimed(reason="go", sessions=(first.id,), consumed=True))
-    fake.release = threading.Event()
-    monkeypatch.setattr(sessions, "claim_for", fake)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(r.claim, first.inbox)
-        await fake.entered.wait()
+    async with _claim_held(r, first.inbox, fake, monkeypatch):
         late = await reg.open("a/one.chat", Owner())  # read no marker: none written yet
         await r.claim(first.inbox)  # folded into one more attempt after this one
         await r.claim(first.inbox)
-        fake.release.set()
     assert (first.aborted, late.aborted, r.aborts) == ("go", "go", 1)
     assert len(fake.calls) == 2  # the two asked meanwhile: one more
     assert [c.id for c in fake.calls[1]["candidates"]] == sorted([first.id, late.id])
@@ -714,13 +723,8 @@ async def test_a_claim_whose_sessions_closed_meanwhile_still_counts_its_abort(
     r = reg.registry
     session = await reg.open("a/one.chat", Owner())
     fake = FakeClaims(claims.Claimed(reason="go", sessions=(session.id,), consumed=True))
-    fake.release = threading.Event()
-    monkeypatch.setattr(sessions, "claim_for", fake)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(r.claim, session.inbox)
-        await fake.entered.wait()
+    async with _claim_held(r, session.inbox, fake, monkeypatch):
         await r.close(session.id)  # the agent went away while its abort was taken
-        fake.release.set()
     assert r.aborts == 1 and session.aborted is None and r._claiming == {}
     assert await r.pending_abort(None, session.inbox, None) == "go"  # for its next call
     reg.at_rest()
