@@ -79,6 +79,12 @@ class Registry:
             path, path, kwargs.pop("pid", None), owner.peer.uid, owner, **kwargs
         )
 
+    async def end(self, *opened: sessions.AgentSession) -> None:
+        """Close ``opened``; then every count is back at rest."""
+        for session in opened:
+            await self.registry.close(session.id)
+        self.at_rest()
+
     def at_rest(self) -> None:
         """Every count back at zero once every session is closed."""
         r = self.registry
@@ -265,9 +271,7 @@ async def test_only_idle_unlocked_conversations_are_forgotten(
         "dropped the stored conversation of 1 idle session(s)",
         "dropped the stored conversation of 2 idle session(s)",
     ]
-    for session in (old, busy, recent, empty):
-        await r.close(session.id)
-    reg.at_rest()
+    await reg.end(old, busy, recent, empty)
 
 
 # -- aborts ------------------------------------------------------------------------------
@@ -374,9 +378,7 @@ async def test_an_abort_without_a_file_is_logged_apart_and_not_counted(
     assert await r.pending_abort(None, one.inbox, None) == "second"
     r.abort(one.inbox, "third", claimed_by_watcher=False)
     assert r.aborts == 2
-    for session in (one, two):
-        await r.close(session.id)
-    reg.at_rest()
+    await reg.end(one, two)
 
 
 @pytest.mark.parametrize("abort_signal", ["USR1", None])
@@ -400,9 +402,7 @@ async def test_the_abort_signal_reaches_the_sessions_process(
                     assert child.poll() is None and sent == []
             finally:
                 child.kill()
-        for session in (with_pid, without):
-            await r.close(session.id)
-        reg.at_rest()
+        await reg.end(with_pid, without)
 
 
 # -- where a file event goes ---------------------------------------------------------------
@@ -451,9 +451,7 @@ async def test_each_changed_path_claims_the_inboxes_it_concerns(
     assert await batch(one.inbox, overflow=True) == [] and rescans == [1]
     assert _lines(caplog) == ["file events were lost; rechecking every watched inbox"]
     monkeypatch.undo()
-    for session in (one, two, other):
-        await r.close(session.id)
-    reg.at_rest()
+    await reg.end(one, two, other)
 
 
 # -- a claim, with the look at the inbox replaced ------------------------------------------
@@ -539,9 +537,7 @@ async def test_a_claim_asks_for_its_sessions_and_aborts_only_those_it_may(
     assert await r.pending_abort(c, c.inbox, c.resolved) is None  # not c's: kept
     assert await r.pending_abort(None, a.inbox, None) == "go"  # the watcher's claim
     assert r._claiming == {}
-    for session in (a, c):
-        await r.close(session.id)
-    reg.at_rest()
+    await reg.end(a, c)
 
 
 async def test_sessions_opened_while_a_claim_ran_are_aborted_with_it(
@@ -557,9 +553,7 @@ async def test_sessions_opened_while_a_claim_ran_are_aborted_with_it(
     assert (first.aborted, late.aborted, r.aborts) == ("go", "go", 1)
     assert len(fake.calls) == 2  # the two asked meanwhile: one more
     assert [c.id for c in fake.calls[1]["candidates"]] == sorted([first.id, late.id])
-    for session in (first, late):
-        await r.close(session.id)
-    reg.at_rest()
+    await reg.end(first, late)
 
 
 async def test_a_claim_that_takes_nothing_fails_its_sessions_closed(
@@ -587,9 +581,7 @@ async def test_a_claim_that_takes_nothing_fails_its_sessions_closed(
     assert (one.aborted, three.aborted) == ("unusable", hidden)
     errors = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.ERROR]
     assert errors[1:] == [f"inbox {inbox!r} fails closed for 1 session(s): {hidden!r}"]
-    for session in (one, two, three):
-        await r.close(session.id)
-    reg.at_rest()
+    await reg.end(one, two, three)
 
 
 async def test_a_failing_claim_is_logged_and_the_next_one_runs(
@@ -712,9 +704,7 @@ async def test_chats_that_share_an_inbox_are_claimed_for_the_first_sessions_file
     await r.claim(one.inbox)
     first = min((one, two), key=lambda s: s.id)
     assert [call["save_file"] for call in fake.calls] == [first.resolved]
-    for session in (one, two):
-        await r.close(session.id)
-    reg.at_rest()
+    await reg.end(one, two)
 
 
 async def test_a_claim_whose_sessions_closed_meanwhile_still_counts_its_abort(
@@ -762,9 +752,7 @@ async def test_a_uids_claims_run_two_at_a_time_on_threads_of_their_own(
             assert inside[-1] == theirs.resolved
             held.set()
         assert len(inside) == len(mine) + 1 and limiter.borrowed_tokens == 0
-        for session in (*mine, theirs):
-            await r.close(session.id)
-        reg.at_rest()
+        await reg.end(*mine, theirs)
 
 
 async def test_rescans_look_at_the_inboxes_one_at_a_time(
