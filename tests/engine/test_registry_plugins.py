@@ -16,7 +16,7 @@ from scoutd.config import Config
 from scoutd.engine.registry import REGISTRY, Registry
 from scoutd.errors import ConfigError
 from scoutd.strategies import BUILTINS
-from scoutd.strategies.base import PrepareContext
+from scoutd.strategies.base import Builtin, FunctionStrategy, PrepareContext, Rounds
 
 from ..support.threads import raised_in_a_worker
 
@@ -64,6 +64,21 @@ class _ExitsWhenInspected(_NoSignature):
 
 no_signature = _NoSignature()
 exits_when_inspected = _ExitsWhenInspected()
+SEEN = []
+
+
+def sees_all(messages, save_file, config, format, other=None):
+    SEEN.append(("all", save_file, config, format, other))
+    return list(messages)
+
+
+def sees_format(messages, format):
+    SEEN.append(("format", format))
+    return list(messages)
+
+
+def not_a_message(messages):
+    return [*messages, "a line"]
 """
 CTX = PrepareContext(config=scoutd.PromptConfig())
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -73,7 +88,17 @@ MESSAGES = [{"role": "user", "content": "hello"}]
 def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Config]:
     (tmp_path / f"{MODULE}.py").write_text(PLUGINS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    names = ("declares", "vague", "five", "bad_result", "no_signature", "exits_when_inspected")
+    names = (
+        "declares",
+        "vague",
+        "five",
+        "bad_result",
+        "no_signature",
+        "exits_when_inspected",
+        "sees_all",
+        "sees_format",
+        "not_a_message",
+    )
     yield Config(plugins={name: f"{MODULE}:{name}" for name in names})
     sys.modules.pop(MODULE, None)
 
@@ -109,6 +134,38 @@ def test_a_plugin_functions_mistake_is_named_as_its_own(plugins: Config) -> None
         found.run(MESSAGES, CTX)
 
 
+def test_a_plugin_gets_each_keyword_its_signature_names_and_no_other(plugins: Config) -> None:
+    ctx = PrepareContext(
+        config=scoutd.PromptConfig(),
+        format="anthropic",
+        save_file="/c/a.chat",
+        snapshot=plugins,
+    )
+    for name in ("sees_all", "sees_format"):
+        messages, report = REGISTRY.resolve(name, plugins).run(MESSAGES, ctx)
+        assert messages == MESSAGES and report.strategy == name
+    seen = sys.modules[MODULE].SEEN
+    assert seen == [("all", "/c/a.chat", plugins, "anthropic", None), ("format", "anthropic")]
+
+
+def test_a_result_entry_that_is_no_message_is_named_with_its_position(plugins: Config) -> None:
+    found = REGISTRY.resolve("not_a_message", plugins)
+    said = r"^strategy 'not_a_message' returned str at 1, expected message objects$"
+    with pytest.raises(TypeError, match=said):
+        found.run(MESSAGES, CTX)
+
+
+def test_a_built_in_declares_nothing_unless_told() -> None:
+    def run(messages: Any, ctx: PrepareContext) -> Any:
+        raise AssertionError("not run")
+
+    plain = Builtin("plain", run)
+    assert (plain.name, plain.run) == ("plain", run)
+    assert (plain.appends_only, plain.keeps_prefix, plain.rounds) == (False, False, None)
+    told = Builtin("told", run, appends_only=True, keeps_prefix=True, rounds=Rounds.EPOCH)
+    assert (told.appends_only, told.keeps_prefix, told.rounds) == (True, True, Rounds.EPOCH)
+
+
 def test_an_exit_while_a_plugin_is_adapted_is_the_callers_on_the_main_thread_only(
     plugins: Config,
 ) -> None:
@@ -132,7 +189,8 @@ def test_a_function_registered_in_code_receives_the_messages_only() -> None:
     registry.register("keeps", keeps)
     ctx = PrepareContext(config=scoutd.PromptConfig(), format="anthropic", save_file="/c/a.chat")
     registry.registered["keeps"].run(MESSAGES, ctx)
-    assert received == [(None, None)]
+    FunctionStrategy("keeps", keeps).run(MESSAGES, ctx)  # adapted as a function by default
+    assert received == [(None, None), (None, None)]
 
 
 def test_forgetting_a_name_never_registered_is_no_error() -> None:
