@@ -2,11 +2,12 @@
 
 The reference below walks the prompts message by message and character by
 character and keeps the cache as a dictionary of prompt prefixes: no
-bisection, no prefix hashes, one token per character (a tokenizer of ``len``). Drawn sequences of prompts
-(each grown, changed or cut from the one before, at drawn times) go through
-both under drawn settings, in both cache models; every figure of every
-round must agree. Then each piece on its own: the settings' refusals, the
-presets, a message's text and its billed media, the token estimate.
+bisection, no prefix hashes, one token per character (a tokenizer of
+``len``). Drawn sequences of prompts (each grown, changed or cut from the one
+before, at drawn times) go through both under drawn settings, in both cache
+models; every figure of every round must agree. Then each piece on its own:
+the settings' refusals, the presets, a message's text and its billed media,
+the token estimate.
 """
 
 from __future__ import annotations
