@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,14 @@ from scoutd.strategies.media import IMAGE_TOKENS, billed_content
 PRICES = Prices(input=2.0, write=3.0, read=0.5, output=5.0)  # each term told apart
 
 
+def same_start(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items ``a`` and ``b`` share, walked one by one."""
+    same = 0
+    while same < min(len(a), len(b)) and a[same] == b[same]:
+        same += 1
+    return same
+
+
 @dataclass
 class Reference:
     """The cache as plainly as it can be said, one token a character."""
@@ -58,19 +67,10 @@ class Reference:
     def prefix_hit(self, segments: list[str], now: float) -> int:
         if not self.previous or not self.alive(self.previous_time, now):
             return 0
-        whole = 0
-        while (
-            whole < min(len(segments), len(self.previous))
-            and segments[whole] == self.previous[whole]
-        ):
-            whole += 1
+        whole = same_start(segments, self.previous)
         common = sum(len(s) for s in segments[:whole])
         if not self.settings.whole_messages and whole < min(len(segments), len(self.previous)):
-            a, b = segments[whole], self.previous[whole]
-            same = 0
-            while same < min(len(a), len(b)) and a[same] == b[same]:
-                same += 1
-            common += same
+            common += same_start(segments[whole], self.previous[whole])
         return self.cacheable(min(common, self.previous_whole))
 
     def breakpoint_hit(self, segments: list[str], now: float) -> int:
@@ -274,9 +274,7 @@ def test_media_are_billed_as_their_tokens_take_and_nothing_else_changes() -> Non
 @settings(max_examples=300, derandomize=True, database=None)
 @given(st.text(alphabet="ab", max_size=12), st.text(alphabet="ab", max_size=12))
 def test_common_prefixes_against_a_character_walk(a: str, b: str) -> None:
-    same = 0
-    while same < min(len(a), len(b)) and a[same] == b[same]:
-        same += 1
+    same = same_start(a, b)
     assert common_chars(a, b) == same
     assert common_segments(list(a), list(b)) == same
 
